@@ -1,0 +1,89 @@
+"""Versioned schema migrations.
+
+The store records every applied step in ``sparkfn_schema_version``. Opening a
+store applies the steps it has not seen, in order, each in its own
+transaction, so a user upgrading sparkfn keeps their data. A fresh store is
+created from the current :mod:`schema` and stamped with the latest version.
+
+Adding a step: append a :class:`Migration` with the next number whose
+``apply`` changes an existing store from the previous version to the new one
+(explicit DDL through ``conn``), and change :mod:`schema` to the result. Never
+edit a step that has shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, inspect, select
+
+from sparkfn.api.errors import SchemaVersionError
+from sparkfn.store import schema
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One numbered step from version ``number - 1`` to ``number``."""
+
+    number: int
+    description: str
+    apply: Callable[[Connection], None]
+
+
+def _initial(conn: Connection) -> None:
+    schema.metadata.create_all(conn)
+
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _initial),)
+
+
+def current_version(conn: Connection) -> int:
+    """The highest applied step, or 0 for an empty database."""
+    if not inspect(conn).has_table(schema.schema_version.name):
+        return 0
+    found = conn.execute(select(schema.schema_version.c.version)).scalars().all()
+    return max(found, default=0)
+
+
+def upgrade(conn_factory: Callable[[], Connection], steps: Sequence[Migration] = MIGRATIONS) -> int:
+    """Apply the pending ``steps``; returns the version the store is at.
+
+    ``conn_factory`` opens a connection with a write transaction begun; each
+    step runs and is recorded in its own transaction.
+    """
+    latest = steps[-1].number
+    with conn_factory() as conn:
+        version = current_version(conn)
+        if version > latest:
+            msg = (
+                f"the store is at schema version {version} but this sparkfn knows "
+                f"versions up to {latest}; upgrade sparkfn"
+            )
+            raise SchemaVersionError(msg)
+        if version == 0:
+            # A fresh store: the current schema is every step applied.
+            schema.metadata.create_all(conn)
+            now = datetime.now(UTC)
+            conn.execute(
+                schema.schema_version.insert(),
+                [
+                    {"version": m.number, "description": m.description, "applied_at": now}
+                    for m in steps
+                ],
+            )
+            conn.commit()
+            return latest
+    for step in steps:
+        if step.number <= version:
+            continue
+        with conn_factory() as conn:
+            step.apply(conn)
+            conn.execute(
+                schema.schema_version.insert().values(
+                    version=step.number, description=step.description, applied_at=datetime.now(UTC)
+                )
+            )
+            conn.commit()
+    return latest

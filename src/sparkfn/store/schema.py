@@ -1,0 +1,126 @@
+"""The store's tables, as SQLAlchemy Core metadata.
+
+This is the current schema. A fresh store is created from it directly; an
+existing store is brought up to it by the numbered steps in
+:mod:`sparkfn.store.migrations`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+schema_version = Table(
+    "sparkfn_schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("description", String(200), nullable=False),
+    Column("applied_at", DateTime(timezone=True), nullable=False),
+)
+
+topics = Table(
+    "topics",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(128), nullable=False),
+    Column("namespace", String(128), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("partitions", Integer, nullable=False),
+    Column("schema_type", String(16), nullable=False),
+    # None means keep forever.
+    Column("retention_ms", BigInteger, nullable=True),
+    Column("retention_bytes", BigInteger, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("tenant", "namespace", "name", name="uq_topics_name"),
+)
+
+# One row per topic partition. Appends lock this row, so offsets are handed
+# out in the committing transaction and are contiguous across processes.
+partitions = Table(
+    "topic_partitions",
+    metadata,
+    Column("topic_id", Integer, ForeignKey("topics.id", ondelete="CASCADE"), nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("next_offset", BigInteger, nullable=False),
+    # Lowest offset still retained; everything below was deleted by retention.
+    Column("start_offset", BigInteger, nullable=False),
+    PrimaryKeyConstraint("topic_id", "partition"),
+)
+
+segments = Table(
+    "segments",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("topic_id", Integer, ForeignKey("topics.id", ondelete="CASCADE"), nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("base_offset", BigInteger, nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    # Exactly one of location (path relative to the data dir) and inline_data is set.
+    Column("location", String(512), nullable=True),
+    Column("inline_data", LargeBinary, nullable=True),
+    Column("max_publish_time", DateTime(timezone=True), nullable=False),
+    Column("commit_id", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("topic_id", "partition", "base_offset", name="uq_segments_offset"),
+)
+Index("ix_segments_lookup", segments.c.topic_id, segments.c.partition, segments.c.base_offset)
+
+# Producer de-duplication: the highest sequence id persisted per producer
+# and partition (Pulsar keeps it per partition too).
+producer_sequences = Table(
+    "producer_sequences",
+    metadata,
+    Column("topic_id", Integer, ForeignKey("topics.id", ondelete="CASCADE"), nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("producer", String(256), nullable=False),
+    Column("last_sequence_id", BigInteger, nullable=False),
+    PrimaryKeyConstraint("topic_id", "partition", "producer"),
+)
+
+# Durable named subscriptions: the next offset to deliver, per partition.
+subscriptions = Table(
+    "subscriptions",
+    metadata,
+    Column("topic_id", Integer, ForeignKey("topics.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(256), nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("cursor", BigInteger, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("topic_id", "name", "partition"),
+)
+
+# Micro-batches committed by a streaming sink; a replayed batch id is skipped.
+sink_commits = Table(
+    "sink_commits",
+    metadata,
+    Column("sink_id", String(512), nullable=False),
+    Column("batch_id", BigInteger, nullable=False),
+    Column("commit_id", String(64), nullable=False),
+    Column("committed_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("sink_id", "batch_id"),
+)
+
+# Segment files no longer referenced by the index. They are deleted only
+# after a grace period, so a reader that looked a segment up just before
+# compaction or retention replaced it can still open the file.
+garbage_files = Table(
+    "garbage_files",
+    metadata,
+    Column("location", String(512), primary_key=True),
+    Column("delete_after", DateTime(timezone=True), nullable=False),
+)

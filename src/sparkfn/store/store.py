@@ -1,0 +1,190 @@
+"""The metadata store: one SQLAlchemy Core code path over SQLite or PostgreSQL.
+
+>>> store = Store.open("sqlite:////tmp/sparkfn-doc/sparkfn.db", data_dir="/tmp/sparkfn-doc")
+>>> with store.write() as conn:
+...     pass  # one transaction; committed on exit, rolled back on error
+
+SQLite runs in WAL mode with ``BEGIN IMMEDIATE`` write transactions, so
+writers from many processes queue on the database lock instead of failing on
+lock upgrades. PostgreSQL write transactions lock the rows they change with
+``SELECT ... FOR UPDATE`` (see :meth:`Store.lock_partitions`).
+
+A ``Store`` is cheap to open but holds a connection pool: open one per
+process (executors do so lazily, see :func:`Store.cached`) and ``close`` it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, create_engine, event, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+
+from sparkfn.api.errors import StoreError
+from sparkfn.config.settings import Settings
+from sparkfn.store import migrations, schema
+
+_PG_MIGRATION_LOCK = 0x5350_4B46  # "SPKF": serialises concurrent first opens
+
+
+def _normalise_url(url: str) -> str:
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+class Store:
+    """Connection to the metadata store plus the data directory for segments."""
+
+    def __init__(self, url: str, data_dir: Path, engine: Engine) -> None:
+        self.url = url
+        self.data_dir = data_dir
+        self.engine = engine
+        self.dialect = engine.dialect.name
+
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        data_dir: str | Path | None = None,
+        *,
+        steps: Sequence[migrations.Migration] = migrations.MIGRATIONS,
+    ) -> Store:
+        """Open (creating or upgrading as needed) the store at ``url``."""
+        settings = Settings.resolve(data_dir, url)
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            sa_url = make_url(_normalise_url(settings.store_url))
+        except ArgumentError as exc:
+            msg = f"store URL {settings.store_url!r} is not a valid database URL: {exc}"
+            raise StoreError(msg) from exc
+        if sa_url.get_backend_name() == "sqlite":
+            engine = cls._sqlite_engine(sa_url.database)
+        elif sa_url.get_backend_name() == "postgresql":
+            engine = create_engine(sa_url, pool_pre_ping=True, pool_size=4, max_overflow=8)
+        else:
+            msg = (
+                f"store URL {settings.store_url!r}: backend "
+                f"{sa_url.get_backend_name()!r} is not supported (use sqlite or postgresql)"
+            )
+            raise StoreError(msg)
+        store = cls(settings.store_url, settings.data_dir, engine)
+        try:
+            migrations.upgrade(store._migration_connection, steps)
+        except OperationalError as exc:
+            engine.dispose()
+            msg = f"cannot open the store at {settings.store_url!r}: {exc.orig}"
+            raise StoreError(msg) from exc
+        except Exception:
+            engine.dispose()
+            raise
+        return store
+
+    @staticmethod
+    def _sqlite_engine(database: str | None) -> Engine:
+        if not database or database == ":memory:":
+            msg = "the SQLite store needs a file path (it is shared between processes)"
+            raise StoreError(msg)
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            f"sqlite:///{database}",
+            connect_args={"timeout": 60, "check_same_thread": False},
+        )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Take over transaction control from pysqlite so BEGIN IMMEDIATE works.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=60000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            mode = conn.info.get("sqlite_begin", "DEFERRED")
+            conn.exec_driver_sql(f"BEGIN {mode}")
+
+        return engine
+
+    @contextmanager
+    def _migration_connection(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                conn.info["sqlite_begin"] = "IMMEDIATE"
+            try:
+                conn.begin()
+                if self.dialect == "postgresql":
+                    conn.execute(
+                        text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK}
+                    )
+                yield conn
+            finally:
+                conn.info.pop("sqlite_begin", None)
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction: committed when the block exits, rolled back on error."""
+        with self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                conn.info["sqlite_begin"] = "IMMEDIATE"
+            try:
+                with conn.begin():
+                    yield conn
+            finally:
+                conn.info.pop("sqlite_begin", None)
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read-only transaction with a consistent snapshot."""
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def lock_partitions(
+        self, conn: Connection, topic_id: int, partition_ids: Sequence[int]
+    ) -> dict[int, tuple[int, int]]:
+        """Lock the partition rows for appends; returns ``{partition: (start, next)}``.
+
+        Rows are locked in partition order so concurrent multi-partition
+        commits cannot deadlock. On SQLite the IMMEDIATE transaction already
+        holds the database write lock.
+        """
+        table = schema.partitions
+        query = (
+            select(table.c.partition, table.c.start_offset, table.c.next_offset)
+            .where(and_(table.c.topic_id == topic_id, table.c.partition.in_(sorted(partition_ids))))
+            .order_by(table.c.partition)
+        )
+        if self.dialect == "postgresql":
+            query = query.with_for_update()
+        return {row.partition: (row.start_offset, row.next_offset) for row in conn.execute(query)}
+
+    def path(self, location: str) -> Path:
+        """Absolute path of a segment location stored relative to the data dir."""
+        return self.data_dir / location
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+    # Executors and other long-lived processes share one Store per (url, data dir).
+    _cache: dict[tuple[str, str, int], Store] = {}
+    _cache_lock = threading.Lock()
+
+    @classmethod
+    def cached(cls, url: str, data_dir: str | Path) -> Store:
+        """The process-wide ``Store`` for ``url``, opened on first use."""
+        key = (url, str(data_dir), os.getpid())
+        with cls._cache_lock:
+            store = cls._cache.get(key)
+            if store is None:
+                store = cls._cache[key] = cls.open(url, data_dir)
+            return store

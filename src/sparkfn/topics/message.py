@@ -1,0 +1,186 @@
+"""The message row and its Arrow schemas.
+
+A stored message has ``key, value, properties, event_time, publish_time,
+producer, sequence_id``; a message read back also carries ``topic``,
+``partition`` and ``offset``, and its message id is ``partition:offset``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+import pyarrow as pa
+
+from sparkfn.api.errors import PayloadError
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+PROPERTIES = pa.map_(pa.string(), pa.string())
+
+STORED_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string()),
+        pa.field("value", pa.binary()),
+        pa.field("properties", PROPERTIES),
+        pa.field("event_time", TIMESTAMP),
+        pa.field("publish_time", TIMESTAMP),
+        pa.field("producer", pa.string()),
+        pa.field("sequence_id", pa.int64()),
+    ]
+)
+
+READ_SCHEMA = pa.schema(
+    [
+        *STORED_SCHEMA,
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+    ]
+)
+
+# The same schema as a Spark DDL string, for the data source.
+SPARK_READ_SCHEMA = (
+    "key string, value binary, properties map<string,string>, event_time timestamp, "
+    "publish_time timestamp, producer string, sequence_id bigint, topic string, "
+    "partition int, offset bigint"
+)
+
+
+class SchemaType(StrEnum):
+    """How a topic's values are interpreted."""
+
+    BYTES = "bytes"  # opaque bytes
+    STRING = "string"  # UTF-8 text
+    JSON = "json"  # UTF-8 JSON document
+
+
+def encode_value(value: Any, schema_type: SchemaType, *, topic: str) -> bytes:
+    """Turn a Python value into the stored bytes for a topic of ``schema_type``.
+
+    Raises :class:`PayloadError` naming the topic and what was found.
+    """
+    if schema_type is SchemaType.JSON:
+        if isinstance(value, bytes | bytearray):
+            check_values([bytes(value)], schema_type, topic=topic)
+            return bytes(value)
+        if isinstance(value, str):
+            return encode_value(value.encode(), schema_type, topic=topic)
+        try:
+            return json.dumps(value, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as exc:
+            msg = f"topic {topic} (schema json): value {value!r} is not JSON-serialisable: {exc}"
+            raise PayloadError(msg) from exc
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+        if schema_type is SchemaType.STRING:
+            check_values([data], schema_type, topic=topic)
+        return data
+    msg = (
+        f"topic {topic} (schema {schema_type.value}): value must be str or bytes; "
+        f"got a {type(value).__name__}: {value!r:.80}"
+    )
+    raise PayloadError(msg)
+
+
+def check_values(values: list[bytes | None], schema_type: SchemaType, *, topic: str) -> None:
+    """Validate stored values against the topic schema; raise on the first bad one."""
+    if schema_type is SchemaType.BYTES:
+        return
+    for index, data in enumerate(values):
+        if data is None:
+            continue
+        try:
+            decoded = data.decode("utf-8")
+            if schema_type is SchemaType.JSON:
+                json.loads(decoded)
+        except (UnicodeDecodeError, ValueError) as exc:
+            msg = (
+                f"topic {topic} (schema {schema_type.value}): message {index} value "
+                f"{data[:60]!r} is not valid {schema_type.value}: {exc}"
+            )
+            raise PayloadError(msg) from exc
+
+
+@dataclass
+class Message:
+    """One message to produce. ``value`` must already be bytes (see :func:`encode_value`)."""
+
+    value: bytes | None
+    key: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    event_time: datetime | None = None
+    sequence_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    """A message read back from a topic."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    value: bytes | None
+    properties: dict[str, str]
+    event_time: datetime | None
+    publish_time: datetime
+    producer: str | None
+    sequence_id: int | None
+
+    @property
+    def message_id(self) -> str:
+        """``partition:offset``, the message's identity within its topic."""
+        return f"{self.partition}:{self.offset}"
+
+    def as_json(self, schema_type: SchemaType) -> dict[str, Any]:
+        """A JSON-friendly dict; the value decoded per the topic schema."""
+        value: Any = self.value
+        if self.value is not None:
+            if schema_type is SchemaType.JSON:
+                value = json.loads(self.value)
+            elif schema_type is SchemaType.STRING:
+                value = self.value.decode()
+            else:
+                value = self.value.hex()
+        return {
+            "topic": self.topic,
+            "message_id": self.message_id,
+            "key": self.key,
+            "value": value,
+            "properties": self.properties,
+            "event_time": self.event_time.isoformat() if self.event_time else None,
+            "publish_time": self.publish_time.isoformat(),
+            "producer": self.producer,
+            "sequence_id": self.sequence_id,
+        }
+
+
+def messages_from_table(table: pa.Table | pa.RecordBatch) -> list[ReceivedMessage]:
+    """Convert read rows (``READ_SCHEMA``) to :class:`ReceivedMessage` objects."""
+    out = []
+    for row in table.to_pylist():
+        out.append(
+            ReceivedMessage(
+                topic=row["topic"],
+                partition=row["partition"],
+                offset=row["offset"],
+                key=row["key"],
+                value=row["value"],
+                properties=dict(row["properties"] or []),
+                event_time=row["event_time"],
+                publish_time=row["publish_time"],
+                producer=row["producer"],
+                sequence_id=row["sequence_id"],
+            )
+        )
+    return out
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware, to the microsecond."""
+    return datetime.now(UTC)

@@ -1,0 +1,60 @@
+"""Segment encoding: consecutive messages of one partition as Arrow IPC.
+
+A segment holds rows in ``STORED_SCHEMA`` order; it does not store offsets,
+which are ``base_offset + row index`` and assigned only when the index row
+that makes the segment visible is committed. That is what lets executors
+stage segments before knowing their offsets.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+
+from sparkfn.topics.message import STORED_SCHEMA
+
+# Segments whose encoding is at most this many bytes live inline in the index row.
+INLINE_LIMIT = 64 * 1024
+
+
+def encode(table: pa.Table) -> bytes:
+    """Arrow IPC stream bytes of ``table`` (already in ``STORED_SCHEMA``)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, STORED_SCHEMA) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def decode(data: bytes | pa.Buffer) -> pa.Table:
+    """Inverse of :func:`encode`."""
+    return pa.ipc.open_stream(data).read_all()
+
+
+def new_location(topic_key: str, partition: int) -> str:
+    """A fresh, unique location (relative to the data dir) for a segment file."""
+    return f"segments/{topic_key}/{partition}/{uuid.uuid4().hex}.arrow"
+
+
+def write_file(data_dir: Path, location: str, data: bytes) -> None:
+    """Write a segment file durably: to a temp name, fsync, then rename.
+
+    A crash leaves at worst an unreferenced file, never a partial one under
+    a referenced name.
+    """
+    path = data_dir / location
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_file(data_dir: Path, location: str) -> pa.Table:
+    """Read a segment file (memory-mapped)."""
+    with pa.memory_map(str(data_dir / location)) as source:
+        return pa.ipc.open_stream(source).read_all()
