@@ -1,0 +1,399 @@
+"""The ``sparkfn`` Spark data source: topics as a streaming source and sink.
+
+Reading::
+
+    spark.readStream.format("sparkfn")
+        .option("topic", "public/default/in")          # or "topics": "a,b"
+        .option("startingOffsets", "earliest")         # or "latest" (default)
+        .option("maxRecordsPerBatch", 10000)           # admission control
+        .load()
+
+Rows have the columns of :data:`READ_SCHEMA` (``key, value, properties,
+event_time, publish_time, producer, sequence_id, topic, partition, offset``).
+Offsets are ``{"<topic>#<partition>": next_offset}``. ``Trigger.AvailableNow``
+is supported: the source freezes the end offsets when the query starts.
+
+Writing::
+
+    df.writeStream.format("sparkfn")
+        .option("topic", "public/default/out")
+        .option("checkpointLocation", "/path")         # also the sink's identity
+        .start()
+
+The frame needs a ``value`` column (binary or string) and may have ``key``,
+``properties``, ``event_time``, ``partition``, ``producer`` and
+``sequence_id``. Rows with a ``partition`` go there, rows with a key go to
+the key's hash partition, the rest are spread evenly.
+
+Exactly-once: executors *stage* segments (inline bytes in the commit message
+when small, else a file nobody references yet); the driver's ``commit``
+makes them visible in one store transaction that also records
+``(sink id, batchId)``. A batch Spark replays after a crash finds its id
+recorded and is skipped, so each batch lands once.
+
+Every option is read on the driver; executors get resolved values.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+from sqlalchemy import and_, insert, select
+
+from sparkfn.api.errors import ConfigError, PayloadError
+from sparkfn.config.settings import Settings
+from sparkfn.store import schema
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.log import (
+    StagedSegment,
+    commit_segments,
+    end_offsets,
+    partition_for_key,
+    read_range,
+    stage,
+)
+from sparkfn.topics.message import (
+    PROPERTIES,
+    SPARK_READ_SCHEMA,
+    STORED_SCHEMA,
+    TIMESTAMP,
+    SchemaType,
+    check_values,
+    utc_now,
+)
+
+DEFAULT_MAX_RECORDS_PER_TASK = 200_000
+# Fault injection for crash tests: SIGKILL the driver right after the sink's
+# transaction for this batch id committed, before Spark records the batch.
+KILL_AFTER_COMMIT_ENV = "SPARKFN_TEST_KILL_AFTER_SINK_COMMIT"
+
+
+def _options(options: Mapping[str, str]) -> dict[str, str]:
+    return {k.lower(): v for k, v in options.items()}
+
+
+def _positive_int(opts: dict[str, str], name: str, default: int | None) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        msg = f"sparkfn data source option {name} must be a positive integer; got {raw!r}"
+        raise ConfigError(msg)
+    return value
+
+
+def _offset_key(topic: TopicInfo, partition: int) -> str:
+    return f"{topic.name}#{partition}"
+
+
+@dataclass(frozen=True)
+class TopicRange(InputPartition):  # type: ignore[misc]
+    """One Spark task's share: ``[start, end)`` of one topic partition."""
+
+    topic: TopicInfo
+    partition: int
+    start: int
+    end: int
+
+
+class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """Reads topics; called on the driver except :meth:`read` (executors)."""
+
+    def __init__(self, opts: dict[str, str]) -> None:
+        settings = Settings.resolve(opts.get("datadir"), opts.get("storeurl"))
+        self.store_url = settings.store_url
+        self.data_dir = str(settings.data_dir)
+        names = opts.get("topics") or opts.get("topic")
+        if not names:
+            msg = "sparkfn data source: option 'topic' (or 'topics') is required for reading"
+            raise ConfigError(msg)
+        admin = TopicAdmin(self._store())
+        self.topics = [admin.get(n.strip()) for n in names.split(",") if n.strip()]
+        self.starting = opts.get("startingoffsets", "latest")
+        if self.starting not in ("earliest", "latest"):
+            msg = f"sparkfn data source option startingOffsets must be earliest or latest; got {self.starting!r}"
+            raise ConfigError(msg)
+        self.max_records = _positive_int(opts, "maxRecordsPerBatch", None)
+        self.max_per_task = _positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
+        self.target: dict[str, int] | None = None
+
+    def _store(self) -> Store:
+        return Store.cached(self.store_url, self.data_dir)
+
+    def _bounds(self) -> dict[str, tuple[int, int]]:
+        store = self._store()
+        out = {}
+        for topic in self.topics:
+            for part, bounds in end_offsets(store, topic).items():
+                out[_offset_key(topic, part)] = bounds
+        return out
+
+    def initialOffset(self) -> dict[str, int]:
+        """Called once on the driver when a query starts with no checkpoint."""
+        index = 0 if self.starting == "earliest" else 1
+        return {key: bounds[index] for key, bounds in self._bounds().items()}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Freeze the end at what is committed now (``Trigger.AvailableNow``)."""
+        self.target = {key: end for key, (_, end) in self._bounds().items()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxRecordsPerBatch`` when set, else everything available."""
+        if self.max_records is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.max_records)
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        """The end of the next batch: what is available, capped by ``limit``."""
+        available = (
+            self.target
+            if self.target is not None
+            else {k: e for k, (_, e) in self._bounds().items()}
+        )
+        end = {
+            key: max(start.get(key, 0), available.get(key, 0))
+            for key in set(start) | set(available)
+        }
+        if isinstance(limit, ReadMaxRows):
+            end = _cap(start, end, limit.max_rows)
+        return end
+
+    def reportLatestOffset(self) -> dict[str, int]:
+        """What is committed now, for Spark's progress reports."""
+        return {k: e for k, (_, e) in self._bounds().items()}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[TopicRange]:
+        """Split the batch into tasks of at most ``maxRecordsPerTask`` records."""
+        ranges = []
+        for topic in self.topics:
+            for part in range(topic.partitions):
+                key = _offset_key(topic, part)
+                lo, hi = start.get(key, 0), end.get(key, 0)
+                step = self.max_per_task or hi - lo
+                for first in range(lo, hi, step):
+                    ranges.append(TopicRange(topic, part, first, min(hi, first + step)))
+        return ranges
+
+    def read(self, partition: TopicRange) -> Iterator[pa.RecordBatch]:
+        """Runs on an executor: yield the range as Arrow batches."""
+        store = Store.cached(self.store_url, self.data_dir)
+        yield from read_range(
+            store, partition.topic, partition.partition, partition.start, partition.end
+        )
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Spark finished everything up to ``end``; nothing to release."""
+
+
+def _cap(start: dict[str, int], end: dict[str, int], budget: int) -> dict[str, int]:
+    """Share ``budget`` records fairly over the partitions that have data."""
+    want = {k: end[k] - start.get(k, 0) for k in end if end[k] > start.get(k, 0)}
+    grant = dict.fromkeys(want, 0)
+    remaining = budget
+    while remaining > 0 and want:
+        share = max(1, remaining // len(want))
+        for key in sorted(want):
+            take = min(share, want[key], remaining)
+            grant[key] += take
+            want[key] -= take
+            remaining -= take
+            if remaining == 0:
+                break
+        want = {k: v for k, v in want.items() if v > 0}
+    return {k: start.get(k, 0) + grant.get(k, 0) for k in end}
+
+
+@dataclass
+class StagedBatch(WriterCommitMessage):  # type: ignore[misc]
+    """What one writer task staged, sent to the driver's commit."""
+
+    segments: list[StagedSegment]
+
+
+class SparkfnStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+    """Writes a topic exactly once per micro-batch (see the module docstring)."""
+
+    def __init__(self, opts: dict[str, str], schema_: StructType) -> None:
+        settings = Settings.resolve(opts.get("datadir"), opts.get("storeurl"))
+        self.store_url = settings.store_url
+        self.data_dir = str(settings.data_dir)
+        name = opts.get("topic")
+        if not name:
+            msg = "sparkfn data source: option 'topic' is required for writing"
+            raise ConfigError(msg)
+        self.topic = TopicAdmin(Store.cached(self.store_url, self.data_dir)).get(name)
+        self.sink_id = opts.get("sinkid") or opts.get("checkpointlocation")
+        if not self.sink_id:
+            msg = (
+                f"sparkfn sink for topic {self.topic.name}: set option 'checkpointLocation' "
+                "(or 'sinkId'); it identifies the sink's committed batches"
+            )
+            raise ConfigError(msg)
+        fields = set(schema_.fieldNames())
+        if "value" not in fields:
+            msg = f"sparkfn sink for topic {self.topic.name}: the frame needs a 'value' column; has {sorted(fields)}"
+            raise ConfigError(msg)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedBatch:
+        """Runs on an executor: route rows to partitions and stage segments."""
+        store = Store.cached(self.store_url, self.data_dir)
+        parts: dict[int, list[pa.Table]] = {}
+        row_base = 0
+        for batch in iterator:
+            if batch.num_rows == 0:
+                continue
+            table = _to_stored(batch, self.topic)
+            routes = _route(batch, self.topic.partitions, row_base)
+            row_base += batch.num_rows
+            for part in sorted(set(routes.to_pylist())):
+                parts.setdefault(part, []).append(table.filter(pc.equal(routes, part)))
+        staged = [
+            stage(store, self.topic, p, pa.concat_tables(ts)) for p, ts in sorted(parts.items())
+        ]
+        return StagedBatch(staged)
+
+    def commit(self, messages: list[StagedBatch | None], batchId: int) -> None:  # noqa: N803
+        """Driver: make the batch visible once; a replayed ``batchId`` is skipped."""
+        store = Store.cached(self.store_url, self.data_dir)
+        staged = [seg for m in messages if m is not None for seg in m.segments]
+        table = schema.sink_commits
+        with store.write() as conn:
+            done = conn.execute(
+                select(table.c.batch_id).where(
+                    and_(table.c.sink_id == self.sink_id, table.c.batch_id == batchId)
+                )
+            ).first()
+            if done is None:
+                commit_id = uuid.uuid4().hex
+                commit_segments(store, conn, self.topic, staged, commit_id)
+                conn.execute(
+                    insert(table).values(
+                        sink_id=self.sink_id,
+                        batch_id=batchId,
+                        commit_id=commit_id,
+                        committed_at=utc_now(),
+                    )
+                )
+        if done is not None:
+            _discard(store, staged)
+        if os.environ.get(KILL_AFTER_COMMIT_ENV) == str(batchId):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def abort(self, messages: list[StagedBatch | None], batchId: int) -> None:  # noqa: N803
+        """Driver: a task failed; delete what the others staged."""
+        store = Store.cached(self.store_url, self.data_dir)
+        _discard(store, [seg for m in messages if m is not None for seg in m.segments])
+
+
+def _discard(store: Store, staged: list[StagedSegment]) -> None:
+    for seg in staged:
+        if seg.location:
+            store.path(seg.location).unlink(missing_ok=True)
+
+
+def _column(batch: pa.RecordBatch, name: str, type_: pa.DataType) -> pa.Array:
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        return pa.nulls(batch.num_rows, type_)
+    return batch.column(index).cast(type_)
+
+
+def _to_stored(batch: pa.RecordBatch, topic: TopicInfo) -> pa.Table:
+    value = batch.column(batch.schema.get_field_index("value"))
+    if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
+        value = value.cast(pa.binary())
+    elif topic.schema_type is SchemaType.STRING:
+        try:
+            value.cast(pa.string())
+        except pa.ArrowInvalid as exc:
+            msg = f"topic {topic.name} (schema string): a value is not valid UTF-8: {exc}"
+            raise PayloadError(msg) from exc
+    if topic.schema_type is SchemaType.JSON:
+        check_values(value.to_pylist(), topic.schema_type, topic=str(topic.name))
+    n = batch.num_rows
+    return pa.Table.from_arrays(
+        [
+            _column(batch, "key", pa.string()),
+            value.cast(pa.binary()),
+            _column(batch, "properties", PROPERTIES),
+            _column(batch, "event_time", TIMESTAMP),
+            pa.array([utc_now()] * n, TIMESTAMP),
+            _column(batch, "producer", pa.string()),
+            _column(batch, "sequence_id", pa.int64()),
+        ],
+        schema=STORED_SCHEMA,
+    )
+
+
+def _route(batch: pa.RecordBatch, partitions: int, row_base: int) -> pa.Array:
+    """Target partition per row: explicit ``partition``, else key hash, else spread."""
+    n = batch.num_rows
+    explicit = _column(batch, "partition", pa.int32()).to_pylist()
+    keys = _column(batch, "key", pa.string()).to_pylist()
+    out = []
+    for i in range(n):
+        part = explicit[i]
+        if part is None:
+            key = keys[i]
+            part = (
+                partition_for_key(key, partitions)
+                if key is not None
+                else (row_base + i) % partitions
+            )
+        elif not 0 <= part < partitions:
+            msg = f"row {row_base + i}: partition {part} is out of range 0..{partitions - 1}"
+            raise ConfigError(msg)
+        out.append(part)
+    return pa.array(out, pa.int32())
+
+
+class SparkfnDataSource(DataSource):  # type: ignore[misc]
+    """``format("sparkfn")``: sparkfn topics for Structured Streaming."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name."""
+        return "sparkfn"
+
+    def schema(self) -> str:
+        """Called once on the driver: the message row schema."""
+        return SPARK_READ_SCHEMA
+
+    def streamReader(self, schema: StructType) -> SparkfnStreamReader:  # noqa: N802
+        """Called once on the driver per query start."""
+        return SparkfnStreamReader(_options(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> SparkfnStreamWriter:  # noqa: N802
+        """Called once on the driver per query start."""
+        return SparkfnStreamWriter(_options(self.options), schema)
+
+
+def spark_options(store: Store) -> dict[str, Any]:
+    """The options that point the data source at ``store``."""
+    return {"storeUrl": store.url, "dataDir": str(store.data_dir)}
