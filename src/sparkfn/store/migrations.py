@@ -14,6 +14,7 @@ edit a step that has shipped.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -47,7 +48,10 @@ def current_version(conn: Connection) -> int:
     return max(found, default=0)
 
 
-def upgrade(conn_factory: Callable[[], Connection], steps: Sequence[Migration] = MIGRATIONS) -> int:
+def upgrade(
+    conn_factory: Callable[[], AbstractContextManager[Connection]],
+    steps: Sequence[Migration] = MIGRATIONS,
+) -> int:
     """Apply the pending ``steps``; returns the version the store is at.
 
     ``conn_factory`` opens a connection with a write transaction begun; each
@@ -79,6 +83,10 @@ def upgrade(conn_factory: Callable[[], Connection], steps: Sequence[Migration] =
         if step.number <= version:
             continue
         with conn_factory() as conn:
+            # Another process may have applied it since we looked; the step's
+            # transaction holds the migration lock, so check again under it.
+            if current_version(conn) >= step.number:
+                continue
             step.apply(conn)
             conn.execute(
                 schema.schema_version.insert().values(

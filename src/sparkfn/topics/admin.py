@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -62,6 +63,22 @@ def parse_schema_type(value: str | SchemaType) -> SchemaType:
         raise ConfigError(msg) from None
 
 
+def _retention_ms(
+    name: TopicName, retention: timedelta | None, retention_bytes: int | None
+) -> int | None:
+    """Validate retention limits (``None`` keeps forever); returns the time limit in ms."""
+    retention_ms = None
+    if retention is not None:
+        retention_ms = int(retention.total_seconds() * 1000)
+        if retention_ms <= 0:
+            msg = f"retention for topic {name} must be positive; got {retention}"
+            raise ConfigError(msg)
+    if retention_bytes is not None and retention_bytes <= 0:
+        msg = f"retention_bytes for topic {name} must be positive; got {retention_bytes}"
+        raise ConfigError(msg)
+    return retention_ms
+
+
 def _row_to_info(row: object) -> TopicInfo:
     return TopicInfo(
         id=row.id,  # type: ignore[attr-defined]
@@ -105,15 +122,7 @@ class TopicAdmin:
             )
             raise ConfigError(msg)
         kind = parse_schema_type(schema_type)
-        retention_ms = None
-        if retention is not None:
-            retention_ms = int(retention.total_seconds() * 1000)
-            if retention_ms <= 0:
-                msg = f"retention for topic {name} must be positive; got {retention}"
-                raise ConfigError(msg)
-        if retention_bytes is not None and retention_bytes <= 0:
-            msg = f"retention_bytes for topic {name} must be positive; got {retention_bytes}"
-            raise ConfigError(msg)
+        retention_ms = _retention_ms(name, retention, retention_bytes)
         try:
             with self.store.write() as conn:
                 topic_id = conn.execute(
@@ -181,7 +190,7 @@ class TopicAdmin:
             rows = conn.execute(query).all()
         return sorted((_row_to_info(r) for r in rows), key=lambda t: t.name)
 
-    def stats(self, topic: str | TopicName) -> list[PartitionStats]:
+    def stats(self, topic: str | TopicName) -> builtins.list[PartitionStats]:
         """Per-partition start/end offsets, segment count and bytes."""
         info = self.get(topic)
         seg = schema.segments
@@ -219,7 +228,7 @@ class TopicAdmin:
     ) -> TopicInfo:
         """Change a topic's retention (``None`` keeps forever)."""
         info = self.get(topic)
-        retention_ms = None if retention is None else int(retention.total_seconds() * 1000)
+        retention_ms = _retention_ms(info.name, retention, retention_bytes)
         with self.store.write() as conn:
             conn.execute(
                 update(schema.topics)

@@ -152,7 +152,12 @@ def read_range(
     while end is None or position < end:
         with store.read() as conn:
             query = (
-                select(seg.c.base_offset, seg.c.count, seg.c.location, seg.c.inline_data)
+                select(
+                    seg.c.base_offset,
+                    seg.c.count.label("n"),
+                    seg.c.location,
+                    seg.c.inline_data,
+                )
                 .where(
                     and_(
                         seg.c.topic_id == topic.id,
@@ -180,9 +185,10 @@ def read_range(
                 if attempts > 5:
                     raise
                 break  # the index changed under us: look the range up again
+            attempts = 0  # only misses without progress in between count towards the limit
             position = max(position, row.base_offset)
             lo = position - row.base_offset
-            hi = row.count if end is None else min(row.count, end - row.base_offset)
+            hi = row.n if end is None else min(row.n, end - row.base_offset)
             if hi > lo:
                 table = _with_position(data.slice(lo, hi - lo), topic, partition, position)
                 yield from table.combine_chunks().to_batches()

@@ -15,11 +15,13 @@ deleted, so a reader in the middle of a segment keeps reading.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import and_, delete, select, update
+from sqlalchemy import Row, and_, delete, select, update
 
 from sparkfn.store import schema
 from sparkfn.store.store import Store
@@ -63,7 +65,7 @@ def apply_retention(
                 select(
                     seg.c.id,
                     seg.c.base_offset,
-                    seg.c.count,
+                    seg.c.count.label("n"),
                     seg.c.size_bytes,
                     seg.c.location,
                     seg.c.max_publish_time,
@@ -98,11 +100,11 @@ def apply_retention(
                         schema.partitions.c.partition == partition,
                     )
                 )
-                .values(start_offset=last.base_offset + last.count)
+                .values(start_offset=last.base_offset + last.n)
             )
             garbage.retire_locations(conn, [r.location for r in doomed if r.location], grace)
             deleted += len(doomed)
-            expired += sum(r.count for r in doomed)
+            expired += sum(r.n for r in doomed)
     return MaintenanceReport(segments_deleted=deleted, messages_expired=expired)
 
 
@@ -127,7 +129,7 @@ def compact(
                 select(
                     seg.c.id,
                     seg.c.base_offset,
-                    seg.c.count,
+                    seg.c.count.label("n"),
                     seg.c.size_bytes,
                     seg.c.location,
                     seg.c.inline_data,
@@ -159,14 +161,14 @@ def compact(
     return MaintenanceReport(segments_merged=merged, segments_written=written)
 
 
-def _runs(rows: list, target_bytes: int) -> list[list]:  # type: ignore[type-arg]
+def _runs(rows: Sequence[Row[Any]], target_bytes: int) -> list[list[Row[Any]]]:
     """Split small segments into runs of contiguous offsets of bounded size."""
-    runs: list[list] = []  # type: ignore[type-arg]
+    runs: list[list[Row[Any]]] = []
     for row in rows:
         current = runs[-1] if runs else None
         if (
             current
-            and current[-1].base_offset + current[-1].count == row.base_offset
+            and current[-1].base_offset + current[-1].n == row.base_offset
             and sum(r.size_bytes for r in current) + row.size_bytes <= target_bytes
         ):
             current.append(row)
@@ -179,10 +181,10 @@ def _swap(
     store: Store,
     topic: TopicInfo,
     partition: int,
-    run: list,
+    run: list[Row[Any]],
     staged: StagedSegment,
     grace: timedelta,
-) -> bool:  # type: ignore[type-arg]
+) -> bool:
     """Replace ``run`` by the merged segment, if retention did not touch it meanwhile."""
     seg = schema.segments
     ids = [r.id for r in run]

@@ -26,7 +26,7 @@ from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.log import commit_segments, partition_for_key, stage
-from sparkfn.topics.message import STORED_SCHEMA, Message, encode_value, utc_now
+from sparkfn.topics.message import STORED_SCHEMA, Message, check_values, encode_value, utc_now
 
 
 class Producer:
@@ -80,6 +80,11 @@ class Producer:
                 f"{self.topic.partitions - 1}; got {partition}"
             )
             raise ConfigError(msg)
+        # Messages may be built by hand, not through encode_value: the topic's
+        # schema must hold for them too, or consumers fail to decode them.
+        check_values(
+            [m.value for m in messages], self.topic.schema_type, topic=str(self.topic.name)
+        )
         routed: dict[int, list[tuple[int, Message]]] = {}
         for index, message in enumerate(messages):
             routed.setdefault(self._route(message, partition), []).append((index, message))

@@ -85,8 +85,11 @@ from sparkfn.topics.message import (
 )
 
 DEFAULT_MAX_RECORDS_PER_TASK = 200_000
-# Fault injection for crash tests: SIGKILL the driver right after the sink's
-# transaction for this batch id committed, before Spark records the batch.
+# Fault injection for crash tests: SIGKILL the driver's process group (the
+# driver and its JVM) right after the sink's transaction for this batch id
+# committed, before Spark records the batch. Spark runs ``commit`` in a Python
+# runner process in a group of its own, so the test starts the driver as a
+# session leader and the hook kills the group whose id is the session id.
 KILL_AFTER_COMMIT_ENV = "SPARKFN_TEST_KILL_AFTER_SINK_COMMIT"
 
 
@@ -113,7 +116,7 @@ def _offset_key(topic: TopicInfo, partition: int) -> str:
 
 
 @dataclass(frozen=True)
-class TopicRange(InputPartition):  # type: ignore[misc]
+class TopicRange(InputPartition):
     """One Spark task's share: ``[start, end)`` of one topic partition."""
 
     topic: TopicInfo
@@ -122,7 +125,7 @@ class TopicRange(InputPartition):  # type: ignore[misc]
     end: int
 
 
-class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads topics; called on the driver except :meth:`read` (executors)."""
 
     def __init__(self, opts: dict[str, str]) -> None:
@@ -200,8 +203,11 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
                     ranges.append(TopicRange(topic, part, first, min(hi, first + step)))
         return ranges
 
-    def read(self, partition: TopicRange) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Runs on an executor: yield the range as Arrow batches."""
+        if not isinstance(partition, TopicRange):
+            msg = f"sparkfn reader got a foreign partition {partition!r}"
+            raise TypeError(msg)
         store = Store.cached(self.store_url, self.data_dir)
         yield from read_range(
             store, partition.topic, partition.partition, partition.start, partition.end
@@ -230,13 +236,13 @@ def _cap(start: dict[str, int], end: dict[str, int], budget: int) -> dict[str, i
 
 
 @dataclass
-class StagedBatch(WriterCommitMessage):  # type: ignore[misc]
+class StagedBatch(WriterCommitMessage):
     """What one writer task staged, sent to the driver's commit."""
 
     segments: list[StagedSegment]
 
 
-class SparkfnStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class SparkfnStreamWriter(DataSourceStreamArrowWriter):
     """Writes a topic exactly once per micro-batch (see the module docstring)."""
 
     def __init__(self, opts: dict[str, str], schema_: StructType) -> None:
@@ -278,10 +284,10 @@ class SparkfnStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         ]
         return StagedBatch(staged)
 
-    def commit(self, messages: list[StagedBatch | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Driver: make the batch visible once; a replayed ``batchId`` is skipped."""
         store = Store.cached(self.store_url, self.data_dir)
-        staged = [seg for m in messages if m is not None for seg in m.segments]
+        staged = _staged(messages)
         table = schema.sink_commits
         with store.write() as conn:
             done = conn.execute(
@@ -303,12 +309,16 @@ class SparkfnStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
         if done is not None:
             _discard(store, staged)
         if os.environ.get(KILL_AFTER_COMMIT_ENV) == str(batchId):
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.killpg(os.getsid(0), signal.SIGKILL)
 
-    def abort(self, messages: list[StagedBatch | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Driver: a task failed; delete what the others staged."""
         store = Store.cached(self.store_url, self.data_dir)
-        _discard(store, [seg for m in messages if m is not None for seg in m.segments])
+        _discard(store, _staged(messages))
+
+
+def _staged(messages: list[WriterCommitMessage | None]) -> list[StagedSegment]:
+    return [seg for m in messages if isinstance(m, StagedBatch) for seg in m.segments]
 
 
 def _discard(store: Store, staged: list[StagedSegment]) -> None:
@@ -373,7 +383,7 @@ def _route(batch: pa.RecordBatch, partitions: int, row_base: int) -> pa.Array:
     return pa.array(out, pa.int32())
 
 
-class SparkfnDataSource(DataSource):  # type: ignore[misc]
+class SparkfnDataSource(DataSource):
     """``format("sparkfn")``: sparkfn topics for Structured Streaming."""
 
     @classmethod

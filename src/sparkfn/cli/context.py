@@ -1,0 +1,59 @@
+"""What every command gets from the global options, and how it reports errors.
+
+The global ``--data-dir`` and ``--store-url`` options become a
+:class:`StoreOptions` on the root Typer context; a command opens the store
+with :func:`open_store`, which closes it again when the command ends.
+
+Heavy modules (SQLAlchemy, pyarrow) are imported only when a command opens
+the store, so ``sparkfn --help`` and usage errors stay fast.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from sparkfn.store.store import Store
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """The store the command line points at; ``None`` means environment, then default."""
+
+    data_dir: Path | None = None
+    store_url: str | None = None
+
+
+@contextmanager
+def open_store(ctx: typer.Context) -> Iterator[Store]:
+    """Open the store named by the global options for the length of a command."""
+    from sparkfn.store.store import Store
+
+    options = ctx.find_object(StoreOptions) or StoreOptions()
+    store = Store.open(options.store_url, options.data_dir)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+_LINE_BREAKS = re.compile(r"\s*\n\s*")
+
+
+def report_error(reason: str, message: str) -> None:
+    """Write ``error [reason]: message`` as one line on stderr.
+
+    Plain text, not Rich: a Rich console would wrap long messages at the
+    terminal width, and scripts grep for the reason.
+    """
+    text = _LINE_BREAKS.sub(" ", message.strip())
+    sys.stderr.write(f"error [{reason}]: {text}\n")
+    sys.stderr.flush()

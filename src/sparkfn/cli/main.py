@@ -1,0 +1,120 @@
+"""The ``sparkfn`` command.
+
+::
+
+    sparkfn topics create orders --partitions 4 --schema-type json --retention 7d
+    sparkfn topics produce orders -m '{"id": 1}' --key alice
+    sparkfn topics consume orders --subscription audit --json
+
+Global options (``--data-dir``, ``--store-url``) come before the command and
+default to ``SPARKFN_DATA_DIR`` / ``SPARKFN_STORE_URL``. Every error sparkfn
+raises on purpose is printed as one line, ``error [reason]: message``, on
+stderr, and the command exits with 1 (2 for a usage error); a traceback means
+a bug.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sparkfn.api.errors import SparkfnError
+from sparkfn.cli.context import StoreOptions, report_error
+from sparkfn.cli.topics import topics_app
+from sparkfn.config.settings import DATA_DIR_ENV, STORE_URL_ENV
+
+app = typer.Typer(
+    name="sparkfn",
+    help="Pulsar-style functions on Apache Spark: topics, functions and workers.",
+    no_args_is_help=True,
+    # Locals may hold a store URL with its password; never print them.
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(topics_app, name="topics")
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--data-dir",
+            envvar=DATA_DIR_ENV,
+            show_envvar=True,
+            help="Directory for segment files and the default SQLite store (default ~/.sparkfn).",
+        ),
+    ] = None,
+    store_url: Annotated[
+        str | None,
+        typer.Option(
+            "--store-url",
+            envvar=STORE_URL_ENV,
+            show_envvar=True,
+            help="Metadata store: sqlite:///PATH or postgresql://... "
+            "(default: a SQLite file in the data directory).",
+        ),
+    ] = None,
+) -> None:
+    """Pulsar-style functions on Apache Spark: topics, functions and workers."""
+    ctx.obj = StoreOptions(data_dir=data_dir, store_url=store_url or None)
+
+
+def _validation_summary(exc: Exception) -> str | None:
+    """One line for a pydantic ValidationError, or ``None`` for anything else.
+
+    pydantic is looked up, not imported, so commands that never load it do
+    not pay for the import.
+    """
+    pydantic: Any = sys.modules.get("pydantic")
+    if pydantic is None or not isinstance(exc, pydantic.ValidationError):
+        return None
+    parts = [
+        f"{'.'.join(str(p) for p in error['loc']) or 'value'}: {error['msg']}"
+        for error in exc.errors()
+    ]
+    return f"{exc.title}: " + "; ".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the ``sparkfn`` command line (the console-script entry point)."""
+    try:
+        result = app(args=argv, prog_name="sparkfn", standalone_mode=False)
+    except SparkfnError as exc:
+        report_error(exc.reason, str(exc))
+        sys.exit(1)
+    except typer.Abort:
+        report_error("aborted", "aborted by the user")
+        sys.exit(1)
+    except typer.TyperException as exc:  # usage errors: bad options, missing arguments
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            # Rich help was printed already; plain help is the message itself.
+            if help_text := exc.format_message().strip():
+                sys.stderr.write(help_text + "\n")
+        else:
+            # Typer validates through pydantic, whose "Value error, " prefix is noise here.
+            report_error("usage_error", exc.format_message().replace("Value error, ", ""))
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        # The reader went away (``sparkfn topics consume x --json | head``).
+        # Point stdout at devnull so the interpreter's final flush stays quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
+    except Exception as exc:
+        summary = _validation_summary(exc)
+        if summary is None:
+            raise
+        report_error("invalid_config", summary)
+        sys.exit(1)
+    # Without standalone mode Typer returns the code of a ``typer.Exit``.
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Parsing and printing the values command-line options take.
+
+>>> parse_duration("1h30m")
+datetime.timedelta(seconds=5400)
+>>> parse_size("100MB")
+104857600
+>>> format_duration_ms(7 * 86_400_000), format_size(104857600)
+('7d', '100MB')
+
+Parsers raise :class:`typer.BadParameter`, so Typer names the option in the
+error ("Invalid value for '--retention': ...").
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import typer
+
+_DURATION_UNITS_MS = {"w": 604_800_000, "d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
+_DURATION_PART = re.compile(r"(\d+)(ms|[wdhms])")
+_DURATION = re.compile(r"(?:\d+(?:ms|[wdhms]))+")
+
+# Powers of 1024, as Pulsar's admin CLI reads sizes; "KB" and "KiB" mean the same.
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([kmgt])(?:i?b)?|(b))?", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> timedelta:
+    """``45s``, ``30m``, ``12h``, ``7d``, ``2w``, ``500ms`` or a sum like ``1h30m``."""
+    compact = text.strip().replace(" ", "").lower()
+    if not _DURATION.fullmatch(compact):
+        msg = (
+            f"{text!r} is not a duration; use a number with a unit "
+            "(ms, s, m, h, d, w), e.g. 7d, 12h, 30m, 45s or 1h30m"
+        )
+        raise typer.BadParameter(msg)
+    total_ms = sum(
+        int(number) * (1 if unit == "ms" else _DURATION_UNITS_MS[unit])
+        for number, unit in _DURATION_PART.findall(compact)
+    )
+    if total_ms <= 0:
+        msg = f"{text!r}: the duration must be positive"
+        raise typer.BadParameter(msg)
+    return timedelta(milliseconds=total_ms)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``1GB``, ``100MB``, ``512KiB``, ``64k`` or a plain number of bytes."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        msg = (
+            f"{text!r} is not a size; use a number of bytes with an optional unit "
+            "(B, KB, MB, GB, TB; powers of 1024), e.g. 1GB or 100MB"
+        )
+        raise typer.BadParameter(msg)
+    number, unit, _ = match.groups()
+    size = int(float(number) * _SIZE_UNITS[(unit or "").lower()])
+    if size <= 0:
+        msg = f"{text!r}: the size must be at least one byte"
+        raise typer.BadParameter(msg)
+    return size
+
+
+def parse_event_time(text: str) -> datetime:
+    """An ISO 8601 time; one without a UTC offset is taken as UTC."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        msg = f"{text!r} is not an ISO 8601 time, e.g. 2024-05-01T12:00:00Z"
+        raise typer.BadParameter(msg) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def parse_properties(items: list[str], option: str = "--property") -> dict[str, str]:
+    """``KEY=VALUE`` strings as a dict; the value may be empty or contain ``=``."""
+    properties: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            msg = f"{item!r} must have the form KEY=VALUE with a non-empty KEY"
+            raise typer.BadParameter(msg, param_hint=f"'{option}'")
+        properties[key] = value
+    return properties
+
+
+def format_duration_ms(ms: int | None) -> str:
+    """The largest whole unit for a retention time, e.g. ``7d``; ``-`` for none."""
+    if ms is None:
+        return "-"
+    for unit, size in _DURATION_UNITS_MS.items():
+        # Days are the largest unit shown: "14d" reads better than "2w".
+        if unit != "w" and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def format_size(size: int | None) -> str:
+    """A byte count for people: ``100MB``, ``1.5GB``, ``512B``; ``-`` for none."""
+    if size is None:
+        return "-"
+    for unit in ("t", "g", "m", "k"):
+        scale = _SIZE_UNITS[unit]
+        if size >= scale:
+            value = size / scale
+            shown = f"{value:.0f}" if size % scale == 0 else f"{value:.1f}"
+            return f"{shown}{unit.upper()}B"
+    return f"{size}B"

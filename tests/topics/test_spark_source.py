@@ -1,0 +1,296 @@
+"""The sparkfn Spark data source on the real local Spark, on both store backends."""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkfn.api.errors import ConfigError, TopicNotFoundError
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.log import stage
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+from sparkfn.topics.spark_source import (
+    KILL_AFTER_COMMIT_ENV,
+    SparkfnStreamWriter,
+    StagedBatch,
+    spark_options,
+)
+
+CHILD = Path(__file__).with_name("spark_copy_child.py")
+
+
+def _fill(store: Store, topic: str, count: int, partitions: int = 3) -> list[bytes]:
+    TopicAdmin(store).create(topic, partitions=partitions)
+    values = [f"message-{i:06d}".encode() for i in range(count)]
+    producer = Producer(store, topic)
+    for first in range(0, count, 97):
+        chunk = values[first : first + 97]
+        producer.send_batch([Message(v, key=f"k{i % 13}") for i, v in enumerate(chunk, first)])
+    return values
+
+
+def _read_all(store: Store, topic: str) -> list[bytes]:
+    consumer = Consumer(store, topic, initial_position="earliest")
+    out: list[bytes] = []
+    while batch := consumer.receive(max_messages=10_000):
+        out.extend(m.value for m in batch if m.value is not None)
+    return out
+
+
+def _copy(spark: Any, store: Store, checkpoint: Path, **read_options: Any) -> Any:
+    source = (
+        spark.readStream.format("sparkfn")
+        .options(**spark_options(store))
+        .option("topic", "src")
+        .option("startingOffsets", "earliest")
+        .options(**read_options)
+        .load()
+    )
+    query = (
+        source.select("key", "value")
+        .writeStream.format("sparkfn")
+        .options(**spark_options(store))
+        .option("topic", "dst")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert not query.isActive, "the copy query did not finish within 120 s"
+    return query
+
+
+def test_copy_is_exact_and_keeps_keys(spark: Any, store: Store, data_dir: Path) -> None:
+    values = _fill(store, "src", 1000)
+    TopicAdmin(store).create("dst", partitions=2)
+    _copy(spark, store, data_dir / "ck")
+    assert collections.Counter(_read_all(store, "dst")) == collections.Counter(values)
+    # Keys route by hash on the way out too: every key lands in one partition.
+    consumer = Consumer(store, "dst", initial_position="earliest")
+    partitions_by_key: dict[str | None, set[int]] = collections.defaultdict(set)
+    for message in consumer.receive(max_messages=2000):
+        partitions_by_key[message.key].add(message.partition)
+    assert all(len(p) == 1 for p in partitions_by_key.values())
+
+
+def test_admission_control_caps_every_batch(spark: Any, store: Store, data_dir: Path) -> None:
+    values = _fill(store, "src", 95)
+    TopicAdmin(store).create("dst")
+    query = _copy(spark, store, data_dir / "ck", maxRecordsPerBatch=20)
+    rows = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert rows and max(rows) <= 20, rows
+    assert sum(rows) == 95
+    assert len(rows) == 5
+    assert collections.Counter(_read_all(store, "dst")) == collections.Counter(values)
+
+
+def test_restart_continues_from_checkpoint(spark: Any, store: Store, data_dir: Path) -> None:
+    first = _fill(store, "src", 50)
+    TopicAdmin(store).create("dst")
+    _copy(spark, store, data_dir / "ck")
+    more = [f"later-{i}".encode() for i in range(30)]
+    Producer(store, "src").send_batch([Message(v) for v in more])
+    _copy(spark, store, data_dir / "ck")
+    assert collections.Counter(_read_all(store, "dst")) == collections.Counter(first + more)
+
+
+def test_replayed_batch_id_is_skipped(store: Store, data_dir: Path) -> None:
+    admin = TopicAdmin(store)
+    admin.create("dst", partitions=1)
+    topic = admin.get("dst")
+    writer = SparkfnStreamWriter(
+        {**{k.lower(): v for k, v in spark_options(store).items()}, "topic": "dst", "sinkid": "s1"},
+        _value_schema(),
+    )
+    import pyarrow as pa
+
+    from sparkfn.topics.message import STORED_SCHEMA, utc_now
+
+    def staged_batch(tag: str, big: bool) -> StagedBatch:
+        n = 3000 if big else 3
+        table = pa.Table.from_pydict(
+            {
+                "key": [None] * n,
+                "value": [f"{tag}-{i}".encode() * (10 if big else 1) for i in range(n)],
+                "properties": [[]] * n,
+                "event_time": [None] * n,
+                "publish_time": [utc_now()] * n,
+                "producer": [None] * n,
+                "sequence_id": [None] * n,
+            },
+            schema=STORED_SCHEMA,
+        )
+        return StagedBatch([stage(store, topic, 0, table)])
+
+    writer.commit([staged_batch("a", big=False)], 0)
+    replay = staged_batch("b", big=True)
+    assert replay.segments[0].location is not None
+    writer.commit([replay], 0)  # the same batch id again: skipped
+    assert [v.decode() for v in _read_all(store, "dst")] == ["a-0", "a-1", "a-2"]
+    # The skipped replay's staged file is removed, not left behind.
+    assert not store.path(replay.segments[0].location).exists()
+    writer.commit([staged_batch("c", big=False)], 1)
+    assert len(_read_all(store, "dst")) == 6
+
+
+def _value_schema() -> Any:
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    return StructType([StructField("value", BinaryType())])
+
+
+def _query_error(spark: Any, store: Store, data_dir: Path, **options: str) -> str:
+    """Start a query reading with ``options``; return the error it fails with."""
+    query = (
+        spark.readStream.format("sparkfn")
+        .options(**spark_options(store))
+        .options(**options)
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(data_dir / f"ck-{len(options)}-{time.time()}"))
+        .start()
+    )
+    try:
+        query.awaitTermination(60)
+    except Exception as exc:  # pyspark's StreamingQueryException
+        return str(exc)
+    finally:
+        query.stop()
+    pytest.fail(f"a query with options {options} did not fail")
+
+
+def test_bad_options_give_clear_errors(spark: Any, store: Store, data_dir: Path) -> None:
+    TopicAdmin(store).create("src")
+    assert "option 'topic' (or 'topics') is required" in _query_error(spark, store, data_dir)
+    assert "topic public/default/nope does not exist" in _query_error(
+        spark, store, data_dir, topic="nope"
+    )
+    assert "maxRecordsPerBatch must be a positive integer; got '-3'" in _query_error(
+        spark, store, data_dir, topic="src", maxRecordsPerBatch="-3"
+    )
+    # The error types survive when used directly.
+    with pytest.raises(TopicNotFoundError):
+        SparkfnStreamWriter({"topic": "nope", **_lower(spark_options(store))}, _value_schema())
+    with pytest.raises(ConfigError, match="checkpointLocation"):
+        SparkfnStreamWriter({"topic": "src", **_lower(spark_options(store))}, _value_schema())
+
+
+def _lower(options: dict[str, Any]) -> dict[str, str]:
+    return {k.lower(): str(v) for k, v in options.items()}
+
+
+def test_bad_payload_for_json_topic_fails_the_query(
+    spark: Any, store: Store, data_dir: Path
+) -> None:
+    _fill(store, "src", 5, partitions=1)  # values like b"message-000001": not JSON
+    TopicAdmin(store).create("dst", schema_type="json")
+    source = (
+        spark.readStream.format("sparkfn")
+        .options(**spark_options(store))
+        .option("topic", "src")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    query = (
+        source.select("value")
+        .writeStream.format("sparkfn")
+        .options(**spark_options(store))
+        .option("topic", "dst")
+        .option("checkpointLocation", str(data_dir / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception, match=r"topic public/default/dst \(schema json\)"):
+        query.awaitTermination(120)
+    assert _read_all(store, "dst") == []
+
+
+# --- crash tests: a real child process running Spark, killed with SIGKILL ---
+
+
+def _start_child(
+    store: Store, checkpoint: Path, env_extra: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), store.url, str(store.data_dir), str(checkpoint), "100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        start_new_session=True,  # the JVM joins the group, so killpg takes it too
+    )
+
+
+def _finish_child(child: subprocess.Popen[str], timeout: float = 180) -> str:
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        pytest.fail(f"child did not finish within {timeout} s")
+    return out
+
+
+def _kill_group(child: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    child.wait(timeout=30)
+
+
+def _kill_after_progress(child: subprocess.Popen[str], batches: int) -> None:
+    """SIGKILL the child's process group once it reported ``batches`` batches."""
+    assert child.stdout is not None
+    deadline = time.monotonic() + 120
+    seen = ""
+    while time.monotonic() < deadline:
+        line = child.stdout.readline()
+        seen += line
+        if not line or (line.startswith("batch ") and int(line.split()[1]) >= batches):
+            break
+    else:
+        _kill_group(child)
+        pytest.fail(f"child made no progress within 120 s: {seen!r}")
+    time.sleep(random.uniform(0.0, 0.5))  # land somewhere inside a batch
+    _kill_group(child)
+
+
+def test_sigkill_mid_stream_then_restart_is_exactly_once(store: Store, data_dir: Path) -> None:
+    """Kill the query twice, at a random moment and at the worst one, then finish.
+
+    The worst moment is right after the sink's transaction committed a batch
+    and before Spark recorded it: the restart replays that batch id, and the
+    sink must recognise and skip it.
+    """
+    values = _fill(store, "src", 1000)
+    TopicAdmin(store).create("dst", partitions=2)
+    checkpoint = data_dir / "ck"
+
+    child = _start_child(store, checkpoint)
+    _kill_after_progress(child, batches=2)
+    first = _read_all(store, "dst")
+    assert len(first) < len(values), "the first kill should land before the end"
+
+    child = _start_child(store, checkpoint, {KILL_AFTER_COMMIT_ENV: "6"})
+    _finish_child(child)
+    assert child.returncode == -signal.SIGKILL, "the fault hook should have killed the driver"
+    second = _read_all(store, "dst")
+    assert len(first) < len(second) < len(values)
+
+    child = _start_child(store, checkpoint)
+    out = _finish_child(child)
+    assert child.returncode == 0, out
+    assert collections.Counter(_read_all(store, "dst")) == collections.Counter(values)
