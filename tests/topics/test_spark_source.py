@@ -294,3 +294,37 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(store: Store, data_dir:
     out = _finish_child(child)
     assert child.returncode == 0, out
     assert collections.Counter(_read_all(store, "dst")) == collections.Counter(values)
+
+
+def test_orphaned_staged_files_are_collected(store: Store, data_dir: Path) -> None:
+    """A staged segment nobody committed is deleted once old; committed ones stay."""
+    import pyarrow as pa
+
+    from sparkfn.topics import garbage
+    from sparkfn.topics.message import STORED_SCHEMA, utc_now
+
+    admin = TopicAdmin(store)
+    admin.create("t")
+    topic = admin.get("t")
+    n = 3000
+    table = pa.Table.from_pydict(
+        {
+            "key": [None] * n,
+            "value": [b"x" * 100] * n,
+            "properties": [[]] * n,
+            "event_time": [None] * n,
+            "publish_time": [utc_now()] * n,
+            "producer": [None] * n,
+            "sequence_id": [None] * n,
+        },
+        schema=STORED_SCHEMA,
+    )
+    orphan = stage(store, topic, 0, table)
+    Producer(store, "t").send_batch([Message(b"y" * 100) for _ in range(n)])
+    assert orphan.location is not None
+    from datetime import timedelta
+
+    assert garbage.collect_orphans(store) == 0  # young: it may still be committed
+    assert garbage.collect_orphans(store, older_than=timedelta(0)) == 1
+    assert not store.path(orphan.location).exists()
+    assert len(_read_all(store, "t")) == n  # the committed segment is intact

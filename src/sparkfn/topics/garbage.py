@@ -43,3 +43,41 @@ def collect(store: Store, now: datetime | None = None) -> int:
         with store.write() as conn:
             conn.execute(delete(table).where(table.c.location.in_(due)))
     return len(due)
+
+
+# A staged file younger than this may still be about to be committed.
+ORPHAN_GRACE = timedelta(hours=1)
+
+
+def collect_orphans(store: Store, older_than: timedelta = ORPHAN_GRACE) -> int:
+    """Delete segment files no index row references and nothing will.
+
+    They come from appends that never committed: a producer or Spark task
+    that died after staging, a retried task's first attempt, a replayed
+    batch. Only files older than ``older_than`` are touched, so a segment
+    staged but not yet committed is safe. Returns how many were deleted.
+    """
+    root = store.data_dir / "segments"
+    if not root.exists():
+        return 0
+    cutoff = (datetime.now(UTC) - older_than).timestamp()
+    candidates = [
+        path
+        for path in root.rglob("*")
+        if path.is_file() and path.suffix in (".arrow", ".tmp") and path.stat().st_mtime < cutoff
+    ]
+    if not candidates:
+        return 0
+    with store.read() as conn:
+        referenced = set(
+            conn.execute(
+                select(schema.segments.c.location).where(schema.segments.c.location.is_not(None))
+            ).scalars()
+        )
+        referenced.update(conn.execute(select(schema.garbage_files.c.location)).scalars())
+    deleted = 0
+    for path in candidates:
+        if path.relative_to(store.data_dir).as_posix() not in referenced:
+            path.unlink(missing_ok=True)
+            deleted += 1
+    return deleted

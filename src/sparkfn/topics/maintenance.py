@@ -225,4 +225,5 @@ def run_maintenance(store: Store, grace: timedelta = garbage.DEFAULT_GRACE) -> M
             totals.segments_written + c.segments_written,
         )
     garbage.collect(store)
+    garbage.collect_orphans(store)
     return totals
