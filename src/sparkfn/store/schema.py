@@ -11,6 +11,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -19,6 +20,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     String,
     Table,
+    Text,
     UniqueConstraint,
 )
 
@@ -123,4 +125,90 @@ garbage_files = Table(
     metadata,
     Column("location", String(512), primary_key=True),
     Column("delete_after", DateTime(timezone=True), nullable=False),
+)
+
+# --- functions (schema version 2) -------------------------------------------
+
+# Per-function key space: counters and values (Pulsar's state API).
+function_state = Table(
+    "function_state",
+    metadata,
+    Column("fqfn", String(400), nullable=False),
+    Column("key", String(1024), nullable=False),
+    Column("counter", BigInteger, nullable=True),
+    Column("value", LargeBinary, nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("fqfn", "key"),
+)
+
+# Lifetime totals per instance, advanced by each committed batch.
+function_instance_stats = Table(
+    "function_instance_stats",
+    metadata,
+    Column("fqfn", String(400), nullable=False),
+    Column("instance_id", Integer, nullable=False),
+    Column("received", BigInteger, nullable=False),
+    Column("processed_successfully", BigInteger, nullable=False),
+    Column("user_exceptions", BigInteger, nullable=False),
+    Column("system_exceptions", BigInteger, nullable=False),
+    Column("dead_lettered", BigInteger, nullable=False),
+    Column("latency_ms_sum", Float, nullable=False),
+    Column("latency_count", BigInteger, nullable=False),
+    Column("last_invocation_ms", BigInteger, nullable=True),
+    Column("user_metrics", Text, nullable=False),  # JSON {name: {count,sum,min,max}}
+    Column("batches", BigInteger, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("fqfn", "instance_id"),
+)
+
+# One row per instance per committed batch, kept a few minutes, for the
+# 1-minute metric variants.
+function_batch_stats = Table(
+    "function_batch_stats",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("fqfn", String(400), nullable=False),
+    Column("instance_id", Integer, nullable=False),
+    Column("committed_at", DateTime(timezone=True), nullable=False),
+    Column("received", BigInteger, nullable=False),
+    Column("processed_successfully", BigInteger, nullable=False),
+    Column("user_exceptions", BigInteger, nullable=False),
+    Column("system_exceptions", BigInteger, nullable=False),
+    Column("latency_ms_sum", Float, nullable=False),
+    Column("latency_count", BigInteger, nullable=False),
+)
+Index("ix_function_batch_stats", function_batch_stats.c.fqfn, function_batch_stats.c.committed_at)
+
+# The latest exceptions per instance and kind (user/system), newest kept.
+function_exceptions = Table(
+    "function_exceptions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("fqfn", String(400), nullable=False),
+    Column("instance_id", Integer, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("type", String(256), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("traceback", Text, nullable=False),
+    Column("message_id", String(64), nullable=True),
+    Column("timestamp_ms", BigInteger, nullable=False),
+)
+Index("ix_function_exceptions", function_exceptions.c.fqfn, function_exceptions.c.instance_id)
+
+# at_most_once: the end offsets of the last batch a source planned. A batch
+# planned again with the same end is a replay after a failure, and dropped.
+source_claims = Table(
+    "source_claims",
+    metadata,
+    Column("sink_id", String(512), primary_key=True),
+    Column("end_offsets", Text, nullable=False),
+    Column("claimed_at", DateTime(timezone=True), nullable=False),
+)
+
+FUNCTION_TABLES = (
+    function_state,
+    function_instance_stats,
+    function_batch_stats,
+    function_exceptions,
+    source_claims,
 )

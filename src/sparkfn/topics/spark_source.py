@@ -36,11 +36,12 @@ Every option is read on the driver; executors get resolved values.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -59,7 +60,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
-from sqlalchemy import and_, insert, select
+from sqlalchemy import and_, insert, select, update
 
 from sparkfn.api.errors import ConfigError, PayloadError
 from sparkfn.config.settings import Settings
@@ -115,14 +116,23 @@ def _offset_key(topic: TopicInfo, partition: int) -> str:
     return f"{topic.name}#{partition}"
 
 
+ASSIGNMENTS = ("shared", "failover", "key_shared")
+
+
 @dataclass(frozen=True)
 class TopicRange(InputPartition):
-    """One Spark task's share: ``[start, end)`` of one topic partition."""
+    """One Spark task's share: ``[start, end)`` of one topic partition.
+
+    ``instance`` is the function instance the range belongs to (``shared``,
+    ``failover``); ``None`` means per row, by key hash (``key_shared``).
+    """
 
     topic: TopicInfo
     partition: int
     start: int
     end: int
+    instance: int | None = None
+    instances: int | None = None
 
 
 class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -144,6 +154,13 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise ConfigError(msg)
         self.max_records = _positive_int(opts, "maxRecordsPerBatch", None)
         self.max_per_task = _positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
+        self.instances = _positive_int(opts, "instances", None)
+        self.assignment = opts.get("assignment", "shared")
+        if self.assignment not in ASSIGNMENTS:
+            msg = f"sparkfn data source option assignment must be one of {', '.join(ASSIGNMENTS)}; got {self.assignment!r}"
+            raise ConfigError(msg)
+        # at_most_once: a batch planned again with the same end is a replay; drop it.
+        self.claim_id = opts.get("claimid")
         self.target: dict[str, int] | None = None
 
     def _store(self) -> Store:
@@ -192,16 +209,64 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {k: e for k, (_, e) in self._bounds().items()}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[TopicRange]:
-        """Split the batch into tasks of at most ``maxRecordsPerTask`` records."""
-        ranges = []
+        """Split the batch into tasks, each tagged with the instance it belongs to.
+
+        Without ``instances``: tasks of at most ``maxRecordsPerTask`` records.
+        ``shared``: ranges are cut so every instance gets a share and dealt
+        round-robin. ``failover``: one task per topic partition, owned by
+        instance ``partition index % instances``. ``key_shared``: the
+        instance is chosen per row by key hash in :meth:`read`.
+        """
+        if self.claim_id is not None and start != end and self._is_replay(end):
+            return []
+        spans = []
         for topic in self.topics:
             for part in range(topic.partitions):
                 key = _offset_key(topic, part)
                 lo, hi = start.get(key, 0), end.get(key, 0)
-                step = self.max_per_task or hi - lo
-                for first in range(lo, hi, step):
-                    ranges.append(TopicRange(topic, part, first, min(hi, first + step)))
+                if hi > lo:
+                    spans.append((topic, part, lo, hi))
+        total = sum(hi - lo for _, _, lo, hi in spans)
+        n = self.instances
+        step = self.max_per_task or max(total, 1)
+        if n and self.assignment == "shared":
+            step = max(1, min(step, -(-total // n)))
+        ranges = []
+        for topic, part, lo, hi in spans:
+            if n and self.assignment == "failover":
+                owner = self._partition_owner(topic, part)
+                ranges.append(TopicRange(topic, part, lo, hi, owner, n))
+                continue
+            for first in range(lo, hi, step):
+                ranges.append(TopicRange(topic, part, first, min(hi, first + step), None, n))
+        if n and self.assignment == "shared":
+            ranges = [replace(r, instance=i % n) for i, r in enumerate(ranges)]
         return ranges
+
+    def _partition_owner(self, topic: TopicInfo, partition: int) -> int:
+        index = 0
+        for t in self.topics:
+            if t.id == topic.id:
+                return (index + partition) % (self.instances or 1)
+            index += t.partitions
+        return partition % (self.instances or 1)
+
+    def _is_replay(self, end: dict[str, int]) -> bool:
+        """Record ``end`` as claimed; True if it was claimed already (a replay)."""
+        table = schema.source_claims
+        encoded = json.dumps(end, sort_keys=True)
+        with self._store().write() as conn:
+            row = conn.execute(
+                select(table.c.end_offsets).where(table.c.sink_id == self.claim_id)
+            ).first()
+            if row is not None and row.end_offsets == encoded:
+                return True
+            values = {"end_offsets": encoded, "claimed_at": utc_now()}
+            if row is None:
+                conn.execute(insert(table).values(sink_id=self.claim_id, **values))
+            else:
+                conn.execute(update(table).where(table.c.sink_id == self.claim_id).values(**values))
+        return False
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Runs on an executor: yield the range as Arrow batches."""
@@ -209,12 +274,35 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             msg = f"sparkfn reader got a foreign partition {partition!r}"
             raise TypeError(msg)
         store = Store.cached(self.store_url, self.data_dir)
-        yield from read_range(
+        batches = read_range(
             store, partition.topic, partition.partition, partition.start, partition.end
         )
+        if partition.instances is None:
+            yield from batches
+            return
+        for batch in batches:
+            yield batch.append_column(INSTANCE_FIELD, _instances_for(batch, partition))
 
     def commit(self, end: dict[str, int]) -> None:
         """Spark finished everything up to ``end``; nothing to release."""
+
+
+INSTANCE_FIELD = pa.field("instance_id", pa.int32())
+
+
+def _instances_for(batch: pa.RecordBatch, partition: TopicRange) -> pa.Array:
+    if partition.instance is not None:
+        return pa.array([partition.instance] * batch.num_rows, pa.int32())
+    n = partition.instances or 1
+    keys = batch.column("key").to_pylist()
+    offsets = batch.column("offset").to_pylist()
+    return pa.array(
+        [
+            partition_for_key(k, n) if k is not None else o % n
+            for k, o in zip(keys, offsets, strict=True)
+        ],
+        pa.int32(),
+    )
 
 
 def _cap(start: dict[str, int], end: dict[str, int], budget: int) -> dict[str, int]:
@@ -274,8 +362,8 @@ class SparkfnStreamWriter(DataSourceStreamArrowWriter):
         for batch in iterator:
             if batch.num_rows == 0:
                 continue
-            table = _to_stored(batch, self.topic)
-            routes = _route(batch, self.topic.partitions, row_base)
+            table = to_stored_table(batch, self.topic)
+            routes = route_rows(batch, self.topic.partitions, row_base)
             row_base += batch.num_rows
             for part in sorted(set(routes.to_pylist())):
                 parts.setdefault(part, []).append(table.filter(pc.equal(routes, part)))
@@ -287,7 +375,7 @@ class SparkfnStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Driver: make the batch visible once; a replayed ``batchId`` is skipped."""
         store = Store.cached(self.store_url, self.data_dir)
-        staged = _staged(messages)
+        staged = staged_segments(messages)
         table = schema.sink_commits
         with store.write() as conn:
             done = conn.execute(
@@ -307,21 +395,21 @@ class SparkfnStreamWriter(DataSourceStreamArrowWriter):
                     )
                 )
         if done is not None:
-            _discard(store, staged)
+            discard_staged(store, staged)
         if os.environ.get(KILL_AFTER_COMMIT_ENV) == str(batchId):
             os.killpg(os.getsid(0), signal.SIGKILL)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Driver: a task failed; delete what the others staged."""
         store = Store.cached(self.store_url, self.data_dir)
-        _discard(store, _staged(messages))
+        discard_staged(store, staged_segments(messages))
 
 
-def _staged(messages: list[WriterCommitMessage | None]) -> list[StagedSegment]:
+def staged_segments(messages: list[WriterCommitMessage | None]) -> list[StagedSegment]:
     return [seg for m in messages if isinstance(m, StagedBatch) for seg in m.segments]
 
 
-def _discard(store: Store, staged: list[StagedSegment]) -> None:
+def discard_staged(store: Store, staged: list[StagedSegment]) -> None:
     for seg in staged:
         if seg.location:
             store.path(seg.location).unlink(missing_ok=True)
@@ -334,7 +422,7 @@ def _column(batch: pa.RecordBatch, name: str, type_: pa.DataType) -> pa.Array:
     return batch.column(index).cast(type_)
 
 
-def _to_stored(batch: pa.RecordBatch, topic: TopicInfo) -> pa.Table:
+def to_stored_table(batch: pa.RecordBatch, topic: TopicInfo) -> pa.Table:
     value = batch.column(batch.schema.get_field_index("value"))
     if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
         value = value.cast(pa.binary())
@@ -361,7 +449,7 @@ def _to_stored(batch: pa.RecordBatch, topic: TopicInfo) -> pa.Table:
     )
 
 
-def _route(batch: pa.RecordBatch, partitions: int, row_base: int) -> pa.Array:
+def route_rows(batch: pa.RecordBatch, partitions: int, row_base: int) -> pa.Array:
     """Target partition per row: explicit ``partition``, else key hash, else spread."""
     n = batch.num_rows
     explicit = _column(batch, "partition", pa.int32()).to_pylist()
@@ -392,7 +480,9 @@ class SparkfnDataSource(DataSource):
         return "sparkfn"
 
     def schema(self) -> str:
-        """Called once on the driver: the message row schema."""
+        """Called once on the driver: the message row schema (+ ``instance_id`` with ``instances``)."""
+        if "instances" in _options(self.options):
+            return SPARK_READ_SCHEMA + ", instance_id int"
         return SPARK_READ_SCHEMA
 
     def streamReader(self, schema: StructType) -> SparkfnStreamReader:  # noqa: N802

@@ -1,0 +1,151 @@
+"""The Context a function receives: Pulsar's Python Context, method for method.
+
+A function written for Pulsar calls the same methods with the same meaning.
+The context is bound to one function instance; message methods refer to the
+message being processed. State and counters go to the function's key space in
+the store: reads see what earlier batches committed plus this instance's own
+writes; writes become visible to others when the batch commits, atomically
+with its outputs. Everything a failed ``process`` call emitted or changed is
+discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+
+class Context(ABC):
+    """What a function can ask about and do (Pulsar names)."""
+
+    # --- the current message -------------------------------------------
+    @abstractmethod
+    def get_message_id(self) -> str:
+        """The current message's id, ``partition:offset``."""
+
+    @abstractmethod
+    def get_message_key(self) -> str | None:
+        """The current message's key."""
+
+    @abstractmethod
+    def get_message_eventtime(self) -> int | None:
+        """The current message's event time, in milliseconds since the epoch."""
+
+    @abstractmethod
+    def get_message_properties(self) -> dict[str, str]:
+        """The current message's properties."""
+
+    @abstractmethod
+    def get_current_message_topic_name(self) -> str:
+        """The topic the current message came from (``persistent://tenant/ns/topic``)."""
+
+    @abstractmethod
+    def get_partition_key(self) -> str | None:
+        """The current message's partition key (its key)."""
+
+    # --- the function ----------------------------------------------------
+    @abstractmethod
+    def get_function_tenant(self) -> str:
+        """The function's tenant."""
+
+    @abstractmethod
+    def get_function_namespace(self) -> str:
+        """The function's namespace."""
+
+    @abstractmethod
+    def get_function_name(self) -> str:
+        """The function's name."""
+
+    @abstractmethod
+    def get_function_id(self) -> str:
+        """A stable id of the function (its FQFN)."""
+
+    @abstractmethod
+    def get_function_version(self) -> str:
+        """The function's version."""
+
+    @abstractmethod
+    def get_instance_id(self) -> int:
+        """This instance's id, ``0 .. get_num_instances() - 1``."""
+
+    @abstractmethod
+    def get_num_instances(self) -> int:
+        """How many instances the function has (its parallelism)."""
+
+    @abstractmethod
+    def get_input_topics(self) -> list[str]:
+        """The function's input topics."""
+
+    @abstractmethod
+    def get_output_topic(self) -> str | None:
+        """The function's output topic, if any."""
+
+    @abstractmethod
+    def get_logger(self) -> logging.Logger:
+        """A logger; with a ``log_topic`` its records are published there too."""
+
+    # --- configuration -----------------------------------------------------
+    @abstractmethod
+    def get_user_config_value(self, key: str) -> Any:
+        """One value of the function's ``user_config``, or ``None``."""
+
+    @abstractmethod
+    def get_user_config_map(self) -> Mapping[str, Any]:
+        """The whole ``user_config``."""
+
+    @abstractmethod
+    def get_secret(self, secret_name: str) -> str | None:
+        """A secret named in the function's ``secrets``, or ``None``."""
+
+    # --- output ------------------------------------------------------------
+    @abstractmethod
+    def publish(
+        self,
+        topic_name: str,
+        message: Any,
+        serde_class_name: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        compression_type: Any = None,
+        callback: Any = None,
+        message_conf: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Publish ``message`` to any topic, committed with the current message.
+
+        ``message_conf`` may hold ``partition_key``, ``event_timestamp`` (ms)
+        and ``properties``, as in Pulsar.
+        """
+
+    @abstractmethod
+    def record_metric(self, metric_name: str, metric_value: float) -> None:
+        """Add an observation to a user metric (a summary: count, sum, min, max)."""
+
+    @abstractmethod
+    def ack(self, msgid: Any, topic: str) -> None:
+        """Acknowledge a message. sparkfn acknowledges by batch commit; kept for compatibility."""
+
+    # --- state -------------------------------------------------------------
+    @abstractmethod
+    def incr_counter(self, key: str, amount: int) -> None:
+        """Add ``amount`` to the counter ``key``."""
+
+    @abstractmethod
+    def get_counter(self, key: str) -> int:
+        """The counter ``key`` (0 if never set)."""
+
+    @abstractmethod
+    def del_counter(self, key: str) -> None:
+        """Delete the counter ``key``."""
+
+    @abstractmethod
+    def put_state(self, key: str, value: str | bytes) -> None:
+        """Set the state value ``key``."""
+
+    @abstractmethod
+    def get_state(self, key: str) -> bytes | None:
+        """The state value ``key``, or ``None``."""
+
+    @abstractmethod
+    def del_state(self, key: str) -> None:
+        """Delete the state value ``key``."""

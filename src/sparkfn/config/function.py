@@ -1,0 +1,257 @@
+"""FunctionConfig: everything that defines a function, validated.
+
+The same fields come from a YAML file (``--function-config-file``), CLI flags
+of the same names and, later, the REST body. Field names follow Pulsar's
+function config (snake_case); sparkfn's own fields are at the end.
+
+>>> FunctionConfig(name="wc", py="wordcount.py", classname="wordcount.WordCount",
+...                inputs=["sentences"], output="counts")
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sparkfn.api.errors import ConfigError
+from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
+
+
+class ProcessingGuarantee(StrEnum):
+    """What a failure may do to the messages of the batch in flight."""
+
+    AT_LEAST_ONCE = "at_least_once"  # replayed: nothing lost, duplicates possible
+    AT_MOST_ONCE = "at_most_once"  # dropped: nothing duplicated, loss possible
+    EFFECTIVELY_ONCE = "effectively_once"  # replayed and de-duplicated: exactly once
+
+
+class SubscriptionType(StrEnum):
+    """How the input is shared among a function's instances."""
+
+    SHARED = "shared"  # offset ranges spread over instances
+    KEY_SHARED = "key_shared"  # rows routed by key hash; per-key order kept
+    FAILOVER = "failover"  # each partition owned by one instance; partition order kept
+
+
+class SubscriptionPosition(StrEnum):
+    """Where a new function starts reading."""
+
+    LATEST = "latest"
+    EARLIEST = "earliest"
+
+
+BUILTIN_SERDES = ("auto", "bytes", "string", "json")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration_seconds(value: Any, field: str) -> float:
+    """``0.5``, ``"500ms"``, ``"2s"``, ``"1m"`` → seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            msg = f"{field} {value!r} is not a duration (e.g. 500ms, 2s, 1m)"
+            raise ValueError(msg)
+        scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[match.group(2)]
+        seconds = float(match.group(1)) * scale
+    if seconds < 0:
+        msg = f"{field} must not be negative; got {value!r}"
+        raise ValueError(msg)
+    return seconds
+
+
+class FunctionConfig(BaseModel):
+    """A function's definition. Frozen; build a new one to change it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+    tenant: str = DEFAULT_TENANT
+    namespace: str = DEFAULT_NAMESPACE
+    name: str
+    py: str | None = None
+    classname: str | None = None
+    inputs: list[str] = Field(default_factory=list)
+    topics_pattern: str | None = None
+    output: str | None = None
+    log_topic: str | None = None
+    dead_letter_topic: str | None = None
+    max_message_retries: int = Field(default=0, ge=0, le=100)
+    processing_guarantees: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
+    subscription_type: SubscriptionType = SubscriptionType.SHARED
+    subscription_position: SubscriptionPosition = SubscriptionPosition.LATEST
+    subscription_name: str | None = None
+    parallelism: int = Field(default=1, ge=1, le=256)
+    user_config: dict[str, Any] = Field(default_factory=dict)
+    secrets: dict[str, str] = Field(default_factory=dict)
+    retain_ordering: bool = False
+    cleanup_subscription: bool = True
+    # Run a file written for Pulsar (``from pulsar import Function``) unchanged.
+    pulsar_compat: bool = False
+    # sparkfn's own.
+    trigger_interval: float = 0.0
+    max_records_per_batch: int | None = Field(default=None, ge=1)
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    # Serde: how input values reach the function and outputs leave it;
+    # "auto" follows each topic's schema type.
+    # A named serde is ``module.Class`` (or ``module:Class``) with
+    # ``serialize(obj) -> bytes`` and ``deserialize(bytes) -> obj``.
+    input_serde: str = "auto"
+    output_serde: str = "auto"
+
+    @field_validator("tenant", "namespace", "name")
+    @classmethod
+    def _check_name(cls, value: str, info: Any) -> str:
+        if not _NAME.match(value):
+            msg = (
+                f"{info.field_name} {value!r} is not a valid name (letters, digits, '_', '-', '.'; "
+                "starting with a letter or digit)"
+            )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("input_serde", "output_serde")
+    @classmethod
+    def _check_serde(cls, value: str, info: Any) -> str:
+        if value in BUILTIN_SERDES or re.match(r"^[A-Za-z_][\w.]*[.:][A-Za-z_]\w*$", value):
+            return value
+        msg = (
+            f"{info.field_name} {value!r} is neither one of {', '.join(BUILTIN_SERDES)} "
+            "nor a module.Class name"
+        )
+        raise ValueError(msg)
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _split_inputs(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("inputs")
+    @classmethod
+    def _normalise_inputs(cls, value: list[str]) -> list[str]:
+        out = []
+        for topic in value:
+            try:
+                out.append(str(TopicName.parse(topic, field="inputs")))
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        if len(set(out)) != len(out):
+            msg = f"inputs lists a topic twice: {out}"
+            raise ValueError(msg)
+        return out
+
+    @field_validator("output", "log_topic", "dead_letter_topic")
+    @classmethod
+    def _normalise_topic(cls, value: str | None, info: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        try:
+            return str(TopicName.parse(value, field=info.field_name))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("trigger_interval", mode="before")
+    @classmethod
+    def _duration(cls, value: Any, info: Any) -> float:
+        return parse_duration_seconds(value, info.field_name)
+
+    @field_validator("user_config", mode="before")
+    @classmethod
+    def _user_config(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            loaded = yaml.safe_load(value) if value.strip() else {}
+            if not isinstance(loaded, dict):
+                msg = f"user_config must be a mapping (JSON or YAML object); got {value!r}"
+                raise ValueError(msg)
+            return loaded
+        return value
+
+    @model_validator(mode="after")
+    def _check_whole(self) -> FunctionConfig:
+        if not self.inputs and not self.topics_pattern:
+            msg = "a function needs inputs (or topics_pattern); got neither"
+            raise ValueError(msg)
+        if self.topics_pattern:
+            try:
+                re.compile(self.topics_pattern)
+            except re.error as exc:
+                msg = f"topics_pattern {self.topics_pattern!r} is not a valid regular expression: {exc}"
+                raise ValueError(msg) from None
+        if not self.py and not self.classname:
+            msg = "a function needs py (its file) or classname (an importable module.attr)"
+            raise ValueError(msg)
+        for topic in (self.output, self.log_topic, self.dead_letter_topic):
+            if topic is not None and topic in self.inputs:
+                msg = (
+                    f"topic {topic} is both an input and an output of the function; that would loop"
+                )
+                raise ValueError(msg)
+        if self.retain_ordering and self.subscription_type is SubscriptionType.SHARED:
+            # Pulsar: retain ordering forces failover-like assignment.
+            return self.model_copy(update={"subscription_type": SubscriptionType.FAILOVER})
+        return self
+
+    @property
+    def fqfn(self) -> str:
+        """``tenant/namespace/name``."""
+        return f"{self.tenant}/{self.namespace}/{self.name}"
+
+    @property
+    def subscription(self) -> str:
+        """The subscription name: given, else Pulsar's default ``tenant/ns/name``."""
+        return self.subscription_name or self.fqfn
+
+    @classmethod
+    def build(cls, **fields: Any) -> FunctionConfig:
+        """Validate ``fields``; raise :class:`ConfigError` naming every bad field."""
+        clean = {k: v for k, v in fields.items() if v is not None}
+        try:
+            return cls(**clean)
+        except ValidationError as exc:
+            name = clean.get("name", "?")
+            raise ConfigError(describe_validation_error(exc, f"function {name}")) from None
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> FunctionConfig:
+        """Load a YAML file (Pulsar's camelCase keys accepted too); ``overrides`` win."""
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except OSError as exc:
+            msg = f"function config file {path}: cannot read it: {exc.strerror}"
+            raise ConfigError(msg) from exc
+        except yaml.YAMLError as exc:
+            msg = f"function config file {path}: not valid YAML: {exc}"
+            raise ConfigError(msg) from exc
+        if not isinstance(data, dict):
+            msg = f"function config file {path}: expected a mapping at the top; got {type(data).__name__}"
+            raise ConfigError(msg)
+        fields = {_snake(k): v for k, v in data.items()}
+        fields.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.build(**fields)
+
+
+def _snake(key: str) -> str:
+    aliases = {"className": "classname", "processingGuarantees": "processing_guarantees"}
+    if key in aliases:
+        return aliases[key]
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def describe_validation_error(exc: ValidationError, what: str) -> str:
+    """One readable line per invalid field: ``what: field: problem (got value)``."""
+    lines = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"]) or "config"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        got = error.get("input")
+        shown = "" if isinstance(got, dict) or error["type"] == "missing" else f" (got {got!r})"
+        lines.append(f"{field}: {message}{shown}")
+    return f"{what}: invalid config: " + "; ".join(lines)

@@ -1,0 +1,211 @@
+"""Committing per-instance stats with each batch, and reading them back.
+
+Lifetime totals live in ``function_instance_stats``; one row per instance per
+batch in ``function_batch_stats`` (kept five minutes) gives the 1-minute
+variants; ``function_exceptions`` keeps the latest exceptions per instance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
+
+from sparkfn.runtime.stats import LATEST_EXCEPTIONS_KEPT, InstanceStats, MetricSummary
+from sparkfn.store import schema
+from sparkfn.store.store import Store
+from sparkfn.topics.message import utc_now
+
+_TOTALS = schema.function_instance_stats
+_RECENT = schema.function_batch_stats
+_EXC = schema.function_exceptions
+RECENT_KEPT = timedelta(minutes=5)
+
+
+def commit_stats(
+    conn: Connection, fqfn: str, per_instance: Sequence[tuple[int, InstanceStats]]
+) -> None:
+    """Add one batch's stats, inside the batch's transaction."""
+    now = utc_now()
+    merged: dict[int, InstanceStats] = {}
+    for instance_id, stats in per_instance:
+        merged.setdefault(instance_id, InstanceStats())
+        _fold(merged[instance_id], stats)
+    for instance_id, stats in merged.items():
+        where = and_(_TOTALS.c.fqfn == fqfn, _TOTALS.c.instance_id == instance_id)
+        row = conn.execute(select(_TOTALS).where(where)).first()
+        if row is None:
+            conn.execute(
+                insert(_TOTALS).values(
+                    fqfn=fqfn,
+                    instance_id=instance_id,
+                    received=stats.received,
+                    processed_successfully=stats.processed_successfully,
+                    user_exceptions=stats.user_exceptions,
+                    system_exceptions=stats.system_exceptions,
+                    dead_lettered=stats.dead_lettered,
+                    latency_ms_sum=stats.latency_ms_sum,
+                    latency_count=stats.latency_count,
+                    last_invocation_ms=stats.last_invocation_ms,
+                    user_metrics=_dump_metrics(stats.user_metrics),
+                    batches=1,
+                    updated_at=now,
+                )
+            )
+        else:
+            metrics = _load_metrics(row.user_metrics)
+            for name, summary in stats.user_metrics.items():
+                metrics.setdefault(name, MetricSummary()).merge(summary)
+            conn.execute(
+                update(_TOTALS)
+                .where(where)
+                .values(
+                    received=_TOTALS.c.received + stats.received,
+                    processed_successfully=_TOTALS.c.processed_successfully
+                    + stats.processed_successfully,
+                    user_exceptions=_TOTALS.c.user_exceptions + stats.user_exceptions,
+                    system_exceptions=_TOTALS.c.system_exceptions + stats.system_exceptions,
+                    dead_lettered=_TOTALS.c.dead_lettered + stats.dead_lettered,
+                    latency_ms_sum=_TOTALS.c.latency_ms_sum + stats.latency_ms_sum,
+                    latency_count=_TOTALS.c.latency_count + stats.latency_count,
+                    last_invocation_ms=stats.last_invocation_ms or row.last_invocation_ms,
+                    user_metrics=_dump_metrics(metrics),
+                    batches=_TOTALS.c.batches + 1,
+                    updated_at=now,
+                )
+            )
+        conn.execute(
+            insert(_RECENT).values(
+                fqfn=fqfn,
+                instance_id=instance_id,
+                committed_at=now,
+                received=stats.received,
+                processed_successfully=stats.processed_successfully,
+                user_exceptions=stats.user_exceptions,
+                system_exceptions=stats.system_exceptions,
+                latency_ms_sum=stats.latency_ms_sum,
+                latency_count=stats.latency_count,
+            )
+        )
+        if stats.latest_exceptions:
+            conn.execute(
+                insert(_EXC),
+                [
+                    {
+                        "fqfn": fqfn,
+                        "instance_id": instance_id,
+                        "kind": e.kind,
+                        "type": e.type,
+                        "message": e.message,
+                        "traceback": e.traceback,
+                        "message_id": e.message_id,
+                        "timestamp_ms": e.timestamp_ms,
+                    }
+                    for e in stats.latest_exceptions
+                ],
+            )
+            _trim_exceptions(conn, fqfn, instance_id)
+    conn.execute(
+        delete(_RECENT).where(
+            and_(_RECENT.c.fqfn == fqfn, _RECENT.c.committed_at < now - RECENT_KEPT)
+        )
+    )
+
+
+def _trim_exceptions(conn: Connection, fqfn: str, instance_id: int) -> None:
+    for kind in ("user", "system"):
+        where = and_(_EXC.c.fqfn == fqfn, _EXC.c.instance_id == instance_id, _EXC.c.kind == kind)
+        keep = (
+            select(_EXC.c.id).where(where).order_by(_EXC.c.id.desc()).limit(LATEST_EXCEPTIONS_KEPT)
+        )
+        keep_ids = list(conn.execute(keep).scalars())
+        if keep_ids:
+            conn.execute(delete(_EXC).where(and_(where, _EXC.c.id.not_in(keep_ids))))
+
+
+def _fold(into: InstanceStats, stats: InstanceStats) -> None:
+    into.received += stats.received
+    into.processed_successfully += stats.processed_successfully
+    into.user_exceptions += stats.user_exceptions
+    into.system_exceptions += stats.system_exceptions
+    into.dead_lettered += stats.dead_lettered
+    into.latency_ms_sum += stats.latency_ms_sum
+    into.latency_count += stats.latency_count
+    if stats.last_invocation_ms is not None:
+        into.last_invocation_ms = max(into.last_invocation_ms or 0, stats.last_invocation_ms)
+    for name, summary in stats.user_metrics.items():
+        into.user_metrics.setdefault(name, MetricSummary()).merge(summary)
+    into.latest_exceptions.extend(stats.latest_exceptions)
+    del into.latest_exceptions[:-LATEST_EXCEPTIONS_KEPT]
+
+
+def _dump_metrics(metrics: dict[str, MetricSummary]) -> str:
+    return json.dumps({name: asdict(m) for name, m in metrics.items()})
+
+
+def _load_metrics(text: str) -> dict[str, MetricSummary]:
+    return {name: MetricSummary(**values) for name, values in json.loads(text or "{}").items()}
+
+
+def instance_totals(store: Store, fqfn: str) -> dict[int, dict[str, Any]]:
+    """Lifetime totals per instance id."""
+    with store.read() as conn:
+        rows = conn.execute(select(_TOTALS).where(_TOTALS.c.fqfn == fqfn)).all()
+    out = {}
+    for row in rows:
+        data = dict(row._mapping)  # noqa: SLF001 - public SQLAlchemy Row API
+        data["user_metrics"] = _load_metrics(row.user_metrics)
+        out[row.instance_id] = data
+    return out
+
+
+def instance_recent(
+    store: Store, fqfn: str, window: timedelta = timedelta(minutes=1)
+) -> dict[int, dict[str, Any]]:
+    """Per instance sums over the last ``window`` (the ``1min`` variants)."""
+    since = utc_now() - window
+    cols = [
+        "received",
+        "processed_successfully",
+        "user_exceptions",
+        "system_exceptions",
+        "latency_ms_sum",
+        "latency_count",
+    ]
+    with store.read() as conn:
+        rows = conn.execute(
+            select(_RECENT.c.instance_id, *[func.sum(getattr(_RECENT.c, c)).label(c) for c in cols])
+            .where(and_(_RECENT.c.fqfn == fqfn, _RECENT.c.committed_at >= since))
+            .group_by(_RECENT.c.instance_id)
+        ).all()
+    return {r.instance_id: {c: getattr(r, c) or 0 for c in cols} for r in rows}
+
+
+def latest_exceptions(store: Store, fqfn: str) -> dict[tuple[int, str], list[dict[str, Any]]]:
+    """``{(instance, kind): [exception, ...]}`` newest last."""
+    with store.read() as conn:
+        rows = conn.execute(select(_EXC).where(_EXC.c.fqfn == fqfn).order_by(_EXC.c.id)).all()
+    out: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault((r.instance_id, r.kind), []).append(
+            {
+                "exceptionString": f"{r.type}: {r.message}",
+                "timestampMs": r.timestamp_ms,
+                "type": r.type,
+                "message": r.message,
+                "traceback": r.traceback,
+                "messageId": r.message_id,
+            }
+        )
+    return out
+
+
+def reset_stats(store: Store, fqfn: str) -> None:
+    """Forget a function's stats and exceptions (on delete)."""
+    with store.write() as conn:
+        for table in (_TOTALS, _RECENT, _EXC):
+            conn.execute(delete(table).where(table.c.fqfn == fqfn))

@@ -1,0 +1,155 @@
+"""The function sink: commits one micro-batch of a function in one transaction.
+
+``format("sparkfn_function")``. Executors turn the tagged rows of
+:mod:`sparkfn.runtime.executor` into staged segments per output topic and
+collect the task summaries. The driver-side commit then, in one store
+transaction keyed by ``(function, batchId)``: commits the segments of every
+topic (outputs, publishes, dead letters, logs), applies the batch's state
+mutations, adds its stats, and records the batch id. A replayed batch finds
+its id and is skipped, so outputs and state changes land exactly once.
+"""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+from sqlalchemy import and_, insert, select
+
+from sparkfn.api.errors import ConfigError
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.executor import TaskSummary
+from sparkfn.runtime.metrics_store import commit_stats
+from sparkfn.state.store import apply_mutations, merge_mutations
+from sparkfn.store import schema
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.log import StagedSegment, commit_segments, stage
+from sparkfn.topics.message import utc_now
+from sparkfn.topics.spark_source import discard_staged, route_rows, to_stored_table
+
+
+def batch_sink_id(fqfn: str) -> str:
+    """The ``sink_commits`` id of a function's batches."""
+    return f"function:{fqfn}"
+
+
+@dataclass
+class FunctionBatch(WriterCommitMessage):
+    """What one task staged and summarised."""
+
+    staged: list[tuple[str, StagedSegment]] = field(default_factory=list)
+    summaries: list[TaskSummary] = field(default_factory=list)
+
+
+class FunctionStreamWriter(DataSourceStreamArrowWriter):
+    """Exactly-once commit of a function's tagged rows, per micro-batch."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        opts = {k.lower(): v for k, v in options.items()}
+        try:
+            self.config = FunctionConfig.model_validate_json(opts["functionconfig"])
+            self.store_url = opts["storeurl"]
+            self.data_dir = opts["datadir"]
+        except KeyError as exc:
+            msg = f"sparkfn_function sink: option {exc.args[0]!r} is required"
+            raise ConfigError(msg) from None
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FunctionBatch:
+        """Executors: stage messages per topic and partition; collect summaries."""
+        store = Store.cached(self.store_url, self.data_dir)
+        admin = TopicAdmin(store)
+        topics: dict[str, TopicInfo] = {}
+        tables: dict[tuple[str, int], list[pa.Table]] = {}
+        summaries: list[TaskSummary] = []
+        row_base = 0
+        for batch in iterator:
+            if batch.num_rows == 0:
+                continue
+            kinds = batch.column("kind")
+            is_summary = pc.equal(kinds, "summary")
+            for payload in batch.filter(is_summary).column("payload").to_pylist():
+                summaries.append(pickle.loads(payload))
+            messages = batch.filter(pc.invert(is_summary))
+            if messages.num_rows == 0:
+                continue
+            topic_col = messages.column("topic")
+            for topic in pc.unique(topic_col).to_pylist():
+                rows = messages.filter(pc.equal(topic_col, topic))
+                info = topics.get(topic)
+                if info is None:
+                    info = topics[topic] = admin.get(topic)
+                stored = to_stored_table(rows, info)
+                routes = route_rows(rows, info.partitions, row_base)
+                row_base += rows.num_rows
+                for part in pc.unique(routes).to_pylist():
+                    tables.setdefault((topic, part), []).append(
+                        stored.filter(pc.equal(routes, part))
+                    )
+        staged = [
+            (topic, stage(store, topics[topic], part, pa.concat_tables(parts)))
+            for (topic, part), parts in sorted(tables.items())
+        ]
+        return FunctionBatch(staged, summaries)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Driver: commit the batch once, or skip a replayed ``batchId``."""
+        store = Store.cached(self.store_url, self.data_dir)
+        batches = [m for m in messages if isinstance(m, FunctionBatch)]
+        fqfn = self.config.fqfn
+        sink_id = batch_sink_id(fqfn)
+        table = schema.sink_commits
+        with store.write() as conn:
+            done = conn.execute(
+                select(table.c.batch_id).where(
+                    and_(table.c.sink_id == sink_id, table.c.batch_id == batchId)
+                )
+            ).first()
+            if done is None:
+                commit_id = uuid.uuid4().hex
+                admin = TopicAdmin(store)
+                by_topic: dict[str, list[StagedSegment]] = {}
+                for b in batches:
+                    for topic, seg in b.staged:
+                        by_topic.setdefault(topic, []).append(seg)
+                for topic, segs in by_topic.items():
+                    commit_segments(store, conn, admin.get(topic, conn), segs, commit_id)
+                summaries = [s for b in batches for s in b.summaries]
+                apply_mutations(conn, fqfn, merge_mutations(s.mutations for s in summaries))
+                commit_stats(conn, fqfn, [(s.instance_id, s.stats) for s in summaries])
+                conn.execute(
+                    insert(table).values(
+                        sink_id=sink_id,
+                        batch_id=batchId,
+                        commit_id=commit_id,
+                        committed_at=utc_now(),
+                    )
+                )
+        if done is not None:
+            discard_staged(store, [seg for b in batches for _, seg in b.staged])
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        """Driver: a task failed; delete what the others staged."""
+        store = Store.cached(self.store_url, self.data_dir)
+        discard_staged(
+            store, [seg for m in messages if isinstance(m, FunctionBatch) for _, seg in m.staged]
+        )
+
+
+class FunctionSinkDataSource(DataSource):
+    """``format("sparkfn_function")``: the sink of a function's query."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name."""
+        return "sparkfn_function"
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> FunctionStreamWriter:  # noqa: N802
+        """Called once on the driver per query start."""
+        return FunctionStreamWriter(dict(self.options))
