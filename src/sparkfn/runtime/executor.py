@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkfn.config.function import FunctionConfig
+from sparkfn.config.function import FunctionConfig, SubscriptionType
 from sparkfn.runtime.instance import EmitBuffer, FunctionInstance, InputRows, TaskResult
 from sparkfn.runtime.loader import load_function
 from sparkfn.state.store import state_reader
@@ -120,9 +120,13 @@ def make_run_function(
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function ``mapInArrow`` calls once per task (pickled to executors)."""
 
+    sort_input = config.subscription_type is SubscriptionType.KEY_SHARED
+
     def run_function(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store = Store.cached(store_url, data_dir)
         active: dict[int, FunctionInstance] = {}
+        if sort_input:
+            batches = _in_offset_order(batches)
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -149,3 +153,23 @@ def make_run_function(
             yield summary_batch(result)
 
     return run_function
+
+
+def _in_offset_order(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The task's rows sorted by instance, topic, partition, offset.
+
+    After ``key_shared``'s shuffle a task receives rows in fetch order, not
+    offset order; streaming frames cannot be sorted by Spark, so the task
+    sorts what it received (one micro-batch's share, bounded by admission).
+    """
+    received = [b for b in batches if b.num_rows]
+    if not received:
+        return
+    table = pa.Table.from_batches(received)
+    keys = [
+        ("instance_id", "ascending"),
+        ("topic", "ascending"),
+        ("partition", "ascending"),
+        ("offset", "ascending"),
+    ]
+    yield from table.sort_by(keys).combine_chunks().to_batches()

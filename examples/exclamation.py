@@ -1,0 +1,5 @@
+"""The simplest function: no SDK, one argument."""
+
+
+def process(input):
+    return input + "!"

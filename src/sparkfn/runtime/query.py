@@ -1,0 +1,119 @@
+"""Building and starting the Spark streaming query of a function.
+
+::
+
+    topic source(inputs, instances, assignment)
+       -> [repartition by instance for key_shared]
+       -> mapInArrow(run_function)           # user code + Context, on executors
+       -> format("sparkfn_function") sink    # one transaction per batch
+
+Before starting, the driver validates everything it can (topics exist, the
+code loads), so bad input fails with a clear message instead of a Spark
+stack trace.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from sparkfn.api.errors import ConfigError, TopicNotFoundError
+from sparkfn.config.function import FunctionConfig, ProcessingGuarantee, SubscriptionType
+from sparkfn.runtime.executor import SPARK_TAGGED_SCHEMA, make_run_function
+from sparkfn.runtime.loader import load_function
+from sparkfn.runtime.sink import FunctionSinkDataSource, batch_sink_id
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+
+
+def checkpoint_dir(store: Store, config: FunctionConfig) -> Path:
+    """Where the function's Spark checkpoint (its subscription) lives."""
+    return (
+        store.data_dir / "functions" / config.tenant / config.namespace / config.name / "checkpoint"
+    )
+
+
+def resolve_inputs(store: Store, config: FunctionConfig) -> list[str]:
+    """The input topics: ``inputs``, plus existing topics matching ``topics_pattern``."""
+    topics = list(config.inputs)
+    if config.topics_pattern:
+        pattern = re.compile(config.topics_pattern)
+        for info in TopicAdmin(store).list():
+            name = str(info.name)
+            if pattern.fullmatch(name) and name not in topics:
+                topics.append(name)
+    if not topics:
+        msg = f"function {config.fqfn}: topics_pattern {config.topics_pattern!r} matches no topic"
+        raise ConfigError(msg)
+    return topics
+
+
+def validate(store: Store, config: FunctionConfig) -> list[str]:
+    """Check the topics exist and the code loads; returns the input topics."""
+    admin = TopicAdmin(store)
+    inputs = resolve_inputs(store, config)
+    for field, topic in [
+        *(("inputs", t) for t in inputs),
+        ("output", config.output),
+        ("log_topic", config.log_topic),
+        ("dead_letter_topic", config.dead_letter_topic),
+    ]:
+        if topic is None:
+            continue
+        try:
+            admin.get(topic)
+        except TopicNotFoundError:
+            msg = f"function {config.fqfn}: {field} topic {topic} does not exist; create it first"
+            raise ConfigError(msg) from None
+    load_function(config)
+    return inputs
+
+
+def start_function_query(
+    spark: Any,
+    store: Store,
+    config: FunctionConfig,
+    *,
+    until_drained: bool = False,
+    version: str = "1",
+    checkpoint: Path | None = None,
+) -> Any:
+    """Start the function's streaming query; returns the ``StreamingQuery``."""
+    inputs = validate(store, config)
+    spark.dataSource.register(FunctionSinkDataSource)
+    for key, value in config.spark_conf.items():
+        spark.conf.set(key, value)
+    location = {"storeUrl": store.url, "dataDir": str(store.data_dir)}
+    reader = (
+        spark.readStream.format("sparkfn")
+        .options(**location)
+        .option("topics", ",".join(inputs))
+        .option("startingOffsets", config.subscription_position.value)
+        .option("instances", str(config.parallelism))
+        .option("assignment", config.subscription_type.value)
+    )
+    if config.max_records_per_batch:
+        reader = reader.option("maxRecordsPerBatch", str(config.max_records_per_batch))
+    if config.processing_guarantees is ProcessingGuarantee.AT_MOST_ONCE:
+        reader = reader.option("claimId", batch_sink_id(config.fqfn))
+    frame = reader.load()
+    if config.subscription_type is SubscriptionType.KEY_SHARED:
+        frame = frame.repartition(config.parallelism, "instance_id")
+    tagged = frame.mapInArrow(
+        make_run_function(config, store.url, str(store.data_dir), version), SPARK_TAGGED_SCHEMA
+    )
+    writer = (
+        tagged.writeStream.format("sparkfn_function")
+        .options(**location)
+        .option("functionConfig", config.model_dump_json())
+        .option("checkpointLocation", str(checkpoint or checkpoint_dir(store, config)))
+        .queryName(config.fqfn.replace("/", "_"))
+    )
+    if until_drained:
+        writer = writer.trigger(availableNow=True)
+    elif config.trigger_interval > 0:
+        writer = writer.trigger(
+            processingTime=f"{int(config.trigger_interval * 1000)} milliseconds"
+        )
+    return writer.start()

@@ -1,0 +1,139 @@
+"""Function status and stats in Pulsar's JSON shapes, from the store.
+
+``function_status`` follows Pulsar's ``FunctionStatus`` (per instance:
+``running``, ``error``, ``numRestarts``, ``numReceived``,
+``numSuccessfullyProcessed``, ``numUserExceptions``, ``latestUserExceptions``,
+``numSystemExceptions``, ``latestSystemExceptions``, ``averageLatency``,
+``lastInvocationTime``, ``workerId``) extended with ``state`` and
+``deathException``. ``function_stats`` follows ``FunctionStatsImpl``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkfn.runtime.metrics_store import instance_recent, instance_totals, latest_exceptions
+from sparkfn.store.store import Store
+
+
+@dataclass
+class InstanceRunInfo:
+    """What the process running an instance knows that the store does not."""
+
+    running: bool = False
+    state: str = "CREATED"
+    error: str = ""
+    restarts: int = 0
+    worker_id: str = "localrun"
+    death_exception: dict[str, Any] | None = None
+
+
+@dataclass
+class RunInfo:
+    """Run state of a function's instances."""
+
+    instances: dict[int, InstanceRunInfo] = field(default_factory=dict)
+
+
+def _average(total: dict[str, Any]) -> float:
+    count = total.get("latency_count") or 0
+    return float(total.get("latency_ms_sum") or 0.0) / count if count else 0.0
+
+
+def function_status(
+    store: Store, fqfn: str, parallelism: int, run: RunInfo | None = None
+) -> dict[str, Any]:
+    """Pulsar's ``FunctionStatus`` JSON for ``fqfn``."""
+    totals = instance_totals(store, fqfn)
+    exceptions = latest_exceptions(store, fqfn)
+    run = run or RunInfo()
+    instances: list[dict[str, Any]] = []
+    for instance_id in range(parallelism):
+        total = totals.get(instance_id, {})
+        info = run.instances.get(instance_id, InstanceRunInfo())
+        instances.append(
+            {
+                "instanceId": instance_id,
+                "status": {
+                    "running": info.running,
+                    "error": info.error,
+                    "numRestarts": info.restarts,
+                    "numReceived": int(total.get("received", 0)),
+                    "numSuccessfullyProcessed": int(total.get("processed_successfully", 0)),
+                    "numUserExceptions": int(total.get("user_exceptions", 0)),
+                    "latestUserExceptions": exceptions.get((instance_id, "user"), []),
+                    "numSystemExceptions": int(total.get("system_exceptions", 0)),
+                    "latestSystemExceptions": exceptions.get((instance_id, "system"), []),
+                    "numDeadLettered": int(total.get("dead_lettered", 0)),
+                    "averageLatency": _average(total),
+                    "lastInvocationTime": int(total.get("last_invocation_ms") or 0),
+                    "workerId": info.worker_id,
+                    "state": info.state,
+                    "deathException": info.death_exception,
+                },
+            }
+        )
+    return {
+        "numInstances": parallelism,
+        "numRunning": sum(
+            1 for i in range(parallelism) if run.instances.get(i, InstanceRunInfo()).running
+        ),
+        "instances": instances,
+    }
+
+
+def _metrics(total: dict[str, Any], recent: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "receivedTotal": int(total.get("received", 0)),
+        "processedSuccessfullyTotal": int(total.get("processed_successfully", 0)),
+        "systemExceptionsTotal": int(total.get("system_exceptions", 0)),
+        "userExceptionsTotal": int(total.get("user_exceptions", 0)),
+        "deadLetteredTotal": int(total.get("dead_lettered", 0)),
+        "avgProcessLatency": _average(total),
+        "1min": {
+            "receivedTotal": int(recent.get("received", 0)),
+            "processedSuccessfullyTotal": int(recent.get("processed_successfully", 0)),
+            "systemExceptionsTotal": int(recent.get("system_exceptions", 0)),
+            "userExceptionsTotal": int(recent.get("user_exceptions", 0)),
+            "avgProcessLatency": _average(recent),
+        },
+        "lastInvocation": int(total.get("last_invocation_ms") or 0),
+        "userMetrics": {
+            name: {"count": m.count, "sum": m.sum, "min": m.min, "max": m.max}
+            for name, m in total.get("user_metrics", {}).items()
+        },
+    }
+
+
+def function_stats(store: Store, fqfn: str, parallelism: int) -> dict[str, Any]:
+    """Pulsar's ``FunctionStats`` JSON: totals, 1-minute variants, per instance."""
+    totals = instance_totals(store, fqfn)
+    recent = instance_recent(store, fqfn)
+    per_instance = [
+        {"instanceId": i, "metrics": _metrics(totals.get(i, {}), recent.get(i, {}))}
+        for i in range(parallelism)
+    ]
+    whole: dict[str, Any] = {}
+    keys = (
+        "received",
+        "processed_successfully",
+        "user_exceptions",
+        "system_exceptions",
+        "dead_lettered",
+    )
+    for key in (*keys, "latency_ms_sum", "latency_count"):
+        whole[key] = sum(t.get(key, 0) or 0 for t in totals.values())
+    whole["last_invocation_ms"] = max(
+        (t.get("last_invocation_ms") or 0 for t in totals.values()), default=0
+    )
+    merged_metrics: dict[str, Any] = {}
+    for t in totals.values():
+        for name, m in t.get("user_metrics", {}).items():
+            merged_metrics.setdefault(name, type(m)()).merge(m)
+    whole["user_metrics"] = merged_metrics
+    whole_recent: dict[str, Any] = {}
+    for r in recent.values():
+        for key, value in r.items():
+            whole_recent[key] = whole_recent.get(key, 0) + (value or 0)
+    return {**_metrics(whole, whole_recent), "instances": per_instance}
