@@ -110,3 +110,13 @@ def store(store_url: str, data_dir: Path) -> Iterator[Store]:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """The one local SparkSession of the test run (sparkfn data sources registered)."""
+    from sparkfn.runtime.spark import spark_session
+
+    session = spark_session(master="local[2]", app_name="sparkfn-tests")
+    yield session
+    session.stop()
