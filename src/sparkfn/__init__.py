@@ -8,9 +8,14 @@ The public API is what this module exports; everything else is internal.
 >>> Producer(store, "orders").send({"id": 1}, key="alice")
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from sparkfn.api.context import Context
 from sparkfn.api.errors import (
     AlreadyExistsError,
     ConfigError,
+    FunctionFailedError,
     NotFoundError,
     PayloadError,
     SchemaVersionError,
@@ -19,8 +24,16 @@ from sparkfn.api.errors import (
     TopicExistsError,
     TopicNotFoundError,
 )
+from sparkfn.api.function import Function, IdentitySerDe, SerDe, VectorizedFunction, vectorized
+from sparkfn.config.function import (
+    FunctionConfig,
+    ProcessingGuarantee,
+    SubscriptionPosition,
+    SubscriptionType,
+)
 from sparkfn.config.names import TopicName
 from sparkfn.config.settings import Settings
+from sparkfn.runtime.loader import FunctionLoadError
 from sparkfn.runtime.spark import spark_session
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
@@ -30,26 +43,58 @@ from sparkfn.topics.producer import Producer
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from sparkfn.runtime.localrun import LocalRun
+
+# Names whose modules import pyspark: loaded on first use, so that
+# ``import sparkfn`` (and the topics CLI) stays fast.
+_LAZY = {"LocalRun": "sparkfn.runtime.localrun"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    msg = f"module 'sparkfn' has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
     "AlreadyExistsError",
     "ConfigError",
     "Consumer",
+    "Context",
+    "Function",
+    "FunctionConfig",
+    "FunctionFailedError",
+    "FunctionLoadError",
+    "IdentitySerDe",
+    "LocalRun",
     "Message",
     "NotFoundError",
     "PartitionStats",
     "PayloadError",
+    "ProcessingGuarantee",
     "Producer",
     "ReceivedMessage",
     "SchemaType",
     "SchemaVersionError",
+    "SerDe",
     "Settings",
     "SparkfnError",
     "Store",
     "StoreError",
+    "SubscriptionPosition",
+    "SubscriptionType",
     "TopicAdmin",
     "TopicExistsError",
     "TopicInfo",
     "TopicName",
     "TopicNotFoundError",
+    "VectorizedFunction",
     "spark_session",
+    "vectorized",
 ]

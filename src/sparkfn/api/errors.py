@@ -10,8 +10,12 @@ also from the builtin it resembles, so callers may catch either::
     │   └── TopicNotFoundError
     ├── AlreadyExistsError     (ValueError)
     │   └── TopicExistsError
-    └── StoreError             (RuntimeError) the metadata store cannot be used
-        └── SchemaVersionError                 the store is newer than this sparkfn
+    ├── StoreError             (RuntimeError) the metadata store cannot be used
+    │   └── SchemaVersionError                 the store is newer than this sparkfn
+    └── FunctionFailedError    (RuntimeError) a function's query stopped with an error
+
+``FunctionLoadError`` (a ``ConfigError``: the function's code cannot be
+loaded) lives with the loader in :mod:`sparkfn.runtime.loader`.
 
 Each class carries a stable machine-readable ``reason`` that the REST API and
 the CLI report next to the human message.
@@ -72,3 +76,9 @@ class SchemaVersionError(StoreError):
     """The store was written by a newer sparkfn than this one."""
 
     reason = "store_schema_too_new"
+
+
+class FunctionFailedError(SparkfnError, RuntimeError):
+    """A function's query stopped with an error."""
+
+    reason = "function_failed"

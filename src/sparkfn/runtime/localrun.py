@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sparkfn.api.errors import SparkfnError
+from sparkfn.api.errors import FunctionFailedError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.query import start_function_query
 from sparkfn.runtime.spark import spark_session
@@ -26,12 +26,6 @@ from sparkfn.runtime.status import InstanceRunInfo, RunInfo, function_stats, fun
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import all_state, get_state
 from sparkfn.store.store import Store
-
-
-class FunctionFailedError(SparkfnError, RuntimeError):
-    """The function's query stopped with an error."""
-
-    reason = "function_failed"
 
 
 class LocalRun:
@@ -59,7 +53,9 @@ class LocalRun:
     def spark(self) -> Any:
         """The SparkSession (created on first use)."""
         if self._spark is None:
-            self._spark = spark_session(master=self.spark_master, app_name=f"sparkfn {self.config.fqfn}")
+            self._spark = spark_session(
+                master=self.spark_master, app_name=f"sparkfn {self.config.fqfn}"
+            )
         return self._spark
 
     def start(self, *, until_drained: bool = False, checkpoint: Path | None = None) -> LocalRun:
@@ -67,7 +63,11 @@ class LocalRun:
         self._set_state("STARTING", running=False)
         try:
             self.query = start_function_query(
-                self.spark, self.store, self.config, until_drained=until_drained, checkpoint=checkpoint
+                self.spark,
+                self.store,
+                self.config,
+                until_drained=until_drained,
+                checkpoint=checkpoint,
             )
         except Exception as exc:
             self._set_state("ERROR", running=False, error=str(exc))
@@ -158,7 +158,10 @@ class LocalRun:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
