@@ -1,10 +1,11 @@
-"""The main job on the embedded default: topic in, Spark streaming query, topic out.
+"""The main job on the embedded default: the word-count function on Spark.
 
-Run it with ``make demo``. It creates a topic, produces sample sentences,
-runs a Spark Structured Streaming query that reads the topic through the
-sparkfn data source, upper-cases each message and appends "!", writes the
-result to a second topic through the sparkfn sink (exactly once), and
-prints what arrived.
+Run it with ``make demo``. In a scratch data directory it creates two topics,
+produces sample sentences, runs ``examples/wordcount.py`` as a sparkfn
+function (a Spark Structured Streaming query: topic source -> the function
+with its Context -> one-transaction sink, effectively once) until the input
+is drained, then prints what arrived on the output topic, the function's
+counters and its status.
 """
 
 from __future__ import annotations
@@ -14,67 +15,66 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sparkfn.runtime.spark import spark_session
-from sparkfn.store.store import Store
-from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.consumer import Consumer
-from sparkfn.topics.producer import Producer
-from sparkfn.topics.spark_source import spark_options
+from sparkfn import Consumer, FunctionConfig, LocalRun, Producer, Store, TopicAdmin
 
+HERE = Path(__file__).resolve().parent
 SENTENCES = [
     "the quick brown fox",
     "jumps over the lazy dog",
+    "the dog sleeps",
     "pulsar functions on spark",
-    "hello sparkfn",
-    "exactly once please",
+    "spark runs the functions",
 ]
 
 
 def main() -> int:
-    """Run the demo in a scratch data directory and print the output topic."""
+    """Run the demo in a scratch data directory and print the results."""
     data_dir = Path(tempfile.mkdtemp(prefix="sparkfn-demo-"))
     try:
         store = Store.open(None, data_dir)
         admin = TopicAdmin(store)
         admin.create("sentences", partitions=2, schema_type="string")
-        admin.create("shouted", partitions=2, schema_type="string")
+        admin.create("echo", partitions=2, schema_type="string")
         producer = Producer(store, "sentences")
-        for index, sentence in enumerate(SENTENCES):
-            producer.send(sentence, key=f"k{index}")
-        print(f"produced {len(SENTENCES)} messages to public/default/sentences")
+        producer.send_batch(producer.encode(SENTENCES))
+        print(f"produced {len(SENTENCES)} sentences to public/default/sentences")
 
-        from pyspark.sql import functions as F
-
-        spark = spark_session(master="local[2]", app_name="sparkfn-demo")
-        source = (
-            spark.readStream.format("sparkfn")
-            .options(**spark_options(store))
-            .option("topic", "sentences")
-            .option("startingOffsets", "earliest")
-            .load()
+        config = FunctionConfig.build(
+            name="wordcount",
+            py=str(HERE / "wordcount.py"),
+            classname="wordcount.WordCount",
+            inputs=["sentences"],
+            output="echo",
+            subscription_position="earliest",
+            processing_guarantees="effectively_once",
         )
-        shouted = source.select(
-            "key",
-            F.concat(F.upper(F.col("value").cast("string")), F.lit("!")).alias("value"),
-        )
-        query = (
-            shouted.writeStream.format("sparkfn")
-            .options(**spark_options(store))
-            .option("topic", "shouted")
-            .option("checkpointLocation", str(data_dir / "checkpoints" / "demo"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-
-        print("public/default/shouted now holds:")
-        consumer = Consumer(store, "shouted", initial_position="earliest")
-        received = consumer.receive(max_messages=100)
-        for message in sorted(received, key=lambda m: m.key or ""):
-            print(f"  {message.message_id:>5}  key={message.key}  {message.value.decode()}")
-        spark.stop()
+        print("running public/default/wordcount on Spark until the input is drained ...")
+        with LocalRun(config, store=store, spark_master="local[2]") as run:
+            run.start(until_drained=True)
+            run.wait()
+            received = Consumer(store, "echo", initial_position="earliest").receive(
+                max_messages=100
+            )
+            print("\npublic/default/echo:")
+            for message in sorted(received, key=lambda m: (m.partition, m.offset)):
+                print(f"  {message.message_id:>5}  {message.value.decode()}")
+            counters = {
+                key: state.counter
+                for key, state in run.state().items()
+                if state.counter is not None
+            }
+            print("\ncounters:")
+            for word, count in sorted(counters.items(), key=lambda kv: (-kv[1], kv[0])):
+                print(f"  {word:<10} {count}")
+            status = run.status()
+            processed = sum(i["status"]["numSuccessfullyProcessed"] for i in status["instances"])
+            print(
+                f"\nstatus: {processed} processed, state {status['instances'][0]['status']['state']}"
+            )
         store.close()
-        return 0 if len(received) == len(SENTENCES) else 1
+        expected_words = sum(len(s.split()) for s in SENTENCES)
+        ok = len(received) == len(SENTENCES) and sum(counters.values()) == expected_words
+        return 0 if ok else 1
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 

@@ -48,6 +48,7 @@ SPARK_TAGGED_SCHEMA = (
 )
 
 _INSTANCES: dict[tuple[str, str, int], FunctionInstance] = {}
+_ORIGINS: dict[tuple[str, str, int], str] = {}  # the store each instance was loaded for
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,13 @@ def instance_for(
 ) -> FunctionInstance:
     """The process-wide instance object, loaded on first use."""
     key = (config.fqfn, version, instance_id)
+    origin = f"{store.url} {store.data_dir}"
     inst = _INSTANCES.get(key)
+    if inst is not None and (inst.config != config or _ORIGINS.get(key) != origin):
+        # The same name now means another function (re-created with another
+        # config, or in another store): the old object is replaced, so closed.
+        inst.close()
+        inst = None
     if inst is None:
         admin = TopicAdmin(store)
         cache: dict[str, SchemaType] = {}
@@ -76,6 +83,7 @@ def instance_for(
 
         inst = FunctionInstance(config, instance_id, load_function(config), schema_of, version)
         _INSTANCES[key] = inst
+        _ORIGINS[key] = origin
     return inst
 
 

@@ -164,10 +164,13 @@ class InstanceContext(Context):
         self._rows: InputRows | None = None
         self._index = -1
         cfg = instance.config
-        self._logger = logging.getLogger(f"sparkfn.function.{cfg.fqfn}.{instance.instance_id}")
-        self._logger.setLevel(logging.INFO)
-        self._logger.propagate = True
-        self._logger.handlers = [_LogCapture(instance)]
+        # A logger of this context's own, not the registry's: two instances of
+        # one name (two versions, two harnesses) must not share a log capture.
+        self._logger = logging.Logger(
+            f"sparkfn.function.{cfg.fqfn}.{instance.instance_id}", logging.INFO
+        )
+        self._logger.parent = logging.getLogger("sparkfn.function")
+        self._logger.addHandler(_LogCapture(instance))
 
     # internal: binding to the current message
     def bind(self, rows: InputRows | None, index: int) -> None:

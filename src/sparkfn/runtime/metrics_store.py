@@ -182,7 +182,13 @@ def instance_recent(
             .where(and_(_RECENT.c.fqfn == fqfn, _RECENT.c.committed_at >= since))
             .group_by(_RECENT.c.instance_id)
         ).all()
-    return {r.instance_id: {c: getattr(r, c) or 0 for c in cols} for r in rows}
+    # PostgreSQL's SUM of an integer column is a Decimal: convert back.
+    return {
+        r.instance_id: {
+            c: (float if c == "latency_ms_sum" else int)(getattr(r, c) or 0) for c in cols
+        }
+        for r in rows
+    }
 
 
 def latest_exceptions(store: Store, fqfn: str) -> dict[tuple[int, str], list[dict[str, Any]]]:

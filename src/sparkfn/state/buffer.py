@@ -11,8 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 
-_UNSET = object()
+
+class _Unset(Enum):
+    """The marker for "no value set".
+
+    An enum member, so it is still itself after pickling (mutations travel
+    from executors to the driver); a bare ``object()`` is not.
+    """
+
+    UNSET = "unset"
+
+
+_UNSET = _Unset.UNSET
 
 
 @dataclass

@@ -1,0 +1,531 @@
+"""Unit-testing a function without Spark: :class:`FunctionHarness`.
+
+The harness drives the same per-message engine the Spark runtime runs
+(:class:`~sparkfn.runtime.instance.FunctionInstance`), so retries, dead
+letters, "a failed message leaves no trace", state read-your-writes and
+metrics behave as they do in a real run. What it replaces is only what is
+around the engine: topics are in-memory lists, state is an in-memory dict,
+and each :meth:`FunctionHarness.send` (or :meth:`~FunctionHarness.send_many`)
+is one batch that commits when it returns.
+
+>>> def exclaim(input):
+...     return input + "!"
+>>> harness = FunctionHarness(exclaim)
+>>> harness.send("hello")
+['hello!']
+>>> harness.outputs
+['hello!']
+
+It is not a runtime: no subscriptions, no parallel instances, no
+checkpoints. Use :class:`~sparkfn.runtime.localrun.LocalRun` for those.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from types import ModuleType, TracebackType
+from typing import Any
+
+import pyarrow as pa
+
+from sparkfn.api.errors import ConfigError, SparkfnError
+from sparkfn.api.function import VECTORIZED_ATTR, VectorizedFunction
+from sparkfn.config.function import FunctionConfig
+from sparkfn.config.names import TopicName
+from sparkfn.runtime.instance import DLQ_REAL_TOPIC, FunctionInstance, InputRows, TaskResult
+from sparkfn.runtime.loader import FunctionLoadError, Serde, UserFunction, load_function
+from sparkfn.runtime.stats import LATEST_EXCEPTIONS_KEPT, InstanceStats, MetricSummary
+from sparkfn.state.buffer import CommittedState, StateMutation
+from sparkfn.topics.admin import parse_schema_type
+from sparkfn.topics.message import READ_SCHEMA, SchemaType, encode_value, utc_now
+
+
+class HarnessClosedError(SparkfnError, RuntimeError):
+    """A message was sent to a harness after :meth:`FunctionHarness.close`."""
+
+    reason = "harness_closed"
+
+
+class HarnessState(Enum):
+    """Where a harness is in its life."""
+
+    OPEN = "open"  # messages may be sent; the function is initialized on the first one
+    CLOSED = "closed"  # close() was called; nothing more is called on the function
+
+
+@dataclass(frozen=True)
+class ProducedMessage:
+    """A message the function produced and the harness committed, value decoded."""
+
+    kind: str  # "output", "publish", "dead_letter" or "log"
+    topic: str  # tenant/namespace/topic
+    value: Any
+    key: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    event_time: datetime | None = None
+
+
+class TopicMessages(Mapping[str, list[Any]]):
+    """Decoded values per topic; look topics up by any spelling of their name.
+
+    >>> published = TopicMessages({"public/default/fruits": ["apple"]})
+    >>> published["fruits"] == published["persistent://public/default/fruits"] == ["apple"]
+    True
+    """
+
+    def __init__(self, values: dict[str, list[Any]]) -> None:
+        self._values = values
+
+    def __getitem__(self, topic: str) -> list[Any]:
+        return self._values[_topic(topic)]
+
+    def __contains__(self, topic: object) -> bool:
+        return isinstance(topic, str) and _topic(topic) in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"TopicMessages({self._values!r})"
+
+
+class FunctionHarness:
+    """Run a function message by message in this process, no Spark, no store.
+
+    ``function_or_config`` is any form sparkfn runs: a :class:`~sparkfn.Function`
+    subclass or instance, a plain ``process(input[, context])`` function, a
+    :class:`~sparkfn.VectorizedFunction` subclass or instance, a function marked
+    with :func:`~sparkfn.vectorized`, a module defining ``process``, or a
+    :class:`~sparkfn.FunctionConfig` (loaded as the runtime loads it; its
+    topics, user config, secrets and retry settings are then used, and the
+    keyword arguments other than the schemas must be left alone).
+
+    Topic schemas decide how values are encoded and decoded, as on real
+    topics: ``input_schema`` for every input, ``output_schema`` for the
+    output, ``topic_schemas`` for any other topic by name; topics named
+    nowhere (those a function publishes to) take ``output_schema``.
+
+    Lifecycle: ``initialize(context)`` is called before the first message,
+    ``close()`` once by :meth:`close` (or leaving a ``with`` block), and only
+    if the function was initialized.
+
+    >>> from sparkfn import Function
+    >>> class WordCount(Function):
+    ...     def process(self, input, context):
+    ...         for word in input.split():
+    ...             context.incr_counter(word, 1)
+    ...         return input
+    >>> with FunctionHarness(WordCount) as harness:
+    ...     harness.send_many(["apple pie", "apple"])
+    ...     harness.counters
+    ['apple pie', 'apple']
+    {'apple': 2, 'pie': 1}
+    """
+
+    def __init__(
+        self,
+        function_or_config: Any,
+        *,
+        name: str = "test",
+        inputs: Sequence[str] = ("in",),
+        output: str | None = "out",
+        input_schema: str | SchemaType = "string",
+        output_schema: str | SchemaType = "string",
+        topic_schemas: Mapping[str, str | SchemaType] | None = None,
+        user_config: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, str] | None = None,
+        log_topic: str | None = None,
+        dead_letter_topic: str | None = None,
+        max_message_retries: int = 0,
+        parallelism: int = 1,
+        instance_id: int = 0,
+    ) -> None:
+        if isinstance(function_or_config, FunctionConfig):
+            overridden = {
+                "name": name != "test",
+                "inputs": tuple(inputs) != ("in",),
+                "output": output != "out",
+                "user_config": user_config is not None,
+                "secrets": secrets is not None,
+                "log_topic": log_topic is not None,
+                "dead_letter_topic": dead_letter_topic is not None,
+                "max_message_retries": max_message_retries != 0,
+                "parallelism": parallelism != 1,
+            }
+            given = [key for key, changed in overridden.items() if changed]
+            if given:
+                msg = (
+                    f"FunctionHarness: given a FunctionConfig, set {', '.join(given)} in the "
+                    "config, not as keyword arguments"
+                )
+                raise ConfigError(msg)
+            self.config = function_or_config
+            user = load_function(self.config)
+        else:
+            self.config = FunctionConfig.build(
+                name=name,
+                classname=_qualified_name(function_or_config),
+                inputs=list(inputs),
+                output=output,
+                user_config=dict(user_config or {}),
+                secrets=dict(secrets or {}),
+                log_topic=log_topic,
+                dead_letter_topic=dead_letter_topic,
+                max_message_retries=max_message_retries,
+                parallelism=parallelism,
+            )
+            user = _user_function(self.config.fqfn, function_or_config)
+        if not 0 <= instance_id < self.config.parallelism:
+            msg = (
+                f"FunctionHarness: instance_id must be in 0..{self.config.parallelism - 1} "
+                f"(parallelism {self.config.parallelism}); got {instance_id}"
+            )
+            raise ConfigError(msg)
+        self._schemas = self._topic_schemas(input_schema, output_schema, topic_schemas)
+        self._default_schema = parse_schema_type(output_schema)
+        self._instance = FunctionInstance(self.config, instance_id, user, self._schema_of)
+        self._decoders: dict[str, Serde] = {}
+        self._offsets: dict[str, Iterator[int]] = {}
+        self._committed: dict[str, CommittedState] = {}
+        self._stats = InstanceStats()
+        self._messages: list[ProducedMessage] = []
+        self.lifecycle = HarnessState.OPEN
+
+    # --- configuration -----------------------------------------------------------
+    def _topic_schemas(
+        self,
+        input_schema: str | SchemaType,
+        output_schema: str | SchemaType,
+        topic_schemas: Mapping[str, str | SchemaType] | None,
+    ) -> dict[str, SchemaType]:
+        schemas = {topic: parse_schema_type(input_schema) for topic in self.config.inputs}
+        if self.config.output is not None:
+            schemas[self.config.output] = parse_schema_type(output_schema)
+        for topic, schema in (topic_schemas or {}).items():
+            schemas[_topic(topic)] = parse_schema_type(schema)
+        return schemas
+
+    def _schema_of(self, topic: str) -> SchemaType:
+        return self._schemas.get(topic, self._default_schema)
+
+    def _decoder(self, topic: str) -> Serde:
+        serde = self._decoders.get(topic)
+        if serde is None:
+            name = self.config.output_serde if topic == self.config.output else "auto"
+            serde = Serde(name, self._schema_of(topic), topic, self.config.fqfn)
+            self._decoders[topic] = serde
+        return serde
+
+    # --- sending -----------------------------------------------------------------
+    def send(
+        self,
+        value: Any,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time: datetime | int | None = None,
+        topic: str | None = None,
+    ) -> list[Any]:
+        """Process one message as a batch of its own; return what it sent to the output topic.
+
+        ``value`` is encoded per the input topic's schema (a dict for a
+        ``json`` topic, a ``str`` for ``string``, ``bytes`` for ``bytes``) and
+        decoded again for the function, as the runtime does. ``event_time``
+        is a datetime or milliseconds since the epoch; ``topic`` defaults to
+        the first input. When the call returns, the message is committed:
+        its outputs are in :attr:`outputs`/:attr:`published` and its state
+        changes in :attr:`state`/:attr:`counters`.
+
+        >>> harness = FunctionHarness(lambda text, context: f"{text}/{context.get_message_key()}")
+        >>> harness.send("hi", key="k1", properties={"lang": "en"})
+        ['hi/k1']
+        """
+        row = self._row(value, key, properties, event_time, topic)
+        return self._run([row])
+
+    def send_many(
+        self,
+        values: Iterable[Any],
+        *,
+        key: str | None = None,
+        topic: str | None = None,
+    ) -> list[Any]:
+        """Process ``values`` as one batch, in order; return what they sent to the output topic.
+
+        A batch is what one Spark task would see: state changes of earlier
+        messages are visible to later ones, and all commit together. A
+        vectorized function receives the whole batch in one call.
+
+        >>> FunctionHarness(lambda text: text + "!").send_many(["a", "b"])
+        ['a!', 'b!']
+        """
+        rows = [self._row(v, key, None, None, topic) for v in values]
+        return self._run(rows) if rows else []
+
+    def _row(
+        self,
+        value: Any,
+        key: str | None,
+        properties: Mapping[str, str] | None,
+        event_time: datetime | int | None,
+        topic: str | None,
+    ) -> dict[str, Any]:
+        if self.lifecycle is HarnessState.CLOSED:
+            msg = (
+                f"function {self.config.fqfn}: the harness is closed; create a new one to send more"
+            )
+            raise HarnessClosedError(msg)
+        source = self._input_topic(topic)
+        if isinstance(event_time, int) and not isinstance(event_time, bool):
+            event_time = datetime.fromtimestamp(event_time / 1000, UTC)
+        offsets = self._offsets.setdefault(source, itertools.count())
+        return {
+            "key": key,
+            "value": self._encode_input(value, source),
+            "properties": list((properties or {}).items()),
+            "event_time": event_time,
+            "publish_time": utc_now(),
+            "producer": "harness",
+            "sequence_id": None,
+            "topic": source,
+            "partition": 0,
+            "offset": next(offsets),
+        }
+
+    def _input_topic(self, topic: str | None) -> str:
+        if topic is None:
+            if not self.config.inputs:
+                msg = f"function {self.config.fqfn} has no named inputs; pass topic= to send"
+                raise ConfigError(msg)
+            return self.config.inputs[0]
+        name = _topic(topic)
+        if self.config.inputs and name not in self.config.inputs:
+            msg = (
+                f"function {self.config.fqfn}: topic {name} is not one of its inputs "
+                f"({', '.join(self.config.inputs)})"
+            )
+            raise ConfigError(msg)
+        return name
+
+    def _encode_input(self, value: Any, topic: str) -> bytes | None:
+        if value is None:
+            return None
+        serde = self._instance.input_serde_for(topic)
+        if serde.custom is not None:
+            return serde.encode(value)
+        return encode_value(value, serde.schema_type, topic=topic)
+
+    def _run(self, rows: list[dict[str, Any]]) -> list[Any]:
+        batch = pa.RecordBatch.from_pylist(rows, schema=READ_SCHEMA)
+        instance = self._instance
+        instance.begin_task(self._read_state)
+        if instance.user.vectorized:
+            instance.process_batch(batch)
+        else:
+            instance.process_rows(InputRows(batch))
+        return self._commit(instance.end_task())
+
+    def _read_state(self, key: str) -> CommittedState:
+        return self._committed.get(key, CommittedState(None, None))
+
+    def _commit(self, result: TaskResult) -> list[Any]:
+        for mutation in result.mutations:
+            _apply(self._committed, mutation)
+        _fold(self._stats, result.stats)
+        outputs = []
+        for item in result.emitted.items():
+            if item.kind == "log":
+                value: Any = None if item.value is None else item.value.decode()
+            elif item.kind == "dead_letter":
+                real = item.properties.get(DLQ_REAL_TOPIC, "")
+                value = self._instance.input_serde_for(_topic(real)).decode(item.value)
+            else:
+                value = self._decoder(item.topic).decode(item.value)
+            self._messages.append(
+                ProducedMessage(
+                    item.kind, item.topic, value, item.key, item.properties, item.event_time
+                )
+            )
+            if item.topic == self.config.output and item.kind in ("output", "publish"):
+                outputs.append(value)
+        return outputs
+
+    # --- what happened -----------------------------------------------------------
+    @property
+    def messages(self) -> list[ProducedMessage]:
+        """Every committed message (outputs, publishes, dead letters, logs) in order."""
+        return list(self._messages)
+
+    @property
+    def outputs(self) -> list[Any]:
+        """Decoded values committed to the output topic (returned or published there)."""
+        output = self.config.output
+        return [] if output is None else self.published.get(output, [])
+
+    @property
+    def published(self) -> TopicMessages:
+        """Decoded values per topic, for the output topic and every ``context.publish`` target."""
+        by_topic: dict[str, list[Any]] = {}
+        for m in self._messages:
+            if m.kind in ("output", "publish"):
+                by_topic.setdefault(m.topic, []).append(m.value)
+        return TopicMessages(by_topic)
+
+    @property
+    def dead_letters(self) -> list[tuple[Any, dict[str, str]]]:
+        """``(value, properties)`` of each dead-lettered message; the error is in ``EXCEPTION``."""
+        return [(m.value, m.properties) for m in self._messages if m.kind == "dead_letter"]
+
+    @property
+    def logs(self) -> list[str]:
+        """Lines logged through ``context.get_logger()`` (only with a ``log_topic``, as at runtime)."""
+        return [m.value for m in self._messages if m.kind == "log"]
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Committed counters."""
+        return {k: s.counter for k, s in self._committed.items() if s.counter is not None}
+
+    @property
+    def state(self) -> dict[str, bytes]:
+        """Committed state values."""
+        return {k: s.value for k, s in self._committed.items() if s.value is not None}
+
+    @property
+    def stats(self) -> InstanceStats:
+        """Totals over every batch: received, processed, exceptions, dead letters, user metrics."""
+        return self._stats
+
+    @property
+    def metrics(self) -> dict[str, MetricSummary]:
+        """User metrics from ``record_metric``, as summaries (count, sum, min, max)."""
+        return dict(self._stats.user_metrics)
+
+    def get_counter(self, key: str) -> int:
+        """A committed counter (0 if never set)."""
+        return self._read_state(key).counter or 0
+
+    def get_state(self, key: str) -> bytes | None:
+        """A committed state value, or ``None``."""
+        return self._read_state(key).value
+
+    def put_state(
+        self, key: str, value: str | bytes | None = None, counter: int | None = None
+    ) -> None:
+        """Set a key outright, as an operator's ``putstate`` does, before or between sends."""
+        data = value.encode() if isinstance(value, str) else value
+        if data is None and counter is None:
+            self._committed.pop(key, None)
+        else:
+            self._committed[key] = CommittedState(counter, data)
+
+    # --- lifecycle -----------------------------------------------------------------
+    def close(self) -> None:
+        """Call the function's ``close()`` (once, and only if it was initialized); idempotent."""
+        if self.lifecycle is HarnessState.CLOSED:
+            return
+        self.lifecycle = HarnessState.CLOSED
+        self._instance.close()
+
+    def __enter__(self) -> FunctionHarness:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _topic(name: str) -> str:
+    return str(TopicName.parse(name))
+
+
+def _qualified_name(target: Any) -> str:
+    """A ``module.Name`` for the config, naming what the harness was given."""
+    if isinstance(target, ModuleType):
+        return f"{target.__name__}.process"
+    kind = target if inspect.isclass(target) or callable(target) else type(target)
+    module = getattr(kind, "__module__", None) or "__main__"
+    return f"{module}.{getattr(kind, '__qualname__', type(target).__name__)}"
+
+
+def _positional_arity(fn: Any) -> int:
+    params = inspect.signature(fn).parameters.values()
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 2
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def _user_function(fqfn: str, target: Any) -> UserFunction:
+    """The loader's view of an in-memory function, in any of its forms."""
+    if isinstance(target, ModuleType):
+        if not callable(getattr(target, "process", None)):
+            msg = f"function {fqfn}: module {target.__name__} defines no process()"
+            raise FunctionLoadError(msg)
+        target = target.process
+    obj = target
+    if inspect.isclass(target):
+        try:
+            obj = target()
+        except Exception as exc:
+            msg = (
+                f"function {fqfn}: creating {target.__name__}() failed: {type(exc).__name__}: {exc}"
+            )
+            raise FunctionLoadError(msg) from exc
+    if isinstance(obj, VectorizedFunction):
+        return UserFunction(fqfn, obj, obj.process_batch, True, True, obj.batch_format)
+    if inspect.isroutine(obj):
+        arity = _positional_arity(obj)
+        if arity not in (1, 2):
+            msg = f"function {fqfn}: {obj.__name__!r} must take (input) or (input, context); it takes {arity} arguments"
+            raise FunctionLoadError(msg)
+        batch_format = getattr(obj, VECTORIZED_ATTR, None)
+        return UserFunction(
+            fqfn, None, obj, arity == 2, batch_format is not None, batch_format or "arrow"
+        )
+    process = getattr(obj, "process", None)
+    if not callable(process):
+        msg = f"function {fqfn}: {type(obj).__name__} has no process(self, input, context) method"
+        raise FunctionLoadError(msg)
+    return UserFunction(fqfn, obj, process, _positional_arity(process) >= 2, False)
+
+
+def _apply(state: dict[str, CommittedState], mutation: StateMutation) -> None:
+    """Apply a net mutation as the store's commit does (delete, add, set)."""
+    old = None if mutation.delete else state.get(mutation.key)
+    counter = None if old is None else old.counter
+    if mutation.counter_delta:
+        counter = (counter or 0) + mutation.counter_delta
+    value = old.value if old is not None else None
+    if mutation.sets_value:
+        value = mutation.value  # type: ignore[assignment]
+    if counter is None and value is None:
+        state.pop(mutation.key, None)
+    else:
+        state[mutation.key] = CommittedState(counter, value)
+
+
+def _fold(into: InstanceStats, stats: InstanceStats) -> None:
+    into.received += stats.received
+    into.processed_successfully += stats.processed_successfully
+    into.user_exceptions += stats.user_exceptions
+    into.system_exceptions += stats.system_exceptions
+    into.dead_lettered += stats.dead_lettered
+    into.latency_ms_sum += stats.latency_ms_sum
+    into.latency_count += stats.latency_count
+    if stats.last_invocation_ms is not None:
+        into.last_invocation_ms = max(into.last_invocation_ms or 0, stats.last_invocation_ms)
+    for name, summary in stats.user_metrics.items():
+        into.user_metrics.setdefault(name, MetricSummary()).merge(summary)
+    into.latest_exceptions.extend(stats.latest_exceptions)
+    del into.latest_exceptions[:-LATEST_EXCEPTIONS_KEPT]
