@@ -32,6 +32,7 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(PY) benchmarks/topics.py
+	$(PY) benchmarks/functions.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
