@@ -25,6 +25,7 @@ import typer
 
 from sparkfn.api.errors import SparkfnError
 from sparkfn.cli.context import StoreOptions, report_error
+from sparkfn.cli.functions import functions_app
 from sparkfn.cli.topics import topics_app
 from sparkfn.config.settings import DATA_DIR_ENV, STORE_URL_ENV
 
@@ -36,6 +37,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(topics_app, name="topics")
+app.add_typer(functions_app, name="functions")
 
 
 @app.callback()

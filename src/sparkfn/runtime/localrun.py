@@ -18,6 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
+
 from sparkfn.api.errors import FunctionFailedError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.query import start_function_query
@@ -85,11 +87,15 @@ class LocalRun:
         """Wait for the query to end; True if it ended. Raises :class:`FunctionFailedError` on failure."""
         if self.query is None:
             return True
-        if timeout is None:
-            self.query.awaitTermination()
+        try:
+            if timeout is None:
+                self.query.awaitTermination()
+                ended = True
+            else:
+                ended = bool(self.query.awaitTermination(timeout))
+        except StreamingQueryException:
+            # awaitTermination raises the query's failure; _finish reports it as ours.
             ended = True
-        else:
-            ended = bool(self.query.awaitTermination(timeout))
         if ended:
             self._finish()
         return ended
@@ -172,5 +178,12 @@ def _short_error(text: str) -> str:
         stripped = line.strip()
         if stripped.startswith(("sparkfn.", "function ")) or "Error: function " in stripped:
             return stripped
+    # A Python worker's failure: its exception is the first unindented line
+    # after the frames of the last traceback ("RuntimeError: db unreachable").
+    _, marker, frames = text.rpartition("Traceback (most recent call last):")
+    if marker:
+        for line in frames.splitlines()[1:]:
+            if line.strip() and not line[0].isspace():
+                return line.strip()
     first = text.strip().splitlines()
     return first[0] if first else text
