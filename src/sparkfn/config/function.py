@@ -46,6 +46,14 @@ class SubscriptionPosition(StrEnum):
 
 
 BUILTIN_SERDES = ("auto", "bytes", "string", "json")
+_PULSAR_ALIASES = {
+    "atleast_once": "at_least_once",
+    "atmost_once": "at_most_once",
+    "effectively-once": "effectively_once",
+    "at-least-once": "at_least_once",
+    "at-most-once": "at_most_once",
+    "key-shared": "key_shared",
+}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
@@ -114,6 +122,17 @@ class FunctionConfig(BaseModel):
                 "starting with a letter or digit)"
             )
             raise ValueError(msg)
+        return value
+
+    @field_validator(
+        "processing_guarantees", "subscription_type", "subscription_position", mode="before"
+    )
+    @classmethod
+    def _pulsar_spelling(cls, value: Any) -> Any:
+        # Pulsar writes ATLEAST_ONCE, Key_Shared, Earliest: accept those too.
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            return _PULSAR_ALIASES.get(lowered, lowered)
         return value
 
     @field_validator("input_serde", "output_serde")

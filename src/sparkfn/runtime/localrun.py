@@ -22,7 +22,7 @@ from pyspark.errors import StreamingQueryException
 
 from sparkfn.api.errors import FunctionFailedError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.query import start_function_query
+from sparkfn.runtime.query import start_function_query, validate
 from sparkfn.runtime.spark import spark_session
 from sparkfn.runtime.status import InstanceRunInfo, RunInfo, function_stats, function_status
 from sparkfn.state.buffer import CommittedState
@@ -56,7 +56,9 @@ class LocalRun:
         """The SparkSession (created on first use)."""
         if self._spark is None:
             self._spark = spark_session(
-                master=self.spark_master, app_name=f"sparkfn {self.config.fqfn}"
+                master=self.spark_master,
+                app_name=f"sparkfn {self.config.fqfn}",
+                conf=self.config.spark_conf,
             )
         return self._spark
 
@@ -64,6 +66,8 @@ class LocalRun:
         """Validate and start the query; with ``until_drained`` it stops when input is exhausted."""
         self._set_state("STARTING", running=False)
         try:
+            # Fail on bad topics or code before paying for a JVM.
+            validate(self.store, self.config)
             self.query = start_function_query(
                 self.spark,
                 self.store,

@@ -70,6 +70,26 @@ def validate(store: Store, config: FunctionConfig) -> list[str]:
     return inputs
 
 
+def apply_spark_conf(spark: Any, config: FunctionConfig) -> None:
+    """Set the function's ``spark_conf`` on a running session.
+
+    Settings the session already has (e.g. given when it was created, which
+    is the only way for core settings like ``spark.executor.memory``) are
+    left alone; one Spark refuses to change at run time is a clear error.
+    """
+    for key, value in config.spark_conf.items():
+        if spark.conf.get(key, None) == value:
+            continue
+        try:
+            spark.conf.set(key, value)
+        except Exception as exc:
+            msg = (
+                f"function {config.fqfn}: spark_conf {key}={value!r} cannot be set on a running "
+                f"Spark session ({type(exc).__name__}); set it when the session is created"
+            )
+            raise ConfigError(msg) from None
+
+
 def start_function_query(
     spark: Any,
     store: Store,
@@ -82,8 +102,7 @@ def start_function_query(
     """Start the function's streaming query; returns the ``StreamingQuery``."""
     inputs = validate(store, config)
     spark.dataSource.register(FunctionSinkDataSource)
-    for key, value in config.spark_conf.items():
-        spark.conf.set(key, value)
+    apply_spark_conf(spark, config)
     location = {"storeUrl": store.url, "dataDir": str(store.data_dir)}
     reader = (
         spark.readStream.format("sparkfn")
