@@ -143,10 +143,15 @@ def _resolve_target(config: FunctionConfig) -> Any:
         raise FunctionLoadError(msg) from None
 
 
-def load_function(config: FunctionConfig) -> UserFunction:
-    """Load ``config``'s code; raise :class:`FunctionLoadError` naming what is wrong."""
-    fqfn = config.fqfn
-    target = _resolve_target(config)
+def user_function(fqfn: str, target: Any) -> UserFunction:
+    """Wrap a function in any of its forms: a module with ``process``, a class
+    (instantiated with no arguments), an instance, or a plain function."""
+    if isinstance(target, ModuleType):
+        if not callable(getattr(target, "process", None)):
+            msg = f"function {fqfn}: module {target.__name__} defines no process()"
+            raise FunctionLoadError(msg)
+        target = target.process
+    obj = target
     if inspect.isclass(target):
         try:
             obj = target()
@@ -155,24 +160,35 @@ def load_function(config: FunctionConfig) -> UserFunction:
                 f"function {fqfn}: creating {target.__name__}() failed: {type(exc).__name__}: {exc}"
             )
             raise FunctionLoadError(msg) from exc
-        if isinstance(obj, VectorizedFunction):
-            return UserFunction(fqfn, obj, obj.process_batch, True, True, obj.batch_format)
-        process = getattr(obj, "process", None)
-        if not callable(process):
-            msg = f"function {fqfn}: class {target.__name__} has no process(self, input, context) method"
-            raise FunctionLoadError(msg)
-        return UserFunction(fqfn, obj, process, _positional_arity(process) >= 2, False)
-    if callable(target):
-        batch_format = getattr(target, VECTORIZED_ATTR, None)
-        arity = _positional_arity(target)
+    if isinstance(obj, VectorizedFunction):
+        return UserFunction(fqfn, obj, obj.process_batch, True, True, obj.batch_format)
+    if inspect.isroutine(obj) or (callable(obj) and not hasattr(obj, "process")):
+        arity = _positional_arity(obj)
         if arity not in (1, 2):
-            msg = f"function {fqfn}: {getattr(target, '__name__', target)!r} must take (input) or (input, context); it takes {arity} arguments"
+            name = getattr(obj, "__name__", repr(obj))
+            msg = f"function {fqfn}: {name!r} must take (input) or (input, context); it takes {arity} arguments"
             raise FunctionLoadError(msg)
+        batch_format = getattr(obj, VECTORIZED_ATTR, None)
         return UserFunction(
-            fqfn, None, target, arity == 2, batch_format is not None, batch_format or "arrow"
+            fqfn, None, obj, arity == 2, batch_format is not None, batch_format or "arrow"
         )
-    msg = f"function {fqfn}: classname {config.classname!r} is a {type(target).__name__}, not a class or function"
-    raise FunctionLoadError(msg)
+    process = getattr(obj, "process", None)
+    if not callable(process):
+        msg = f"function {fqfn}: {type(obj).__name__} has no process(self, input, context) method"
+        raise FunctionLoadError(msg)
+    return UserFunction(fqfn, obj, process, _positional_arity(process) >= 2, False)
+
+
+def load_function(config: FunctionConfig) -> UserFunction:
+    """Load ``config``'s code; raise :class:`FunctionLoadError` naming what is wrong."""
+    target = _resolve_target(config)
+    if not (inspect.isclass(target) or callable(target) or hasattr(target, "process")):
+        msg = (
+            f"function {config.fqfn}: classname {config.classname!r} is a "
+            f"{type(target).__name__}, not a class or function"
+        )
+        raise FunctionLoadError(msg)
+    return user_function(config.fqfn, target)
 
 
 # --- serdes ----------------------------------------------------------------------

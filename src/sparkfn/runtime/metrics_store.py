@@ -34,7 +34,7 @@ def commit_stats(
     merged: dict[int, InstanceStats] = {}
     for instance_id, stats in per_instance:
         merged.setdefault(instance_id, InstanceStats())
-        _fold(merged[instance_id], stats)
+        merged[instance_id].merge(stats)
     for instance_id, stats in merged.items():
         where = and_(_TOTALS.c.fqfn == fqfn, _TOTALS.c.instance_id == instance_id)
         row = conn.execute(select(_TOTALS).where(where)).first()
@@ -125,22 +125,6 @@ def _trim_exceptions(conn: Connection, fqfn: str, instance_id: int) -> None:
         keep_ids = list(conn.execute(keep).scalars())
         if keep_ids:
             conn.execute(delete(_EXC).where(and_(where, _EXC.c.id.not_in(keep_ids))))
-
-
-def _fold(into: InstanceStats, stats: InstanceStats) -> None:
-    into.received += stats.received
-    into.processed_successfully += stats.processed_successfully
-    into.user_exceptions += stats.user_exceptions
-    into.system_exceptions += stats.system_exceptions
-    into.dead_lettered += stats.dead_lettered
-    into.latency_ms_sum += stats.latency_ms_sum
-    into.latency_count += stats.latency_count
-    if stats.last_invocation_ms is not None:
-        into.last_invocation_ms = max(into.last_invocation_ms or 0, stats.last_invocation_ms)
-    for name, summary in stats.user_metrics.items():
-        into.user_metrics.setdefault(name, MetricSummary()).merge(summary)
-    into.latest_exceptions.extend(stats.latest_exceptions)
-    del into.latest_exceptions[:-LATEST_EXCEPTIONS_KEPT]
 
 
 def _dump_metrics(metrics: dict[str, MetricSummary]) -> str:

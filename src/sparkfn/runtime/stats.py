@@ -105,6 +105,22 @@ class InstanceStats:
         """Observe ``value`` for user metric ``name``."""
         self.user_metrics.setdefault(name, MetricSummary()).observe(value)
 
+    def merge(self, other: InstanceStats) -> None:
+        """Add ``other`` (a later task or batch) into these stats."""
+        self.received += other.received
+        self.processed_successfully += other.processed_successfully
+        self.user_exceptions += other.user_exceptions
+        self.system_exceptions += other.system_exceptions
+        self.dead_lettered += other.dead_lettered
+        self.latency_ms_sum += other.latency_ms_sum
+        self.latency_count += other.latency_count
+        if other.last_invocation_ms is not None:
+            self.last_invocation_ms = max(self.last_invocation_ms or 0, other.last_invocation_ms)
+        for name, summary in other.user_metrics.items():
+            self.user_metrics.setdefault(name, MetricSummary()).merge(summary)
+        self.latest_exceptions.extend(other.latest_exceptions)
+        del self.latest_exceptions[:-LATEST_EXCEPTIONS_KEPT]
+
     @property
     def empty(self) -> bool:
         """Nothing happened."""

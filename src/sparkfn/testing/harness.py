@@ -34,12 +34,15 @@ from typing import Any
 import pyarrow as pa
 
 from sparkfn.api.errors import ConfigError, SparkfnError
-from sparkfn.api.function import VECTORIZED_ATTR, VectorizedFunction
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
 from sparkfn.runtime.instance import DLQ_REAL_TOPIC, FunctionInstance, InputRows, TaskResult
-from sparkfn.runtime.loader import FunctionLoadError, Serde, UserFunction, load_function
-from sparkfn.runtime.stats import LATEST_EXCEPTIONS_KEPT, InstanceStats, MetricSummary
+from sparkfn.runtime.loader import (
+    Serde,
+    load_function,
+    user_function,
+)
+from sparkfn.runtime.stats import InstanceStats, MetricSummary
 from sparkfn.state.buffer import CommittedState, StateMutation
 from sparkfn.topics.admin import parse_schema_type
 from sparkfn.topics.message import READ_SCHEMA, SchemaType, encode_value, utc_now
@@ -182,7 +185,7 @@ class FunctionHarness:
                 max_message_retries=max_message_retries,
                 parallelism=parallelism,
             )
-            user = _user_function(self.config.fqfn, function_or_config)
+            user = user_function(self.config.fqfn, function_or_config)
         if not 0 <= instance_id < self.config.parallelism:
             msg = (
                 f"FunctionHarness: instance_id must be in 0..{self.config.parallelism - 1} "
@@ -338,7 +341,7 @@ class FunctionHarness:
     def _commit(self, result: TaskResult) -> list[Any]:
         for mutation in result.mutations:
             _apply(self._committed, mutation)
-        _fold(self._stats, result.stats)
+        self._stats.merge(result.stats)
         outputs = []
         for item in result.emitted.items():
             if item.kind == "log":
@@ -459,47 +462,6 @@ def _qualified_name(target: Any) -> str:
     return f"{module}.{getattr(kind, '__qualname__', type(target).__name__)}"
 
 
-def _positional_arity(fn: Any) -> int:
-    params = inspect.signature(fn).parameters.values()
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return 2
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
-
-
-def _user_function(fqfn: str, target: Any) -> UserFunction:
-    """The loader's view of an in-memory function, in any of its forms."""
-    if isinstance(target, ModuleType):
-        if not callable(getattr(target, "process", None)):
-            msg = f"function {fqfn}: module {target.__name__} defines no process()"
-            raise FunctionLoadError(msg)
-        target = target.process
-    obj = target
-    if inspect.isclass(target):
-        try:
-            obj = target()
-        except Exception as exc:
-            msg = (
-                f"function {fqfn}: creating {target.__name__}() failed: {type(exc).__name__}: {exc}"
-            )
-            raise FunctionLoadError(msg) from exc
-    if isinstance(obj, VectorizedFunction):
-        return UserFunction(fqfn, obj, obj.process_batch, True, True, obj.batch_format)
-    if inspect.isroutine(obj):
-        arity = _positional_arity(obj)
-        if arity not in (1, 2):
-            msg = f"function {fqfn}: {obj.__name__!r} must take (input) or (input, context); it takes {arity} arguments"
-            raise FunctionLoadError(msg)
-        batch_format = getattr(obj, VECTORIZED_ATTR, None)
-        return UserFunction(
-            fqfn, None, obj, arity == 2, batch_format is not None, batch_format or "arrow"
-        )
-    process = getattr(obj, "process", None)
-    if not callable(process):
-        msg = f"function {fqfn}: {type(obj).__name__} has no process(self, input, context) method"
-        raise FunctionLoadError(msg)
-    return UserFunction(fqfn, obj, process, _positional_arity(process) >= 2, False)
-
-
 def _apply(state: dict[str, CommittedState], mutation: StateMutation) -> None:
     """Apply a net mutation as the store's commit does (delete, add, set)."""
     old = None if mutation.delete else state.get(mutation.key)
@@ -513,19 +475,3 @@ def _apply(state: dict[str, CommittedState], mutation: StateMutation) -> None:
         state.pop(mutation.key, None)
     else:
         state[mutation.key] = CommittedState(counter, value)
-
-
-def _fold(into: InstanceStats, stats: InstanceStats) -> None:
-    into.received += stats.received
-    into.processed_successfully += stats.processed_successfully
-    into.user_exceptions += stats.user_exceptions
-    into.system_exceptions += stats.system_exceptions
-    into.dead_lettered += stats.dead_lettered
-    into.latency_ms_sum += stats.latency_ms_sum
-    into.latency_count += stats.latency_count
-    if stats.last_invocation_ms is not None:
-        into.last_invocation_ms = max(into.last_invocation_ms or 0, stats.last_invocation_ms)
-    for name, summary in stats.user_metrics.items():
-        into.user_metrics.setdefault(name, MetricSummary()).merge(summary)
-    into.latest_exceptions.extend(stats.latest_exceptions)
-    del into.latest_exceptions[:-LATEST_EXCEPTIONS_KEPT]
