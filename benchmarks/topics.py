@@ -1,0 +1,443 @@
+"""Throughput of sparkfn topics: produce, consume, and a Spark streaming copy.
+
+Run it with ``make bench`` or::
+
+    .venv/bin/python benchmarks/topics.py [--messages N] [--repeats R] [--store-url URL]
+
+What it measures (all on one store, by default a SQLite file in a temporary
+data directory; ``--store-url postgresql://...`` runs on PostgreSQL in a fresh
+schema that is dropped afterwards):
+
+1. produce: ``Producer.send_batch`` of N messages (100-byte values, keyed) in
+   batches, and ``Producer.send`` one message at a time on a smaller count
+   (one store transaction per message);
+2. consume: the same N messages read back with ``Consumer.receive`` and with
+   raw ``log.read_range`` per partition;
+3. spark copy: a Structured Streaming query ``format("sparkfn")`` ->
+   ``format("sparkfn")`` (``Trigger.AvailableNow``) over the N messages,
+   against Spark's own Parquet file source -> Parquet file sink on the same
+   (key, value) rows, timed from query start to termination, repeated, and
+   compared in the same run.
+
+MB/s counts value payload bytes only (1 MB = 10**6 bytes). The numbers are
+printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from sparkfn.runtime.spark import spark_session
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.log import end_offsets, read_range
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+from sparkfn.topics.spark_source import spark_options
+
+VALUE_SIZE = 100
+KEYS = 10_000  # distinct keys; messages are keyed so routing is by key hash
+SPARK_MASTER = "local[2]"
+WARMUP_MESSAGES = 10_000
+PARQUET_SCHEMA = "key string, value binary"
+
+
+@dataclass
+class Row:
+    """One line of the results table."""
+
+    step: str
+    messages: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def mb_rate(self) -> float:
+        return self.rate * VALUE_SIZE / 1e6
+
+
+@dataclass
+class SparkRun:
+    """One timed streaming query."""
+
+    seconds: float
+    rows: int
+    batches: int
+    duration_ms: dict[str, int] = field(default_factory=dict)
+
+
+# --- store setup ------------------------------------------------------------
+
+
+def _is_postgres(url: str) -> bool:
+    return url.split("://", 1)[0].split("+", 1)[0] in ("postgresql", "postgres")
+
+
+def _libpq_url(url: str) -> str:
+    """The URL without a SQLAlchemy driver suffix, for psycopg."""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme.split('+', 1)[0]}://{rest}"
+
+
+def _with_search_path(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    query.append(("options", f"-csearch_path={schema}"))
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+@contextmanager
+def bench_store(store_url: str | None, data_dir: Path) -> Iterator[tuple[Store, str]]:
+    """An empty store: SQLite in ``data_dir`` by default, or a fresh PostgreSQL schema."""
+    if store_url is None:
+        store_url = f"sqlite:///{data_dir / 'sparkfn.db'}"
+    if not _is_postgres(store_url):
+        store = Store.open(store_url, data_dir)
+        try:
+            yield store, "sqlite" if store_url.startswith("sqlite") else store_url
+        finally:
+            store.close()
+        return
+
+    import psycopg
+
+    server = _libpq_url(store_url)
+    schema = f"sparkfn_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        store = Store.open(_with_search_path(store_url, schema), data_dir)
+        try:
+            yield store, f"postgresql (schema {schema}, dropped afterwards)"
+        finally:
+            store.close()
+    finally:
+        with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("SET lock_timeout = '30s'")
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+# --- data --------------------------------------------------------------------
+
+
+def make_messages(count: int, offset: int = 0) -> list[Message]:
+    """``count`` keyed messages with distinct random 100-byte values."""
+    blob = os.urandom(count * VALUE_SIZE)
+    return [
+        Message(blob[i * VALUE_SIZE : (i + 1) * VALUE_SIZE], key=f"key-{(offset + i) % KEYS}")
+        for i in range(count)
+    ]
+
+
+def produce(store: Store, topic: str, messages: list[Message], batch_size: int) -> float:
+    producer = Producer(store, topic)
+    started = time.perf_counter()
+    for first in range(0, len(messages), batch_size):
+        producer.send_batch(messages[first : first + batch_size])
+    return time.perf_counter() - started
+
+
+def produce_single(store: Store, topic: str, messages: list[Message]) -> float:
+    producer = Producer(store, topic)
+    started = time.perf_counter()
+    for message in messages:
+        producer.send(message.value, key=message.key)
+    return time.perf_counter() - started
+
+
+def topic_size(store: Store, topic: TopicInfo) -> int:
+    return sum(end - start for start, end in end_offsets(store, topic).values())
+
+
+# --- benchmarks ----------------------------------------------------------------
+
+
+def bench_produce(store: Store, args: argparse.Namespace, out: list[Row]) -> TopicInfo:
+    admin = TopicAdmin(store)
+    info = admin.create("bench-src", partitions=args.partitions, schema_type="bytes")
+    messages = make_messages(args.messages)
+    seconds = produce(store, "bench-src", messages, args.batch_size)
+    del messages
+    out.append(Row(f"produce send_batch ({args.batch_size:,}/call)", args.messages, seconds))
+    if topic_size(store, info) != args.messages:
+        raise RuntimeError("produce: the topic does not hold every message")
+
+    admin.create("bench-single", partitions=args.partitions, schema_type="bytes")
+    singles = make_messages(args.single_count)
+    seconds = produce_single(store, "bench-single", singles)
+    out.append(Row("produce send (1/call, 1 txn each)", args.single_count, seconds))
+    return info
+
+
+def bench_consume(store: Store, info: TopicInfo, args: argparse.Namespace, out: list[Row]) -> None:
+    started = time.perf_counter()
+    consumer = Consumer(store, info.name, initial_position="earliest")
+    received = 0
+    while batch := consumer.receive(max_messages=args.receive_max):
+        received += len(batch)
+    seconds = time.perf_counter() - started
+    out.append(Row(f"consume Consumer.receive ({args.receive_max:,} max)", received, seconds))
+
+    started = time.perf_counter()
+    rows = 0
+    for part, (start, end) in end_offsets(store, info).items():
+        for batch in read_range(store, info, part, start, end):
+            rows += batch.num_rows
+    seconds = time.perf_counter() - started
+    out.append(Row("consume log.read_range (Arrow)", rows, seconds))
+    if received != args.messages or rows != args.messages:
+        raise RuntimeError(f"consume: read {received} / {rows} of {args.messages} messages")
+
+
+def write_parquet_copy(store: Store, info: TopicInfo, directory: Path) -> None:
+    """The topic's (key, value) rows as Parquet, one file per topic partition."""
+    directory.mkdir(parents=True)
+    for part, (start, end) in end_offsets(store, info).items():
+        batches = [b.select(["key", "value"]) for b in read_range(store, info, part, start, end)]
+        pq.write_table(pa.Table.from_batches(batches), directory / f"part-{part:05d}.parquet")
+
+
+def run_query(start: Callable[[], Any]) -> SparkRun:
+    """Start a streaming query, wait for it, and time it end to end."""
+    started = time.perf_counter()
+    query = start()
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    error = query.exception()
+    if error is not None:
+        raise RuntimeError(f"streaming query failed: {error}")
+    progress = query.recentProgress
+    duration: dict[str, int] = {}
+    for p in progress:
+        for key, value in (p["durationMs"] or {}).items():
+            duration[key] = duration.get(key, 0) + int(value)
+    batches = sum(1 for p in progress if p["numInputRows"])
+    return SparkRun(seconds, sum(p["numInputRows"] for p in progress), batches, duration)
+
+
+def sparkfn_copy(
+    spark: Any, store: Store, source: str, target: str, checkpoint: Path
+) -> Callable[[], Any]:
+    def start() -> Any:
+        return (
+            spark.readStream.format("sparkfn")
+            .options(**spark_options(store))
+            .option("topic", source)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("key", "value")
+            .writeStream.format("sparkfn")
+            .options(**spark_options(store))
+            .option("topic", target)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    return start
+
+
+def parquet_copy(spark: Any, source: Path, target: Path, checkpoint: Path) -> Callable[[], Any]:
+    def start() -> Any:
+        return (
+            spark.readStream.format("parquet")
+            .schema(PARQUET_SCHEMA)
+            .load(str(source))
+            .writeStream.format("parquet")
+            .option("path", str(target))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    return start
+
+
+def parquet_rows(directory: Path) -> int:
+    return int(pads.dataset(str(directory), format="parquet").count_rows())
+
+
+def bench_spark(
+    store: Store, info: TopicInfo, args: argparse.Namespace, work: Path
+) -> tuple[list[SparkRun], list[SparkRun]]:
+    admin = TopicAdmin(store)
+    parquet_src = work / "parquet-src"
+    write_parquet_copy(store, info, parquet_src)
+
+    started = time.perf_counter()
+    spark = spark_session(master=SPARK_MASTER, app_name="sparkfn-bench")
+    try:
+        # Warm-up, not timed: JVM JIT, Python worker start, data source registration.
+        admin.create("warmup-src", partitions=args.partitions, schema_type="bytes")
+        admin.create("warmup-dst", partitions=args.partitions, schema_type="bytes")
+        produce(store, "warmup-src", make_messages(WARMUP_MESSAGES), WARMUP_MESSAGES)
+        warm_parquet = work / "warmup-parquet"
+        write_parquet_copy(store, admin.get("warmup-src"), warm_parquet)
+        run_query(sparkfn_copy(spark, store, "warmup-src", "warmup-dst", work / "ck-warm-s"))
+        run_query(parquet_copy(spark, warm_parquet, work / "warm-out", work / "ck-warm-p"))
+        print(f"  session start + warm-up: {time.perf_counter() - started:.1f} s", flush=True)
+
+        sparkfn_runs: list[SparkRun] = []
+        parquet_runs: list[SparkRun] = []
+        for r in range(args.repeats):
+            target = admin.create(f"bench-dst-{r}", partitions=args.partitions)
+            run = run_query(
+                sparkfn_copy(spark, store, "bench-src", target.name.name, work / f"ck-s-{r}")
+            )
+            copied = topic_size(store, target)
+            if copied != args.messages:
+                raise RuntimeError(f"sparkfn copy {r}: {copied} of {args.messages} messages")
+            sparkfn_runs.append(run)
+
+            out_dir = work / f"parquet-out-{r}"
+            run = run_query(parquet_copy(spark, parquet_src, out_dir, work / f"ck-p-{r}"))
+            copied = parquet_rows(out_dir)
+            if copied != args.messages:
+                raise RuntimeError(f"parquet copy {r}: {copied} of {args.messages} rows")
+            parquet_runs.append(run)
+            print(
+                f"  repeat {r + 1}/{args.repeats}: sparkfn {sparkfn_runs[-1].seconds:.2f} s, "
+                f"parquet {parquet_runs[-1].seconds:.2f} s",
+                flush=True,
+            )
+    finally:
+        spark.stop()
+    return sparkfn_runs, parquet_runs
+
+
+# --- output ----------------------------------------------------------------------
+
+
+def print_table(rows: list[Row]) -> None:
+    width = max(len(r.step) for r in rows)
+    header = f"{'step':<{width}}  {'messages':>10}  {'seconds':>8}  {'msg/s':>10}  {'MB/s':>7}"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r.step:<{width}}  {r.messages:>10,}  {r.seconds:>8.2f}  {r.rate:>10,.0f}  "
+            f"{r.mb_rate:>7.1f}"
+        )
+
+
+def median_run(runs: list[SparkRun]) -> SparkRun:
+    """The run nearest the median time (the faster one on a tie)."""
+    middle = statistics.median(r.seconds for r in runs)
+    return min(runs, key=lambda r: (abs(r.seconds - middle), r.seconds))
+
+
+def breakdown(run: SparkRun) -> str:
+    """Where a query's time went, from Spark's progress reports."""
+    keys = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+    parts = [f"{k} {run.duration_ms[k] / 1000:.2f}" for k in keys if k in run.duration_ms]
+    outside = run.seconds - run.duration_ms.get("triggerExecution", 0) / 1000
+    parts.append(f"outside triggers (query start/stop) {outside:.2f}")
+    return f"{run.batches} batch(es); s: " + ", ".join(parts)
+
+
+def load_average() -> str:
+    try:
+        return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=1_000_000, help="messages (default 1M)")
+    parser.add_argument("--repeats", type=int, default=3, help="Spark copy repeats (default 3)")
+    parser.add_argument(
+        "--store-url",
+        default=None,
+        help="store URL (default: SQLite in a temp dir); a postgresql:// URL gets a fresh schema",
+    )
+    parser.add_argument("--partitions", type=int, default=4, help="topic partitions (default 4)")
+    parser.add_argument("--batch-size", type=int, default=10_000, help="send_batch size")
+    parser.add_argument("--single-count", type=int, default=2_000, help="single sends")
+    parser.add_argument("--receive-max", type=int, default=100_000, help="receive max_messages")
+    args = parser.parse_args(argv)
+    for name in ("messages", "repeats", "partitions", "batch_size", "single_count", "receive_max"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    wall = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="sparkfn-bench-"))
+    try:
+        with bench_store(args.store_url, work / "data") as (store, backend):
+            print(
+                f"sparkfn topics benchmark: {args.messages:,} messages x {VALUE_SIZE} B, "
+                f"{args.partitions} partitions, store {backend}, Spark {SPARK_MASTER}, "
+                f"{os.cpu_count()} CPUs, load average {load_average()}",
+                flush=True,
+            )
+            rows: list[Row] = []
+            info = bench_produce(store, args, rows)
+            bench_consume(store, info, args, rows)
+            print_table(rows)
+            print(f"spark copy: warm-up, then {args.repeats} repeat(s) of each", flush=True)
+            sparkfn_runs, parquet_runs = bench_spark(store, info, args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    s_secs = statistics.median(r.seconds for r in sparkfn_runs)
+    p_secs = statistics.median(r.seconds for r in parquet_runs)
+    rows += [
+        Row(f"spark copy sparkfn (median of {args.repeats})", args.messages, s_secs),
+        Row(f"spark copy parquet (median of {args.repeats})", args.messages, p_secs),
+    ]
+    print()
+    print_table(rows)
+    print()
+    print("spark copy runs (s): sparkfn", [round(r.seconds, 2) for r in sparkfn_runs])
+    print("                     parquet", [round(r.seconds, 2) for r in parquet_runs])
+    print(f"spark copy sparkfn, run nearest the median: {breakdown(median_run(sparkfn_runs))}")
+    print(f"spark copy parquet, run nearest the median: {breakdown(median_run(parquet_runs))}")
+    s_rate = args.messages / s_secs
+    p_rate = args.messages / p_secs
+    print(
+        f"spark copy: sparkfn {s_rate:,.0f} msg/s vs parquet {p_rate:,.0f} msg/s "
+        f"-> ratio {s_rate / p_rate:.2f}"
+    )
+    batch_row, single_row, receive_row, range_row = rows[:4]
+    print(
+        f"produce: send {single_row.rate:,.0f} msg/s vs send_batch {batch_row.rate:,.0f} msg/s "
+        f"-> ratio {single_row.rate / batch_row.rate:.4f}"
+    )
+    print(
+        f"consume: Consumer.receive {receive_row.rate:,.0f} msg/s vs read_range "
+        f"{range_row.rate:,.0f} msg/s -> ratio {receive_row.rate / range_row.rate:.2f}"
+    )
+    print(
+        f"total wall time: {time.perf_counter() - wall:.1f} s "
+        f"(load average now {load_average()}; other load on the machine skews all numbers)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
