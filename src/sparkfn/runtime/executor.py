@@ -98,7 +98,7 @@ def emitted_batch(buffer: EmitBuffer, instance_id: int) -> pa.RecordBatch:
             pa.array(buffer.value, pa.binary()),
             pa.array(buffer.properties, PROPERTIES),
             pa.array(buffer.event_time, TIMESTAMP),
-            pa.array([instance_id] * n, pa.int32()),
+            pa.repeat(pa.scalar(instance_id, pa.int32()), n),
             pa.nulls(n, pa.binary()),
         ],
         schema=TAGGED_SCHEMA,

@@ -32,7 +32,12 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.log import StagedSegment, commit_segments, stage
 from sparkfn.topics.message import utc_now
-from sparkfn.topics.spark_source import discard_staged, route_rows, to_stored_table
+from sparkfn.topics.spark_source import (
+    discard_staged,
+    kill_if_requested,
+    route_rows,
+    to_stored_table,
+)
 
 
 def batch_sink_id(fqfn: str) -> str:
@@ -133,6 +138,7 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
                 )
         if done is not None:
             discard_staged(store, [seg for b in batches for _, seg in b.staged])
+        kill_if_requested(batchId)  # crash tests only: see spark_source.KILL_AFTER_COMMIT_ENV
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Driver: a task failed; delete what the others staged."""

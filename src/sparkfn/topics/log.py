@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import Connection, and_, insert, select, update
@@ -130,10 +131,14 @@ def _with_position(table: pa.Table, topic: TopicInfo, partition: int, first: int
     n = table.num_rows
     return (
         table.append_column(
-            READ_SCHEMA.field("topic"), pa.array([str(topic.name)] * n, pa.string())
+            READ_SCHEMA.field("topic"), pa.repeat(pa.scalar(str(topic.name), pa.string()), n)
         )
-        .append_column(READ_SCHEMA.field("partition"), pa.array([partition] * n, pa.int32()))
-        .append_column(READ_SCHEMA.field("offset"), pa.array(range(first, first + n), pa.int64()))
+        .append_column(
+            READ_SCHEMA.field("partition"), pa.repeat(pa.scalar(partition, pa.int32()), n)
+        )
+        .append_column(
+            READ_SCHEMA.field("offset"), pa.array(np.arange(first, first + n, dtype=np.int64))
+        )
     )
 
 

@@ -26,7 +26,14 @@ from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.log import commit_segments, partition_for_key, stage
-from sparkfn.topics.message import STORED_SCHEMA, Message, check_values, encode_value, utc_now
+from sparkfn.topics.message import (
+    STORED_SCHEMA,
+    TIMESTAMP,
+    Message,
+    check_values,
+    encode_value,
+    utc_now,
+)
 
 
 class Producer:
@@ -169,9 +176,9 @@ class Producer:
             {
                 "key": [m.key for m in msgs],
                 "value": [m.value for m in msgs],
-                "properties": [list(m.properties.items()) for m in msgs],
+                "properties": [list(m.properties.items()) if m.properties else None for m in msgs],
                 "event_time": [m.event_time for m in msgs],
-                "publish_time": [now] * len(msgs),
+                "publish_time": pa.repeat(pa.scalar(now, TIMESTAMP), len(msgs)),
                 "producer": [self.name] * len(msgs),
                 "sequence_id": [m.sequence_id for m in msgs],
             },

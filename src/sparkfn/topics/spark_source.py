@@ -44,6 +44,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
@@ -92,6 +93,12 @@ DEFAULT_MAX_RECORDS_PER_TASK = 200_000
 # runner process in a group of its own, so the test starts the driver as a
 # session leader and the hook kills the group whose id is the session id.
 KILL_AFTER_COMMIT_ENV = "SPARKFN_TEST_KILL_AFTER_SINK_COMMIT"
+
+
+def kill_if_requested(batch_id: int) -> None:
+    """The :data:`KILL_AFTER_COMMIT_ENV` fault hook; call right after a sink's commit."""
+    if os.environ.get(KILL_AFTER_COMMIT_ENV) == str(batch_id):
+        os.killpg(os.getsid(0), signal.SIGKILL)
 
 
 def _options(options: Mapping[str, str]) -> dict[str, str]:
@@ -292,7 +299,7 @@ INSTANCE_FIELD = pa.field("instance_id", pa.int32())
 
 def _instances_for(batch: pa.RecordBatch, partition: TopicRange) -> pa.Array:
     if partition.instance is not None:
-        return pa.array([partition.instance] * batch.num_rows, pa.int32())
+        return pa.repeat(pa.scalar(partition.instance, pa.int32()), batch.num_rows)
     n = partition.instances or 1
     keys = batch.column("key").to_pylist()
     offsets = batch.column("offset").to_pylist()
@@ -396,8 +403,7 @@ class SparkfnStreamWriter(DataSourceStreamArrowWriter):
                 )
         if done is not None:
             discard_staged(store, staged)
-        if os.environ.get(KILL_AFTER_COMMIT_ENV) == str(batchId):
-            os.killpg(os.getsid(0), signal.SIGKILL)
+        kill_if_requested(batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Driver: a task failed; delete what the others staged."""
@@ -441,7 +447,7 @@ def to_stored_table(batch: pa.RecordBatch, topic: TopicInfo) -> pa.Table:
             value.cast(pa.binary()),
             _column(batch, "properties", PROPERTIES),
             _column(batch, "event_time", TIMESTAMP),
-            pa.array([utc_now()] * n, TIMESTAMP),
+            pa.repeat(pa.scalar(utc_now(), TIMESTAMP), n),
             _column(batch, "producer", pa.string()),
             _column(batch, "sequence_id", pa.int64()),
         ],
@@ -452,23 +458,26 @@ def to_stored_table(batch: pa.RecordBatch, topic: TopicInfo) -> pa.Table:
 def route_rows(batch: pa.RecordBatch, partitions: int, row_base: int) -> pa.Array:
     """Target partition per row: explicit ``partition``, else key hash, else spread."""
     n = batch.num_rows
-    explicit = _column(batch, "partition", pa.int32()).to_pylist()
-    keys = _column(batch, "key", pa.string()).to_pylist()
-    out = []
-    for i in range(n):
-        part = explicit[i]
-        if part is None:
-            key = keys[i]
-            part = (
-                partition_for_key(key, partitions)
-                if key is not None
-                else (row_base + i) % partitions
+    routed = pa.array(np.arange(row_base, row_base + n, dtype=np.int64) % partitions, pa.int32())
+    keys = _column(batch, "key", pa.string())
+    if keys.null_count < n:
+        hashed = pa.array(
+            [None if k is None else partition_for_key(k, partitions) for k in keys.to_pylist()],
+            pa.int32(),
+        )
+        routed = pc.coalesce(hashed, routed)
+    explicit = _column(batch, "partition", pa.int32())
+    if explicit.null_count < n:
+        bad = pc.or_(pc.less(explicit, 0), pc.greater_equal(explicit, partitions))
+        if pc.any(bad).as_py():
+            first = pc.index(bad, True).as_py()
+            msg = (
+                f"row {row_base + first}: partition {explicit[first].as_py()} is out of range "
+                f"0..{partitions - 1}"
             )
-        elif not 0 <= part < partitions:
-            msg = f"row {row_base + i}: partition {part} is out of range 0..{partitions - 1}"
             raise ConfigError(msg)
-        out.append(part)
-    return pa.array(out, pa.int32())
+        routed = pc.coalesce(explicit, routed)
+    return routed
 
 
 class SparkfnDataSource(DataSource):
