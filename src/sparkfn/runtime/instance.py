@@ -162,7 +162,7 @@ class InstanceContext(Context):
     def __init__(self, instance: FunctionInstance) -> None:
         self._inst = instance
         self._rows: InputRows | None = None
-        self._index = -1
+        self.index = -1
         cfg = instance.config
         # A logger of this context's own, not the registry's: two instances of
         # one name (two versions, two harnesses) must not share a log capture.
@@ -176,18 +176,18 @@ class InstanceContext(Context):
     def bind(self, rows: InputRows | None, index: int) -> None:
         """Point message methods at row ``index`` of ``rows``."""
         self._rows = rows
-        self._index = index
+        self.index = index
 
     def current_message_id(self) -> str | None:
         """``partition:offset`` of the current message, if any."""
-        if self._rows is None or self._index < 0:
+        if self._rows is None or self.index < 0:
             return None
-        return f"{self._rows.column('partition')[self._index]}:{self._rows.column('offset')[self._index]}"
+        return f"{self._rows.column('partition')[self.index]}:{self._rows.column('offset')[self.index]}"
 
     def _field(self, name: str) -> Any:
-        if self._rows is None or self._index < 0:
+        if self._rows is None or self.index < 0:
             return None
-        return self._rows.column(name)[self._index]
+        return self._rows.column(name)[self.index]
 
     # --- the current message -------------------------------------------
     def get_message_id(self) -> str:
@@ -427,61 +427,121 @@ class FunctionInstance:
         return TaskResult(self.instance_id, self.take_output(), self.state.drain(), self.stats)
 
     def process_rows(self, rows: InputRows) -> None:
-        """Run the per-message function over every row."""
-        cfg = self.config
+        """Run the per-message function over every row.
+
+        This is the hot path: one call per message, the result appended
+        straight into the output columns, counters kept in locals. A message
+        that raises has its outputs and state changes rolled back and goes to
+        :meth:`_retry` (more attempts, then the dead letter topic).
+        """
         user_call = self.user.call
         with_context = self.user.takes_context
         context = self.context
-        attempts = 1 + cfg.max_message_retries
-        output = cfg.output or ""
+        output = self.config.output or ""
         out_serde = self.output_serde_for(output) if output else None
+        fast_out = (
+            out_serde is not None
+            and out_serde.custom is None
+            and out_serde.kind in ("string", "bytes")
+        )
         topics = rows.column("topic")
         keys = rows.column("key")
+        values = rows.values
         stats = self.stats
+        state = self.state
+        savepoint = state.savepoint
+        pending = self.pending_metrics
         out = self.out
         out_kind, out_topic, out_value = out.kind, out.topic, out.value
         out_key, out_props, out_time = out.key, out.properties, out.event_time
+        perf = time.perf_counter
+        processed = 0
+        latency = 0.0
         serde: Serde | None = None
         serde_topic = None
+        fast_in = False
+        context.bind(rows, -1)
         for i in range(rows.n):
             topic = topics[i]
             if topic != serde_topic:
                 serde, serde_topic = self.input_serde_for(topic), topic
-            context.bind(rows, i)
-            stats.received += 1
-            for attempt in range(1, attempts + 1):
-                self.state.begin_message()
-                mark = len(out)
-                self.pending_metrics = []
-                started = time.perf_counter()
-                try:
-                    value = serde.decode(rows.values[i])  # type: ignore[union-attr]
-                    result = user_call(value, context) if with_context else user_call(value)
-                    if result is not None and out_serde is not None:
-                        out_kind.append("output")
-                        out_topic.append(output)
-                        out_value.append(out_serde.encode(result))
-                        out_key.append(keys[i])
-                        out_props.append(None)
-                        out_time.append(None)
-                except Exception as exc:
-                    self.state.rollback_message()
-                    out.truncate(mark)
-                    stats.record_exception(
-                        ExceptionInfo.from_exception("user", exc, context.current_message_id())
+                fast_in = serde.custom is None and serde.kind == "string"
+            context.index = i
+            if savepoint:
+                savepoint.clear()
+            if pending:
+                pending.clear()
+            mark = len(out_value)
+            started = perf()
+            try:
+                raw = values[i]
+                value = raw.decode() if fast_in and raw is not None else serde.decode(raw)  # type: ignore[union-attr]
+                result = user_call(value, context) if with_context else user_call(value)
+                if result is not None and out_serde is not None:
+                    out_value.append(
+                        result.encode()
+                        if fast_out and type(result) is str
+                        else out_serde.encode(result)
                     )
-                    if attempt == attempts:
-                        self._dead_letter(rows, i, exc, attempts)
-                    continue
-                elapsed = (time.perf_counter() - started) * 1000
-                self.state.commit_message()
-                for name, metric in self.pending_metrics:
+                    out_kind.append("output")
+                    out_topic.append(output)
+                    out_key.append(keys[i])
+                    out_props.append(None)
+                    out_time.append(None)
+            except Exception as exc:
+                state.rollback_message()
+                out.truncate(mark)
+                stats.record_exception(
+                    ExceptionInfo.from_exception("user", exc, context.current_message_id())
+                )
+                self._retry(rows, i, serde, exc)  # type: ignore[arg-type]
+                continue
+            latency += perf() - started
+            processed += 1
+            if pending:
+                for name, metric in pending:
                     stats.record_metric(name, metric)
-                stats.processed_successfully += 1
-                stats.latency_ms_sum += elapsed
-                stats.latency_count += 1
-                break
+        stats.received += rows.n
+        stats.processed_successfully += processed
+        stats.latency_ms_sum += latency * 1000
+        stats.latency_count += processed
         stats.last_invocation_ms = int(time.time() * 1000)
+
+    def _retry(self, rows: InputRows, i: int, serde: Serde, first: Exception) -> None:
+        """Attempts 2 .. 1 + max_message_retries of a failed message, then dead-letter it."""
+        attempts = 1 + self.config.max_message_retries
+        output = self.config.output
+        error = first
+        for _ in range(2, attempts + 1):
+            self.state.begin_message()
+            self.pending_metrics.clear()
+            mark = len(self.out)
+            started = time.perf_counter()
+            try:
+                result = (
+                    self.user.call(serde.decode(rows.values[i]), self.context)
+                    if self.user.takes_context
+                    else self.user.call(serde.decode(rows.values[i]))
+                )
+                if result is not None and output:
+                    data = self.output_serde_for(output).encode(result)
+                    self.out.append(Emitted("output", output, data, rows.column("key")[i]))
+            except Exception as exc:
+                self.state.rollback_message()
+                self.out.truncate(mark)
+                self.stats.record_exception(
+                    ExceptionInfo.from_exception("user", exc, self.context.current_message_id())
+                )
+                error = exc
+                continue
+            self.state.commit_message()
+            self.stats.processed_successfully += 1
+            self.stats.latency_ms_sum += (time.perf_counter() - started) * 1000
+            self.stats.latency_count += 1
+            for name, metric in self.pending_metrics:
+                self.stats.record_metric(name, metric)
+            return
+        self._dead_letter(rows, i, error, attempts)
 
     def _dead_letter(self, rows: InputRows, i: int, exc: Exception, attempts: int) -> None:
         dlq = self.config.dead_letter_topic
@@ -521,7 +581,7 @@ class FunctionInstance:
         for attempt in range(1, attempts + 1):
             self.state.begin_message()
             mark = len(self.out)
-            self.pending_metrics = []
+            self.pending_metrics.clear()
             started = time.perf_counter()
             try:
                 call = self.user.call

@@ -64,7 +64,10 @@ class StateBuffer:
         self._reader = reader
         self._cache: dict[str, CommittedState] = {}
         self._mutations: dict[str, StateMutation] = {}
-        self._savepoint: dict[str, StateMutation] | None = None
+        # Each key's mutation as it was when the current message began. Always
+        # recording (instead of switching it on per message) keeps the
+        # per-message cost of the hot loop at "clear it if it is not empty".
+        self.savepoint: dict[str, StateMutation] = {}
 
     def _committed(self, key: str) -> CommittedState:
         found = self._cache.get(key)
@@ -73,9 +76,9 @@ class StateBuffer:
         return found
 
     def _mutation(self, key: str) -> StateMutation:
-        if self._savepoint is not None and key not in self._savepoint:
+        if key not in self.savepoint:
             current = self._mutations.get(key)
-            self._savepoint[key] = StateMutation(key) if current is None else _copy(current)
+            self.savepoint[key] = StateMutation(key) if current is None else _copy(current)
         mutation = self._mutations.get(key)
         if mutation is None:
             mutation = self._mutations[key] = StateMutation(key)
@@ -84,22 +87,22 @@ class StateBuffer:
     # --- message savepoints --------------------------------------------------
     def begin_message(self) -> None:
         """Start a savepoint: changes from here can be rolled back."""
-        self._savepoint = {}
+        if self.savepoint:
+            self.savepoint.clear()
 
     def commit_message(self) -> None:
         """Keep the changes since :meth:`begin_message`."""
-        self._savepoint = None
+        if self.savepoint:
+            self.savepoint.clear()
 
     def rollback_message(self) -> None:
         """Undo the changes since :meth:`begin_message`."""
-        if self._savepoint is None:
-            return
-        for key, before in self._savepoint.items():
+        for key, before in self.savepoint.items():
             if before.delete or before.counter_delta or before.sets_value:
                 self._mutations[key] = before
             else:
                 self._mutations.pop(key, None)
-        self._savepoint = None
+        self.savepoint.clear()
 
     # --- the Context operations ----------------------------------------------
     def incr_counter(self, key: str, amount: int) -> None:
@@ -140,7 +143,7 @@ class StateBuffer:
         out = [m for m in self._mutations.values() if m.delete or m.counter_delta or m.sets_value]
         self._mutations = {}
         self._cache = {}
-        self._savepoint = None
+        self.savepoint.clear()
         return out
 
 
