@@ -111,6 +111,8 @@ def start_function_query(
         .option("startingOffsets", config.subscription_position.value)
         .option("instances", str(config.parallelism))
         .option("assignment", config.subscription_type.value)
+        # What the Context can expose; publish_time, producer and sequence_id it cannot.
+        .option("columns", "key,value,properties,event_time,topic,partition,offset")
     )
     if config.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(config.max_records_per_batch))

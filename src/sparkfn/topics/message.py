@@ -41,12 +41,19 @@ READ_SCHEMA = pa.schema(
     ]
 )
 
-# The same schema as a Spark DDL string, for the data source.
-SPARK_READ_SCHEMA = (
-    "key string, value binary, properties map<string,string>, event_time timestamp, "
-    "publish_time timestamp, producer string, sequence_id bigint, topic string, "
-    "partition int, offset bigint"
-)
+# The same columns as Spark SQL types, for the data source.
+SPARK_READ_TYPES = {
+    "key": "string",
+    "value": "binary",
+    "properties": "map<string,string>",
+    "event_time": "timestamp",
+    "publish_time": "timestamp",
+    "producer": "string",
+    "sequence_id": "bigint",
+    "topic": "string",
+    "partition": "int",
+    "offset": "bigint",
+}
 
 
 class SchemaType(StrEnum):
