@@ -24,8 +24,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
+# Three workers: most of the suite waits on JVM starts and child processes,
+# not on the two cores; each worker has its own SparkSession.
 unit: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 3
 
 # The whole suite: lint, types, tests. CI runs exactly this.
 test: lint typecheck unit
