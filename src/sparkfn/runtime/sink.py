@@ -12,7 +12,6 @@ its id and is skipped, so outputs and state changes land exactly once.
 from __future__ import annotations
 
 import pickle
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -20,19 +19,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
-from sqlalchemy import and_, insert, select
+from sqlalchemy import Connection
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.executor import TaskSummary
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.state.store import apply_mutations, merge_mutations
-from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.log import StagedSegment, commit_segments, stage
-from sparkfn.topics.message import utc_now
 from sparkfn.topics.spark_source import (
+    commit_batch_once,
     discard_staged,
     kill_if_requested,
     route_rows,
@@ -108,35 +106,20 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
         store = Store.cached(self.store_url, self.data_dir)
         batches = [m for m in messages if isinstance(m, FunctionBatch)]
         fqfn = self.config.fqfn
-        sink_id = batch_sink_id(fqfn)
-        table = schema.sink_commits
-        with store.write() as conn:
-            done = conn.execute(
-                select(table.c.batch_id).where(
-                    and_(table.c.sink_id == sink_id, table.c.batch_id == batchId)
-                )
-            ).first()
-            if done is None:
-                commit_id = uuid.uuid4().hex
-                admin = TopicAdmin(store)
-                by_topic: dict[str, list[StagedSegment]] = {}
-                for b in batches:
-                    for topic, seg in b.staged:
-                        by_topic.setdefault(topic, []).append(seg)
-                for topic, segs in by_topic.items():
-                    commit_segments(store, conn, admin.get(topic, conn), segs, commit_id)
-                summaries = [s for b in batches for s in b.summaries]
-                apply_mutations(conn, fqfn, merge_mutations(s.mutations for s in summaries))
-                commit_stats(conn, fqfn, [(s.instance_id, s.stats) for s in summaries])
-                conn.execute(
-                    insert(table).values(
-                        sink_id=sink_id,
-                        batch_id=batchId,
-                        commit_id=commit_id,
-                        committed_at=utc_now(),
-                    )
-                )
-        if done is not None:
+
+        def apply(conn: Connection, commit_id: str) -> None:
+            admin = TopicAdmin(store)
+            by_topic: dict[str, list[StagedSegment]] = {}
+            for b in batches:
+                for topic, seg in b.staged:
+                    by_topic.setdefault(topic, []).append(seg)
+            for topic, segs in by_topic.items():
+                commit_segments(store, conn, admin.get(topic, conn), segs, commit_id)
+            summaries = [s for b in batches for s in b.summaries]
+            apply_mutations(conn, fqfn, merge_mutations(s.mutations for s in summaries))
+            commit_stats(conn, fqfn, [(s.instance_id, s.stats) for s in summaries])
+
+        if not commit_batch_once(store, batch_sink_id(fqfn), batchId, apply):
             discard_staged(store, [seg for b in batches for _, seg in b.staged])
         kill_if_requested(batchId)  # crash tests only: see spark_source.KILL_AFTER_COMMIT_ENV
 

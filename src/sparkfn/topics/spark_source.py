@@ -40,7 +40,7 @@ import json
 import os
 import signal
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -61,7 +61,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import Connection, and_, insert, select, update
 
 from sparkfn.api.errors import ConfigError, PayloadError
 from sparkfn.config.settings import Settings
@@ -378,13 +378,14 @@ class SparkfnStreamWriter(DataSourceStreamArrowWriter):
             msg = "sparkfn data source: option 'topic' is required for writing"
             raise ConfigError(msg)
         self.topic = TopicAdmin(Store.cached(self.store_url, self.data_dir)).get(name)
-        self.sink_id = opts.get("sinkid") or opts.get("checkpointlocation")
-        if not self.sink_id:
+        sink_id = opts.get("sinkid") or opts.get("checkpointlocation")
+        if not sink_id:
             msg = (
                 f"sparkfn sink for topic {self.topic.name}: set option 'checkpointLocation' "
                 "(or 'sinkId'); it identifies the sink's committed batches"
             )
             raise ConfigError(msg)
+        self.sink_id: str = sink_id
         fields = set(schema_.fieldNames())
         if "value" not in fields:
             msg = f"sparkfn sink for topic {self.topic.name}: the frame needs a 'value' column; has {sorted(fields)}"
@@ -412,25 +413,11 @@ class SparkfnStreamWriter(DataSourceStreamArrowWriter):
         """Driver: make the batch visible once; a replayed ``batchId`` is skipped."""
         store = Store.cached(self.store_url, self.data_dir)
         staged = staged_segments(messages)
-        table = schema.sink_commits
-        with store.write() as conn:
-            done = conn.execute(
-                select(table.c.batch_id).where(
-                    and_(table.c.sink_id == self.sink_id, table.c.batch_id == batchId)
-                )
-            ).first()
-            if done is None:
-                commit_id = uuid.uuid4().hex
-                commit_segments(store, conn, self.topic, staged, commit_id)
-                conn.execute(
-                    insert(table).values(
-                        sink_id=self.sink_id,
-                        batch_id=batchId,
-                        commit_id=commit_id,
-                        committed_at=utc_now(),
-                    )
-                )
-        if done is not None:
+
+        def apply(conn: Connection, commit_id: str) -> None:
+            commit_segments(store, conn, self.topic, staged, commit_id)
+
+        if not commit_batch_once(store, self.sink_id, batchId, apply):
             discard_staged(store, staged)
         kill_if_requested(batchId)
 
@@ -438,6 +425,34 @@ class SparkfnStreamWriter(DataSourceStreamArrowWriter):
         """Driver: a task failed; delete what the others staged."""
         store = Store.cached(self.store_url, self.data_dir)
         discard_staged(store, staged_segments(messages))
+
+
+def commit_batch_once(
+    store: Store, sink_id: str, batch_id: int, apply: Callable[[Connection, str], None]
+) -> bool:
+    """Run ``apply(conn, commit_id)`` and record ``(sink_id, batch_id)`` in one transaction.
+
+    Returns False, doing nothing, if the batch was committed before (Spark
+    replays a batch it had not recorded when the driver died): the shared
+    exactly-once mechanism of every sparkfn sink.
+    """
+    table = schema.sink_commits
+    with store.write() as conn:
+        done = conn.execute(
+            select(table.c.batch_id).where(
+                and_(table.c.sink_id == sink_id, table.c.batch_id == batch_id)
+            )
+        ).first()
+        if done is not None:
+            return False
+        commit_id = uuid.uuid4().hex
+        apply(conn, commit_id)
+        conn.execute(
+            insert(table).values(
+                sink_id=sink_id, batch_id=batch_id, commit_id=commit_id, committed_at=utc_now()
+            )
+        )
+    return True
 
 
 def staged_segments(messages: list[WriterCommitMessage | None]) -> list[StagedSegment]:
