@@ -19,7 +19,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparkfn.api.errors import ConfigError
+from sparkfn.config.durations import parse_duration_seconds
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
+from sparkfn.config.policy import FailurePolicy
 
 
 class ProcessingGuarantee(StrEnum):
@@ -55,24 +57,6 @@ _PULSAR_ALIASES = {
     "key-shared": "key_shared",
 }
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-
-
-def parse_duration_seconds(value: Any, field: str) -> float:
-    """``0.5``, ``"500ms"``, ``"2s"``, ``"1m"`` → seconds."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(str(value))
-        if not match:
-            msg = f"{field} {value!r} is not a duration (e.g. 500ms, 2s, 1m)"
-            raise ValueError(msg)
-        scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[match.group(2)]
-        seconds = float(match.group(1)) * scale
-    if seconds < 0:
-        msg = f"{field} must not be negative; got {value!r}"
-        raise ValueError(msg)
-    return seconds
 
 
 class FunctionConfig(BaseModel):
@@ -112,17 +96,13 @@ class FunctionConfig(BaseModel):
     # ``serialize(obj) -> bytes`` and ``deserialize(bytes) -> obj``.
     input_serde: str = "auto"
     output_serde: str = "auto"
+    # What happens after an instance dies (see sparkfn.config.policy).
+    failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
 
     @field_validator("tenant", "namespace", "name")
     @classmethod
     def _check_name(cls, value: str, info: Any) -> str:
-        if not _NAME.match(value):
-            msg = (
-                f"{info.field_name} {value!r} is not a valid name (letters, digits, '_', '-', '.'; "
-                "starting with a letter or digit)"
-            )
-            raise ValueError(msg)
-        return value
+        return check_name(value, info.field_name)
 
     @field_validator(
         "processing_guarantees", "subscription_type", "subscription_position", mode="before"
@@ -255,6 +235,17 @@ class FunctionConfig(BaseModel):
         fields = {_snake(k): v for k, v in data.items()}
         fields.update({k: v for k, v in overrides.items() if v is not None})
         return cls.build(**fields)
+
+
+def check_name(value: str, field: str) -> str:
+    """A tenant, namespace or function/connector name, or ValueError naming ``field``."""
+    if not _NAME.match(value):
+        msg = (
+            f"{field} {value!r} is not a valid name (letters, digits, '_', '-', '.'; "
+            "starting with a letter or digit)"
+        )
+        raise ValueError(msg)
+    return value
 
 
 def _snake(key: str) -> str:

@@ -1,0 +1,138 @@
+"""SourceConfig and SinkConfig: a connector's definition, validated.
+
+A connector's code is a built-in (``source_type``/``sink_type``: see
+:mod:`sparkfn.connectors`) or the user's (``py`` file and/or ``classname``,
+as for functions). ``configs`` is what ``open(config, context)`` receives.
+
+>>> SourceConfig(name="lines", source_type="file", output="raw",
+...              configs={"path": "/data/in", "format": "jsonl"})
+>>> SinkConfig(name="archive", sink_type="file", inputs=["raw"],
+...            configs={"path": "/data/out.jsonl"})
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sparkfn.api.errors import ConfigError
+from sparkfn.config.durations import parse_duration_seconds
+from sparkfn.config.function import (
+    ProcessingGuarantee,
+    SubscriptionPosition,
+    check_name,
+    describe_validation_error,
+)
+from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
+from sparkfn.config.policy import FailurePolicy
+
+
+class _ConnectorBase(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant: str = DEFAULT_TENANT
+    namespace: str = DEFAULT_NAMESPACE
+    name: str
+    py: str | None = None
+    classname: str | None = None
+    configs: dict[str, Any] = Field(default_factory=dict)
+    secrets: dict[str, str] = Field(default_factory=dict)
+    parallelism: int = Field(default=1, ge=1, le=256)
+    processing_guarantees: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
+    failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
+
+    @field_validator("tenant", "namespace", "name")
+    @classmethod
+    def _check_name(cls, value: str, info: Any) -> str:
+        return check_name(value, info.field_name)
+
+    @property
+    def fqn(self) -> str:
+        """``tenant/namespace/name``."""
+        return f"{self.tenant}/{self.namespace}/{self.name}"
+
+    @classmethod
+    def build(cls, **fields: Any) -> Any:
+        """Validate ``fields``; raise :class:`ConfigError` naming every bad field."""
+        clean = {k: v for k, v in fields.items() if v is not None}
+        try:
+            return cls(**clean)
+        except ValidationError as exc:
+            what = "source" if cls is SourceConfig else "sink"
+            raise ConfigError(
+                describe_validation_error(exc, f"{what} {clean.get('name', '?')}")
+            ) from None
+
+
+class SourceConfig(_ConnectorBase):
+    """A source: runs outside Spark and appends to ``output``."""
+
+    source_type: str | None = None
+    output: str
+    # Records appended per transaction (at most), and how long a push
+    # source's records may wait before they are appended.
+    batch_size: int = Field(default=1000, ge=1)
+    batch_timeout: float = 0.1
+    # How long read() may return None before it is asked again.
+    poll_interval: float = 0.05
+
+    @field_validator("output")
+    @classmethod
+    def _topic(cls, value: str) -> str:
+        try:
+            return str(TopicName.parse(value, field="output"))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("batch_timeout", "poll_interval", mode="before")
+    @classmethod
+    def _duration(cls, value: Any, info: Any) -> float:
+        return parse_duration_seconds(value, info.field_name)
+
+    @model_validator(mode="after")
+    def _code(self) -> SourceConfig:
+        if not (self.source_type or self.py or self.classname):
+            msg = "a source needs source_type (a built-in), py or classname; got none"
+            raise ValueError(msg)
+        return self
+
+
+class SinkConfig(_ConnectorBase):
+    """A sink: runs on Spark executors over ``inputs``."""
+
+    sink_type: str | None = None
+    inputs: list[str]
+    subscription_position: SubscriptionPosition = SubscriptionPosition.EARLIEST
+    max_records_per_batch: int | None = Field(default=None, ge=1)
+    trigger_interval: float = 0.0
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("inputs")
+    @classmethod
+    def _topics(cls, value: list[str]) -> list[str]:
+        if not value:
+            msg = "a sink needs at least one input topic"
+            raise ValueError(msg)
+        try:
+            return [str(TopicName.parse(t, field="inputs")) for t in value]
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("trigger_interval", mode="before")
+    @classmethod
+    def _duration(cls, value: Any, info: Any) -> float:
+        return parse_duration_seconds(value, info.field_name)
+
+    @model_validator(mode="after")
+    def _code(self) -> SinkConfig:
+        if not (self.sink_type or self.py or self.classname):
+            msg = "a sink needs sink_type (a built-in), py or classname; got none"
+            raise ValueError(msg)
+        return self
