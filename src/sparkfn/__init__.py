@@ -6,11 +6,16 @@ The public API is what this module exports; everything else is internal.
 >>> store = Store.open()                       # ~/.sparkfn, SQLite
 >>> TopicAdmin(store).create("orders", partitions=4, schema_type="json")
 >>> Producer(store, "orders").send({"id": 1}, key="alice")
+
+Functions subclass :class:`Function`; connectors subclass :class:`Source`,
+:class:`PushSource` or :class:`Sink` (records are :class:`Record`), and may
+implement :class:`GracefulShutdown`.
 """
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from sparkfn.api.connector import END_OF_STREAM, PushSource, Record, Sink, Source
 from sparkfn.api.context import Context
 from sparkfn.api.errors import (
     AlreadyExistsError,
@@ -25,6 +30,7 @@ from sparkfn.api.errors import (
     TopicNotFoundError,
 )
 from sparkfn.api.function import Function, IdentitySerDe, SerDe, VectorizedFunction, vectorized
+from sparkfn.api.lifecycle import GracefulShutdown, Response
 from sparkfn.config.function import (
     FunctionConfig,
     ProcessingGuarantee,
@@ -67,10 +73,12 @@ __all__ = [
     "ConfigError",
     "Consumer",
     "Context",
+    "END_OF_STREAM",
     "Function",
     "FunctionConfig",
     "FunctionFailedError",
     "FunctionLoadError",
+    "GracefulShutdown",
     "IdentitySerDe",
     "LocalRun",
     "Message",
@@ -79,11 +87,16 @@ __all__ = [
     "PayloadError",
     "ProcessingGuarantee",
     "Producer",
+    "PushSource",
     "ReceivedMessage",
+    "Record",
+    "Response",
     "SchemaType",
     "SchemaVersionError",
     "SerDe",
     "Settings",
+    "Sink",
+    "Source",
     "SparkfnError",
     "Store",
     "StoreError",

@@ -46,8 +46,18 @@ class Record:
 
     For sources, ``value`` is encoded per the output topic's schema type
     (``str``/``bytes``/JSON-able); ``topic`` may redirect a record to another
-    topic. For sinks, ``value`` is decoded per the input topic's schema type
-    and ``message_id`` is ``partition:offset`` of its topic.
+    topic; ``partition`` picks the topic partition (default: by key, else
+    round robin). A source that can name each record's position gives
+    ``sequence_id`` (increasing within ``source_partition``, stable across
+    restarts, e.g. a line number within a file): with ``effectively_once``
+    sparkfn then drops a record appended before, as Pulsar IO does with a
+    record's partition id and sequence.
+
+    For sinks, ``value`` is decoded per the input topic's schema type,
+    ``topic`` is the input topic and ``message_id`` is ``partition:offset``
+    within it.
+
+    >>> Record({"id": 1}, key="alice", properties={"origin": "web"})
     """
 
     value: Any
@@ -57,6 +67,8 @@ class Record:
     topic: str | None = None
     message_id: str | None = None
     partition: int | None = None
+    sequence_id: int | None = None
+    source_partition: str | None = None
 
 
 class _EndOfStream:
@@ -142,30 +154,90 @@ class SinkContext(ConnectorContext):
 
 
 class Source(ABC):
-    """A pull source: sparkfn calls ``read()`` in a loop on one thread."""
+    """A pull source: sparkfn calls ``read()`` in a loop on one thread.
+
+    Who calls what: every method below is called by sparkfn's source runner
+    on the instance's own thread (``source-<tenant/namespace/name>-<id>``),
+    one call at a time, never concurrently. The order is ``open`` once, then
+    ``read`` repeatedly, with ``ack`` for each appended record and ``commit``
+    after each append; on drain or suspend ``prepare_to_shutdown`` and
+    ``shutdown`` (:class:`~sparkfn.api.lifecycle.GracefulShutdown` sources
+    only), then ``close`` once. After an exception from any method, or a
+    ``context.fatal``, only ``close`` follows.
+
+    >>> class Numbers(Source):
+    ...     def open(self, config, context):
+    ...         self.n, self.stop = 0, int(config["count"])
+    ...     def read(self):
+    ...         if self.n == self.stop:
+    ...             return END_OF_STREAM
+    ...         self.n += 1
+    ...         return Record(str(self.n), sequence_id=self.n)
+    """
 
     def open(self, config: Mapping[str, Any], context: SourceContext) -> None:  # noqa: B027
-        """Called once before any ``read``."""
+        """Called once, before any other method, with the source's ``configs``.
+
+        If it raises, the instance dies; ``close()`` is still called (once),
+        so release what ``open`` acquired there too.
+        """
 
     @abstractmethod
     def read(self) -> Record | list[Record] | _EndOfStream | None:
-        """The next record(s); ``None`` when there is nothing now; :data:`END_OF_STREAM` when done."""
+        """The next record(s); ``None`` when there is nothing now; :data:`END_OF_STREAM` when done.
+
+        Called in a loop until the instance stops; after ``None`` sparkfn
+        waits ``poll_interval`` (less if a stop arrives). A ``read()`` that
+        blocks delays every stop, and ``close()``, until it returns: block
+        for a bounded time and return ``None``.
+        """
 
     def ack(self, record: Record) -> None:  # noqa: B027
-        """``record`` is durably appended to its topic."""
+        """``record`` (as returned by ``read``) is durably appended to its topic.
+
+        Called once per record, in read order, after the store transaction
+        that appended it committed (before it, under ``at_most_once``).
+        Records read but not acked when the instance ends were not appended.
+        """
 
     def commit(self) -> None:  # noqa: B027
-        """Everything returned so far is durably appended (called after each append)."""
+        """Everything acked so far is durably appended: a good time to save progress.
+
+        Called once after each append transaction and its ``ack`` calls.
+        """
 
     def close(self) -> None:  # noqa: B027
-        """Called exactly once, after every other call has returned."""
+        """Release everything. Called exactly once per opened source, however it ends.
+
+        Every other call has returned before it starts, and nothing is called
+        after it, however many stop requests arrive and from whichever
+        threads (KIP-419). Only a call that never returns prevents it.
+        """
 
 
 class PushSource(Source):
-    """A source whose own threads call ``context.emit(record)``.
+    """A source whose own threads call ``emit(record)``.
 
-    ``open`` starts the threads; sparkfn appends what they emit in batches.
-    ``notify_error(exc)`` terminates the instance (a fatal error).
+    ``open`` starts the threads; sparkfn appends what they emit in batches of
+    at most ``batch_size``, at least every ``batch_timeout``. ``emit`` may be
+    called from any thread and blocks while ten batches wait (back-pressure).
+    Records emitted until ``shutdown()`` returns (or, without
+    :class:`~sparkfn.api.lifecycle.GracefulShutdown`, until the stop) are
+    appended on drain and suspend; later ones are dropped. ``notify_error(exc)``
+    terminates the instance (a fatal error) promptly. ``close()`` should stop
+    the threads (and join them): it is the last call.
+
+    >>> class Ticks(PushSource):
+    ...     def open(self, config, context):
+    ...         self.done = threading.Event()
+    ...         self.thread = threading.Thread(target=self.run)
+    ...         self.thread.start()
+    ...     def run(self):
+    ...         while not self.done.wait(1.0):
+    ...             self.emit(Record(str(time.time())))
+    ...     def close(self):
+    ...         self.done.set()
+    ...         self.thread.join()
     """
 
     _context: SourceContext | None = None
@@ -182,7 +254,7 @@ class PushSource(Source):
         self._context.emit(record)
 
     def notify_error(self, exc: BaseException) -> None:
-        """Report that the source cannot go on; terminates the instance."""
+        """Report that the source cannot go on; terminates the instance (any thread)."""
         if self._context is None:
             raise exc
         self._context.fatal(exc)

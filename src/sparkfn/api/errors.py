@@ -5,6 +5,7 @@ also from the builtin it resembles, so callers may catch either::
 
     SparkfnError
     ├── ConfigError            (ValueError)   invalid configuration or name
+    │   └── ConnectorLoadError                 a connector's code cannot be loaded
     ├── PayloadError           (ValueError)   a message value does not fit the topic schema
     ├── NotFoundError          (LookupError)
     │   └── TopicNotFoundError
@@ -12,7 +13,8 @@ also from the builtin it resembles, so callers may catch either::
     │   └── TopicExistsError
     ├── StoreError             (RuntimeError) the metadata store cannot be used
     │   └── SchemaVersionError                 the store is newer than this sparkfn
-    └── FunctionFailedError    (RuntimeError) a function's query stopped with an error
+    ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
+    └── ConnectorFailedError   (RuntimeError) a connector instance died
 
 ``FunctionLoadError`` (a ``ConfigError``: the function's code cannot be
 loaded) lives with the loader in :mod:`sparkfn.runtime.loader`.
@@ -82,3 +84,15 @@ class FunctionFailedError(SparkfnError, RuntimeError):
     """A function's query stopped with an error."""
 
     reason = "function_failed"
+
+
+class ConnectorLoadError(ConfigError):
+    """A connector's code cannot be loaded: unknown built-in, bad file, wrong class."""
+
+    reason = "connector_load_error"
+
+
+class ConnectorFailedError(SparkfnError, RuntimeError):
+    """A source or sink instance died (an exception from the connector, or ``fatal``)."""
+
+    reason = "connector_failed"

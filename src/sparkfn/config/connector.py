@@ -12,6 +12,7 @@ as for functions). ``configs`` is what ``open(config, context)`` receives.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -23,6 +24,8 @@ from sparkfn.config.function import (
     SubscriptionPosition,
     check_name,
     describe_validation_error,
+    pulsar_spelling,
+    read_yaml_fields,
 )
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
@@ -47,6 +50,11 @@ class _ConnectorBase(BaseModel):
     def _check_name(cls, value: str, info: Any) -> str:
         return check_name(value, info.field_name)
 
+    @field_validator("processing_guarantees", mode="before")
+    @classmethod
+    def _pulsar_spelling(cls, value: Any) -> Any:
+        return pulsar_spelling(value)
+
     @property
     def fqn(self) -> str:
         """``tenant/namespace/name``."""
@@ -59,10 +67,26 @@ class _ConnectorBase(BaseModel):
         try:
             return cls(**clean)
         except ValidationError as exc:
-            what = "source" if cls is SourceConfig else "sink"
             raise ConfigError(
-                describe_validation_error(exc, f"{what} {clean.get('name', '?')}")
+                describe_validation_error(exc, f"{cls._kind()} {clean.get('name', '?')}")
             ) from None
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> Any:
+        """Load a YAML file (Pulsar's camelCase keys too); ``overrides`` win.
+
+        Pulsar's ``topicName`` / ``destinationTopicName`` (sources) mean ``output``.
+        """
+        fields = read_yaml_fields(path, f"{cls._kind()} config file")
+        for alias in ("topic_name", "destination_topic_name"):
+            if cls is SourceConfig and alias in fields:
+                fields.setdefault("output", fields.pop(alias))
+        fields.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.build(**fields)
+
+    @classmethod
+    def _kind(cls) -> str:
+        return "source" if cls is SourceConfig else "sink"
 
 
 class SourceConfig(_ConnectorBase):

@@ -109,11 +109,7 @@ class FunctionConfig(BaseModel):
     )
     @classmethod
     def _pulsar_spelling(cls, value: Any) -> Any:
-        # Pulsar writes ATLEAST_ONCE, Key_Shared, Earliest: accept those too.
-        if isinstance(value, str):
-            lowered = value.strip().lower()
-            return _PULSAR_ALIASES.get(lowered, lowered)
-        return value
+        return pulsar_spelling(value)
 
     @field_validator("input_serde", "output_serde")
     @classmethod
@@ -221,20 +217,33 @@ class FunctionConfig(BaseModel):
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> FunctionConfig:
         """Load a YAML file (Pulsar's camelCase keys accepted too); ``overrides`` win."""
-        try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
-        except OSError as exc:
-            msg = f"function config file {path}: cannot read it: {exc.strerror}"
-            raise ConfigError(msg) from exc
-        except yaml.YAMLError as exc:
-            msg = f"function config file {path}: not valid YAML: {exc}"
-            raise ConfigError(msg) from exc
-        if not isinstance(data, dict):
-            msg = f"function config file {path}: expected a mapping at the top; got {type(data).__name__}"
-            raise ConfigError(msg)
-        fields = {_snake(k): v for k, v in data.items()}
+        fields = read_yaml_fields(path, "function config file")
         fields.update({k: v for k, v in overrides.items() if v is not None})
         return cls.build(**fields)
+
+
+def pulsar_spelling(value: Any) -> Any:
+    """Pulsar writes ``ATLEAST_ONCE``, ``Key_Shared``, ``Earliest``: sparkfn's spelling of those."""
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        return _PULSAR_ALIASES.get(lowered, lowered)
+    return value
+
+
+def read_yaml_fields(path: str | Path, what: str) -> dict[str, Any]:
+    """A YAML config file's top-level mapping, keys in snake_case (Pulsar's camelCase too)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as exc:
+        msg = f"{what} {path}: cannot read it: {exc.strerror}"
+        raise ConfigError(msg) from exc
+    except yaml.YAMLError as exc:
+        msg = f"{what} {path}: not valid YAML: {exc}"
+        raise ConfigError(msg) from exc
+    if not isinstance(data, dict):
+        msg = f"{what} {path}: expected a mapping at the top; got {type(data).__name__}"
+        raise ConfigError(msg)
+    return {_snake(str(k)): v for k, v in data.items()}
 
 
 def check_name(value: str, field: str) -> str:

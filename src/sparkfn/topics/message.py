@@ -115,13 +115,18 @@ def check_values(values: list[bytes | None], schema_type: SchemaType, *, topic: 
 
 @dataclass
 class Message:
-    """One message to produce. ``value`` must already be bytes (see :func:`encode_value`)."""
+    """One message to produce. ``value`` must already be bytes (see :func:`encode_value`).
+
+    ``partition`` pins the message to a partition; without it the producer
+    routes by key, else round robin.
+    """
 
     value: bytes | None
     key: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     event_time: datetime | None = None
     sequence_id: int | None = None
+    partition: int | None = None
 
 
 @dataclass(frozen=True)

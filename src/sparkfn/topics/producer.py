@@ -73,6 +73,9 @@ class Producer:
     def _route(self, message: Message, partition: int | None) -> int:
         if partition is not None:
             return partition
+        if message.partition is not None:
+            self._check_partition(message.partition)
+            return message.partition
         if message.key is not None:
             return partition_for_key(message.key, self.topic.partitions)
         return next(self._round_robin) % self.topic.partitions
@@ -80,13 +83,13 @@ class Producer:
     def send_batch(
         self, messages: Sequence[Message], *, partition: int | None = None
     ) -> list[str | None]:
-        """Append ``messages`` atomically; returns ids in order (``None`` = duplicate dropped)."""
-        if partition is not None and not 0 <= partition < self.topic.partitions:
-            msg = (
-                f"partition for topic {self.topic.name} must be between 0 and "
-                f"{self.topic.partitions - 1}; got {partition}"
-            )
-            raise ConfigError(msg)
+        """Append ``messages`` atomically; returns ids in order (``None`` = duplicate dropped).
+
+        ``partition`` sends them all there; otherwise each goes to its own
+        ``Message.partition``, else by key, else round robin.
+        """
+        if partition is not None:
+            self._check_partition(partition)
         # Messages may be built by hand, not through encode_value: the topic's
         # schema must hold for them too, or consumers fail to decode them.
         check_values(
@@ -118,6 +121,14 @@ class Producer:
             for offset, (index, _) in enumerate(items, start=first):
                 ids[index] = f"{part}:{offset}"
         return ids
+
+    def _check_partition(self, partition: int) -> None:
+        if not 0 <= partition < self.topic.partitions:
+            msg = (
+                f"partition for topic {self.topic.name} must be between 0 and "
+                f"{self.topic.partitions - 1}; got {partition}"
+            )
+            raise ConfigError(msg)
 
     def _deduplicate(
         self, conn: Any, routed: dict[int, list[tuple[int, Message]]]
