@@ -125,6 +125,21 @@ class Context(ABC):
     def ack(self, msgid: Any, topic: str) -> None:
         """Acknowledge a message. sparkfn acknowledges by batch commit; kept for compatibility."""
 
+    # --- lifecycle -----------------------------------------------------------
+    @abstractmethod
+    def fatal(self, exc: BaseException) -> None:
+        """Terminate this instance with ``exc`` (PIP-297); callable from any thread.
+
+        Within a few seconds: no new batch starts, a task of this instance
+        running in this process fails with the fatal error, the death
+        exception (type, message, traceback, thread) is stored and shown by
+        status, ``fatal_exceptions_total`` counts it, and it is logged at
+        ERROR. Spark task retries do not revive the instance; the function's
+        failure policy (``on_fatal``, default ``SHUTDOWN_FUNCTION``) decides
+        what follows. Only ``close()`` is called on the object afterwards.
+        Called from the task's own thread it raises and does not return.
+        """
+
     # --- state -------------------------------------------------------------
     @abstractmethod
     def incr_counter(self, key: str, amount: int) -> None:

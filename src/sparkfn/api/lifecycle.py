@@ -23,6 +23,7 @@ function by its ``failure_policy`` or by a handler ``module:callable``::
 
 from __future__ import annotations
 
+import traceback
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -79,6 +80,12 @@ class DeathCause:
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}" if self.message else self.type
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, origin: str, thread: str) -> DeathCause:
+        """The stored form of ``exc``, raised or reported in ``thread``."""
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(type(exc).__name__, str(exc), text, origin, thread)
 
 
 class FunctionFailure(SparkfnError, RuntimeError):

@@ -304,6 +304,15 @@ def localrun(
             metavar="PORT",
         ),
     ] = 0,
+    sigterm: Annotated[
+        str,
+        typer.Option(
+            "--sigterm",
+            help="How SIGTERM stops the function: drain, suspend or cancel. Ctrl+C drains; a second Ctrl+C cancels.",
+            rich_help_panel=_RUN,
+            metavar="MODE",
+        ),
+    ] = "drain",
     json_status: Annotated[
         bool,
         typer.Option(
@@ -340,6 +349,11 @@ def localrun(
         "input_serde": input_serde,
         "output_serde": output_serde,
     }
+    if sigterm not in STOP_MODES:
+        from sparkfn.api.errors import ConfigError
+
+        msg = f"--sigterm must be one of {', '.join(STOP_MODES)}; got {sigterm!r}"
+        raise ConfigError(msg)
     config = build_config(fields, spark_conf or [], function_config_file)
     with open_store(ctx) as store:
         # pyspark's Python modules load here; the JVM only starts in _run.
@@ -347,7 +361,12 @@ def localrun(
 
         validate(store, config)
         status, failure = _run(
-            store, config, spark_master, metrics_port=metrics_port, until_drained=until_drained
+            store,
+            config,
+            spark_master,
+            metrics_port=metrics_port,
+            until_drained=until_drained,
+            sigterm=sigterm,
         )
     if json_status:
         sys.stdout.write(json.dumps(status) + "\n")
@@ -461,12 +480,19 @@ def _peek_yaml(path: Path) -> dict[str, Any]:
 # --- running --------------------------------------------------------------------
 
 
-class _StopSignals:
-    """SIGINT and SIGTERM ask the run to stop; a second one aborts at once."""
+STOP_MODES = ("drain", "suspend", "cancel")
 
-    def __init__(self) -> None:
+
+class _StopSignals:
+    """Signals ask the run to stop: SIGTERM with its configured mode, the first
+    SIGINT drains, a second signal cancels (before the run exists: aborts)."""
+
+    def __init__(self, sigterm_mode: str = "drain") -> None:
         self.requested = threading.Event()
         self.signal_name = ""
+        self.mode = ""
+        self.sigterm_mode = sigterm_mode
+        self.run: Any = None
         self._previous: dict[signal.Signals, Any] = {}
 
     def install(self) -> None:
@@ -482,8 +508,14 @@ class _StopSignals:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.requested.is_set():
-            raise KeyboardInterrupt
+            if self.run is None:
+                raise KeyboardInterrupt
+            # A second signal: cancel, from a thread (the main one may hold the run's lock).
+            self.mode = "cancel"
+            threading.Thread(target=self.run.stop, args=("cancel",), daemon=True).start()
+            return
         self.signal_name = signal.Signals(signum).name
+        self.mode = "drain" if signum == signal.SIGINT else self.sigterm_mode
         self.requested.set()
 
 
@@ -494,12 +526,13 @@ def _run(
     *,
     metrics_port: int,
     until_drained: bool,
+    sigterm: str = "drain",
 ) -> tuple[dict[str, Any], Exception | None]:
     """Run the query until it ends or is stopped; the final status and the failure, if any."""
     from sparkfn.api.errors import FunctionFailedError
     from sparkfn.runtime.localrun import LocalRun
 
-    signals = _StopSignals()
+    signals = _StopSignals(sigterm)
     failure: Exception | None = None
     run = LocalRun(config, store=store, spark_master=spark_master)
     with ExitStack() as stack:
@@ -509,7 +542,7 @@ def _run(
             from sparkfn.runtime.prometheus import serve_metrics
 
             # Before the JVM, so that a busy port costs nothing.
-            server = serve_metrics(metrics_port, store, config, run=run.run)
+            server = serve_metrics(metrics_port, store, config)
             stack.callback(server.close)
             _note(f"serving metrics of {config.fqfn} on port {server.port} (/metrics)")
         _note(
@@ -524,9 +557,14 @@ def _run(
             stack.callback(run.stop)
             if not signals.requested.is_set():
                 run.start(until_drained=until_drained)
+                signals.run = run
                 display = _display(Console(stderr=True, highlight=False), config)
                 stack.callback(display.close, None)
                 _watch(run, signals, display)
+                if signals.requested.is_set():
+                    _note(f"{signals.mode or 'drain'}ing {config.fqfn} ({signals.signal_name})")
+                    run.stop(signals.mode or "drain")
+                    run.wait(0)  # raises if the run ended in ERROR
         except FunctionFailedError as exc:
             failure = exc
         except KeyboardInterrupt:
@@ -540,7 +578,7 @@ def _run(
         if display is not None:
             display.close(status)
     if signals.requested.is_set() and failure is None:
-        _note(f"stopped {config.fqfn} ({signals.signal_name})")
+        _note(f"stopped {config.fqfn} ({signals.signal_name}): {signals.mode}, {run.run_state}")
     return status, failure
 
 

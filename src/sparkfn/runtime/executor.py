@@ -8,12 +8,24 @@ The function sink commits all of them in one transaction per batch.
 
 User objects live in :data:`_INSTANCES`, one per (function, version, instance)
 per Python worker process, created and initialized on first use, so a
-reused worker keeps its objects across batches.
+reused worker keeps its objects across batches. The lifecycle rules of
+DESIGN.md 2.3 are kept here and in :mod:`sparkfn.runtime.workerctl`:
+
+* a task holds the object's lock for its whole run, so calls never overlap;
+* a task that fails ends its worker process (PySpark exits after a failed
+  task), so on the way out it closes every object of the process: failure
+  means ``close()`` only, and the process will not live to do it later;
+* the end-of-stream batch of a drain or suspend carries one marker row per
+  instance (``offset == -1``); the task calls ``prepare_to_shutdown()`` and
+  what it emits commits with that batch;
+* an instance recorded dead in this epoch (``context.fatal``) is never
+  revived by a Spark task retry: its tasks fail at once.
 """
 
 from __future__ import annotations
 
 import pickle
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +33,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkfn.api.lifecycle import DeathCause, FatalError
 from sparkfn.config.function import FunctionConfig, SubscriptionType
+from sparkfn.runtime import control, workerctl
 from sparkfn.runtime.instance import EmitBuffer, FunctionInstance, InputRows, TaskResult
 from sparkfn.runtime.loader import load_function
 from sparkfn.state.store import state_reader
@@ -58,21 +72,44 @@ class TaskSummary:
     instance_id: int
     mutations: list[Any]
     stats: Any
+    final: bool = False  # the end-of-stream batch: prepare_to_shutdown() ran
+
+
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _registry() -> list[tuple[tuple[str, str, int], FunctionInstance]]:
+    with _REGISTRY_LOCK:
+        return list(_INSTANCES.items())
+
+
+def _forget(key: tuple[str, str, int], inst: FunctionInstance) -> None:
+    with _REGISTRY_LOCK:
+        if _INSTANCES.get(key) is inst:
+            del _INSTANCES[key]
+            _ORIGINS.pop(key, None)
+
+
+def close_all(store: Store, why: str) -> None:
+    """Close every object of this process (its worker is about to exit)."""
+    for key, inst in _registry():
+        workerctl.close_object(store, key, inst, why, _forget)
 
 
 def instance_for(
-    config: FunctionConfig, instance_id: int, store: Store, version: str
+    config: FunctionConfig, instance_id: int, store: Store, version: str, epoch: int = 0
 ) -> FunctionInstance:
     """The process-wide instance object, loaded on first use."""
     key = (config.fqfn, version, instance_id)
     origin = f"{store.url} {store.data_dir}"
     inst = _INSTANCES.get(key)
-    if inst is not None and (inst.config != config or _ORIGINS.get(key) != origin):
+    if inst is not None and (inst.config != config or _ORIGINS.get(key) != origin or inst.closed):
         # The same name now means another function (re-created with another
         # config, or in another store): the old object is replaced, so closed.
-        inst.close()
+        workerctl.close_object(store, key, inst, "replaced", _forget)
         inst = None
     if inst is None:
+        _refuse_dead(store, config.fqfn, instance_id, epoch)
         admin = TopicAdmin(store)
         cache: dict[str, SchemaType] = {}
 
@@ -82,9 +119,32 @@ def instance_for(
             return cache[topic]
 
         inst = FunctionInstance(config, instance_id, load_function(config), schema_of, version)
-        _INSTANCES[key] = inst
-        _ORIGINS[key] = origin
+        inst.epoch = epoch
+        inst.on_fatal = _death_recorder(store, config.fqfn, instance_id, epoch)
+        inst.object_id = control.register_object(store, config.fqfn, instance_id, epoch)
+        with _REGISTRY_LOCK:
+            _INSTANCES[key] = inst
+            _ORIGINS[key] = origin
+        workerctl.ensure_started(store, _registry, _forget)
     return inst
+
+
+def _death_recorder(
+    store: Store, fqfn: str, instance_id: int, epoch: int
+) -> Callable[[DeathCause], None]:
+    def record(cause: DeathCause) -> None:
+        control.record_death(store, fqfn, instance_id, cause, fatal=True, epoch=epoch)
+
+    return record
+
+
+def _refuse_dead(store: Store, fqfn: str, instance_id: int, epoch: int) -> None:
+    """A Spark task retry must not revive an instance that died in this epoch."""
+    record = control.read_control(store, fqfn)
+    found = record.instances.get(instance_id) if record is not None else None
+    if found is not None and found.dead and found.epoch == epoch and found.death is not None:
+        msg = f"function {fqfn} instance {instance_id} is dead ({found.death}); not revived"
+        raise FatalError(msg)
 
 
 def emitted_batch(buffer: EmitBuffer, instance_id: int) -> pa.RecordBatch:
@@ -105,9 +165,9 @@ def emitted_batch(buffer: EmitBuffer, instance_id: int) -> pa.RecordBatch:
     )
 
 
-def summary_batch(result: TaskResult) -> pa.RecordBatch:
+def summary_batch(result: TaskResult, *, final: bool = False) -> pa.RecordBatch:
     """One ``summary`` row: the task's state mutations and stats, pickled."""
-    payload = pickle.dumps(TaskSummary(result.instance_id, result.mutations, result.stats))
+    payload = pickle.dumps(TaskSummary(result.instance_id, result.mutations, result.stats, final))
     return pa.RecordBatch.from_arrays(
         [
             pa.array(["summary"]),
@@ -124,7 +184,7 @@ def summary_batch(result: TaskResult) -> pa.RecordBatch:
 
 
 def make_run_function(
-    config: FunctionConfig, store_url: str, data_dir: str, version: str
+    config: FunctionConfig, store_url: str, data_dir: str, version: str, epoch: int = 0
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function ``mapInArrow`` calls once per task (pickled to executors)."""
 
@@ -133,34 +193,93 @@ def make_run_function(
     def run_function(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store = Store.cached(store_url, data_dir)
         active: dict[int, FunctionInstance] = {}
+        final: set[int] = set()
+        current: int | None = None
         if sort_input:
             batches = _in_offset_order(batches)
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            ids_col = batch.column(batch.schema.get_field_index("instance_id"))
-            ids = pc.unique(ids_col).to_pylist()
-            for instance_id in ids:
-                part = batch if len(ids) == 1 else batch.filter(pc.equal(ids_col, instance_id))
-                inst = active.get(instance_id)
-                if inst is None:
-                    inst = instance_for(config, instance_id, store, version)
-                    inst.begin_task(state_reader(store, config.fqfn))
-                    active[instance_id] = inst
-                if inst.user.vectorized:
-                    inst.process_batch(part)
-                else:
-                    inst.process_rows(InputRows(part))
-                out = inst.take_output()
-                if len(out):
-                    yield emitted_batch(out, instance_id)
-        for instance_id, inst in active.items():
-            result = inst.end_task()
-            if len(result.emitted):
-                yield emitted_batch(result.emitted, instance_id)
-            yield summary_batch(result)
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                ids_col = batch.column(batch.schema.get_field_index("instance_id"))
+                ids = pc.unique(ids_col).to_pylist()
+                marker = batch.column(batch.schema.get_field_index("offset"))[0].as_py() == -1
+                for instance_id in ids:
+                    current = instance_id
+                    inst = active.get(instance_id)
+                    if inst is None:
+                        inst = _enter(config, instance_id, store, version, epoch)
+                        active[instance_id] = inst
+                    inst.check_interrupt()
+                    if marker:
+                        final.add(instance_id)
+                        inst.prepare_to_shutdown()
+                        continue
+                    part = batch if len(ids) == 1 else batch.filter(pc.equal(ids_col, instance_id))
+                    if inst.user.vectorized:
+                        inst.process_batch(part)
+                    else:
+                        inst.process_rows(InputRows(part))
+                    out = inst.take_output()
+                    if len(out):
+                        yield emitted_batch(out, instance_id)
+            for instance_id, inst in active.items():
+                current = instance_id
+                inst.check_interrupt()
+                result = inst.end_task()
+                if len(result.emitted):
+                    yield emitted_batch(result.emitted, instance_id)
+                yield summary_batch(result, final=instance_id in final)
+        except BaseException as exc:
+            _fail_task(store, config, current, exc, epoch)
+            raise
+        finally:
+            for inst in active.values():
+                inst.task_thread = None
+                inst.lock.release()
 
     return run_function
+
+
+def _enter(
+    config: FunctionConfig, instance_id: int, store: Store, version: str, epoch: int
+) -> FunctionInstance:
+    """The instance's object, locked for this task, with the task begun."""
+    while True:
+        inst = instance_for(config, instance_id, store, version, epoch)
+        inst.lock.acquire()
+        if not inst.closed:
+            break
+        inst.lock.release()  # closed by the control thread meanwhile: take a fresh one
+    try:
+        inst.begin_task(state_reader(store, config.fqfn))
+    except BaseException:
+        inst.lock.release()
+        raise
+    return inst
+
+
+def _fail_task(
+    store: Store, config: FunctionConfig, instance_id: int | None, exc: BaseException, epoch: int
+) -> None:
+    """A task is failing: record the instance's death unless it is already
+    recorded (fatal, cancel), then close this process's objects."""
+    if isinstance(exc, GeneratorExit | workerctl.CancelledError | FatalError):
+        why = "fatal" if isinstance(exc, FatalError) else "cancelled"
+    else:
+        why = "failure"
+        if instance_id is not None:
+            cause = DeathCause.from_exception(exc, "failure", threading.current_thread().name)
+            try:
+                control.record_death(
+                    store, config.fqfn, instance_id, cause, fatal=False, epoch=epoch
+                )
+            except Exception:  # the store itself may be what failed
+                pass
+    try:
+        close_all(store, why)
+    except Exception:
+        pass
 
 
 def _in_offset_order(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

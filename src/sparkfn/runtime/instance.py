@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkfn.api.context import Context
+from sparkfn.api.lifecycle import DeathCause, FatalError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
 from sparkfn.runtime.loader import Serde, UserFunction, _load_serde
@@ -38,6 +40,7 @@ from sparkfn.state.buffer import StateBuffer, StateMutation, StateReader
 from sparkfn.topics.message import SchemaType
 
 SchemaLookup = Callable[[str], SchemaType]
+_LOG = logging.getLogger("sparkfn.lifecycle")
 
 # Properties a dead-lettered message carries (Pulsar's names where it has them).
 DLQ_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
@@ -171,6 +174,10 @@ class InstanceContext(Context):
         )
         self._logger.parent = logging.getLogger("sparkfn.function")
         self._logger.addHandler(_LogCapture(instance))
+
+    def fatal(self, exc: BaseException) -> None:
+        """Terminate this instance with ``exc`` (PIP-297); see :meth:`Context.fatal`."""
+        self._inst.fatal(exc)
 
     # internal: binding to the current message
     def bind(self, rows: InputRows | None, index: int) -> None:
@@ -372,6 +379,19 @@ class FunctionInstance:
         self._logs: list[Emitted] = []
         self.pending_metrics: list[tuple[str, float]] = []
         self.initialized = False
+        # Lifecycle (DESIGN.md 2.3). Every call into the user object holds
+        # ``lock``, so calls are never concurrent; after ``closed`` nothing is
+        # called. ``interrupt`` is set by fatal() (any thread) or a cancel, and
+        # the task raises it at the next batch boundary.
+        self.lock = threading.RLock()
+        self.epoch = 0  # the query epoch the object was created in
+        self.object_id: int | None = None  # its row in function_objects
+        self.task_thread: int | None = None
+        self.interrupt: BaseException | None = None
+        self.on_fatal: Callable[[DeathCause], None] | None = None
+        self.prepared = False
+        self.shut_down = False
+        self.closed = False
 
     # --- serdes ---------------------------------------------------------------
     def output_serde_for(self, topic: str) -> Serde:
@@ -413,6 +433,11 @@ class FunctionInstance:
     # --- the task ------------------------------------------------------------------
     def begin_task(self, reader: StateReader) -> None:
         """Start a task: fresh buffers over committed state from ``reader``."""
+        self.check_interrupt()
+        if self.closed:
+            msg = f"function {self.config.fqfn} instance {self.instance_id}: object is closed"
+            raise RuntimeError(msg)
+        self.task_thread = threading.get_ident()
         if not self.initialized:
             self.user.initialize(self.context)
             self.initialized = True
@@ -422,8 +447,16 @@ class FunctionInstance:
         self._logs = []
 
     def end_task(self) -> TaskResult:
-        """Finish the task: everything to commit with the batch."""
+        """Finish the task: everything to commit with the batch.
+
+        An object with a ``sparkfn_end_task()`` method (the sink adapter:
+        ``Sink.flush``) has it called first, still inside the task.
+        """
         self.context.bind(None, -1)
+        hook = self.user.hook("sparkfn_end_task")
+        if hook is not None:
+            hook()
+        self.task_thread = None
         return TaskResult(self.instance_id, self.take_output(), self.state.drain(), self.stats)
 
     def process_rows(self, rows: InputRows) -> None:
@@ -489,6 +522,8 @@ class FunctionInstance:
                     out_props.append(None)
                     out_time.append(None)
             except Exception as exc:
+                if isinstance(exc, FatalError):
+                    raise
                 state.rollback_message()
                 out.truncate(mark)
                 stats.record_exception(
@@ -527,6 +562,8 @@ class FunctionInstance:
                     data = self.output_serde_for(output).encode(result)
                     self.out.append(Emitted("output", output, data, rows.column("key")[i]))
             except Exception as exc:
+                if isinstance(exc, FatalError):
+                    raise
                 self.state.rollback_message()
                 self.out.truncate(mark)
                 self.stats.record_exception(
@@ -590,6 +627,8 @@ class FunctionInstance:
                     for item in _batch_outputs(result, self):
                         self.out.append(item)
             except Exception as exc:
+                if isinstance(exc, FatalError):
+                    raise
                 self.state.rollback_message()
                 self.out.truncate(mark)
                 stats.record_exception(ExceptionInfo.from_exception("user", exc, None))
@@ -607,11 +646,84 @@ class FunctionInstance:
             break
         stats.last_invocation_ms = int(time.time() * 1000)
 
+    # --- lifecycle ---------------------------------------------------------------
+    def check_interrupt(self) -> None:
+        """Raise the fatal error (or cancel) recorded for this instance, if any."""
+        if self.interrupt is not None:
+            raise self.interrupt
+
+    def fatal(self, exc: BaseException) -> None:
+        """``context.fatal(exc)``: terminate the instance, from any thread (PIP-297).
+
+        The first call records the death (through ``on_fatal``) and logs it at
+        ERROR; the running task, if any, fails at once when called from its
+        thread, else at its next batch boundary.
+        """
+        thread = threading.current_thread().name
+        cause = DeathCause.from_exception(exc, "fatal", thread)
+        error = FatalError(
+            f"function {self.config.fqfn} instance {self.instance_id} terminated by "
+            f"context.fatal in thread {thread!r}: {cause}"
+        )
+        if not isinstance(self.interrupt, FatalError):
+            self.interrupt = error
+            _LOG.error("%s", error, exc_info=(type(exc), exc, exc.__traceback__))
+            if self.on_fatal is not None:
+                self.on_fatal(cause)
+        if threading.get_ident() == self.task_thread:
+            raise error from exc
+
+    def prepare_to_shutdown(self) -> None:
+        """Call the object's ``prepare_to_shutdown()`` once; what it returns goes to the output."""
+        if self.prepared or not self.initialized:
+            return
+        self.prepared = True
+        hook = self.user.hook("prepare_to_shutdown")
+        if hook is None:
+            return
+        self.context.bind(None, -1)
+        result = hook()
+        output = self.config.output
+        if result is None or not output:
+            return
+        serde = self.output_serde_for(output)
+        for value in result if isinstance(result, list | tuple) else [result]:
+            if value is not None:
+                self.out.append(Emitted("output", output, serde.encode(value), None))
+
+    def finish(self, *, graceful: bool) -> list[Emitted]:
+        """End the object: on graceful stops ``prepare_to_shutdown()`` (if the final
+        batch did not reach it) and ``shutdown()``; then ``close()``, exactly once.
+
+        Returns what ``prepare_to_shutdown()`` emitted here, for the caller to
+        append. Holds the lock: never concurrent with a task.
+        """
+        with self.lock:
+            if self.closed:
+                return []
+            try:
+                if graceful and self.initialized:
+                    self.out, self._logs = EmitBuffer(), []
+                    self.prepare_to_shutdown()
+                    emitted = self.take_output().items()
+                    hook = self.user.hook("shutdown")
+                    if hook is not None and not self.shut_down:
+                        self.shut_down = True
+                        hook()
+                    return emitted
+                return []
+            finally:
+                self.close()
+
     def close(self) -> None:
-        """Close the user object (once)."""
-        if self.initialized:
-            self.initialized = False
-            self.user.close()
+        """Close the user object: once, and only if it was initialized; nothing after it."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self.initialized:
+                self.initialized = False
+                self.user.close()
 
 
 def _no_state(key: str) -> Any:

@@ -51,6 +51,11 @@ class UserFunction:
         if callable(hook):
             hook(context)
 
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        """The object's method ``name`` (e.g. ``prepare_to_shutdown``), if it has one."""
+        method = getattr(self.obj, name, None) if self.obj is not None else None
+        return method if callable(method) else None
+
     def close(self) -> None:
         """Call the object's ``close()`` if it has one."""
         hook = getattr(self.obj, "close", None)

@@ -18,13 +18,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pyspark.errors import StreamingQueryException
-
 from sparkfn.api.errors import FunctionFailedError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.query import start_function_query, validate
+from sparkfn.runtime import control
+from sparkfn.runtime.query import resolve_inputs, start_function_query, validate
 from sparkfn.runtime.spark import spark_session
-from sparkfn.runtime.status import InstanceRunInfo, RunInfo, function_stats, function_status
+from sparkfn.runtime.status import function_stats, function_status
+from sparkfn.runtime.supervisor import FunctionSupervisor
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import all_state, get_state
 from sparkfn.store.store import Store
@@ -49,7 +49,7 @@ class LocalRun:
         self.spark_master = spark_master
         self._spark = spark
         self.query: Any = None
-        self.run = RunInfo({i: InstanceRunInfo() for i in range(config.parallelism)})
+        self.supervisor: FunctionSupervisor | None = None
 
     @property
     def spark(self) -> Any:
@@ -63,82 +63,105 @@ class LocalRun:
         return self._spark
 
     def start(self, *, until_drained: bool = False, checkpoint: Path | None = None) -> LocalRun:
-        """Validate and start the query; with ``until_drained`` it stops when input is exhausted."""
-        self._set_state("STARTING", running=False)
+        """Validate and start the query; with ``until_drained`` it drains what is there and stops."""
         try:
             # Fail on bad topics or code before paying for a JVM.
             validate(self.store, self.config)
-            self.query = start_function_query(
-                self.spark,
-                self.store,
-                self.config,
-                until_drained=until_drained,
-                checkpoint=checkpoint,
-            )
         except Exception as exc:
-            self._set_state("ERROR", running=False, error=str(exc))
+            control.begin_run(self.store, self.config.fqfn, "function", self.config.parallelism, "")
+            ids = [control.FUNCTION, *range(self.config.parallelism)]
+            control.set_state(self.store, self.config.fqfn, control.ERROR, str(exc), ids)
             raise
-        self._set_state("RUNNING", running=True)
+
+        def start_query(epoch: int) -> Any:
+            self.query = start_function_query(
+                self.spark, self.store, self.config, checkpoint=checkpoint, epoch=epoch
+            )
+            return self.query
+
+        self.supervisor = FunctionSupervisor(
+            self.store,
+            self.config,
+            start_query,
+            lambda: resolve_inputs(self.store, self.config),
+        )
+        self.supervisor.start(until_drained=until_drained)
         return self
 
-    def _set_state(self, state: str, *, running: bool, error: str = "") -> None:
-        for info in self.run.instances.values():
-            info.state = state
-            info.running = running
-            info.error = error
-
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the query to end; True if it ended. Raises :class:`FunctionFailedError` on failure."""
-        if self.query is None:
+        """Wait for the run to end; True if it ended. Raises :class:`FunctionFailedError` if it ended in ERROR."""
+        if self.supervisor is None:
             return True
-        try:
-            if timeout is None:
-                self.query.awaitTermination()
-                ended = True
-            else:
-                ended = bool(self.query.awaitTermination(timeout))
-        except StreamingQueryException:
-            # awaitTermination raises the query's failure; _finish reports it as ours.
-            ended = True
+        ended = self.supervisor.wait(timeout)
         if ended:
-            self._finish()
+            self._raise_if_failed()
         return ended
 
-    def _finish(self) -> None:
-        error = self.query.exception() if self.query is not None else None
-        if error is not None:
-            text = _short_error(str(error))
-            self._set_state("ERROR", running=False, error=text)
-            msg = f"function {self.config.fqfn} failed: {text}"
+    def _raise_if_failed(self) -> None:
+        record = control.read_control(self.store, self.config.fqfn)
+        if record is not None and record.state == control.ERROR:
+            msg = f"function {self.config.fqfn} failed: {record.cause}"
             raise FunctionFailedError(msg)
-        self._set_state("STOPPED", running=False)
+
+    @property
+    def run_state(self) -> str:
+        """The function's state (``CREATED`` before the first start)."""
+        record = control.read_control(self.store, self.config.fqfn)
+        return record.state if record is not None else control.CREATED
 
     def wait_for(self, predicate: Any, timeout: float, what: str) -> None:
         """Poll ``predicate()`` until true; fail naming ``what`` after ``timeout`` s."""
         deadline = time.monotonic() + timeout
         while not predicate():
-            if self.query is not None and not self.query.isActive:
-                self.wait(0)
+            if self.supervisor is not None and self.supervisor.ended:
+                self._raise_if_failed()
             if time.monotonic() > deadline:
                 msg = f"function {self.config.fqfn}: {what} did not happen within {timeout} s"
                 raise TimeoutError(msg)
             time.sleep(0.2)
 
-    def stop(self) -> None:
-        """Stop the query (idempotent)."""
-        if self.query is not None and self.query.isActive:
-            self._set_state("STOPPING", running=True)
-            self.query.stop()
-        if self.query is not None:
-            self._set_state("STOPPED", running=False)
+    def stop(self, mode: str = "cancel", *, timeout: float | None = None) -> bool:
+        """Stop the run (``drain``, ``suspend`` or ``cancel``); idempotent. True once ended."""
+        if self.supervisor is None:
+            return True
+        return self.supervisor.stop(mode, wait=True, timeout=timeout)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Process everything present now, ``prepare_to_shutdown``, ``shutdown``, ``close``; ``STOPPED``."""
+        return self.stop("drain", timeout=timeout)
+
+    def suspend(self, timeout: float | None = None) -> bool:
+        """Stop admitting input, finish the batch in flight, shut down gracefully; ``SUSPENDED``."""
+        return self.stop("suspend", timeout=timeout)
+
+    def cancel(self, timeout: float | None = None) -> bool:
+        """Stop now; the batch in flight is abandoned (replayed per the guarantee); ``close`` only."""
+        return self.stop("cancel", timeout=timeout)
+
+    def stop_instance(self, instance_id: int) -> None:
+        """Stop one instance; the others take its share."""
+        self._supervised().stop_instance(instance_id)
+
+    def restart_instance(self, instance_id: int) -> None:
+        """Start a stopped or shut-down instance again; it takes its share back."""
+        self._supervised().restart_instance(instance_id)
+
+    def _supervised(self) -> FunctionSupervisor:
+        if self.supervisor is None:
+            msg = f"function {self.config.fqfn} is not running"
+            raise RuntimeError(msg)
+        return self.supervisor
+
+    def transitions(self) -> list[dict[str, Any]]:
+        """Every recorded state transition of the function and its instances."""
+        return control.transitions_of(self.store, self.config.fqfn)
 
     def status(self) -> dict[str, Any]:
-        """Pulsar ``FunctionStatus`` JSON."""
-        if self.query is not None and not self.query.isActive:
-            error = self.query.exception()
-            state = "ERROR" if error is not None else "STOPPED"
-            self._set_state(state, running=False, error=_short_error(str(error)) if error else "")
-        return function_status(self.store, self.config.fqfn, self.config.parallelism, self.run)
+        """Pulsar ``FunctionStatus`` JSON, with ``state`` and ``deathException`` per instance."""
+        unclosed = self.supervisor.unclosed if self.supervisor is not None else []
+        return function_status(
+            self.store, self.config.fqfn, self.config.parallelism, unclosed=unclosed
+        )
 
     def stats(self) -> dict[str, Any]:
         """Pulsar ``FunctionStats`` JSON."""
@@ -159,8 +182,8 @@ class LocalRun:
         return all_state(self.store, self.config.fqfn)
 
     def close(self) -> None:
-        """Stop, and close the store if this run opened it."""
-        self.stop()
+        """Cancel the run if it still runs, and close the store if this run opened it."""
+        self.stop("cancel")
         if self._own_store:
             self.store.close()
 
@@ -176,7 +199,7 @@ class LocalRun:
         self.close()
 
 
-def _short_error(text: str) -> str:
+def short_error(text: str) -> str:
     """The user-facing part of a Spark error: sparkfn's message if it is in there."""
     for line in text.splitlines():
         stripped = line.strip()

@@ -42,8 +42,8 @@ from prometheus_client.core import (
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime import control
 from sparkfn.runtime.metrics_store import instance_recent, instance_totals
-from sparkfn.runtime.status import RunInfo
 from sparkfn.store.store import Store
 
 PREFIX = "sparkfn_function_"
@@ -78,10 +78,9 @@ class FunctionMetricsCollector:
     Every instance of the function has samples, zero before its first batch.
     """
 
-    def __init__(self, store: Store, config: FunctionConfig, run: RunInfo | None = None) -> None:
+    def __init__(self, store: Store, config: FunctionConfig) -> None:
         self.store = store
         self.config = config
-        self.run = run
 
     def collect(self) -> Iterator[Metric]:
         """The function's metrics as they are committed in the store now."""
@@ -116,6 +115,13 @@ class FunctionMetricsCollector:
         restarts = CounterMetricFamily(
             f"{PREFIX}restarts", "Times the instance was restarted.", labels=LABELS
         )
+        fatal = CounterMetricFamily(
+            f"{PREFIX}fatal_exceptions",
+            "Fatal errors (context.fatal, connector errors) that terminated the instance.",
+            labels=LABELS,
+        )
+        record = control.read_control(self.store, cfg.fqfn)
+        runs = record.instances if record is not None else {}
         user: dict[str, tuple[SummaryMetricFamily, GaugeMetricFamily, GaugeMetricFamily]] = {}
 
         for instance_id in range(cfg.parallelism):
@@ -135,8 +141,10 @@ class FunctionMetricsCollector:
                 labels, int(last.get("latency_count") or 0), float(last.get("latency_ms_sum") or 0)
             )
             last_invocation.add_metric(labels, int(total.get("last_invocation_ms") or 0))
-            if self.run is not None and instance_id in self.run.instances:
-                restarts.add_metric(labels, self.run.instances[instance_id].restarts)
+            run = runs.get(instance_id)
+            if run is not None:
+                restarts.add_metric(labels, run.restarts)
+                fatal.add_metric(labels, run.fatal_exceptions)
             for name, summary in sorted(total.get("user_metrics", {}).items()):
                 prom = metric_name(name)
                 if prom not in user:
@@ -158,8 +166,9 @@ class FunctionMetricsCollector:
         yield last_invocation
         yield from recent_gauges.values()
         yield latency_1min
-        if self.run is not None:
+        if runs:
             yield restarts
+            yield fatal
         for user_families in user.values():
             yield from user_families
 
@@ -198,7 +207,6 @@ def serve_metrics(
     store: Store,
     config: FunctionConfig,
     *,
-    run: RunInfo | None = None,
     addr: str = "0.0.0.0",
 ) -> MetricsServer:
     """Serve ``config``'s metrics at ``http://addr:port/metrics`` from a daemon thread.
@@ -209,7 +217,7 @@ def serve_metrics(
     cannot be used.
     """
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(FunctionMetricsCollector(store, config, run))
+    registry.register(FunctionMetricsCollector(store, config))
     try:
         server, thread = start_http_server(port, addr=addr, registry=registry)
     except OSError as exc:

@@ -90,6 +90,17 @@ def apply_spark_conf(spark: Any, config: FunctionConfig) -> None:
             raise ConfigError(msg) from None
 
 
+def _activate(spark: Any) -> None:
+    """Make ``spark`` the JVM thread's active session.
+
+    The active session is per thread; Spark looks up Python data sources
+    through it, so a query (re)started from a supervisor thread would not
+    find ``sparkfn_function`` otherwise.
+    """
+    jvm = spark._jvm  # noqa: SLF001 - no public API for this
+    spark._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)  # noqa: SLF001
+
+
 def start_function_query(
     spark: Any,
     store: Store,
@@ -98,9 +109,16 @@ def start_function_query(
     until_drained: bool = False,
     version: str = "1",
     checkpoint: Path | None = None,
+    epoch: int = 0,
 ) -> Any:
-    """Start the function's streaming query; returns the ``StreamingQuery``."""
+    """Start the function's streaming query; returns the ``StreamingQuery``.
+
+    ``until_drained`` uses ``Trigger.AvailableNow`` (unsupervised runs); a
+    supervised run drains through its control record instead, and passes
+    the ``epoch`` of the run.
+    """
     inputs = validate(store, config)
+    _activate(spark)
     spark.dataSource.register(FunctionSinkDataSource)
     apply_spark_conf(spark, config)
     location = {"storeUrl": store.url, "dataDir": str(store.data_dir)}
@@ -111,6 +129,7 @@ def start_function_query(
         .option("startingOffsets", config.subscription_position.value)
         .option("instances", str(config.parallelism))
         .option("assignment", config.subscription_type.value)
+        .option("controlId", config.fqfn)
         # What the Context can expose; publish_time, producer and sequence_id it cannot.
         .option("columns", "key,value,properties,event_time,topic,partition,offset")
     )
@@ -122,7 +141,8 @@ def start_function_query(
     if config.subscription_type is SubscriptionType.KEY_SHARED:
         frame = frame.repartition(config.parallelism, "instance_id")
     tagged = frame.mapInArrow(
-        make_run_function(config, store.url, str(store.data_dir), version), SPARK_TAGGED_SCHEMA
+        make_run_function(config, store.url, str(store.data_dir), version, epoch),
+        SPARK_TAGGED_SCHEMA,
     )
     writer = (
         tagged.writeStream.format("sparkfn_function")

@@ -7,6 +7,12 @@ transaction keyed by ``(function, batchId)``: commits the segments of every
 topic (outputs, publishes, dead letters, logs), applies the batch's state
 mutations, adds its stats, and records the batch id. A replayed batch finds
 its id and is skipped, so outputs and state changes land exactly once.
+
+Two lifecycle rules are kept in the same transaction: a batch is refused
+(the query fails) while an instance's death waits for the supervisor, so no
+batch commits after ``context.fatal``; and the end-of-stream batch of a
+drain or suspend records itself as committed, which is what the supervisor
+waits for.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from pyspark.sql.types import StructType
 from sqlalchemy import Connection
 
 from sparkfn.api.errors import ConfigError
+from sparkfn.api.lifecycle import FatalError
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime import control
 from sparkfn.runtime.executor import TaskSummary
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.state.store import apply_mutations, merge_mutations
@@ -108,6 +116,12 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
         fqfn = self.config.fqfn
 
         def apply(conn: Connection, commit_id: str) -> None:
+            record = control.read_control(conn, fqfn)
+            if record is not None:
+                for i, inst in sorted(record.instances.items()):
+                    if inst.dead and not inst.handled:
+                        msg = f"function {fqfn} instance {i} died ({inst.death}); batch {batchId} not committed"
+                        raise FatalError(msg)
             admin = TopicAdmin(store)
             by_topic: dict[str, list[StagedSegment]] = {}
             for b in batches:
@@ -118,6 +132,8 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
             summaries = [s for b in batches for s in b.summaries]
             apply_mutations(conn, fqfn, merge_mutations(s.mutations for s in summaries))
             commit_stats(conn, fqfn, [(s.instance_id, s.stats) for s in summaries])
+            if record is not None and any(s.final for s in summaries):
+                control.record_final_commit(conn, fqfn)
 
         if not commit_batch_once(store, batch_sink_id(fqfn), batchId, apply):
             discard_staged(store, [seg for b in batches for _, seg in b.staged])

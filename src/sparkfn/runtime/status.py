@@ -4,36 +4,20 @@
 ``running``, ``error``, ``numRestarts``, ``numReceived``,
 ``numSuccessfullyProcessed``, ``numUserExceptions``, ``latestUserExceptions``,
 ``numSystemExceptions``, ``latestSystemExceptions``, ``averageLatency``,
-``lastInvocationTime``, ``workerId``) extended with ``state`` and
-``deathException``. ``function_stats`` follows ``FunctionStatsImpl``.
+``lastInvocationTime``, ``workerId``) extended with ``state``,
+``deathException`` (type, message, traceback, origin, thread),
+``numFatalExceptions`` and, at the top, the function's ``state`` and
+``unclosedObjects`` (user objects a stop could not close in time). ``function_stats`` follows ``FunctionStatsImpl``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
+from sparkfn.runtime import control
 from sparkfn.runtime.metrics_store import instance_recent, instance_totals, latest_exceptions
 from sparkfn.store.store import Store
-
-
-@dataclass
-class InstanceRunInfo:
-    """What the process running an instance knows that the store does not."""
-
-    running: bool = False
-    state: str = "CREATED"
-    error: str = ""
-    restarts: int = 0
-    worker_id: str = "localrun"
-    death_exception: dict[str, Any] | None = None
-
-
-@dataclass
-class RunInfo:
-    """Run state of a function's instances."""
-
-    instances: dict[int, InstanceRunInfo] = field(default_factory=dict)
 
 
 def _average(total: dict[str, Any]) -> float:
@@ -42,43 +26,60 @@ def _average(total: dict[str, Any]) -> float:
 
 
 def function_status(
-    store: Store, fqfn: str, parallelism: int, run: RunInfo | None = None
+    store: Store, fqfn: str, parallelism: int, *, unclosed: Sequence[str] = ()
 ) -> dict[str, Any]:
     """Pulsar's ``FunctionStatus`` JSON for ``fqfn``."""
     totals = instance_totals(store, fqfn)
     exceptions = latest_exceptions(store, fqfn)
-    run = run or RunInfo()
+    record = control.read_control(store, fqfn)
+    runs = record.instances if record is not None else {}
     instances: list[dict[str, Any]] = []
     for instance_id in range(parallelism):
         total = totals.get(instance_id, {})
-        info = run.instances.get(instance_id, InstanceRunInfo())
+        run = runs.get(instance_id)
+        state = run.state if run is not None else control.CREATED
+        death = run.death if run is not None and state == control.ERROR else None
+        error = str(death) if death else (run.cause if run and state == control.ERROR else "")
         instances.append(
             {
                 "instanceId": instance_id,
                 "status": {
-                    "running": info.running,
-                    "error": info.error,
-                    "numRestarts": info.restarts,
+                    "running": state in (control.RUNNING, control.STOPPING),
+                    "error": error,
+                    "numRestarts": run.restarts if run is not None else 0,
                     "numReceived": int(total.get("received", 0)),
                     "numSuccessfullyProcessed": int(total.get("processed_successfully", 0)),
                     "numUserExceptions": int(total.get("user_exceptions", 0)),
                     "latestUserExceptions": exceptions.get((instance_id, "user"), []),
                     "numSystemExceptions": int(total.get("system_exceptions", 0)),
                     "latestSystemExceptions": exceptions.get((instance_id, "system"), []),
+                    "numFatalExceptions": run.fatal_exceptions if run is not None else 0,
                     "numDeadLettered": int(total.get("dead_lettered", 0)),
                     "averageLatency": _average(total),
                     "lastInvocationTime": int(total.get("last_invocation_ms") or 0),
-                    "workerId": info.worker_id,
-                    "state": info.state,
-                    "deathException": info.death_exception,
+                    "workerId": "localrun",
+                    "state": state,
+                    "deathException": (
+                        {
+                            "type": death.type,
+                            "message": death.message,
+                            "traceback": death.traceback,
+                            "origin": death.origin,
+                            "thread": death.thread,
+                        }
+                        if death
+                        else None
+                    ),
                 },
             }
         )
     return {
+        "name": fqfn,
+        "state": record.state if record is not None else control.CREATED,
         "numInstances": parallelism,
-        "numRunning": sum(
-            1 for i in range(parallelism) if run.instances.get(i, InstanceRunInfo()).running
-        ),
+        "numRunning": sum(1 for i in instances if i["status"]["running"]),
+        "numRestarts": sum(i["status"]["numRestarts"] for i in instances),
+        "unclosedObjects": list(unclosed),
         "instances": instances,
     }
 

@@ -34,7 +34,8 @@ class Migration:
 
 
 def _initial(conn: Connection) -> None:
-    tables = [t for t in schema.metadata.sorted_tables if t not in schema.FUNCTION_TABLES]
+    later = (*schema.FUNCTION_TABLES, *schema.LIFECYCLE_TABLES)
+    tables = [t for t in schema.metadata.sorted_tables if t not in later]
     schema.metadata.create_all(conn, tables=tables)
 
 
@@ -45,9 +46,16 @@ def _functions(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _lifecycle(conn: Connection) -> None:
+    # New in version 3; freeze the definitions here if they ever change.
+    for table in schema.LIFECYCLE_TABLES:
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
+    Migration(3, "lifecycle: runs, instance deaths, transitions, commands, objects", _lifecycle),
 )
 
 

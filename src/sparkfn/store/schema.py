@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -203,6 +204,104 @@ source_claims = Table(
     Column("sink_id", String(512), primary_key=True),
     Column("end_offsets", Text, nullable=False),
     Column("claimed_at", DateTime(timezone=True), nullable=False),
+)
+
+# --- lifecycle (version 3) -------------------------------------------------------
+# One row per function, sink or source run by a supervisor: its state, the
+# query epoch (bumped at every (re)start of its query) and the stop request
+# the source reader acts on (DESIGN.md 2.3).
+function_runs = Table(
+    "function_runs",
+    metadata,
+    Column("fqfn", String(400), primary_key=True),
+    Column("kind", String(16), nullable=False),  # function, sink, source
+    Column("state", String(16), nullable=False),
+    Column("cause", Text, nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("parallelism", Integer, nullable=False),
+    Column("stop_mode", String(16), nullable=True),  # drain, suspend, cancel
+    Column("drain_target", Text, nullable=True),  # JSON {"topic#partition": end}
+    Column("final_seq", Integer, nullable=False),  # end-of-stream batches asked for
+    Column("final_committed", Integer, nullable=False),  # ... and committed
+    Column("restarts", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+# Per instance: its state and, once dead, why (the death exception).
+function_instance_runs = Table(
+    "function_instance_runs",
+    metadata,
+    Column("fqfn", String(400), nullable=False),
+    Column("instance_id", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("cause", Text, nullable=False),
+    Column("epoch", Integer, nullable=False),  # the epoch the death belongs to
+    Column("restarts", Integer, nullable=False),
+    Column("fatal_exceptions", Integer, nullable=False),
+    Column("dead", Boolean, nullable=False),
+    Column("handled", Boolean, nullable=False),  # the supervisor acted on the death
+    Column("fatal", Boolean, nullable=False),
+    Column("death_type", String(256), nullable=True),
+    Column("death_message", Text, nullable=True),
+    Column("death_traceback", Text, nullable=True),
+    Column("death_origin", String(64), nullable=True),
+    Column("death_thread", String(256), nullable=True),
+    Column("died_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("fqfn", "instance_id"),
+)
+
+# Every state transition, with its cause and time. instance_id -1: the function.
+function_transitions = Table(
+    "function_transitions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("fqfn", String(400), nullable=False),
+    Column("instance_id", Integer, nullable=False),
+    Column("from_state", String(16), nullable=False),
+    Column("to_state", String(16), nullable=False),
+    Column("cause", Text, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+)
+Index("ix_function_transitions", function_transitions.c.fqfn, function_transitions.c.id)
+
+# Supervisor -> Python worker processes: close (or shut down gracefully) the
+# user objects of some instances. The control thread in each worker acts on
+# them and marks the objects closed in function_objects.
+function_commands = Table(
+    "function_commands",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("fqfn", String(400), nullable=False),
+    Column("instances", Text, nullable=False),  # JSON list of instance ids
+    Column("command", String(32), nullable=False),  # close, graceful_close, cancel
+    Column("epoch", Integer, nullable=False),  # objects of this epoch or older
+    Column("issued_at", DateTime(timezone=True), nullable=False),
+)
+
+# Every user object created in a Python worker process, and when it closed.
+function_objects = Table(
+    "function_objects",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("fqfn", String(400), nullable=False),
+    Column("instance_id", Integer, nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("host", String(256), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("closed_at", DateTime(timezone=True), nullable=True),
+    Column("closed_by", String(64), nullable=True),  # the command or event that closed it
+    Column("close_error", Text, nullable=True),
+)
+Index("ix_function_objects", function_objects.c.fqfn, function_objects.c.closed_at)
+
+LIFECYCLE_TABLES = (
+    function_runs,
+    function_instance_runs,
+    function_transitions,
+    function_commands,
+    function_objects,
 )
 
 FUNCTION_TABLES = (

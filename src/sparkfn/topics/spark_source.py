@@ -32,6 +32,15 @@ makes them visible in one store transaction that also records
 recorded and is skipped, so each batch lands once.
 
 Every option is read on the driver; executors get resolved values.
+
+Supervised queries (functions and sinks) pass ``controlId`` (the function's
+name): the reader then follows the run's record in the store (see
+:mod:`sparkfn.runtime.control`) at every trigger: a drain caps input at its
+target offsets, a suspend admits nothing more, and both end with one
+end-of-stream batch whose rows are markers (``offset == -1``, one per live
+instance; the offset key ``__final__`` counts them); dead or shut-down
+instances get no input, their share goes to the live ones; and no batch
+starts while a death waits for the supervisor.
 """
 
 from __future__ import annotations
@@ -78,6 +87,7 @@ from sparkfn.topics.log import (
 )
 from sparkfn.topics.message import (
     PROPERTIES,
+    READ_SCHEMA,
     SPARK_READ_TYPES,
     STORED_SCHEMA,
     TIMESTAMP,
@@ -139,7 +149,28 @@ class TopicRange(InputPartition):
     start: int
     end: int
     instance: int | None = None
-    instances: int | None = None
+    instances: tuple[int, ...] | None = None  # the live instances
+
+
+FINAL_KEY = "__final__"  # offsets: end-of-stream batches planned so far
+
+
+def current_ends(store: Store, topics: list[str]) -> dict[str, int]:
+    """The committed end offsets of ``topics`` now, keyed as the reader keys them."""
+    admin = TopicAdmin(store)
+    out = {}
+    for name in topics:
+        topic = admin.get(name)
+        for part, (_, end) in end_offsets(store, topic).items():
+            out[_offset_key(topic, part)] = end
+    return out
+
+
+@dataclass(frozen=True)
+class FinalMarker(InputPartition):
+    """The end-of-stream batch's task for one instance: one marker row."""
+
+    instance: int
 
 
 class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -173,6 +204,20 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         columns = read_columns(opts)
         self.columns = None if len(columns) == len(_SPARK_TYPES) else columns
         self.target: dict[str, int] | None = None
+        self.control_id = opts.get("controlid")
+
+    def _control(self) -> Any:
+        if self.control_id is None:
+            return None
+        from sparkfn.runtime.control import read_control  # noqa: PLC0415 - avoids a cycle
+
+        return read_control(self._store(), self.control_id)
+
+    def _live(self, control: Any) -> list[int] | None:
+        n = self.instances
+        if n is None:
+            return None
+        return control.live(n) if control is not None else list(range(n))
 
     def _store(self) -> Store:
         return Store.cached(self.store_url, self.data_dir)
@@ -201,25 +246,45 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_records)
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        """The end of the next batch: what is available, capped by ``limit``."""
+        """The end of the next batch: what is available, capped by ``limit`` and the run's control."""
+        control = self._control()
+        data = {k: v for k, v in start.items() if k != FINAL_KEY}
+        finals = start.get(FINAL_KEY, 0)
         available = (
             self.target
             if self.target is not None
             else {k: e for k, (_, e) in self._bounds().items()}
         )
+        if control is not None:
+            live = self._live(control)
+            if live is not None and not live:
+                return start  # every instance is down: admit nothing
+            if any(r.dead and not r.handled for r in control.instances.values()):
+                return start  # a death waits for the supervisor: no new batch
+            mode = control.stop_mode
+            if mode == "cancel" or (mode and control.final_seq <= finals):
+                return start
+            if mode == "suspend":
+                return {**start, FINAL_KEY: control.final_seq}
+            if mode == "drain":
+                target = control.drain_target or {}
+                available = {k: min(available.get(k, 0), target.get(k, 0)) for k in available}
+                if all(data.get(k, 0) >= end for k, end in available.items()):
+                    return {**start, FINAL_KEY: control.final_seq}
         end = {
-            key: max(start.get(key, 0), available.get(key, 0))
-            for key in set(start) | set(available)
+            key: max(data.get(key, 0), available.get(key, 0)) for key in set(data) | set(available)
         }
         if isinstance(limit, ReadMaxRows):
-            end = _cap(start, end, limit.max_rows)
+            end = _cap(data, end, limit.max_rows)
+        if FINAL_KEY in start:
+            end[FINAL_KEY] = finals
         return end
 
     def reportLatestOffset(self) -> dict[str, int]:
         """What is committed now, for Spark's progress reports."""
         return {k: e for k, (_, e) in self._bounds().items()}
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[TopicRange]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         """Split the batch into tasks, each tagged with the instance it belongs to.
 
         Without ``instances``: tasks of at most ``maxRecordsPerTask`` records.
@@ -230,6 +295,9 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """
         if self.claim_id is not None and start != end and self._is_replay(end):
             return []
+        live = self._live(self._control())
+        if end.get(FINAL_KEY, 0) > start.get(FINAL_KEY, 0):
+            return [FinalMarker(i) for i in (live if live is not None else [0])]
         spans = []
         for topic in self.topics:
             for part in range(topic.partitions):
@@ -238,29 +306,34 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if hi > lo:
                     spans.append((topic, part, lo, hi))
         total = sum(hi - lo for _, _, lo, hi in spans)
-        n = self.instances
+        n = len(live) if live is not None else None
         step = self.max_per_task or max(total, 1)
         if n and self.assignment == "shared":
             step = max(1, min(step, -(-total // n)))
-        ranges = []
+        ranges: list[InputPartition] = []
+        owners = tuple(live) if live is not None else None
         for topic, part, lo, hi in spans:
-            if n and self.assignment == "failover":
-                owner = self._partition_owner(topic, part)
-                ranges.append(TopicRange(topic, part, lo, hi, owner, n))
+            if owners and self.assignment == "failover":
+                owner = owners[self._partition_index(topic, part) % len(owners)]
+                ranges.append(TopicRange(topic, part, lo, hi, owner, owners))
                 continue
             for first in range(lo, hi, step):
-                ranges.append(TopicRange(topic, part, first, min(hi, first + step), None, n))
-        if n and self.assignment == "shared":
-            ranges = [replace(r, instance=i % n) for i, r in enumerate(ranges)]
+                ranges.append(TopicRange(topic, part, first, min(hi, first + step), None, owners))
+        if owners and self.assignment == "shared":
+            ranges = [
+                replace(r, instance=owners[i % len(owners)])
+                for i, r in enumerate(ranges)
+                if isinstance(r, TopicRange)
+            ]
         return ranges
 
-    def _partition_owner(self, topic: TopicInfo, partition: int) -> int:
+    def _partition_index(self, topic: TopicInfo, partition: int) -> int:
         index = 0
         for t in self.topics:
             if t.id == topic.id:
-                return (index + partition) % (self.instances or 1)
+                return index + partition
             index += t.partitions
-        return partition % (self.instances or 1)
+        return partition
 
     def _is_replay(self, end: dict[str, int]) -> bool:
         """Record ``end`` as claimed; True if it was claimed already (a replay)."""
@@ -281,6 +354,9 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Runs on an executor: yield the range as Arrow batches."""
+        if isinstance(partition, FinalMarker):
+            yield self._marker(partition.instance)
+            return
         if not isinstance(partition, TopicRange):
             msg = f"sparkfn reader got a foreign partition {partition!r}"
             raise TypeError(msg)
@@ -295,6 +371,14 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:
                 yield out.append_column(INSTANCE_FIELD, _instances_for(batch, partition))
 
+    def _marker(self, instance: int) -> pa.RecordBatch:
+        names = self.columns or list(_SPARK_TYPES)
+        fields = [READ_SCHEMA.field(name) for name in names]
+        row: dict[str, Any] = dict.fromkeys(names)
+        row.update({"offset": -1, "partition": -1})
+        batch = pa.RecordBatch.from_pylist([row], schema=pa.schema(fields))
+        return batch.append_column(INSTANCE_FIELD, pa.array([instance], pa.int32()))
+
     def commit(self, end: dict[str, int]) -> None:
         """Spark finished everything up to ``end``; nothing to release."""
 
@@ -305,12 +389,13 @@ INSTANCE_FIELD = pa.field("instance_id", pa.int32())
 def _instances_for(batch: pa.RecordBatch, partition: TopicRange) -> pa.Array:
     if partition.instance is not None:
         return pa.repeat(pa.scalar(partition.instance, pa.int32()), batch.num_rows)
-    n = partition.instances or 1
+    owners = partition.instances or (0,)
+    n = len(owners)
     keys = batch.column("key").to_pylist()
     offsets = batch.column("offset").to_pylist()
     return pa.array(
         [
-            partition_for_key(k, n) if k is not None else o % n
+            owners[partition_for_key(k, n) if k is not None else o % n]
             for k, o in zip(keys, offsets, strict=True)
         ],
         pa.int32(),

@@ -1,0 +1,499 @@
+"""The lifecycle's shared record in the store: runs, deaths, stop requests, commands.
+
+Everyone who takes part in a function's lifecycle meets here, because they
+live in different processes: the supervisor (driver side) starts and stops
+runs and records transitions; the source reader (Spark's driver-side Python
+runner) reads the stop request and the live instances to plan batches; the
+sink (another runner) records end-of-stream commits and refuses batches of
+dead instances; Python worker processes record deaths (``context.fatal``)
+and the objects they create and close, and act on commands.
+
+Every transition is recorded in ``function_transitions`` with its cause and
+time; instance ``-1`` stands for the function as a whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, insert, select, update
+
+from sparkfn.api.lifecycle import DeathCause
+from sparkfn.store import schema
+from sparkfn.store.store import Store
+from sparkfn.topics.message import utc_now
+
+FUNCTION = -1  # instance id of the function as a whole in transitions
+
+# Function and instance states (DESIGN.md 2.3).
+CREATED, STARTING, RUNNING, RESTARTING = "CREATED", "STARTING", "RUNNING", "RESTARTING"
+STOPPING, STOPPED, SUSPENDED, ERROR = "STOPPING", "STOPPED", "SUSPENDED", "ERROR"
+ENDED = (STOPPED, SUSPENDED, ERROR)
+
+runs = schema.function_runs
+instance_runs = schema.function_instance_runs
+transitions = schema.function_transitions
+commands = schema.function_commands
+objects = schema.function_objects
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    """One instance's row."""
+
+    instance_id: int
+    state: str
+    cause: str
+    epoch: int
+    restarts: int
+    fatal_exceptions: int
+    dead: bool
+    handled: bool
+    fatal: bool
+    death: DeathCause | None
+    died_at: datetime | None
+
+
+@dataclass(frozen=True)
+class RunControl:
+    """What the reader and the sink need to know about a run, read in one go."""
+
+    state: str
+    cause: str
+    epoch: int
+    stop_mode: str | None
+    drain_target: dict[str, int] | None
+    final_seq: int
+    final_committed: int
+    instances: dict[int, InstanceRecord] = field(default_factory=dict)
+
+    def live(self, parallelism: int) -> list[int]:
+        """Instances that take input: not dead in this epoch and not shut down."""
+        return [
+            i
+            for i in range(parallelism)
+            if (rec := self.instances.get(i)) is None or not (rec.dead or rec.state in ENDED)
+        ]
+
+
+# --- runs ---------------------------------------------------------------------------
+
+
+def begin_run(store: Store, fqfn: str, kind: str, parallelism: int, cause: str) -> int:
+    """A (re)start by a user: clear the stop request and deaths, bump the epoch; returns it."""
+    now = utc_now()
+    with store.write() as conn:
+        row = conn.execute(select(runs).where(runs.c.fqfn == fqfn)).first()
+        epoch = (row.epoch + 1) if row is not None else 1
+        values = {
+            "kind": kind,
+            "epoch": epoch,
+            "parallelism": parallelism,
+            "stop_mode": None,
+            "drain_target": None,
+            "restarts": 0,
+            "updated_at": now,
+        }
+        if row is None:
+            conn.execute(
+                insert(runs).values(
+                    fqfn=fqfn, state=CREATED, cause="", final_seq=0, final_committed=0, **values
+                )
+            )
+        else:
+            conn.execute(update(runs).where(runs.c.fqfn == fqfn).values(**values))
+        conn.execute(
+            update(instance_runs)
+            .where(and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id >= parallelism))
+            .values(state=STOPPED, dead=False, updated_at=now)
+        )
+        for i in range(parallelism):
+            _ensure_instance(conn, fqfn, i, epoch)
+            conn.execute(
+                update(instance_runs)
+                .where(and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == i))
+                .values(epoch=epoch, dead=False, handled=False, fatal=False, updated_at=now)
+            )
+        _transition(conn, fqfn, FUNCTION, STARTING, cause)
+        for i in range(parallelism):
+            _transition(conn, fqfn, i, STARTING, cause)
+    return epoch
+
+
+def next_epoch(store: Store, fqfn: str) -> int:
+    """A restart of the query by the supervisor: a new epoch, deaths of revived instances stay."""
+    with store.write() as conn:
+        conn.execute(
+            update(runs)
+            .where(runs.c.fqfn == fqfn)
+            .values(epoch=runs.c.epoch + 1, updated_at=utc_now())
+        )
+        epoch = int(conn.execute(select(runs.c.epoch).where(runs.c.fqfn == fqfn)).scalar_one())
+    return epoch
+
+
+def _ensure_instance(conn: Connection, fqfn: str, instance_id: int, epoch: int) -> None:
+    found = conn.execute(
+        select(instance_runs.c.instance_id).where(
+            and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == instance_id)
+        )
+    ).first()
+    if found is None:
+        conn.execute(
+            insert(instance_runs).values(
+                fqfn=fqfn,
+                instance_id=instance_id,
+                state=CREATED,
+                cause="",
+                epoch=epoch,
+                restarts=0,
+                fatal_exceptions=0,
+                dead=False,
+                handled=False,
+                fatal=False,
+                updated_at=utc_now(),
+            )
+        )
+
+
+def _transition(conn: Connection, fqfn: str, instance_id: int, state: str, cause: str) -> None:
+    """Move the function (``FUNCTION``) or an instance to ``state``; record it if it changed."""
+    table = runs if instance_id == FUNCTION else instance_runs
+    where = (
+        runs.c.fqfn == fqfn
+        if instance_id == FUNCTION
+        else and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == instance_id)
+    )
+    current = conn.execute(select(table.c.state).where(where)).scalar()
+    if current is None:
+        return
+    conn.execute(update(table).where(where).values(state=state, cause=cause, updated_at=utc_now()))
+    if current != state:
+        conn.execute(
+            insert(transitions).values(
+                fqfn=fqfn,
+                instance_id=instance_id,
+                from_state=current,
+                to_state=state,
+                cause=cause,
+                at=utc_now(),
+            )
+        )
+
+
+def set_state(
+    store: Store, fqfn: str, state: str, cause: str, instance_ids: Iterable[int] = (FUNCTION,)
+) -> None:
+    """Record a transition of the function and/or some instances."""
+    with store.write() as conn:
+        for i in instance_ids:
+            _transition(conn, fqfn, i, state, cause)
+
+
+def request_stop(
+    store: Store, fqfn: str, mode: str, drain_target: dict[str, int] | None = None
+) -> int:
+    """Ask the reader to stop admitting input (``drain``: up to ``drain_target``).
+
+    Returns the end-of-stream sequence number the final batch will carry;
+    the sink sets ``final_committed`` to it when that batch commits.
+    """
+    with store.write() as conn:
+        row = conn.execute(select(runs).where(runs.c.fqfn == fqfn)).one()
+        seq = row.final_seq + (0 if mode == "cancel" else 1)
+        conn.execute(
+            update(runs)
+            .where(runs.c.fqfn == fqfn)
+            .values(
+                stop_mode=mode,
+                drain_target=json.dumps(drain_target) if drain_target is not None else None,
+                final_seq=seq,
+                updated_at=utc_now(),
+            )
+        )
+        _transition(conn, fqfn, FUNCTION, STOPPING, f"{mode} requested")
+    return int(seq)
+
+
+def clear_stop(store: Store, fqfn: str) -> None:
+    """Forget a stop request (the run ended, or a restart follows)."""
+    with store.write() as conn:
+        conn.execute(
+            update(runs)
+            .where(runs.c.fqfn == fqfn)
+            .values(stop_mode=None, drain_target=None, updated_at=utc_now())
+        )
+
+
+def read_control(store: Store | Connection, fqfn: str) -> RunControl | None:
+    """The run's control record, or ``None`` when nothing supervises ``fqfn``."""
+    if isinstance(store, Store):
+        with store.read() as conn:
+            return read_control(conn, fqfn)
+    conn = store
+    row = conn.execute(select(runs).where(runs.c.fqfn == fqfn)).first()
+    if row is None:
+        return None
+    found = conn.execute(select(instance_runs).where(instance_runs.c.fqfn == fqfn)).all()
+    return RunControl(
+        state=row.state,
+        cause=row.cause,
+        epoch=row.epoch,
+        stop_mode=row.stop_mode,
+        drain_target=json.loads(row.drain_target) if row.drain_target else None,
+        final_seq=row.final_seq,
+        final_committed=row.final_committed,
+        instances={r.instance_id: _instance_record(r) for r in found},
+    )
+
+
+def _instance_record(r: Any) -> InstanceRecord:
+    death = (
+        DeathCause(
+            r.death_type,
+            r.death_message or "",
+            r.death_traceback or "",
+            r.death_origin or "",
+            r.death_thread or "",
+        )
+        if r.death_type
+        else None
+    )
+    return InstanceRecord(
+        r.instance_id,
+        r.state,
+        r.cause,
+        r.epoch,
+        r.restarts,
+        r.fatal_exceptions,
+        bool(r.dead),
+        bool(r.handled),
+        bool(r.fatal),
+        death,
+        r.died_at,
+    )
+
+
+def record_final_commit(conn: Connection, fqfn: str) -> None:
+    """The sink committed the end-of-stream batch (inside the batch's transaction)."""
+    conn.execute(
+        update(runs)
+        .where(runs.c.fqfn == fqfn)
+        .values(final_committed=runs.c.final_seq, updated_at=utc_now())
+    )
+
+
+# --- deaths --------------------------------------------------------------------------
+
+
+def record_death(
+    store: Store, fqfn: str, instance_id: int, cause: DeathCause, *, fatal: bool, epoch: int
+) -> bool:
+    """An instance died in ``epoch``; the first death of an epoch wins. True if recorded."""
+    with store.write() as conn:
+        _ensure_instance(conn, fqfn, instance_id, epoch)
+        row = conn.execute(
+            select(instance_runs).where(
+                and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == instance_id)
+            )
+        ).one()
+        if row.dead and row.epoch == epoch:
+            return False
+        conn.execute(
+            update(instance_runs)
+            .where(and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == instance_id))
+            .values(
+                dead=True,
+                handled=False,
+                fatal=fatal,
+                epoch=epoch,
+                fatal_exceptions=row.fatal_exceptions + (1 if fatal else 0),
+                death_type=cause.type,
+                death_message=cause.message,
+                death_traceback=cause.traceback,
+                death_origin=cause.origin,
+                death_thread=cause.thread,
+                died_at=utc_now(),
+            )
+        )
+        what = "fatal" if fatal else "failed"
+        _transition(conn, fqfn, instance_id, ERROR, f"{what}: {cause} ({cause.origin})")
+    return True
+
+
+def mark_handled(store: Store, fqfn: str, instance_ids: Iterable[int]) -> None:
+    """The supervisor acted on these deaths."""
+    with store.write() as conn:
+        for i in instance_ids:
+            conn.execute(
+                update(instance_runs)
+                .where(and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == i))
+                .values(handled=True, updated_at=utc_now())
+            )
+
+
+def revive(store: Store, fqfn: str, instance_ids: Iterable[int], cause: str, epoch: int) -> None:
+    """Instances take input again (a restart): not dead, RUNNING, restarts counted."""
+    with store.write() as conn:
+        for i in instance_ids:
+            conn.execute(
+                update(instance_runs)
+                .where(and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == i))
+                .values(dead=False, handled=False, epoch=epoch, updated_at=utc_now())
+            )
+            _transition(conn, fqfn, i, RUNNING, cause)
+
+
+def count_restart(store: Store, fqfn: str, instance_ids: Iterable[int]) -> None:
+    """Count a restart of the function and of these instances."""
+    with store.write() as conn:
+        conn.execute(update(runs).where(runs.c.fqfn == fqfn).values(restarts=runs.c.restarts + 1))
+        for i in instance_ids:
+            conn.execute(
+                update(instance_runs)
+                .where(and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == i))
+                .values(restarts=instance_runs.c.restarts + 1)
+            )
+
+
+def transitions_of(store: Store, fqfn: str) -> list[dict[str, Any]]:
+    """Every recorded transition of ``fqfn``, oldest first."""
+    with store.read() as conn:
+        rows = conn.execute(
+            select(transitions).where(transitions.c.fqfn == fqfn).order_by(transitions.c.id)
+        ).all()
+    return [
+        {
+            "instance": None if r.instance_id == FUNCTION else r.instance_id,
+            "from": r.from_state,
+            "to": r.to_state,
+            "cause": r.cause,
+            "at": r.at.isoformat() if r.at else None,
+        }
+        for r in rows
+    ]
+
+
+# --- commands and objects ------------------------------------------------------------------
+
+
+def issue_command(
+    store: Store, fqfn: str, command: str, instance_ids: Iterable[int], epoch: int
+) -> int:
+    """Ask every worker process to act on the objects of ``instance_ids``; returns the command id."""
+    with store.write() as conn:
+        result = conn.execute(
+            insert(commands).values(
+                fqfn=fqfn,
+                instances=json.dumps(sorted(instance_ids)),
+                command=command,
+                epoch=epoch,
+                issued_at=utc_now(),
+            )
+        )
+        return int(result.inserted_primary_key[0])
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command as a worker process reads it."""
+
+    id: int
+    fqfn: str
+    instances: list[int]
+    command: str
+    epoch: int
+
+
+def commands_after(store: Store, last_id: int) -> list[Command]:
+    """Commands newer than ``last_id``."""
+    with store.read() as conn:
+        rows = conn.execute(
+            select(commands).where(commands.c.id > last_id).order_by(commands.c.id)
+        ).all()
+    return [Command(r.id, r.fqfn, json.loads(r.instances), r.command, r.epoch) for r in rows]
+
+
+def last_command_id(store: Store) -> int:
+    """The newest command id (0 if none)."""
+    with store.read() as conn:
+        return int(conn.execute(select(func.max(commands.c.id))).scalar() or 0)
+
+
+HOST = socket.gethostname()
+
+
+def register_object(store: Store, fqfn: str, instance_id: int, epoch: int) -> int:
+    """A worker process created a user object; returns its id."""
+    with store.write() as conn:
+        result = conn.execute(
+            insert(objects).values(
+                fqfn=fqfn,
+                instance_id=instance_id,
+                epoch=epoch,
+                host=HOST,
+                pid=os.getpid(),
+                created_at=utc_now(),
+            )
+        )
+        return int(result.inserted_primary_key[0])
+
+
+def mark_closed(store: Store, object_id: int, closed_by: str, error: str | None = None) -> None:
+    """A worker process closed a user object (``error``: ``close()`` raised)."""
+    with store.write() as conn:
+        conn.execute(
+            update(objects)
+            .where(and_(objects.c.id == object_id, objects.c.closed_at.is_(None)))
+            .values(closed_at=utc_now(), closed_by=closed_by, close_error=error)
+        )
+
+
+@dataclass(frozen=True)
+class OpenObject:
+    """A user object not closed (yet)."""
+
+    id: int
+    instance_id: int
+    host: str
+    pid: int
+    alive: bool | None  # None: on another host, unknown
+
+    def __str__(self) -> str:
+        where = f"pid {self.pid} on {self.host}"
+        gone = "" if self.alive in (True, None) else " (the process is gone)"
+        return f"instance {self.instance_id} in {where}{gone}"
+
+
+def open_objects(store: Store, fqfn: str, instance_ids: Iterable[int]) -> list[OpenObject]:
+    """Objects of these instances that are not closed."""
+    wanted = list(instance_ids)
+    with store.read() as conn:
+        rows = conn.execute(
+            select(objects).where(
+                and_(
+                    objects.c.fqfn == fqfn,
+                    objects.c.closed_at.is_(None),
+                    objects.c.instance_id.in_(wanted),
+                )
+            )
+        ).all()
+    return [OpenObject(r.id, r.instance_id, r.host, r.pid, _alive(r.host, r.pid)) for r in rows]
+
+
+def _alive(host: str, pid: int) -> bool | None:
+    if host != HOST:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

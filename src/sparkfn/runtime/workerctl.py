@@ -1,0 +1,141 @@
+"""The control thread in each Spark Python worker process (DESIGN.md 2.3, "Objects").
+
+Spark keeps Python worker processes between batches, and with them the user
+objects sparkfn created there; once a query stops, no task will ever reach
+an idle worker again. So the first user object a worker creates starts a
+small daemon thread that polls the store for the supervisor's commands and
+acts on this process's objects:
+
+* ``cancel``  -- interrupt: a running task of those instances fails at its
+  next batch boundary (and closes the objects on its way out);
+* ``close``   -- ``close()`` (failure, fatal, cancel);
+* ``graceful_close`` -- ``prepare_to_shutdown()`` (when the final batch did
+  not reach the object; what it emits is appended here, in one transaction
+  per topic), ``shutdown()``, then ``close()`` (drain, suspend).
+
+Each close is acknowledged by marking the object closed in the store, so the
+supervisor knows every object was closed or can name those that were not.
+Calls hold the object's lock, so they never overlap a task's calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from sparkfn.runtime import control
+from sparkfn.runtime.instance import Emitted, FunctionInstance
+from sparkfn.store.store import Store
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+
+POLL_SECONDS = 0.2
+LOCK_WAIT_SECONDS = 0.2
+
+_LOG = logging.getLogger("sparkfn.workerctl")
+_started: dict[tuple[str, str, int], threading.Thread] = {}
+_start_lock = threading.Lock()
+
+# The process's live objects; executor.py owns the dict, this module reads it.
+Registry = Callable[[], list[tuple[tuple[str, str, int], FunctionInstance]]]
+Forget = Callable[[tuple[str, str, int], FunctionInstance], None]
+
+
+def ensure_started(store: Store, registry: Registry, forget: Forget) -> None:
+    """Start this process's control thread for ``store`` (once per process)."""
+    key = (store.url, str(store.data_dir), os.getpid())
+    with _start_lock:
+        if key in _started:
+            return
+        last = control.last_command_id(store)
+        thread = threading.Thread(
+            target=_loop,
+            args=(store, last, registry, forget),
+            name="sparkfn-control",
+            daemon=True,
+        )
+        _started[key] = thread
+        thread.start()
+
+
+def _loop(store: Store, last: int, registry: Registry, forget: Forget) -> None:
+    pending: list[control.Command] = []
+    while True:
+        try:
+            for command in control.commands_after(store, last):
+                last = command.id
+                pending.append(command)
+            pending = [c for c in pending if not apply(store, c, registry, forget)]
+        except Exception:
+            _LOG.exception("sparkfn control thread: cannot read or apply commands; retrying")
+        time.sleep(POLL_SECONDS)
+
+
+def apply(store: Store, command: control.Command, registry: Registry, forget: Forget) -> bool:
+    """Act on ``command`` for this process's objects; False if some were busy (retry later)."""
+    done = True
+    for key, inst in registry():
+        if (
+            inst.config.fqfn != command.fqfn
+            or inst.instance_id not in command.instances
+            or inst.epoch > command.epoch
+        ):
+            continue
+        if command.command == "cancel":
+            if inst.interrupt is None:
+                inst.interrupt = CancelledError(
+                    f"function {command.fqfn} instance {inst.instance_id}: cancelled"
+                )
+            continue
+        if not inst.lock.acquire(timeout=LOCK_WAIT_SECONDS):
+            done = False  # a task holds it; the task closes it if it fails, else next poll
+            continue
+        try:
+            close_object(store, key, inst, command.command, forget)
+        finally:
+            inst.lock.release()
+    return done
+
+
+def close_object(
+    store: Store,
+    key: tuple[str, str, int],
+    inst: FunctionInstance,
+    why: str,
+    forget: Forget,
+) -> None:
+    """Finish ``inst`` (gracefully for ``graceful_close``) and acknowledge it."""
+    forget(key, inst)
+    error = None
+    try:
+        emitted = inst.finish(graceful=why == "graceful_close")
+        if emitted:
+            append(store, emitted)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        _LOG.exception("function %s: closing instance %s failed", inst.config.fqfn, key[2])
+    if inst.object_id is not None:
+        control.mark_closed(store, inst.object_id, why, error)
+
+
+def append(store: Store, emitted: list[Emitted]) -> None:
+    """Append messages emitted outside a batch, one transaction per topic."""
+    by_topic: dict[str, list[Message]] = {}
+    for item in emitted:
+        by_topic.setdefault(item.topic, []).append(
+            Message(
+                value=item.value,
+                key=item.key,
+                properties=dict(item.properties or {}),
+                event_time=item.event_time,
+            )
+        )
+    for topic, messages in by_topic.items():
+        Producer(store, topic).send_batch(messages)
+
+
+class CancelledError(RuntimeError):
+    """A task interrupted because its function was cancelled."""
