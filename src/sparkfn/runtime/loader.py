@@ -8,18 +8,16 @@ Python worker process.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import json
 import sys
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from sparkfn._usercode import import_file, import_module, resolve_classname
 from sparkfn.api.errors import ConfigError
 from sparkfn.api.function import VECTORIZED_ATTR, SerDe, VectorizedFunction
 from sparkfn.config.function import FunctionConfig
@@ -70,82 +68,21 @@ def _positional_arity(fn: Callable[..., Any]) -> int:
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
-def _import_file(fqfn: str, path: Path) -> ModuleType:
-    if not path.exists():
-        msg = f"function {fqfn}: py file {str(path)!r} does not exist"
-        raise FunctionLoadError(msg)
-    if path.suffix in (".zip", ".whl"):
-        if not zipfile.is_zipfile(path):
-            msg = f"function {fqfn}: py file {str(path)!r} is not a valid zip archive"
-            raise FunctionLoadError(msg)
-        if str(path) not in sys.path:
-            sys.path.insert(0, str(path))
-        return ModuleType("_sparkfn_archive")
-    if path.suffix != ".py":
-        msg = f"function {fqfn}: py file {str(path)!r} must be a .py, .zip or .whl file"
-        raise FunctionLoadError(msg)
-    name = path.stem
-    existing = sys.modules.get(name)
-    if existing is not None and getattr(existing, "__file__", None) == str(path):
-        return existing
-    parent = str(path.parent)
-    if parent not in sys.path:
-        sys.path.insert(0, parent)  # sibling modules of the function import too
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        msg = f"function {fqfn}: cannot load py file {str(path)!r}"
-        raise FunctionLoadError(msg)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        msg = f"function {fqfn}: importing {path.name} failed: {type(exc).__name__}: {exc}"
-        raise FunctionLoadError(msg) from exc
-    return module
-
-
-def _import_module(fqfn: str, name: str) -> ModuleType:
-    try:
-        return importlib.import_module(name)
-    except Exception as exc:
-        msg = f"function {fqfn}: importing module {name!r} failed: {type(exc).__name__}: {exc}"
-        raise FunctionLoadError(msg) from exc
-
-
 def _resolve_target(config: FunctionConfig) -> Any:
     fqfn = config.fqfn
     if config.pulsar_compat and str(COMPAT_DIR) not in sys.path:
         sys.path.insert(0, str(COMPAT_DIR))
     module: ModuleType | None = None
     if config.py:
-        module = _import_file(fqfn, Path(config.py).expanduser().resolve())
+        path = Path(config.py).expanduser().resolve()
+        module = import_file(f"function {fqfn}", path, FunctionLoadError)
     classname = config.classname
     if not classname:
         if module is None or not hasattr(module, "process"):
             msg = f"function {fqfn}: no classname given and {config.py} defines no 'process'"
             raise FunctionLoadError(msg)
         return module.process
-    module_name, _, attr = classname.rpartition(".")
-    if module is not None and module_name in ("", module.__name__):
-        target_module = module
-    elif module_name:
-        target_module = _import_module(fqfn, module_name)
-    else:
-        msg = (
-            f"function {fqfn}: classname {classname!r} must be module.Name when no py file is given"
-        )
-        raise FunctionLoadError(msg)
-    try:
-        return getattr(target_module, attr)
-    except AttributeError:
-        public = sorted(n for n in vars(target_module) if not n.startswith("_"))
-        msg = (
-            f"function {fqfn}: classname {classname!r}: module {target_module.__name__} has no "
-            f"{attr!r} (it defines: {', '.join(public) or 'nothing'})"
-        )
-        raise FunctionLoadError(msg) from None
+    return resolve_classname(f"function {fqfn}", module, classname, FunctionLoadError)
 
 
 def user_function(fqfn: str, target: Any) -> UserFunction:
@@ -254,7 +191,7 @@ class Serde:
 
 def _load_serde(fqfn: str, name: str) -> SerDe:
     module_name, _, attr = name.replace(":", ".").rpartition(".")
-    module = _import_module(fqfn, module_name)
+    module = import_module(f"function {fqfn}", module_name, FunctionLoadError)
     cls = getattr(module, attr, None)
     if cls is None:
         msg = f"function {fqfn}: serde {name!r}: module {module_name} has no {attr!r}"
