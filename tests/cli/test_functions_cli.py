@@ -383,6 +383,7 @@ def test_a_function_that_fails_exits_1_with_the_error(cli: Cli, tmp_path: Path) 
         cli,
         "--py", str(code),
         "--classname", "fails_to_initialize.Broken",
+        "--failure-policy", '{"max_restarts": 0}',
         "--inputs", "in",
         "--subscription-position", "earliest",
         "--until-drained",

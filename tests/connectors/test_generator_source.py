@@ -13,6 +13,7 @@ from connector_probes import finish
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.instances import SourceInstances
 from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.runtime import control
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
@@ -55,6 +56,14 @@ def test_a_bounded_generator_ends_as_a_drain_with_every_record_appended_once(
     assert sorted(values) == sorted(f"message-{i}" for i in range(500))
     stats = group.stats
     assert (stats.received, stats.appended, stats.acked) == (500, 500, 500)
+    # The run is in the store's lifecycle record, like a function's.
+    record = control.read_control(store, "public/default/gen")
+    assert record is not None and record.state == "STOPPED"
+    assert {i: r.state for i, r in record.instances.items()} == {0: "STOPPED", 1: "STOPPED"}
+    moves = [(t["instance"], t["to"]) for t in control.transitions_of(store, "public/default/gen")]
+    for instance in (0, 1):
+        mine = [to for i, to in moves if i == instance]
+        assert mine == ["STARTING", "RUNNING", "STOPPING", "STOPPED"], moves
 
 
 def test_json_values_keys_from_a_template_and_buckets(store: Store) -> None:

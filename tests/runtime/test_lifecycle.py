@@ -278,7 +278,7 @@ def test_replace_instance_restarts_with_backoff_then_escalates(
         failure_policy={"max_restarts": 3, "backoff_initial": 0.2, "restart_window": "10m"},
     )
     run = LocalRun(config, store=lstore, spark=spark).start()
-    with pytest.raises(FunctionFailedError, match="escalated"):
+    with pytest.raises(FunctionFailedError, match="Crash: crash at offset"):
         run.wait(WAIT * 2)
     assert run.run_state == "ERROR"
     transitions = run.transitions()
@@ -366,7 +366,7 @@ def test_a_custom_handler_decides_and_its_choice_is_applied(
         failure_policy={"handler": "failure_handler:handle"},
     )
     run = LocalRun(config, store=lstore, spark=spark).start()
-    with pytest.raises(FunctionFailedError, match="SHUTDOWN_FUNCTION"):
+    with pytest.raises(FunctionFailedError, match="Crash: crash at offset 9"):
         run.wait(WAIT)
     assert run.run_state == "ERROR"  # the handler said SHUTDOWN_FUNCTION; the default would restart
     seen = [json.loads(line) for line in calls.read_text().splitlines()]

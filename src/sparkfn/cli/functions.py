@@ -226,6 +226,16 @@ MaxRecordsPerBatch = Annotated[
     str | None,
     _field("--max-records-per-batch", "Cap on the messages of one micro-batch.", _RUN, "N"),
 ]
+FailurePolicyOption = Annotated[
+    str | None,
+    _field(
+        "--failure-policy",
+        "What happens after an instance dies, as a JSON object: on_failure, on_fatal, "
+        "handler, max_restarts, restart_window, backoff_initial, ... (docs/lifecycle.md).",
+        _RUN,
+        "JSON",
+    ),
+]
 SparkConf = Annotated[
     list[str] | None,
     typer.Option(
@@ -263,6 +273,7 @@ def localrun(
     trigger_interval: TriggerInterval = None,
     max_records_per_batch: MaxRecordsPerBatch = None,
     spark_conf: SparkConf = None,
+    failure_policy: FailurePolicyOption = None,
     input_serde: InputSerde = None,
     output_serde: OutputSerde = None,
     function_config_file: Annotated[
@@ -342,6 +353,7 @@ def localrun(
         "parallelism": parallelism,
         "user_config": user_config,
         "secrets": _json_object(secrets),
+        "failure_policy": _json_object(failure_policy),
         "retain_ordering": retain_ordering,
         "pulsar_compat": pulsar_compat,
         "trigger_interval": trigger_interval,

@@ -15,6 +15,7 @@ follows a death is the failure policy's business: the supervisor's, or
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,10 +30,12 @@ from sparkfn.connectors.runner import (
     SourceStats,
     StopMode,
 )
+from sparkfn.runtime import control
 from sparkfn.store.store import Store
 
 # (instance_id, old state, new state, cause)
 GroupTransitionHook = Callable[[int, str, str, str], None]
+logger = logging.getLogger("sparkfn.connectors")
 
 
 class SourceInstances:
@@ -51,21 +54,41 @@ class SourceInstances:
         on_transition: GroupTransitionHook | None = None,
     ) -> None:
         self.config = config
+        self.store = store
+        self._hook = on_transition
         self.runners = [
             SourceRunner(
                 config,
                 store,
                 instance_id,
                 factory=_bind(factory, instance_id),
-                on_transition=_bind_hook(on_transition, instance_id),
+                on_transition=_bind_hook(self._record, instance_id),
             )
             for instance_id in range(config.parallelism)
         ]
 
     def start(self) -> None:
-        """Start every instance."""
+        """Record the run in the store (as functions' are) and start every instance."""
+        control.begin_run(self.store, self.config.fqn, "source", self.config.parallelism, "started")
         for runner in self.runners:
             runner.start()
+
+    def _record(self, instance_id: int, old: str, new: str, cause: str) -> None:
+        """Every transition goes to the store's lifecycle record, deaths with their cause."""
+        fqn = self.config.fqn
+        try:
+            death = self.runners[instance_id].death if new == "ERROR" else None
+            if death is not None:
+                fatal = death.origin != "connector"
+                control.record_death(self.store, fqn, instance_id, death, fatal=fatal, epoch=0)
+            else:
+                control.set_state(self.store, fqn, new, cause, [instance_id])
+            whole = self.state.value
+            control.set_state(self.store, fqn, whole, cause)
+        except Exception:
+            logger.exception("source %s: recording %s -> %s failed", fqn, old, new)
+        if self._hook is not None:
+            self._hook(instance_id, old, new, cause)
 
     def stop(self, mode: str | StopMode = StopMode.DRAIN, cause: str = "") -> None:
         """Ask every instance to stop (any thread, any number of times)."""

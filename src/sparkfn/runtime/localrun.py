@@ -14,6 +14,7 @@ a worker runs; only the process around it differs.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -100,7 +101,12 @@ class LocalRun:
     def _raise_if_failed(self) -> None:
         record = control.read_control(self.store, self.config.fqfn)
         if record is not None and record.state == control.ERROR:
-            msg = f"function {self.config.fqfn} failed: {record.cause}"
+            deaths = sorted(
+                (r for r in record.instances.values() if r.death is not None),
+                key=lambda r: r.died_at or datetime.min,
+            )
+            why = str(deaths[0].death) if deaths else record.cause
+            msg = f"function {self.config.fqfn} failed: {why}"
             raise FunctionFailedError(msg)
 
     @property

@@ -300,6 +300,8 @@ class FunctionSupervisor:
             stopped = self._wake.wait(delay) and self.stopping is not None
         finally:
             self._lock.acquire()
+        if self._ended.is_set():
+            return  # a stop during the backoff ended the run already
         if stopped or self.stopping is not None:
             self._end(self.stopping or "cancel", "stopped while restarting", graceful=False)
             return
