@@ -123,14 +123,19 @@ def _check_sequences(log: Path, *, graceful: bool) -> dict[str, list[str]]:
     return seen
 
 
-def _wait_processed(log: Path, count: int, timeout: float = WAIT) -> None:
+def _wait_processed(log: Path, count: int, run: LocalRun, timeout: float = WAIT) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         calls = [c for cs in _calls(log).values() for c in cs if c["call"] == "process"]
         if len(calls) >= count:
             return
         time.sleep(0.2)
-    pytest.fail(f"fewer than {count} messages processed within {timeout} s")
+    query = run.query
+    progress = (query.status, query.lastProgress) if query is not None else None
+    pytest.fail(
+        f"fewer than {count} messages processed within {timeout} s: "
+        f"{run.run_state} {run.transitions()} {progress}"
+    )
 
 
 def test_drain_processes_everything_pending_then_shuts_down_gracefully(
@@ -141,7 +146,7 @@ def test_drain_processes_everything_pending_then_shuts_down_gracefully(
     _produce(lstore, values[:100])
     config = _config(log, parallelism=2)
     run = LocalRun(config, store=lstore, spark=spark).start()
-    _wait_processed(log, 20)
+    _wait_processed(log, 20, run)
     _produce(lstore, values[100:])  # pending when the drain is asked: processed too
     # Stop asked twice, concurrently, from two threads: one drain, one close per object.
     threads = [threading.Thread(target=run.drain, args=(WAIT,)) for _ in range(2)]
@@ -182,9 +187,10 @@ def test_suspend_then_start_processes_every_message_exactly_once(
     )
     checkpoint = tmp_path / "checkpoint"
     run = LocalRun(config, store=lstore, spark=spark).start(checkpoint=checkpoint)
-    _wait_processed(log, 40)
+    _wait_processed(log, 40, run)
     assert run.suspend(WAIT)
     assert run.run_state == "SUSPENDED"
+    assert run.status()["unclosedObjects"] == []
     first = [o for o in _outputs(lstore) if not o.startswith("final:")]
     assert 0 < len(first) < len(values), "suspend should stop before the input ends"
     _check_sequences(log, graceful=True)
@@ -207,7 +213,7 @@ def test_cancel_during_a_batch_closes_once_and_skips_graceful_hooks(
     _produce(lstore, [f"m{i}" for i in range(400)])
     config = _config(log, parallelism=2, user_config={"sleep": 0.05})
     run = LocalRun(config, store=lstore, spark=spark).start()
-    _wait_processed(log, 10)  # a batch is in flight: 20 messages x 50 ms
+    _wait_processed(log, 10, run)  # a batch is in flight: 20 messages x 50 ms
     threads = [threading.Thread(target=run.cancel, args=(WAIT,)) for _ in range(2)]
     for t in threads:
         t.start()
@@ -231,7 +237,7 @@ def test_fatal_from_a_function_thread_terminates_within_10_s_without_restart(
         user_config={"fatal_trigger": str(trigger), "sleep": 0.02},
     )
     run = LocalRun(config, store=lstore, spark=spark).start()
-    _wait_processed(log, 10)
+    _wait_processed(log, 10, run)
     trigger.touch()
     with pytest.raises(FunctionFailedError, match="ValueError: boom"):
         run.wait(WAIT)

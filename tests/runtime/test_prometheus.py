@@ -21,7 +21,8 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.runtime.prometheus import FunctionMetricsCollector, metric_name, serve_metrics
 from sparkfn.runtime.stats import InstanceStats
-from sparkfn.runtime.status import InstanceRunInfo, RunInfo
+from sparkfn.api.lifecycle import DeathCause
+from sparkfn.runtime import control
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.producer import Producer
@@ -83,11 +84,9 @@ def _stats(
     return stats
 
 
-def _registry(
-    store: Store, config: FunctionConfig, run: RunInfo | None = None
-) -> CollectorRegistry:
+def _registry(store: Store, config: FunctionConfig) -> CollectorRegistry:
     registry = CollectorRegistry()
-    registry.register(FunctionMetricsCollector(store, config, run))
+    registry.register(FunctionMetricsCollector(store, config))
     return registry
 
 
@@ -106,8 +105,13 @@ def test_committed_stats_are_exposed_per_instance_with_pulsar_names(store: Store
         )
     with store.write() as conn:
         commit_stats(conn, fqfn, [(0, _stats(5, 5, 0, 0, 0, 1.0, 3_000, {"score": [-2.0]}))])
-    run = RunInfo({0: InstanceRunInfo(restarts=2), 1: InstanceRunInfo(), 2: InstanceRunInfo()})
-    registry = _registry(store, config, run)
+    # The run's lifecycle record: instance 0 restarted twice, instance 1 died of a fatal error.
+    epoch = control.begin_run(store, fqfn, "function", 3, "started")
+    control.count_restart(store, fqfn, [0])
+    control.count_restart(store, fqfn, [0])
+    boom = DeathCause("ValueError", "boom", "", "fatal", "worker")
+    control.record_death(store, fqfn, 1, boom, fatal=True, epoch=epoch)
+    registry = _registry(store, config)
 
     def value(name: str, instance: int) -> float | None:
         return registry.get_sample_value(name, _labels(instance, config))
@@ -119,6 +123,7 @@ def test_committed_stats_are_exposed_per_instance_with_pulsar_names(store: Store
         "sparkfn_function_system_exceptions_total": (0, 1, 0),
         "sparkfn_function_dead_lettered_total": (1, 0, 0),
         "sparkfn_function_restarts_total": (2, 0, 0),
+        "sparkfn_function_fatal_exceptions_total": (0, 1, 0),
         "sparkfn_function_process_latency_ms_sum": (5.0, 2.0, 0),
         "sparkfn_function_process_latency_ms_count": (13, 4, 0),
         "sparkfn_function_last_invocation": (3_000, 2_000, 0),
@@ -242,7 +247,7 @@ def test_a_real_run_shows_on_the_endpoint(spark: object, data_dir: Path, tmp_pat
         )
         with (
             LocalRun(config, store=store, spark=spark) as run,
-            serve_metrics(0, store, config, run=run.run, addr="127.0.0.1") as server,
+            serve_metrics(0, store, config, addr="127.0.0.1") as server,
         ):
             run.start(until_drained=True)
             assert run.wait(timeout=180), "the run did not drain within 180 s"
