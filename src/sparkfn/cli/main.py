@@ -6,6 +6,7 @@
     sparkfn topics produce orders -m '{"id": 1}' --key alice
     sparkfn topics consume orders --subscription audit --json
     sparkfn sources localrun --source-type generator --output orders --source-config '{"count": 10}'
+    sparkfn sinks localrun --sink-type file --inputs orders --configs '{"path": "/tmp/orders.jsonl"}'
 
 Global options (``--data-dir``, ``--store-url``) come before the command and
 default to ``SPARKFN_DATA_DIR`` / ``SPARKFN_STORE_URL``. Every error sparkfn
@@ -27,6 +28,7 @@ import typer
 from sparkfn.api.errors import SparkfnError
 from sparkfn.cli.context import StoreOptions, report_error
 from sparkfn.cli.functions import functions_app
+from sparkfn.cli.sinks import sinks_app
 from sparkfn.cli.sources import sources_app
 from sparkfn.cli.topics import topics_app
 from sparkfn.config.settings import DATA_DIR_ENV, STORE_URL_ENV
@@ -41,6 +43,7 @@ app = typer.Typer(
 app.add_typer(topics_app, name="topics")
 app.add_typer(functions_app, name="functions")
 app.add_typer(sources_app, name="sources")
+app.add_typer(sinks_app, name="sinks")
 
 
 @app.callback()

@@ -1,0 +1,369 @@
+"""``sparkfn sinks``: run a sink.
+
+::
+
+    sparkfn sinks localrun --sink-type file --inputs orders \\
+        --configs '{"path": "/data/orders-{instance}.jsonl"}' --parallelism 2
+    sparkfn sinks localrun --py archive.py --inputs raw --subscription-position earliest \\
+        --until-drained --json-status
+    sparkfn sinks localrun --sink-config-file archive.yaml --sigterm suspend
+
+``localrun`` runs the sink's Spark query in this process, on ``local[*]`` or
+``--spark-master``: the sink runs as a function whose only object is the
+sink (:mod:`sparkfn.connectors.sink_runtime`). The flags are the fields of
+the sink config (Pulsar's names, kebab-case; ``--configs`` is also
+``--sink-config``); with ``--sink-config-file`` they override the file. The
+config, the input topics and the sink's code are checked before Spark starts.
+
+Stopping: SIGTERM stops the way ``--sigterm`` says (default ``drain``); the
+first Ctrl+C drains, the next stop signal cancels, one more gives up
+waiting. With ``--until-drained`` the command ends when the input present at
+start is written. It exits 0 when the sink stopped cleanly, and 1 with one
+``error [connector_failed]`` line naming the sink and the exception when it
+died (an exception from the sink, or ``context.fatal``).
+
+While it runs, the same table of per-instance counts as ``functions
+localrun`` refreshes on stderr (``PROCESSED`` counts records written);
+stdout only carries ``--json-status``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+from sparkfn.cli.context import open_store
+from sparkfn.cli.functions import (
+    REFRESH_SECONDS,
+    SPARK_MASTER_ENV,
+    _display,
+    _enum_value,
+    _note,
+    _split_topics,
+    _start_spark,
+    _stop_spark,
+)
+from sparkfn.cli.sources import STOP_MODES, _derived_name, _object, _peek_yaml, _StopSignals
+
+if TYPE_CHECKING:
+    from sparkfn.config.connector import SinkConfig
+    from sparkfn.connectors.sink_runtime import SinkRun
+
+sinks_app = typer.Typer(name="sinks", help="Run sinks.", no_args_is_help=True)
+
+_SINK = "Sink"
+_INPUT = "Input"
+_RUN = "Run"
+_INTEGER_FIELDS = ("parallelism", "max_records_per_batch")
+
+
+def _field(flag: str, help_text: str, panel: str, metavar: str | None = None) -> Any:
+    return typer.Option(flag, help=help_text, rich_help_panel=panel, metavar=metavar)
+
+
+# Fields are taken as text and validated by SinkConfig, so that every bad
+# value is reported the same way: the sink, the field, the problem, the value.
+Tenant = Annotated[str | None, _field("--tenant", "Tenant (default public).", _SINK, "NAME")]
+Namespace = Annotated[
+    str | None, _field("--namespace", "Namespace (default default).", _SINK, "NAME")
+]
+Name = Annotated[
+    str | None,
+    _field(
+        "--name",
+        "Sink name (default: the last part of --classname, the --py file's name, "
+        "else the --sink-type).",
+        _SINK,
+        "NAME",
+    ),
+]
+SinkType = Annotated[
+    str | None,
+    _field("--sink-type", "A built-in sink: file, postgres or stdout.", _SINK, "TYPE"),
+]
+Py = Annotated[str | None, _field("--py", "The sink's .py file (or .zip/.whl).", _SINK, "PATH")]
+Classname = Annotated[
+    str | None,
+    _field(
+        "--classname",
+        "module.Name of the Sink class (default: the one the --py file defines).",
+        _SINK,
+        "MODULE.NAME",
+    ),
+]
+Configs = Annotated[
+    str | None,
+    typer.Option(
+        "--configs",
+        "--sink-config",
+        help="The sink's configs (what open() receives), a JSON or YAML object.",
+        rich_help_panel=_SINK,
+        metavar="JSON",
+    ),
+]
+Secrets = Annotated[
+    str | None, _field("--secrets", "Secrets as a JSON object of strings.", _SINK, "JSON")
+]
+Inputs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--inputs",
+        help="Input topics, comma-separated; may be repeated.",
+        rich_help_panel=_INPUT,
+        metavar="TOPICS",
+    ),
+]
+SubscriptionPosition = Annotated[
+    str | None,
+    _field(
+        "--subscription-position",
+        "Where a new subscription starts: earliest (default) or latest.",
+        _INPUT,
+        "POSITION",
+    ),
+]
+ProcessingGuarantees = Annotated[
+    str | None,
+    _field(
+        "--processing-guarantees",
+        "at_least_once, at_most_once or effectively_once (Pulsar's ATLEAST_ONCE too).",
+        _INPUT,
+        "GUARANTEE",
+    ),
+]
+Parallelism = Annotated[
+    str | None, _field("--parallelism", "Number of instances (1 to 256).", _RUN, "N")
+]
+MaxRecordsPerBatch = Annotated[
+    str | None,
+    _field("--max-records-per-batch", "Cap on the records of one micro-batch.", _RUN, "N"),
+]
+TriggerInterval = Annotated[
+    str | None,
+    _field(
+        "--trigger-interval",
+        "Time between micro-batches: 500ms, 2s, 1m (default: as fast as possible).",
+        _RUN,
+        "DURATION",
+    ),
+]
+FailurePolicyOption = Annotated[
+    str | None,
+    _field(
+        "--failure-policy",
+        "What happens after an instance dies, as a JSON object: on_failure, on_fatal, "
+        "handler, max_restarts, ... (docs/lifecycle.md).",
+        _RUN,
+        "JSON",
+    ),
+]
+
+
+@sinks_app.command("localrun")
+def localrun(
+    ctx: typer.Context,
+    tenant: Tenant = None,
+    namespace: Namespace = None,
+    name: Name = None,
+    sink_type: SinkType = None,
+    py: Py = None,
+    classname: Classname = None,
+    configs: Configs = None,
+    secrets: Secrets = None,
+    inputs: Inputs = None,
+    subscription_position: SubscriptionPosition = None,
+    processing_guarantees: ProcessingGuarantees = None,
+    parallelism: Parallelism = None,
+    max_records_per_batch: MaxRecordsPerBatch = None,
+    trigger_interval: TriggerInterval = None,
+    failure_policy: FailurePolicyOption = None,
+    sink_config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--sink-config-file",
+            help="YAML sink config (Pulsar's camelCase keys too); flags override it.",
+            rich_help_panel=_SINK,
+            metavar="PATH",
+        ),
+    ] = None,
+    until_drained: Annotated[
+        bool,
+        typer.Option(
+            "--until-drained",
+            help="Write what the inputs hold now, then stop (exit 1 if the sink failed).",
+            rich_help_panel=_RUN,
+        ),
+    ] = False,
+    sigterm: Annotated[
+        str,
+        typer.Option(
+            "--sigterm",
+            help="How SIGTERM stops the sink: drain, suspend or cancel.",
+            rich_help_panel=_RUN,
+            metavar="MODE",
+        ),
+    ] = "drain",
+    spark_master: Annotated[
+        str,
+        typer.Option(
+            "--spark-master",
+            envvar=SPARK_MASTER_ENV,
+            show_envvar=True,
+            help="Spark master URL.",
+            rich_help_panel=_RUN,
+            metavar="URL",
+        ),
+    ] = "local[*]",
+    json_status: Annotated[
+        bool,
+        typer.Option(
+            "--json-status",
+            help="Print the final status (Pulsar-shaped JSON, per instance) on stdout.",
+            rich_help_panel=_RUN,
+        ),
+    ] = False,
+) -> None:
+    """Run a sink in this process until it is stopped (or, with --until-drained, until done)."""
+    mode = sigterm.strip().lower()
+    if mode not in STOP_MODES:
+        msg = f"{sigterm!r} is not one of: {', '.join(STOP_MODES)}"
+        raise typer.BadParameter(msg, param_hint="'--sigterm'")
+    fields: dict[str, Any] = {
+        "tenant": tenant,
+        "namespace": namespace,
+        "name": name,
+        "sink_type": sink_type,
+        "py": py,
+        "classname": classname,
+        "configs": _object(configs),
+        "secrets": _object(secrets),
+        "inputs": _split_topics(inputs),
+        "subscription_position": subscription_position,
+        "processing_guarantees": processing_guarantees,
+        "parallelism": parallelism,
+        "max_records_per_batch": max_records_per_batch,
+        "trigger_interval": trigger_interval,
+        "failure_policy": _object(failure_policy),
+    }
+    config = build_config(fields, sink_config_file)
+    from sparkfn.connectors.sink_runtime import SinkRun, validate_sink
+
+    with open_store(ctx) as store:
+        # Fail before paying for a JVM: a missing topic, code that does not load.
+        validate_sink(store, config)
+        run = SinkRun(config, store=store, spark_master=spark_master)
+        status, failure = _run(run, mode, until_drained=until_drained)
+    if json_status:
+        sys.stdout.write(json.dumps(status) + "\n")
+        sys.stdout.flush()
+    if failure is not None:
+        raise failure
+
+
+def build_config(fields: dict[str, Any], config_file: Path | None) -> SinkConfig:
+    """The sink config from flags and, under them, the YAML file.
+
+    Without a name, the sink is named after the last part of its class name,
+    else its file, else its built-in type.
+    """
+    from sparkfn.config.connector import SinkConfig
+    from sparkfn.config.function import ProcessingGuarantee, SubscriptionPosition
+
+    fields = {k: v for k, v in fields.items() if v is not None}
+    for key in _INTEGER_FIELDS:
+        value = fields.get(key)
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            # A number reads as one in the error: "(got 0)", not "(got '0')".
+            fields[key] = int(value)
+    for key, enum in (
+        ("processing_guarantees", ProcessingGuarantee),
+        ("subscription_position", SubscriptionPosition),
+    ):
+        if key in fields:
+            fields[key] = _enum_value(fields[key], {e.value for e in enum})
+    if not fields.get("name"):
+        from_file = _peek_yaml(config_file) if config_file else {}
+        if not from_file.get("name"):
+            derived = _derived_name(
+                fields.get("classname") or from_file.get("classname") or from_file.get("className"),
+                fields.get("py") or from_file.get("py"),
+                fields.get("sink_type") or from_file.get("sink_type") or from_file.get("sinkType"),
+            )
+            if derived:
+                fields["name"] = derived
+    if config_file is not None:
+        config: SinkConfig = SinkConfig.from_yaml(config_file, **fields)
+    else:
+        config = SinkConfig.build(**fields)
+    if config.py:
+        config = config.model_copy(update={"py": str(Path(config.py).expanduser().resolve())})
+    return config
+
+
+def _run(
+    run: SinkRun, sigterm_mode: str, *, until_drained: bool
+) -> tuple[dict[str, Any], Exception | None]:
+    """Run the sink until it ends; signals stop it. The final status and the failure, if any."""
+    from sparkfn.api.errors import ConnectorFailedError, SparkfnError
+
+    sink = run.sink
+    signals = _StopSignals(sigterm_mode)
+    failure: Exception | None = None
+    display: Any = None
+    with ExitStack() as stack:
+        signals.install()
+        stack.callback(signals.restore)
+        what = sink.sink_type or sink.classname or sink.py
+        _note(
+            f"starting sink {sink.fqn} ({what}) on {run.spark_master}: "
+            f"{', '.join(sink.inputs)} -> {what}"
+        )
+        try:
+            try:
+                spark = _start_spark(run.local)
+            except SparkfnError as exc:
+                text = str(exc).replace(f"function {run.config.fqfn}", f"sink {sink.fqn}", 1)
+                raise SparkfnError(text) from exc
+            stack.callback(_stop_spark, spark)
+        except KeyboardInterrupt:
+            # Ctrl+C while pyspark's own handler was in place (the JVM was starting).
+            signals.requests.append(("drain", "SIGINT"))
+        # Creating the SparkContext installed pyspark's SIGINT handler; take SIGINT back.
+        signals.install()
+        stack.callback(run.cancel)  # whatever happens below, nothing keeps running
+        if signals.requests:
+            _note(f"stopped sink {sink.fqn} before it started ({signals.requests[0][1]})")
+            return run.status(), None
+        try:
+            run.start(until_drained=until_drained)
+            display = _display(Console(stderr=True, highlight=False), run.config)
+            stack.callback(display.close, None)
+            _watch(run, signals, display)
+        except ConnectorFailedError as exc:
+            failure = exc
+        status = run.status()
+        if display is not None:
+            display.close(status)
+    if signals.requests and failure is None:
+        _note(f"stopped sink {sink.fqn} ({', '.join(n for _, n in signals.requests)})")
+    return status, failure
+
+
+def _watch(run: SinkRun, signals: _StopSignals, display: Any) -> None:
+    """Refresh the display until the run ends (raises if it failed); act on stop signals."""
+    acted = 0
+    while not run.wait(timeout=0):
+        signals.wake.wait(REFRESH_SECONDS)
+        signals.wake.clear()
+        while acted < len(signals.requests):
+            mode, name = signals.requests[acted]
+            acted += 1
+            _note(f"stopping sink {run.sink.fqn}: {mode} ({name})")
+            run.stop(mode, timeout=0)
+        display.update(run.status())
