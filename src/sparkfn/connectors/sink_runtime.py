@@ -325,7 +325,7 @@ class SinkFunction(Function, GracefulShutdown):
         if call is not None and self.sink_config is not None:
             _note(exc, self.sink_config, call)
         if self.context is not None:
-            self.context.fatal(exc)
+            self.context.fatal(exc, "connector")  # type: ignore[call-arg]
         raise exc
 
 
@@ -375,6 +375,7 @@ class SinkRun:
             store_url=store_url,
             spark_master=spark_master,
             spark=spark,
+            kind="sink",
         )
 
     @property

@@ -175,9 +175,13 @@ class InstanceContext(Context):
         self._logger.parent = logging.getLogger("sparkfn.function")
         self._logger.addHandler(_LogCapture(instance))
 
-    def fatal(self, exc: BaseException) -> None:
-        """Terminate this instance with ``exc`` (PIP-297); see :meth:`Context.fatal`."""
-        self._inst.fatal(exc)
+    def fatal(self, exc: BaseException, origin: str = "fatal") -> None:
+        """Terminate this instance with ``exc`` (PIP-297); see :meth:`Context.fatal`.
+
+        ``origin`` is stored with the death: ``"fatal"`` for ``context.fatal``,
+        ``"connector"`` for an exception a connector raised.
+        """
+        self._inst.fatal(exc, origin)
 
     # internal: binding to the current message
     def bind(self, rows: InputRows | None, index: int) -> None:
@@ -455,7 +459,11 @@ class FunctionInstance:
         self.context.bind(None, -1)
         hook = self.user.hook("sparkfn_end_task")
         if hook is not None:
+            self.pending_metrics.clear()
             hook()
+            for name, metric in self.pending_metrics:
+                self.stats.record_metric(name, metric)
+            self.pending_metrics.clear()
         self.task_thread = None
         return TaskResult(self.instance_id, self.take_output(), self.state.drain(), self.stats)
 
@@ -652,7 +660,7 @@ class FunctionInstance:
         if self.interrupt is not None:
             raise self.interrupt
 
-    def fatal(self, exc: BaseException) -> None:
+    def fatal(self, exc: BaseException, origin: str = "fatal") -> None:
         """``context.fatal(exc)``: terminate the instance, from any thread (PIP-297).
 
         The first call records the death (through ``on_fatal``) and logs it at
@@ -660,7 +668,7 @@ class FunctionInstance:
         thread, else at its next batch boundary.
         """
         thread = threading.current_thread().name
-        cause = DeathCause.from_exception(exc, "fatal", thread)
+        cause = DeathCause.from_exception(exc, origin, thread)
         error = FatalError(
             f"function {self.config.fqfn} instance {self.instance_id} terminated by "
             f"context.fatal in thread {thread!r}: {cause}"

@@ -43,8 +43,10 @@ class LocalRun:
         store_url: str | None = None,
         spark_master: str = "local[*]",
         spark: Any = None,
+        kind: str = "function",
     ) -> None:
         self.config = config
+        self.kind = kind
         self._own_store = store is None
         self.store = store or Store.open(store_url, data_dir)
         self.spark_master = spark_master
@@ -69,7 +71,7 @@ class LocalRun:
             # Fail on bad topics or code before paying for a JVM.
             validate(self.store, self.config)
         except Exception as exc:
-            control.begin_run(self.store, self.config.fqfn, "function", self.config.parallelism, "")
+            control.begin_run(self.store, self.config.fqfn, self.kind, self.config.parallelism, "")
             ids = [control.FUNCTION, *range(self.config.parallelism)]
             control.set_state(self.store, self.config.fqfn, control.ERROR, str(exc), ids)
             raise
@@ -85,6 +87,7 @@ class LocalRun:
             self.config,
             start_query,
             lambda: resolve_inputs(self.store, self.config),
+            kind=self.kind,
         )
         self.supervisor.start(until_drained=until_drained)
         return self

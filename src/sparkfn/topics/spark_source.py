@@ -295,9 +295,16 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """
         if self.claim_id is not None and start != end and self._is_replay(end):
             return []
-        live = self._live(self._control())
+        control = self._control()
+        live = self._live(control)
         if end.get(FINAL_KEY, 0) > start.get(FINAL_KEY, 0):
-            return [FinalMarker(i) for i in (live if live is not None else [0])]
+            # A final batch replayed by a later run (its stop is over) is empty.
+            current = (
+                control is not None
+                and control.stop_mode in ("drain", "suspend")
+                and control.final_seq == end[FINAL_KEY]
+            )
+            return [FinalMarker(i) for i in (live or [0])] if current else []
         spans = []
         for topic in self.topics:
             for part in range(topic.partitions):
