@@ -87,6 +87,14 @@ def _written(tmp_path: Path) -> list[dict[str, Any]]:
     return lines
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def _check_objects(tmp_path: Path, *, graceful: bool) -> dict[str, list[str]]:
     """Per object: open first and once, close once and last, hooks only when graceful."""
     seen = {}
@@ -94,8 +102,13 @@ def _check_objects(tmp_path: Path, *, graceful: bool) -> dict[str, list[str]]:
         names = [c["call"] for c in calls]
         seen[obj] = names
         assert names[0] == "open" and names.count("open") == 1, (obj, names)
-        assert names.count("close") == 1, (obj, names)
-        assert names[-1] == "close", f"a call after close(): {obj} {names}"
+        assert names.count("close") <= 1, (obj, names)
+        if _alive(calls[0]["pid"]):
+            # Spark kills the other Python workers of a failing task (e.g. the
+            # source reader's); objects there die with their process unclosed.
+            assert names.count("close") == 1, (obj, names)
+        if "close" in names:
+            assert names[-1] == "close", f"a call after close(): {obj} {names}"
         assert set(names) <= {"open", "write", "flush", "prepare_to_shutdown", "shutdown", "close"}
         hooks = [n for n in names if n in ("prepare_to_shutdown", "shutdown")]
         if graceful:
