@@ -120,7 +120,8 @@ def instance_for(
 
         inst = FunctionInstance(config, instance_id, load_function(config), schema_of, version)
         inst.epoch = epoch
-        inst.on_fatal = _death_recorder(store, config.fqfn, instance_id, epoch)
+        inst.store_key = (store.url, str(store.data_dir))
+        inst.on_fatal = _death_recorder(store, inst)
         inst.object_id = control.register_object(store, config.fqfn, instance_id, epoch)
         with _REGISTRY_LOCK:
             _INSTANCES[key] = inst
@@ -129,11 +130,10 @@ def instance_for(
     return inst
 
 
-def _death_recorder(
-    store: Store, fqfn: str, instance_id: int, epoch: int
-) -> Callable[[DeathCause], None]:
+def _death_recorder(store: Store, inst: FunctionInstance) -> Callable[[DeathCause], None]:
     def record(cause: DeathCause) -> None:
-        control.record_death(store, fqfn, instance_id, cause, fatal=True, epoch=epoch)
+        fqfn, instance_id = inst.config.fqfn, inst.instance_id
+        control.record_death(store, fqfn, instance_id, cause, fatal=True, epoch=inst.epoch)
 
     return record
 
@@ -249,6 +249,7 @@ def _enter(
         inst = instance_for(config, instance_id, store, version, epoch)
         inst.lock.acquire()
         if not inst.closed:
+            inst.epoch = max(inst.epoch, epoch)  # an object kept across a restart
             break
         inst.lock.release()  # closed by the control thread meanwhile: take a fresh one
     try:

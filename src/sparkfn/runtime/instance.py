@@ -390,6 +390,7 @@ class FunctionInstance:
         self.lock = threading.RLock()
         self.epoch = 0  # the query epoch the object was created in
         self.object_id: int | None = None  # its row in function_objects
+        self.store_key: tuple[str, str] | None = None  # (url, data dir) it was created for
         self.task_thread: int | None = None
         self.interrupt: BaseException | None = None
         self.on_fatal: Callable[[DeathCause], None] | None = None

@@ -275,8 +275,9 @@ class FunctionSupervisor:
                     cause.thread,
                 )
         if response in (Response.SHUTDOWN_FUNCTION, Response.SHUTDOWN_WORKER):
-            self._close_objects("close", self._all())
+            # The query is stopped: the function is terminated now; closing follows.
             self._set_all(control.ERROR, f"{response.value}: {cause}")
+            self._close_objects("close", self._all())
             self._ended.set()
             if response is Response.SHUTDOWN_WORKER and self.on_worker_shutdown is not None:
                 self.on_worker_shutdown(failure)

@@ -15,7 +15,9 @@ acts on this process's objects:
 
 Each close is acknowledged by marking the object closed in the store, so the
 supervisor knows every object was closed or can name those that were not.
-Calls hold the object's lock, so they never overlap a task's calls.
+Calls hold the object's lock, so they never overlap a task's calls. A
+thread whose process holds no object of its store any more ends after a few
+seconds (and releases its connections); the next object starts a new one.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from sparkfn.topics.producer import Producer
 
 POLL_SECONDS = 0.2
 LOCK_WAIT_SECONDS = 0.2
+IDLE_POLLS = 25  # a thread with no objects left for its store ends after 5 s
 
 _LOG = logging.getLogger("sparkfn.workerctl")
 _started: dict[tuple[str, str, int], threading.Thread] = {}
@@ -63,6 +66,8 @@ def ensure_started(store: Store, registry: Registry, forget: Forget) -> None:
 
 def _loop(store: Store, last: int, registry: Registry, forget: Forget) -> None:
     pending: list[control.Command] = []
+    key = (store.url, str(store.data_dir), os.getpid())
+    idle = 0
     while True:
         try:
             for command in control.commands_after(store, last):
@@ -71,7 +76,20 @@ def _loop(store: Store, last: int, registry: Registry, forget: Forget) -> None:
             pending = [c for c in pending if not apply(store, c, registry, forget)]
         except Exception:
             _LOG.exception("sparkfn control thread: cannot read or apply commands; retrying")
+        idle = 0 if pending or _has_objects(store, registry) else idle + 1
+        if idle >= IDLE_POLLS:
+            with _start_lock:  # ensure_started() registers objects before it looks here
+                if not _has_objects(store, registry):
+                    del _started[key]
+                    store.engine.dispose()  # idle workers keep no connections
+                    return
+            idle = 0
         time.sleep(POLL_SECONDS)
+
+
+def _has_objects(store: Store, registry: Registry) -> bool:
+    origin = (store.url, str(store.data_dir))
+    return any(inst.store_key == origin for _, inst in registry())
 
 
 def apply(store: Store, command: control.Command, registry: Registry, forget: Forget) -> bool:
