@@ -8,11 +8,23 @@ its own schema for ``store_url``, selected through libpq's
 ``options=-csearch_path=...`` so that the store's unqualified table names land
 there. Without a server the PostgreSQL cases are skipped, except under
 ``CI=true`` where they fail: CI must never pass by skipping.
+
+Two things here are about wall time only, not about what is tested:
+
+* Every JVM of the run (this process's SparkSession, crash-test children,
+  ``sparkfn functions localrun`` subprocesses) starts with the JIT's first
+  tier only and the serial GC, and every Spark Python worker imports pyspark
+  from the venv's compiled modules instead of ``pyspark.zip``: see
+  :func:`_quick_spark_env`.
+* Under xdist, tests marked ``long_running`` start first: see
+  :func:`pytest_collection_modifyitems`.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +37,83 @@ from sparkfn.store.store import Store
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432/test"
 BACKENDS = ["sqlite", "postgresql"]
+
+# A test JVM lives for seconds to minutes and runs tiny batches: compiling
+# hot code with C2 and running parallel GC threads cost more CPU than they
+# save (about a third of a child JVM's CPU on the two-core test machine).
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def _spark_home_without_zip(spark_home: Path, into: Path) -> Path:
+    """A copy of ``spark_home`` made of symlinks, minus ``python/lib/pyspark.zip``.
+
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python
+    worker's path. zipimport keeps no bytecode, so each new worker (and each
+    of the data source's planning and commit processes) compiles pyspark
+    from source, and every task's ``importlib.invalidate_caches()`` re-reads
+    the zip's 1,500-entry index: about half the CPU of a crash-test child.
+    Without the zip, workers import the same pyspark from the venv, where
+    pip installed it with its compiled modules.
+    """
+    for entry in spark_home.iterdir():
+        if entry.name != "python":
+            (into / entry.name).symlink_to(entry)
+    for entry in (spark_home / "python").iterdir():
+        if entry.name != "lib":
+            (into / "python").mkdir(exist_ok=True)
+            (into / "python" / entry.name).symlink_to(entry)
+    (into / "python" / "lib").mkdir(parents=True)
+    for entry in (spark_home / "python" / "lib").iterdir():
+        if entry.name != "pyspark.zip":
+            (into / "python" / "lib" / entry.name).symlink_to(entry)
+    return into
+
+
+def _quick_spark_env(tmp: Path) -> None:
+    """Set the environment every Spark of the run inherits (see the module docstring).
+
+    Only for the pip-installed pyspark: a ``SPARK_HOME`` set by the user
+    (another Spark) and their ``SPARK_SUBMIT_OPTS`` are left alone.
+    """
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
+    if "SPARK_HOME" not in os.environ:
+        import pyspark
+
+        installed = Path(pyspark.__file__).parent
+        if (installed / "python" / "lib" / "pyspark.zip").exists():
+            os.environ["SPARK_HOME"] = str(_spark_home_without_zip(installed, tmp))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    home = Path(tempfile.mkdtemp(prefix="sparkfn-test-spark-home-"))
+    config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
+    _quick_spark_env(home)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, list the ``long_running`` tests first, longest first, each before a short one.
+
+    With ``--maxschedchunk=1`` (pyproject.toml) an xdist worker holds two
+    tests, the one it runs and the next, and is sent one more each time it
+    finishes one. Listed so, every long test starts on the first worker that
+    frees up; left where its module puts it, a long test that starts last
+    keeps the whole run waiting for it. Each worker collects the same order.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+
+    def seconds(item: pytest.Item) -> float:
+        marker = item.get_closest_marker("long_running")
+        return float(marker.args[0]) if marker is not None else 0.0
+
+    long = sorted((i for i in items if seconds(i) > 0), key=seconds, reverse=True)
+    short = [i for i in items if seconds(i) == 0]
+    ordered: list[pytest.Item] = []
+    for index, item in enumerate(long):
+        ordered.append(item)
+        ordered.extend(short[index : index + 1])
+    ordered.extend(short[len(long) :])
+    items[:] = ordered
 
 
 def _pg_schema_url(schema: str) -> str:

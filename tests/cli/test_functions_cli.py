@@ -285,6 +285,7 @@ def test_a_busy_metrics_port_is_one_error_line(cli: Cli) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long_running(25)
 def test_localrun_until_drained_processes_everything_and_reports_status(cli: Cli) -> None:
     _topics(cli, "in", "out")
     values = [f"hello {i}" for i in range(30)]
@@ -326,6 +327,7 @@ def test_localrun_until_drained_processes_everything_and_reports_status(cli: Cli
 
 
 @pytest.mark.slow
+@pytest.mark.long_running(25)
 def test_localrun_from_a_yaml_file_with_a_dead_letter_topic(cli: Cli, tmp_path: Path) -> None:
     _topics(cli, "words", "upper", "rejected")
     values = ["ok 1", "bad 1", "ok 2", "ok 3", "bad 2"]
@@ -373,6 +375,7 @@ def test_localrun_from_a_yaml_file_with_a_dead_letter_topic(cli: Cli, tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.long_running(25)
 def test_a_function_that_fails_exits_1_with_the_error(cli: Cli, tmp_path: Path) -> None:
     _topics(cli, "in")
     _produce(cli, "in", ["a", "b"])
@@ -425,6 +428,7 @@ def _scrape(port: int) -> dict[tuple[str, str], float]:
 
 
 @pytest.mark.slow
+@pytest.mark.long_running(25)
 def test_a_long_run_serves_metrics_and_stops_cleanly_on_ctrl_c(cli: Cli) -> None:
     _topics(cli, "in", "out")
     _produce(cli, "in", [f"m{i}" for i in range(12)])

@@ -3,9 +3,12 @@
 One child process (``localrun_child.py``: LocalRun on one JVM) runs three
 copies of a counting function over the same pre-filled topic, one per
 guarantee (``eo``, ``alo``, ``amo``), each with its own output topic,
-checkpoint and state. The child's process group is SIGKILLed twice in the
-middle of the stream and restarted on the same data until the input is
-drained; then outputs, counters and stats are counted.
+checkpoint and state. The child's process group is SIGKILLed in the middle
+of the stream, twice (a child per kill), and the three are restarted on the
+same data until the input is drained; then outputs, counters and stats are
+counted. The last restart, which is not killed, runs on the test's own
+SparkSession: a driver that has never seen these queries, like a third
+child, without paying for a third JVM.
 
 The input: 2 partitions x 400 messages, ``max_records_per_batch=100``, so
 batch ``b`` is offsets ``[50b, 50b+50)`` of each partition (batches 0..7).
@@ -22,7 +25,7 @@ run  how it ends                                         each function at the ki
      then its sink commits batch 3 and the hook kills    eo, alo: batch 2 in flight, uncommitted
 2    alo, amo hold inside batch 5; eo waits for them,    eo: batch 5 committed, not recorded;
      then its sink commits batch 5 and the hook kills    alo, amo: batch 5 in flight, uncommitted
-3    runs to the end
+3    runs to the end (in the test process)
 ===  ==================================================  ======================================
 
 Asserted: ``effectively_once`` has every output and counter increment
@@ -37,6 +40,7 @@ replay after the restart is recognised and planned empty.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import signal
@@ -47,6 +51,8 @@ from typing import Any
 
 import pytest
 
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.status import function_status
 from sparkfn.state.store import all_state
 from sparkfn.store.store import Store
@@ -67,7 +73,7 @@ SLICE = PER_BATCH // PARTITIONS
 GUARANTEES = {"eo": "effectively_once", "alo": "at_least_once", "amo": "at_most_once"}
 CHILD_TIMEOUT = 240.0
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long_running(90)]
 
 
 def _value(partition: int, offset: int) -> str:
@@ -226,7 +232,21 @@ def _counts(store: Store) -> dict[str, int]:
     return {name: sum(_outputs(store, name).values()) for name in GUARANTEES}
 
 
-def test_guarantees_survive_sigkill(store: Store, tmp_path: Path) -> None:
+def _run_to_end(spark: Any, store: Store) -> None:
+    """Restart the three functions on ``spark`` and drain the input."""
+    with contextlib.ExitStack() as runs:
+        started = [
+            runs.enter_context(
+                LocalRun(FunctionConfig.build(**_config_fields(n, {})), store=store, spark=spark)
+            ).start(until_drained=True)
+            for n in GUARANTEES
+        ]
+        for run in started:
+            drained = run.wait(timeout=CHILD_TIMEOUT)  # raises if the function failed
+            assert drained, f"{run.config.fqfn} did not drain within {CHILD_TIMEOUT} s"
+
+
+def test_guarantees_survive_sigkill(spark: Any, store: Store, tmp_path: Path) -> None:
     _fill(store)
 
     # Run 1: eo and alo hold in batch 2; amo waits for them, commits batch 3, the hook kills.
@@ -251,8 +271,7 @@ def test_guarantees_survive_sigkill(store: Store, tmp_path: Path) -> None:
     assert _counts(store) == {"eo": 600, "alo": 500, "amo": 500}, child.output()
 
     # Run 3: to the end of the input.
-    child = Child(tmp_path, store, 3, {})
-    assert child.wait() == 0, child.output()
+    _run_to_end(spark, store)
 
     every = _inputs()
     expected = collections.Counter(v + "!" for v in every)

@@ -2,28 +2,31 @@
 
 Usage: python spark_copy_child.py STORE_URL DATA_DIR CHECKPOINT MAX_PER_BATCH
 Prints ``batch N`` after each micro-batch so the parent can time a SIGKILL.
+The parent imports :func:`start_copy` to run the same query after the kills.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from sparkfn.runtime.spark import spark_session
 
 
-def main() -> None:
-    store_url, data_dir, checkpoint, max_per_batch = sys.argv[1:5]
-    spark = spark_session(master="local[2]", app_name="crash-child")
+def start_copy(
+    spark: Any, store_url: str, data_dir: str, checkpoint: str, max_per_batch: int
+) -> Any:
+    """Start the copy query (``availableNow``); returns the ``StreamingQuery``."""
     options = {"storeUrl": store_url, "dataDir": data_dir}
     source = (
         spark.readStream.format("sparkfn")
         .options(**options)
         .option("topic", "src")
         .option("startingOffsets", "earliest")
-        .option("maxRecordsPerBatch", max_per_batch)
+        .option("maxRecordsPerBatch", str(max_per_batch))
         .load()
     )
-    query = (
+    return (
         source.select("key", "value", "properties")
         .writeStream.format("sparkfn")
         .options(**options)
@@ -32,6 +35,12 @@ def main() -> None:
         .trigger(availableNow=True)
         .start()
     )
+
+
+def main() -> None:
+    store_url, data_dir, checkpoint, max_per_batch = sys.argv[1:5]
+    spark = spark_session(master="local[2]", app_name="crash-child")
+    query = start_copy(spark, store_url, data_dir, checkpoint, int(max_per_batch))
     while query.isActive:
         query.awaitTermination(0.2)
         progress = query.lastProgress
