@@ -481,7 +481,7 @@ def test_a_long_run_serves_metrics_and_stops_cleanly_on_ctrl_c(cli: Cli) -> None
     errors = stderr.decode()
     assert proc.returncode == 0, errors
     _assert_no_traceback_of_ours(errors)
-    assert "stopped public/default/watched (SIGINT)" in errors
+    assert "stopped function public/default/watched (SIGINT)" in errors
     status = _status(stdout.decode())
     assert _total(status, "numReceived") == 12
     assert [i["status"]["state"] for i in status["instances"]] == ["STOPPED", "STOPPED"]

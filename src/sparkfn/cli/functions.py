@@ -27,16 +27,12 @@ pyspark is imported inside the command only, so the rest of the CLI stays fast.
 from __future__ import annotations
 
 import json
-import re
-import signal
 import sys
-import threading
 import time
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -45,6 +41,21 @@ from rich.table import Table
 
 from sparkfn.cli.context import open_store
 from sparkfn.cli.params import parse_properties
+from sparkfn.cli.running import (
+    SPARK_MASTER_ENV,
+    Display,
+    StopSignals,
+    absolute_py,
+    config_fields,
+    default_name,
+    elapsed,
+    mapping,
+    note,
+    run_query,
+    split_topics,
+    stop_mode,
+)
+from sparkfn.cli.running import option as _field
 
 if TYPE_CHECKING:
     from sparkfn.config.function import FunctionConfig
@@ -55,7 +66,6 @@ functions_app = typer.Typer(
     no_args_is_help=True,
 )
 
-SPARK_MASTER_ENV = "SPARKFN_SPARK_MASTER"
 # How often the live table is refreshed (and the query polled), in seconds.
 REFRESH_SECONDS = 1.0
 # How often a plain progress line may be printed when stderr is not a terminal.
@@ -65,15 +75,7 @@ _FUNCTION = "Function"
 _INPUT = "Input"
 _PROCESSING = "Processing"
 _RUN = "Run"
-
-# Pulsar spells some enum values differently; the config takes sparkfn's.
-_PULSAR_SPELLINGS = {"atleast_once": "at_least_once", "atmost_once": "at_most_once"}
 _INTEGER_FIELDS = ("max_message_retries", "parallelism", "max_records_per_batch")
-_INTEGER = re.compile(r"[+-]?\d+")
-
-
-def _field(flag: str, help_text: str, panel: str, metavar: str | None = None) -> Any:
-    return typer.Option(flag, help=help_text, rich_help_panel=panel, metavar=metavar)
 
 
 # Every function field is taken as text and validated by FunctionConfig, so
@@ -334,13 +336,14 @@ def localrun(
     ] = False,
 ) -> None:
     """Run a function in this process until Ctrl+C (or, with --until-drained, until done)."""
+    mode = stop_mode(sigterm)
     fields: dict[str, Any] = {
         "tenant": tenant,
         "namespace": namespace,
         "name": name,
         "py": py,
         "classname": classname,
-        "inputs": _split_topics(inputs),
+        "inputs": split_topics(inputs),
         "topics_pattern": topics_pattern,
         "output": output,
         "log_topic": log_topic,
@@ -352,8 +355,8 @@ def localrun(
         "subscription_name": subscription_name,
         "parallelism": parallelism,
         "user_config": user_config,
-        "secrets": _json_object(secrets),
-        "failure_policy": _json_object(failure_policy),
+        "secrets": mapping(secrets),
+        "failure_policy": mapping(failure_policy),
         "retain_ordering": retain_ordering,
         "pulsar_compat": pulsar_compat,
         "trigger_interval": trigger_interval,
@@ -361,11 +364,6 @@ def localrun(
         "input_serde": input_serde,
         "output_serde": output_serde,
     }
-    if sigterm not in STOP_MODES:
-        from sparkfn.api.errors import ConfigError
-
-        msg = f"--sigterm must be one of {', '.join(STOP_MODES)}; got {sigterm!r}"
-        raise ConfigError(msg)
     config = build_config(fields, spark_conf or [], function_config_file)
     with open_store(ctx) as store:
         # pyspark's Python modules load here; the JVM only starts in _run.
@@ -378,7 +376,7 @@ def localrun(
             spark_master,
             metrics_port=metrics_port,
             until_drained=until_drained,
-            sigterm=sigterm,
+            sigterm=mode,
         )
     if json_status:
         sys.stdout.write(json.dumps(status) + "\n")
@@ -406,27 +404,16 @@ def build_config(
         SubscriptionType,
     )
 
-    fields = {k: v for k, v in fields.items() if v is not None}
-    for key in _INTEGER_FIELDS:
-        if isinstance(fields.get(key), str) and _INTEGER.fullmatch(fields[key].strip()):
-            # A number reads as one in the error: "(got 0)", not "(got '0')".
-            fields[key] = int(fields[key])
-    for key, enum in (
-        ("processing_guarantees", ProcessingGuarantee),
-        ("subscription_type", SubscriptionType),
-        ("subscription_position", SubscriptionPosition),
-    ):
-        if key in fields:
-            fields[key] = _enum_value(fields[key], {e.value for e in enum})
-    if not fields.get("name"):
-        from_file = _peek_yaml(config_file) if config_file else {}
-        if not from_file.get("name"):
-            derived = _derived_name(
-                fields.get("classname") or from_file.get("classname") or from_file.get("className"),
-                fields.get("py") or from_file.get("py"),
-            )
-            if derived:
-                fields["name"] = derived
+    fields = config_fields(
+        fields,
+        integers=_INTEGER_FIELDS,
+        enums={
+            "processing_guarantees": [e.value for e in ProcessingGuarantee],
+            "subscription_type": [e.value for e in SubscriptionType],
+            "subscription_position": [e.value for e in SubscriptionPosition],
+        },
+    )
+    default_name(fields, config_file)
     if spark_conf:
         try:
             fields["spark_conf"] = parse_properties(spark_conf, "--spark-conf")
@@ -438,97 +425,11 @@ def build_config(
         config = FunctionConfig.from_yaml(config_file, **fields)
     else:
         config = FunctionConfig.build(**fields)
-    if config.py:
-        # Absolute, so that Spark's Python workers find it whatever their directory.
-        config = config.model_copy(update={"py": str(Path(config.py).expanduser().resolve())})
-    return config
-
-
-def _split_topics(values: list[str] | None) -> list[str] | None:
-    if not values:
-        return None
-    return [topic.strip() for value in values for topic in value.split(",") if topic.strip()]
-
-
-def _json_object(text: str | None) -> Any:
-    """A JSON object as a dict; anything else unchanged, for the config to reject by name."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    return value if isinstance(value, dict) else text
-
-
-def _enum_value(text: Any, allowed: set[str]) -> Any:
-    """``Shared``, ``ATLEAST_ONCE``, ``key-shared`` → sparkfn's value; unknown text unchanged."""
-    if not isinstance(text, str):
-        return text
-    value = text.strip().lower().replace("-", "_")
-    value = _PULSAR_SPELLINGS.get(value, value)
-    return value if value in allowed else text
-
-
-def _derived_name(classname: Any, py: Any) -> str | None:
-    if isinstance(classname, str) and classname.strip():
-        return classname.strip().rpartition(".")[2] or None
-    if isinstance(py, str) and py.strip():
-        return Path(py.strip()).stem or None
-    return None
-
-
-def _peek_yaml(path: Path) -> dict[str, Any]:
-    """The file's top-level mapping, or nothing: reading it for real reports its errors."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    result: FunctionConfig = absolute_py(config)
+    return result
 
 
 # --- running --------------------------------------------------------------------
-
-
-STOP_MODES = ("drain", "suspend", "cancel")
-
-
-class _StopSignals:
-    """Signals ask the run to stop: SIGTERM with its configured mode, the first
-    SIGINT drains, a second signal cancels (before the run exists: aborts)."""
-
-    def __init__(self, sigterm_mode: str = "drain") -> None:
-        self.requested = threading.Event()
-        self.signal_name = ""
-        self.mode = ""
-        self.sigterm_mode = sigterm_mode
-        self.run: Any = None
-        self._previous: dict[signal.Signals, Any] = {}
-
-    def install(self) -> None:
-        """Take over both signals (again: SparkContext installs its own SIGINT handler)."""
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous = signal.signal(sig, self._handle)
-            self._previous.setdefault(sig, previous)
-
-    def restore(self) -> None:
-        """Give the signals back to the handlers found by the first :meth:`install`."""
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested.is_set():
-            if self.run is None:
-                raise KeyboardInterrupt
-            # A second signal: cancel, from a thread (the main one may hold the run's lock).
-            self.mode = "cancel"
-            threading.Thread(target=self.run.stop, args=("cancel",), daemon=True).start()
-            return
-        self.signal_name = signal.Signals(signum).name
-        self.mode = "drain" if signum == signal.SIGINT else self.sigterm_mode
-        self.requested.set()
 
 
 def _run(
@@ -544,8 +445,7 @@ def _run(
     from sparkfn.api.errors import FunctionFailedError
     from sparkfn.runtime.localrun import LocalRun
 
-    signals = _StopSignals(sigterm)
-    failure: Exception | None = None
+    signals = StopSignals(sigterm)
     run = LocalRun(config, store=store, spark_master=spark_master)
     with ExitStack() as stack:
         signals.install()
@@ -556,101 +456,30 @@ def _run(
             # Before the JVM, so that a busy port costs nothing.
             server = serve_metrics(metrics_port, store, config)
             stack.callback(server.close)
-            _note(f"serving metrics of {config.fqfn} on port {server.port} (/metrics)")
-        _note(
-            f"starting {config.fqfn} on {spark_master}: "
+            note(f"serving metrics of {config.fqfn} on port {server.port} (/metrics)")
+        note(
+            f"starting function {config.fqfn} on {spark_master}: "
             f"{', '.join(config.inputs) or config.topics_pattern} -> {config.output or '-'}"
         )
-        display: _Display | None = None
-        try:
-            stack.callback(_stop_spark, _start_spark(run))
-            # Creating the SparkContext installed pyspark's SIGINT handler; take SIGINT back.
-            signals.install()
-            stack.callback(run.stop)
-            if not signals.requested.is_set():
-                run.start(until_drained=until_drained)
-                signals.run = run
-                display = _display(Console(stderr=True, highlight=False), config)
-                stack.callback(display.close, None)
-                _watch(run, signals, display)
-                if signals.requested.is_set():
-                    _note(f"{signals.mode or 'drain'}ing {config.fqfn} ({signals.signal_name})")
-                    run.stop(signals.mode or "drain")
-                    run.wait(0)  # raises if the run ended in ERROR
-        except FunctionFailedError as exc:
-            failure = exc
-        except KeyboardInterrupt:
-            if signals.requested.is_set():
-                raise  # a second signal: abort, do not wait for a clean stop
-            # Ctrl+C while pyspark's own handler was in place (the JVM was starting).
-            signals.requested.set()
-            signals.signal_name = signals.signal_name or "SIGINT"
-        run.stop()
-        status = run.status()
-        if display is not None:
-            display.close(status)
-    if signals.requested.is_set() and failure is None:
-        _note(f"stopped {config.fqfn} ({signals.signal_name}): {signals.mode}, {run.run_state}")
-    return status, failure
-
-
-def _note(text: str) -> None:
-    # Plain text: stderr may be a log file, where Rich would wrap at 80 columns.
-    sys.stderr.write(text + "\n")
-    sys.stderr.flush()
-
-
-def _start_spark(run: Any) -> Any:
-    """The run's SparkSession, started now; a failure to start is one error line."""
-    from sparkfn.api.errors import SparkfnError
-
-    try:
-        return run.spark
-    except Exception as exc:  # Py4J and Spark errors: a bad master URL, no Java, ...
-        lines = str(exc).strip().splitlines()
-        shown = lines[0] if lines else type(exc).__name__
-        msg = f"function {run.config.fqfn}: cannot start Spark on {run.spark_master}: {shown}"
-        raise SparkfnError(msg) from exc
-
-
-def _stop_spark(spark: Any) -> None:
-    try:
-        spark.stop()
-    except Exception as exc:  # the run is over; a failing stop must not hide its result
-        sys.stderr.write(f"warning: stopping Spark failed: {exc}\n")
-
-
-def _watch(run: Any, signals: _StopSignals, display: _Display) -> None:
-    """Refresh the display until the query ends (raises if it failed) or a stop is asked."""
-    if run.query is None:
-        return
-    while not signals.requested.is_set():
-        if run.wait(timeout=REFRESH_SECONDS):
-            return
-        display.update(run.status())
+        return run_query(
+            run,
+            label=f"function {config.fqfn}",
+            signals=signals,
+            until_drained=until_drained,
+            display=lambda: _display(Console(stderr=True, highlight=False), config),
+            failure_type=FunctionFailedError,
+            refresh_seconds=REFRESH_SECONDS,
+        )
 
 
 # --- showing progress -----------------------------------------------------------
 
 
-class _Display(Protocol):
-    def update(self, status: dict[str, Any]) -> None:
-        """Show the status now (or when it is time to)."""
-
-    def close(self, status: dict[str, Any] | None) -> None:
-        """Show the final status, if given, and finish; later calls do nothing."""
-
-
-def _display(console: Console, config: FunctionConfig) -> _Display:
+def _display(console: Console, config: FunctionConfig) -> Display:
     started = time.monotonic()
     if console.is_terminal:
         return _LiveTable(console, config, started)
     return _ProgressLines(config, started)
-
-
-def _elapsed(started: float) -> str:
-    seconds = int(time.monotonic() - started)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 def _last_invocation(ms: int) -> str:
@@ -691,7 +520,7 @@ class _LiveTable:
             "AVG LATENCY",
             "LAST INVOCATION",
             title=f"{cfg.fqfn}  {', '.join(cfg.inputs) or '-'} -> {cfg.output or '-'}  "
-            f"up {_elapsed(self.started)}",
+            f"up {elapsed(self.started)}",
             title_justify="left",
         )
         for instance in status["instances"]:
@@ -745,7 +574,7 @@ class _ProgressLines:
         )
         latency = latency_sum / processed if processed else 0.0
         sys.stderr.write(
-            f"[{_elapsed(self.started)}] {self.config.fqfn} {'/'.join(states)}: "
+            f"[{elapsed(self.started)}] {self.config.fqfn} {'/'.join(states)}: "
             f"received {received}, processed {processed}, user exceptions {user}, "
             f"system exceptions {system}, dead-lettered {dead}, avg latency {latency:.3f} ms\n"
         )

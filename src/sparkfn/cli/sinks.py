@@ -39,17 +39,20 @@ import typer
 from rich.console import Console
 
 from sparkfn.cli.context import open_store
-from sparkfn.cli.functions import (
-    REFRESH_SECONDS,
+from sparkfn.cli.functions import REFRESH_SECONDS, _display
+from sparkfn.cli.running import (
     SPARK_MASTER_ENV,
-    _display,
-    _enum_value,
-    _note,
-    _split_topics,
-    _start_spark,
-    _stop_spark,
+    StopSignals,
+    absolute_py,
+    config_fields,
+    default_name,
+    mapping,
+    note,
+    run_query,
+    split_topics,
+    stop_mode,
 )
-from sparkfn.cli.sources import STOP_MODES, _derived_name, _object, _peek_yaml, _StopSignals
+from sparkfn.cli.running import option as _field
 
 if TYPE_CHECKING:
     from sparkfn.config.connector import SinkConfig
@@ -61,10 +64,6 @@ _SINK = "Sink"
 _INPUT = "Input"
 _RUN = "Run"
 _INTEGER_FIELDS = ("parallelism", "max_records_per_batch")
-
-
-def _field(flag: str, help_text: str, panel: str, metavar: str | None = None) -> Any:
-    return typer.Option(flag, help=help_text, rich_help_panel=panel, metavar=metavar)
 
 
 # Fields are taken as text and validated by SinkConfig, so that every bad
@@ -230,10 +229,7 @@ def localrun(
     ] = False,
 ) -> None:
     """Run a sink in this process until it is stopped (or, with --until-drained, until done)."""
-    mode = sigterm.strip().lower()
-    if mode not in STOP_MODES:
-        msg = f"{sigterm!r} is not one of: {', '.join(STOP_MODES)}"
-        raise typer.BadParameter(msg, param_hint="'--sigterm'")
+    mode = stop_mode(sigterm)
     fields: dict[str, Any] = {
         "tenant": tenant,
         "namespace": namespace,
@@ -241,15 +237,15 @@ def localrun(
         "sink_type": sink_type,
         "py": py,
         "classname": classname,
-        "configs": _object(configs),
-        "secrets": _object(secrets),
-        "inputs": _split_topics(inputs),
+        "configs": mapping(configs),
+        "secrets": mapping(secrets),
+        "inputs": split_topics(inputs),
         "subscription_position": subscription_position,
         "processing_guarantees": processing_guarantees,
         "parallelism": parallelism,
         "max_records_per_batch": max_records_per_batch,
         "trigger_interval": trigger_interval,
-        "failure_policy": _object(failure_policy),
+        "failure_policy": mapping(failure_policy),
     }
     config = build_config(fields, sink_config_file)
     from sparkfn.connectors.sink_runtime import SinkRun, validate_sink
@@ -275,95 +271,45 @@ def build_config(fields: dict[str, Any], config_file: Path | None) -> SinkConfig
     from sparkfn.config.connector import SinkConfig
     from sparkfn.config.function import ProcessingGuarantee, SubscriptionPosition
 
-    fields = {k: v for k, v in fields.items() if v is not None}
-    for key in _INTEGER_FIELDS:
-        value = fields.get(key)
-        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-            # A number reads as one in the error: "(got 0)", not "(got '0')".
-            fields[key] = int(value)
-    for key, enum in (
-        ("processing_guarantees", ProcessingGuarantee),
-        ("subscription_position", SubscriptionPosition),
-    ):
-        if key in fields:
-            fields[key] = _enum_value(fields[key], {e.value for e in enum})
-    if not fields.get("name"):
-        from_file = _peek_yaml(config_file) if config_file else {}
-        if not from_file.get("name"):
-            derived = _derived_name(
-                fields.get("classname") or from_file.get("classname") or from_file.get("className"),
-                fields.get("py") or from_file.get("py"),
-                fields.get("sink_type") or from_file.get("sink_type") or from_file.get("sinkType"),
-            )
-            if derived:
-                fields["name"] = derived
+    fields = config_fields(
+        fields,
+        integers=_INTEGER_FIELDS,
+        enums={
+            "processing_guarantees": [e.value for e in ProcessingGuarantee],
+            "subscription_position": [e.value for e in SubscriptionPosition],
+        },
+    )
+    default_name(fields, config_file, "sink_type")
     if config_file is not None:
-        config: SinkConfig = SinkConfig.from_yaml(config_file, **fields)
+        config = SinkConfig.from_yaml(config_file, **fields)
     else:
         config = SinkConfig.build(**fields)
-    if config.py:
-        config = config.model_copy(update={"py": str(Path(config.py).expanduser().resolve())})
-    return config
+    result: SinkConfig = absolute_py(config)
+    return result
 
 
 def _run(
     run: SinkRun, sigterm_mode: str, *, until_drained: bool
 ) -> tuple[dict[str, Any], Exception | None]:
     """Run the sink until it ends; signals stop it. The final status and the failure, if any."""
-    from sparkfn.api.errors import ConnectorFailedError, SparkfnError
+    from sparkfn.api.errors import ConnectorFailedError
 
     sink = run.sink
-    signals = _StopSignals(sigterm_mode)
-    failure: Exception | None = None
-    display: Any = None
+    signals = StopSignals(sigterm_mode)
     with ExitStack() as stack:
         signals.install()
         stack.callback(signals.restore)
         what = sink.sink_type or sink.classname or sink.py
-        _note(
+        note(
             f"starting sink {sink.fqn} ({what}) on {run.spark_master}: "
             f"{', '.join(sink.inputs)} -> {what}"
         )
-        try:
-            try:
-                spark = _start_spark(run.local)
-            except SparkfnError as exc:
-                text = str(exc).replace(f"function {run.config.fqfn}", f"sink {sink.fqn}", 1)
-                raise SparkfnError(text) from exc
-            stack.callback(_stop_spark, spark)
-        except KeyboardInterrupt:
-            # Ctrl+C while pyspark's own handler was in place (the JVM was starting).
-            signals.requests.append(("drain", "SIGINT"))
-        # Creating the SparkContext installed pyspark's SIGINT handler; take SIGINT back.
-        signals.install()
-        stack.callback(run.cancel)  # whatever happens below, nothing keeps running
-        if signals.requests:
-            _note(f"stopped sink {sink.fqn} before it started ({signals.requests[0][1]})")
-            return run.status(), None
-        try:
-            run.start(until_drained=until_drained)
-            display = _display(Console(stderr=True, highlight=False), run.config)
-            stack.callback(display.close, None)
-            _watch(run, signals, display)
-        except ConnectorFailedError as exc:
-            failure = exc
-        status = run.status()
-        if display is not None:
-            display.close(status)
-    if signals.requests and failure is None:
-        _note(f"stopped sink {sink.fqn} ({', '.join(n for _, n in signals.requests)})")
-    return status, failure
-
-
-def _watch(run: SinkRun, signals: _StopSignals, display: Any) -> None:
-    """Refresh the display until the run ends (raises if it failed); act on stop signals."""
-    acted = 0
-    while not run.wait(timeout=0):
-        signals.wake.wait(REFRESH_SECONDS)
-        signals.wake.clear()
-        while acted < len(signals.requests):
-            mode, name = signals.requests[acted]
-            acted += 1
-            _note(f"stopping sink {run.sink.fqn}: {mode} ({name})")
-            run.stop(mode, timeout=0)
-        display.update(run.status())
+        return run_query(
+            run,
+            label=f"sink {sink.fqn}",
+            signals=signals,
+            until_drained=until_drained,
+            display=lambda: _display(Console(stderr=True, highlight=False), run.config),
+            failure_type=ConnectorFailedError,
+            refresh_seconds=REFRESH_SECONDS,
+        )

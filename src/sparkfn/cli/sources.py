@@ -32,12 +32,9 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -46,6 +43,17 @@ from rich.live import Live
 from rich.table import Table
 
 from sparkfn.cli.context import open_store
+from sparkfn.cli.running import (
+    StopSignals,
+    absolute_py,
+    config_fields,
+    default_name,
+    elapsed,
+    mapping,
+    note,
+    stop_mode,
+)
+from sparkfn.cli.running import option as _field
 
 if TYPE_CHECKING:
     from sparkfn.config.connector import SourceConfig
@@ -62,12 +70,7 @@ STUCK_REPORT_SECONDS = 10.0
 _SOURCE = "Source"
 _OUTPUT = "Output"
 _RUN = "Run"
-
-STOP_MODES = ("drain", "suspend", "cancel")
-
-
-def _field(flag: str, help_text: str, panel: str, metavar: str | None = None) -> Any:
-    return typer.Option(flag, help=help_text, rich_help_panel=panel, metavar=metavar)
+_INTEGER_FIELDS = ("parallelism", "batch_size")
 
 
 # Fields are taken as text and validated by SourceConfig, so that every bad
@@ -203,10 +206,7 @@ def localrun(
     ] = False,
 ) -> None:
     """Run a source in this process until it ends or is stopped (Ctrl+C, SIGTERM)."""
-    mode = sigterm.strip().lower()
-    if mode not in STOP_MODES:
-        msg = f"{sigterm!r} is not one of: {', '.join(STOP_MODES)}"
-        raise typer.BadParameter(msg, param_hint="'--sigterm'")
+    mode = stop_mode(sigterm)
     fields: dict[str, Any] = {
         "tenant": tenant,
         "namespace": namespace,
@@ -214,8 +214,8 @@ def localrun(
         "source_type": source_type,
         "py": py,
         "classname": classname,
-        "configs": _object(source_config),
-        "secrets": _object(secrets),
+        "configs": mapping(source_config),
+        "secrets": mapping(secrets),
         "output": output,
         "processing_guarantees": processing_guarantees,
         "batch_size": batch_size,
@@ -259,101 +259,23 @@ def build_config(fields: dict[str, Any], config_file: Path | None) -> SourceConf
     name, else its file, else its built-in type.
     """
     from sparkfn.config.connector import SourceConfig
+    from sparkfn.config.function import ProcessingGuarantee
 
-    fields = {k: v for k, v in fields.items() if v is not None}
-    if not fields.get("name"):
-        from_file = _peek_yaml(config_file) if config_file else {}
-        if not from_file.get("name"):
-            derived = _derived_name(
-                fields.get("classname") or from_file.get("classname") or from_file.get("className"),
-                fields.get("py") or from_file.get("py"),
-                fields.get("source_type")
-                or from_file.get("source_type")
-                or from_file.get("sourceType"),
-            )
-            if derived:
-                fields["name"] = derived
+    fields = config_fields(
+        fields,
+        integers=_INTEGER_FIELDS,
+        enums={"processing_guarantees": [e.value for e in ProcessingGuarantee]},
+    )
+    default_name(fields, config_file, "source_type")
     if config_file is not None:
-        config: SourceConfig = SourceConfig.from_yaml(config_file, **fields)
+        config = SourceConfig.from_yaml(config_file, **fields)
     else:
         config = SourceConfig.build(**fields)
-    if config.py:
-        config = config.model_copy(update={"py": str(Path(config.py).expanduser().resolve())})
-    return config
-
-
-def _object(text: str | None) -> Any:
-    """A JSON or YAML object as a dict; anything else unchanged, for the config to reject."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        import yaml
-
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            return text
-    return value if isinstance(value, dict) else text
-
-
-def _derived_name(*candidates: Any) -> str | None:
-    classname, py, source_type = candidates
-    if isinstance(classname, str) and classname.strip():
-        return classname.strip().rpartition(".")[2] or None
-    if isinstance(py, str) and py.strip():
-        return Path(py.strip()).stem or None
-    if isinstance(source_type, str) and source_type.strip():
-        return source_type.strip()
-    return None
-
-
-def _peek_yaml(path: Path) -> dict[str, Any]:
-    """The file's top-level mapping, or nothing: reading it for real reports its errors."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    result: SourceConfig = absolute_py(config)
+    return result
 
 
 # --- running --------------------------------------------------------------------
-
-
-class _StopSignals:
-    """SIGTERM and SIGINT become stop requests; the main loop acts on them.
-
-    The handlers only record: acting (taking the runners' locks) from a
-    handler could deadlock with the main thread holding one of them.
-    """
-
-    def __init__(self, sigterm_mode: str) -> None:
-        self.sigterm_mode = sigterm_mode
-        self.wake = threading.Event()
-        self.requests: list[tuple[str, str]] = []  # (mode, signal name)
-        self._previous: dict[signal.Signals, Any] = {}
-
-    def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def restore(self) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        if len(self.requests) >= 2:
-            raise typer.Abort  # a third signal: stop waiting for the source
-        if self.requests:
-            mode = "cancel"
-        else:
-            mode = self.sigterm_mode if signum == signal.SIGTERM else "drain"
-        self.requests.append((mode, name))
-        self.wake.set()
 
 
 def _run(group: SourceInstances, sigterm_mode: str) -> None:
@@ -361,7 +283,7 @@ def _run(group: SourceInstances, sigterm_mode: str) -> None:
     config = group.config
     # Deaths are reported once, as the command's error line, not also as a log record.
     logging.getLogger("sparkfn.connectors").addHandler(logging.NullHandler())
-    signals = _StopSignals(sigterm_mode)
+    signals = StopSignals(sigterm_mode)
     signals.install()
     console = Console(stderr=True, highlight=False)
     display: _LiveTable | _ProgressLines = (
@@ -369,7 +291,7 @@ def _run(group: SourceInstances, sigterm_mode: str) -> None:
     )
     try:
         what = config.source_type or config.classname or config.py
-        _note(
+        note(
             f"starting source {config.fqn} ({what}, {config.parallelism} "
             f"instance{'s' if config.parallelism > 1 else ''}) -> {config.output}"
         )
@@ -384,7 +306,7 @@ def _run(group: SourceInstances, sigterm_mode: str) -> None:
             while acted < len(signals.requests):
                 mode, name = signals.requests[acted]
                 acted += 1
-                _note(f"stopping source {config.fqn}: {mode} ({name})")
+                note(f"stopping source {config.fqn}: {mode} ({name})")
                 group.stop(mode, f"{mode} on {name}")
                 stop_asked_at = time.monotonic()
                 reported_stuck = False
@@ -400,7 +322,7 @@ def _run(group: SourceInstances, sigterm_mode: str) -> None:
                 reported_stuck = True
                 for runner in group.runners:
                     if runner.in_call:
-                        _note(
+                        note(
                             f"source {config.fqn} instance {runner.instance_id} is still in "
                             f"{runner.in_call}(); close() follows when it returns "
                             "(Ctrl+C again to give up)"
@@ -411,21 +333,10 @@ def _run(group: SourceInstances, sigterm_mode: str) -> None:
         display.close()
         signals.restore()
     stats = group.stats
-    _note(
+    note(
         f"source {config.fqn} {group.state.value}: received {stats.received}, "
         f"appended {stats.appended}, acked {stats.acked}, errors {stats.errors}"
     )
-
-
-def _note(text: str) -> None:
-    # Plain text: stderr may be a log file, where Rich would wrap at 80 columns.
-    sys.stderr.write(text + "\n")
-    sys.stderr.flush()
-
-
-def _elapsed(started: float) -> str:
-    seconds = int(time.monotonic() - started)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 class _LiveTable:
@@ -458,7 +369,7 @@ class _LiveTable:
             "APPENDED",
             "ACKED",
             "ERRORS",
-            title=f"{config.fqn} -> {config.output}  up {_elapsed(self.started)}",
+            title=f"{config.fqn} -> {config.output}  up {elapsed(self.started)}",
             title_justify="left",
         )
         for runner in self.group.runners:
@@ -492,8 +403,8 @@ class _ProgressLines:
         counts = (stats.received, stats.appended, stats.errors)
         if counts != self.last_counts:
             self.last_counts = counts
-            _note(
-                f"[{_elapsed(self.started)}] {self.group.config.fqn} {self.group.state.value}: "
+            note(
+                f"[{elapsed(self.started)}] {self.group.config.fqn} {self.group.state.value}: "
                 f"received {stats.received}, appended {stats.appended}, errors {stats.errors}"
             )
 
