@@ -15,51 +15,95 @@ implement :class:`GracefulShutdown`.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from sparkfn.api.connector import END_OF_STREAM, PushSource, Record, Sink, Source
-from sparkfn.api.context import Context
-from sparkfn.api.errors import (
-    AlreadyExistsError,
-    ConfigError,
-    FunctionFailedError,
-    NotFoundError,
-    PayloadError,
-    SchemaVersionError,
-    SparkfnError,
-    StoreError,
-    TopicExistsError,
-    TopicNotFoundError,
-)
-from sparkfn.api.function import Function, IdentitySerDe, SerDe, VectorizedFunction, vectorized
-from sparkfn.api.lifecycle import GracefulShutdown, Response
-from sparkfn.config.function import (
-    FunctionConfig,
-    ProcessingGuarantee,
-    SubscriptionPosition,
-    SubscriptionType,
-)
-from sparkfn.config.names import TopicName
-from sparkfn.config.settings import Settings
-from sparkfn.runtime.loader import FunctionLoadError
-from sparkfn.runtime.spark import spark_session
-from sparkfn.store.store import Store
-from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
-from sparkfn.topics.consumer import Consumer
-from sparkfn.topics.message import Message, ReceivedMessage, SchemaType
-from sparkfn.topics.producer import Producer
-
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from sparkfn.api.connector import END_OF_STREAM, PushSource, Record, Sink, Source
+    from sparkfn.api.context import Context
+    from sparkfn.api.errors import (
+        AlreadyExistsError,
+        ConfigError,
+        FunctionFailedError,
+        NotFoundError,
+        PayloadError,
+        SchemaVersionError,
+        SparkfnError,
+        StoreError,
+        TopicExistsError,
+        TopicNotFoundError,
+    )
+    from sparkfn.api.function import Function, IdentitySerDe, SerDe, VectorizedFunction, vectorized
+    from sparkfn.api.lifecycle import GracefulShutdown, Response
+    from sparkfn.config.function import (
+        FunctionConfig,
+        ProcessingGuarantee,
+        SubscriptionPosition,
+        SubscriptionType,
+    )
+    from sparkfn.config.names import TopicName
+    from sparkfn.config.settings import Settings
+    from sparkfn.runtime.loader import FunctionLoadError
     from sparkfn.runtime.localrun import LocalRun
+    from sparkfn.runtime.spark import spark_session
+    from sparkfn.store.store import Store
+    from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
+    from sparkfn.topics.consumer import Consumer
+    from sparkfn.topics.message import Message, ReceivedMessage, SchemaType
+    from sparkfn.topics.producer import Producer
 
-# Names whose modules import pyspark: loaded on first use, so that
-# ``import sparkfn`` (and the topics CLI) stays fast.
-_LAZY = {"LocalRun": "sparkfn.runtime.localrun"}
+# Every name loads its module on first use: ``import sparkfn`` costs nothing,
+# and a command or a Spark worker pays only for the modules it uses (pyspark,
+# pyarrow and SQLAlchemy take most of a second to import).
+_LAZY = {
+    "AlreadyExistsError": "sparkfn.api.errors",
+    "ConfigError": "sparkfn.api.errors",
+    "Consumer": "sparkfn.topics.consumer",
+    "Context": "sparkfn.api.context",
+    "END_OF_STREAM": "sparkfn.api.connector",
+    "Function": "sparkfn.api.function",
+    "FunctionConfig": "sparkfn.config.function",
+    "FunctionFailedError": "sparkfn.api.errors",
+    "FunctionLoadError": "sparkfn.runtime.loader",
+    "GracefulShutdown": "sparkfn.api.lifecycle",
+    "IdentitySerDe": "sparkfn.api.function",
+    "LocalRun": "sparkfn.runtime.localrun",
+    "Message": "sparkfn.topics.message",
+    "NotFoundError": "sparkfn.api.errors",
+    "PartitionStats": "sparkfn.topics.admin",
+    "PayloadError": "sparkfn.api.errors",
+    "ProcessingGuarantee": "sparkfn.config.function",
+    "Producer": "sparkfn.topics.producer",
+    "PushSource": "sparkfn.api.connector",
+    "ReceivedMessage": "sparkfn.topics.message",
+    "Record": "sparkfn.api.connector",
+    "Response": "sparkfn.api.lifecycle",
+    "SchemaType": "sparkfn.topics.message",
+    "SchemaVersionError": "sparkfn.api.errors",
+    "SerDe": "sparkfn.api.function",
+    "Settings": "sparkfn.config.settings",
+    "Sink": "sparkfn.api.connector",
+    "Source": "sparkfn.api.connector",
+    "spark_session": "sparkfn.runtime.spark",
+    "SparkfnError": "sparkfn.api.errors",
+    "Store": "sparkfn.store.store",
+    "StoreError": "sparkfn.api.errors",
+    "SubscriptionPosition": "sparkfn.config.function",
+    "SubscriptionType": "sparkfn.config.function",
+    "TopicAdmin": "sparkfn.topics.admin",
+    "TopicExistsError": "sparkfn.api.errors",
+    "TopicInfo": "sparkfn.topics.admin",
+    "TopicName": "sparkfn.config.names",
+    "TopicNotFoundError": "sparkfn.api.errors",
+    "vectorized": "sparkfn.api.function",
+    "VectorizedFunction": "sparkfn.api.function",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # once: later lookups do not come here
+        return value
     msg = f"module 'sparkfn' has no attribute {name!r}"
     raise AttributeError(msg)
 
