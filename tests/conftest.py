@@ -13,9 +13,7 @@ Two things here are about wall time only, not about what is tested:
 
 * Every JVM of the run (this process's SparkSession, crash-test children,
   ``sparkfn functions localrun`` subprocesses) starts with the JIT's first
-  tier only and the serial GC, and every Spark Python worker imports pyspark
-  from the venv's compiled modules instead of ``pyspark.zip``: see
-  :func:`_quick_spark_env`.
+  tier only and the serial GC: see :func:`pytest_configure`.
 * Under xdist, tests marked ``long_running`` start first: see
   :func:`pytest_collection_modifyitems`.
 """
@@ -23,8 +21,6 @@ Two things here are about wall time only, not about what is tested:
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,50 +40,18 @@ BACKENDS = ["sqlite", "postgresql"]
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def _spark_home_without_zip(spark_home: Path, into: Path) -> Path:
-    """A copy of ``spark_home`` made of symlinks, minus ``python/lib/pyspark.zip``.
-
-    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python
-    worker's path. zipimport keeps no bytecode, so each new worker (and each
-    of the data source's planning and commit processes) compiles pyspark
-    from source, and every task's ``importlib.invalidate_caches()`` re-reads
-    the zip's 1,500-entry index: about half the CPU of a crash-test child.
-    Without the zip, workers import the same pyspark from the venv, where
-    pip installed it with its compiled modules.
-    """
-    for entry in spark_home.iterdir():
-        if entry.name != "python":
-            (into / entry.name).symlink_to(entry)
-    for entry in (spark_home / "python").iterdir():
-        if entry.name != "lib":
-            (into / "python").mkdir(exist_ok=True)
-            (into / "python" / entry.name).symlink_to(entry)
-    (into / "python" / "lib").mkdir(parents=True)
-    for entry in (spark_home / "python" / "lib").iterdir():
-        if entry.name != "pyspark.zip":
-            (into / "python" / "lib" / entry.name).symlink_to(entry)
-    return into
-
-
-def _quick_spark_env(tmp: Path) -> None:
+def pytest_configure(config: pytest.Config) -> None:
     """Set the environment every Spark of the run inherits (see the module docstring).
 
-    Only for the pip-installed pyspark: a ``SPARK_HOME`` set by the user
-    (another Spark) and their ``SPARK_SUBMIT_OPTS`` are left alone.
+    ``SPARK_SUBMIT_OPTS`` the user set is left alone. Spark's Python workers
+    import pyspark without its zip as sparkfn's ``spark_session`` arranges it
+    for users; set here, the crash-test children and CLI subprocesses inherit
+    it too.
     """
     os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
-    if "SPARK_HOME" not in os.environ:
-        import pyspark
+    from sparkfn.runtime.spark import use_project_interpreter
 
-        installed = Path(pyspark.__file__).parent
-        if (installed / "python" / "lib" / "pyspark.zip").exists():
-            os.environ["SPARK_HOME"] = str(_spark_home_without_zip(installed, tmp))
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    home = Path(tempfile.mkdtemp(prefix="sparkfn-test-spark-home-"))
-    config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
-    _quick_spark_env(home)
+    use_project_interpreter()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -118,7 +82,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _pg_schema_url(schema: str) -> str:
     options = quote(f"-csearch_path={schema}", safe="-")
-    return f"{PG_SERVER}?options={options}"
+    # The application name tags every connection to the schema: see _drop_schema.
+    return f"{PG_SERVER}?options={options}&application_name={schema}"
 
 
 def _pg_unavailable(reason: str) -> None:
@@ -148,6 +113,14 @@ def _create_schema(server: str) -> str:
 
 def _drop_schema(server: str, schema: str) -> None:
     with psycopg.connect(server, autocommit=True) as conn:
+        # Spark keeps its Python workers for the whole session, and each keeps
+        # the connection pool of every store it opened (Store.cached): without
+        # this, idle connections to finished tests' schemas pile up until the
+        # server refuses new clients.
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            [schema],
+        )
         # A stuck connection should fail the teardown, not hang the run.
         conn.execute("SET lock_timeout = '30s'")
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -2,7 +2,17 @@
 
 sparkfn points Spark's Python workers at the interpreter running sparkfn
 (``PYSPARK_PYTHON``), so a user never has to, and registers the ``sparkfn``
-data source.
+data source. Two settings only make Python workers cheaper to start:
+
+* The daemon they are forked from is :mod:`sparkfn.runtime.daemon`, which
+  has already imported the thread-free part of what sparkfn's tasks import.
+* With the pip-installed pyspark, ``SPARK_HOME`` is a copy of it made of
+  symlinks, minus ``python/lib/pyspark.zip``. Spark puts that zip first on
+  every Python process's path, and zipimport keeps no bytecode: each daemon,
+  each data-source planning process (one per query start) and each task's
+  ``importlib.invalidate_caches()`` would compile or re-index pyspark from
+  the zip. Without it they import the same pyspark from the installed
+  package, compiled once by pip. A ``SPARK_HOME`` the user set is kept.
 
 >>> spark = spark_session()            # local[*]
 >>> spark.readStream.format("sparkfn").option("topic", "orders").load()
@@ -10,9 +20,13 @@ data source.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,13 +39,61 @@ DEFAULT_CONF = {
     # Streaming progress is reported by sparkfn; Spark's own is noise at INFO.
     "spark.sql.streaming.metricsEnabled": "false",
     "spark.python.worker.reuse": "true",
+    "spark.python.daemon.module": "sparkfn.runtime.daemon",
 }
 
 
 def use_project_interpreter() -> None:
-    """Make Spark's Python workers (and driver) run this interpreter."""
+    """Make Spark's Python workers (and driver) run this interpreter, from an unzipped pyspark."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if "SPARK_HOME" not in os.environ:
+        home = spark_home_without_zip()
+        if home is not None:
+            os.environ["SPARK_HOME"] = str(home)
+
+
+def spark_home_without_zip(cache: Path | None = None) -> Path | None:
+    """The pip-installed pyspark as a ``SPARK_HOME`` without ``pyspark.zip`` (see above).
+
+    Made once per pyspark installation under ``cache`` (the system's temp
+    directory by default) and reused; ``None`` when pyspark has no zip to
+    leave out (a Spark distribution, or a pyspark without it).
+    """
+    import pyspark
+
+    installed = Path(pyspark.__file__).resolve().parent
+    if not (installed / "python" / "lib" / "pyspark.zip").is_file():
+        return None
+    key = hashlib.sha256(f"{installed}:{pyspark.__version__}".encode()).hexdigest()[:16]
+    root = cache or Path(tempfile.gettempdir())
+    home = root / f"sparkfn-spark-home-{os.getuid()}-{key}"
+    if (home / "jars").is_dir():  # made before, and the installation is still there
+        return home
+    shutil.rmtree(home, ignore_errors=True)  # left over from a removed installation
+    building = Path(tempfile.mkdtemp(prefix=f"{home.name}.", dir=root))
+    try:
+        _link_tree(installed, building)
+        building.rename(home)  # atomic; another process may have won the race
+    except OSError:
+        shutil.rmtree(building, ignore_errors=True)
+        if not (home / "jars").is_dir():
+            return None  # not worth failing a run for: Spark works with the zip
+    return home
+
+
+def _link_tree(spark_home: Path, into: Path) -> None:
+    """Symlink ``spark_home``'s entries into ``into``, leaving out ``python/lib/pyspark.zip``."""
+    for entry in spark_home.iterdir():
+        if entry.name != "python":
+            (into / entry.name).symlink_to(entry)
+    (into / "python" / "lib").mkdir(parents=True)
+    for entry in (spark_home / "python").iterdir():
+        if entry.name != "lib":
+            (into / "python" / entry.name).symlink_to(entry)
+    for entry in (spark_home / "python" / "lib").iterdir():
+        if entry.name != "pyspark.zip":
+            (into / "python" / "lib" / entry.name).symlink_to(entry)
 
 
 def spark_session(

@@ -1,0 +1,66 @@
+"""Cheaper Python workers: sparkfn's daemon and a SPARK_HOME without pyspark.zip."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from sparkfn.runtime.daemon import PRELOAD
+from sparkfn.runtime.spark import spark_home_without_zip
+
+
+def test_the_preloaded_modules_start_no_thread() -> None:
+    # fork() copies only the forking thread: a preloaded module that started
+    # one could leave its locks held in every worker.
+    code = (
+        "import json, os, sys\n"
+        "from sparkfn.runtime.daemon import preload\n"
+        "preload()\n"
+        "print(json.dumps({'threads': len(os.listdir('/proc/self/task')),"
+        " 'modules': sorted(sys.modules)}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stderr == ""  # every module imported
+    found = json.loads(done.stdout)
+    assert found["threads"] == 1
+    assert set(PRELOAD) <= set(found["modules"])
+    assert not {"numpy", "pyarrow", "pandas"} & set(found["modules"])
+
+
+def test_spark_home_without_the_zip_is_made_once_and_reused(tmp_path: Path) -> None:
+    home = spark_home_without_zip(tmp_path)
+    assert home is not None and home.parent == tmp_path
+    assert (home / "jars").is_dir() and (home / "bin" / "spark-submit").exists()
+    lib = home / "python" / "lib"
+    assert not (lib / "pyspark.zip").exists()
+    assert any(entry.name.startswith("py4j") for entry in lib.iterdir())
+    assert spark_home_without_zip(tmp_path) == home
+    assert [p.name for p in tmp_path.iterdir()] == [home.name]  # no half-built copies left
+
+
+def test_workers_fork_from_sparkfns_daemon_and_import_pyspark_unzipped(spark: Any) -> None:
+    def describe(_: Any) -> dict[str, Any]:
+        import sys
+
+        import pyspark
+
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
+            parent = cmdline.read().replace(b"\0", b" ").decode()
+        return {
+            "parent": parent,
+            # Spark names the zip on the path whether or not it is there.
+            "zip_on_path": any(p.endswith("pyspark.zip") and os.path.exists(p) for p in sys.path),
+            "pyspark_from": pyspark.__file__,
+            "preloaded": "sparkfn.store.store" in sys.modules,
+        }
+
+    [seen] = spark.sparkContext.parallelize([0], 1).map(describe).collect()
+    assert "-m sparkfn.runtime.daemon" in seen["parent"], seen
+    assert seen["preloaded"] and not seen["zip_on_path"], seen
+    assert ".zip" not in seen["pyspark_from"], seen
