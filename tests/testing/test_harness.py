@@ -423,6 +423,43 @@ def test_a_failing_vectorized_batch_is_dead_lettered_whole() -> None:
     assert (harness.stats.received, harness.stats.processed_successfully) == (3, 1)
 
 
+def test_vectorized_outputs_are_encoded_for_the_output_topic() -> None:
+    # Strings and bytes go to string and bytes topics as columns; JSON topics
+    # and other types are encoded value by value.
+    def returning(column: pa.Array) -> Any:
+        return vectorized(lambda batch: pa.table({"value": column}))
+
+    strings = pa.array(["x", None], pa.large_string())
+    assert FunctionHarness(returning(strings)).send_many(["a", "b"]) == ["x", None]
+    raw = pa.array([b"\x00\xff", b"y"], pa.binary())
+    assert FunctionHarness(returning(raw), output_schema="bytes").send_many(["a", "b"]) == [
+        b"\x00\xff",
+        b"y",
+    ]
+    json_out = FunctionHarness(returning(pa.array([1, 2])), output_schema="json")
+    assert json_out.send_many(["a", "b"]) == [1, 2]
+
+    harness = FunctionHarness(returning(raw), dead_letter_topic="dlq")  # string topic
+    assert harness.send_many(["a", "b"]) == []
+    [(_, properties), _] = harness.dead_letters
+    assert "UnicodeDecodeError" in properties["EXCEPTION"]
+
+
+def test_vectorized_keys_and_properties_reach_the_output() -> None:
+    props = pa.array([[("source", "batch")], None], pa.map_(pa.string(), pa.string()))
+
+    @vectorized
+    def tagged(batch: pa.RecordBatch) -> pa.Table:
+        return pa.table({"key": ["k1", "k2"], "value": ["a", "b"], "properties": props})
+
+    harness = FunctionHarness(tagged)
+    assert harness.send_many(["a", "b"]) == ["a", "b"]
+    assert [(m.key, m.properties) for m in harness.messages] == [
+        ("k1", {"source": "batch"}),
+        ("k2", {}),
+    ]
+
+
 def test_returning_an_unencodable_value_is_a_user_exception() -> None:
     harness = FunctionHarness(lambda _: 42, dead_letter_topic="dlq")
     assert harness.send("x") == []

@@ -41,7 +41,7 @@ from sparkfn.runtime.loader import load_function
 from sparkfn.state.store import state_reader
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.message import PROPERTIES, TIMESTAMP, SchemaType
+from sparkfn.topics.message import TIMESTAMP, SchemaType
 
 TAGGED_SCHEMA = pa.schema(
     [
@@ -49,7 +49,7 @@ TAGGED_SCHEMA = pa.schema(
         pa.field("topic", pa.string()),
         pa.field("key", pa.string()),
         pa.field("value", pa.binary()),
-        pa.field("properties", PROPERTIES),
+        pa.field("properties", pa.string()),  # JSON object text: see properties_to_json
         pa.field("event_time", TIMESTAMP),
         pa.field("instance_id", pa.int32()),
         pa.field("payload", pa.binary()),
@@ -57,7 +57,7 @@ TAGGED_SCHEMA = pa.schema(
 )
 
 SPARK_TAGGED_SCHEMA = (
-    "kind string, topic string, key string, value binary, properties map<string,string>, "
+    "kind string, topic string, key string, value binary, properties string, "
     "event_time timestamp, instance_id int, payload binary"
 )
 
@@ -149,15 +149,11 @@ def _refuse_dead(store: Store, fqfn: str, instance_id: int, epoch: int) -> None:
 
 def emitted_batch(buffer: EmitBuffer, instance_id: int) -> pa.RecordBatch:
     """Tagged rows for the messages in ``buffer``."""
-    n = len(buffer)
+    batch = buffer.to_batch()
+    n = batch.num_rows
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(buffer.kind, pa.string()),
-            pa.array(buffer.topic, pa.string()),
-            pa.array(buffer.key, pa.string()),
-            pa.array(buffer.value, pa.binary()),
-            pa.array(buffer.properties, PROPERTIES),
-            pa.array(buffer.event_time, TIMESTAMP),
+            *batch.columns,
             pa.repeat(pa.scalar(instance_id, pa.int32()), n),
             pa.nulls(n, pa.binary()),
         ],
@@ -174,7 +170,7 @@ def summary_batch(result: TaskResult, *, final: bool = False) -> pa.RecordBatch:
             pa.nulls(1, pa.string()),
             pa.nulls(1, pa.string()),
             pa.nulls(1, pa.binary()),
-            pa.nulls(1, PROPERTIES),
+            pa.nulls(1, pa.string()),
             pa.nulls(1, TIMESTAMP),
             pa.array([result.instance_id], pa.int32()),
             pa.array([payload], pa.binary()),

@@ -37,7 +37,14 @@ from sparkfn.config.names import TopicName
 from sparkfn.runtime.loader import Serde, UserFunction, _load_serde
 from sparkfn.runtime.stats import ExceptionInfo, InstanceStats
 from sparkfn.state.buffer import StateBuffer, StateMutation, StateReader
-from sparkfn.topics.message import SchemaType
+from sparkfn.topics.message import (
+    PROPERTIES,
+    TIMESTAMP,
+    SchemaType,
+    properties_from_json,
+    properties_list,
+    properties_to_json,
+)
 
 SchemaLookup = Callable[[str], SchemaType]
 _LOG = logging.getLogger("sparkfn.lifecycle")
@@ -61,19 +68,38 @@ class Emitted:
     event_time: datetime | None = None
 
 
+EMIT_SCHEMA = pa.schema(
+    [
+        pa.field("kind", pa.string()),
+        pa.field("topic", pa.string()),
+        pa.field("key", pa.string()),
+        pa.field("value", pa.binary()),
+        pa.field("properties", pa.string()),  # JSON object text, null for none
+        pa.field("event_time", TIMESTAMP),
+    ]
+)
+
+
 class EmitBuffer:
-    """Messages for topics, as columns; a message's share can be cut off on failure."""
+    """Messages for topics, as columns; a message's share can be cut off on failure.
+
+    Per-record functions append one message at a time (Python lists); a
+    vectorized function's output is added whole, as Arrow columns
+    (:meth:`extend`), and is never turned into Python objects.
+    """
 
     def __init__(self) -> None:
+        self._chunks: list[pa.RecordBatch] = []  # earlier messages, in order
+        self._chunk_rows = 0
         self.kind: list[str] = []
         self.topic: list[str] = []
         self.value: list[bytes | None] = []
         self.key: list[str | None] = []
-        self.properties: list[list[tuple[str, str]] | None] = []
+        self.properties: list[str | None] = []
         self.event_time: list[datetime | None] = []
 
     def __len__(self) -> int:
-        return len(self.value)
+        return self._chunk_rows + len(self.value)
 
     def append(self, item: Emitted) -> None:
         """Add one message."""
@@ -81,28 +107,107 @@ class EmitBuffer:
         self.topic.append(item.topic)
         self.value.append(item.value)
         self.key.append(item.key)
-        self.properties.append(list(item.properties.items()) if item.properties else None)
+        self.properties.append(
+            json.dumps(item.properties, separators=(",", ":")) if item.properties else None
+        )
         self.event_time.append(item.event_time)
+
+    def extend(
+        self,
+        kind: str,
+        topic: str,
+        values: pa.Array,
+        keys: pa.Array | None = None,
+        properties: pa.Array | None = None,
+    ) -> None:
+        """Add ``len(values)`` messages given as columns (binary values, string keys, map properties)."""
+        n = len(values)
+        if n == 0:
+            return
+        self._seal()
+        self._add_chunk(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.repeat(pa.scalar(kind, pa.string()), n),
+                    pa.repeat(pa.scalar(topic, pa.string()), n),
+                    keys if keys is not None else pa.nulls(n, pa.string()),
+                    values,
+                    properties_to_json(properties)
+                    if properties is not None
+                    else pa.nulls(n, pa.string()),
+                    pa.nulls(n, TIMESTAMP),
+                ],
+                schema=EMIT_SCHEMA,
+            )
+        )
 
     def truncate(self, length: int) -> None:
         """Drop everything appended after ``length`` (a failed message's outputs)."""
-        for col in (self.kind, self.topic, self.value, self.key, self.properties, self.event_time):
-            del col[length:]
-
-    def items(self) -> list[Emitted]:
-        """The buffered messages as objects (tests and the harness)."""
-        return [
-            Emitted(k, t, v, key, dict(p or []), e)
-            for k, t, v, key, p, e in zip(
+        if length >= self._chunk_rows:
+            for col in (
                 self.kind,
                 self.topic,
                 self.value,
                 self.key,
                 self.properties,
                 self.event_time,
-                strict=True,
+            ):
+                del col[length - self._chunk_rows :]
+            return
+        chunks, self._chunks, self._chunk_rows = self._chunks, [], 0
+        for chunk in chunks:
+            keep = min(chunk.num_rows, length - self._chunk_rows)
+            if keep <= 0:
+                break
+            self._add_chunk(chunk.slice(0, keep))
+        self.truncate(length)  # the lists: all of them go
+
+    def to_batch(self) -> pa.RecordBatch:
+        """Every buffered message, in order, as one batch of :data:`EMIT_SCHEMA`."""
+        self._seal()
+        if not self._chunks:
+            return pa.RecordBatch.from_pylist([], schema=EMIT_SCHEMA)
+        if len(self._chunks) > 1:
+            self._chunks = [pa.concat_batches(self._chunks)]
+        return self._chunks[0]
+
+    def items(self) -> list[Emitted]:
+        """The buffered messages as objects (tests and the harness)."""
+        return [
+            Emitted(
+                row["kind"],
+                row["topic"],
+                row["value"],
+                row["key"],
+                json.loads(row["properties"]) if row["properties"] else {},
+                row["event_time"],
             )
+            for row in self.to_batch().to_pylist()
         ]
+
+    def _add_chunk(self, chunk: pa.RecordBatch) -> None:
+        self._chunks.append(chunk)
+        self._chunk_rows += chunk.num_rows
+
+    def _seal(self) -> None:
+        """Move the appended messages into a chunk, so that order is kept."""
+        if not self.value:
+            return
+        self._add_chunk(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.array(self.kind, pa.string()),
+                    pa.array(self.topic, pa.string()),
+                    pa.array(self.key, pa.string()),
+                    pa.array(self.value, pa.binary()),
+                    pa.array(self.properties, pa.string()),
+                    pa.array(self.event_time, TIMESTAMP),
+                ],
+                schema=EMIT_SCHEMA,
+            )
+        )
+        for col in (self.kind, self.topic, self.value, self.key, self.properties, self.event_time):
+            col.clear()
 
 
 @dataclass
@@ -126,12 +231,14 @@ class InputRows:
         self._cols: dict[str, list[Any]] = {}
 
     def column(self, name: str) -> list[Any]:
-        """A column as a list, converted on first use."""
+        """A column as a list, converted on first use (``properties`` as pairs, like a map's)."""
         col = self._cols.get(name)
         if col is None:
-            col = self._cols[name] = self._batch.column(
-                self._batch.schema.names.index(name)
-            ).to_pylist()
+            array = self._batch.column(self._batch.schema.names.index(name))
+            col = array.to_pylist()
+            if name == "properties" and pa.types.is_string(array.type):
+                col = [properties_list(text) for text in col]
+            self._cols[name] = col
         return col
 
 
@@ -633,8 +740,7 @@ class FunctionInstance:
                 call = self.user.call
                 result = call(arg, self.context) if self.user.takes_context else call(arg)
                 if result is not None and cfg.output:
-                    for item in _batch_outputs(result, self):
-                        self.out.append(item)
+                    _emit_batch_result(result, self)
             except Exception as exc:
                 if isinstance(exc, FatalError):
                     raise
@@ -750,6 +856,9 @@ def _decode_batch(batch: pa.RecordBatch, inst: FunctionInstance) -> pa.RecordBat
         if n in names
     ]
     out = batch.select(keep)
+    if "properties" in keep:  # the function sees a map, as on the topic
+        index = keep.index("properties")
+        out = out.set_column(index, "properties", properties_from_json(out.column(index)))
     topics = set(batch.column(names.index("topic")).to_pylist()) if batch.num_rows else set()
     kinds = {inst.input_serde_for(t).kind for t in topics}
     if kinds and kinds <= {"string", "json"}:
@@ -759,7 +868,14 @@ def _decode_batch(batch: pa.RecordBatch, inst: FunctionInstance) -> pa.RecordBat
     return out
 
 
-def _batch_outputs(result: Any, inst: FunctionInstance) -> list[Emitted]:
+def _emit_batch_result(result: Any, inst: FunctionInstance) -> None:
+    """Add a vectorized function's result to the instance's output, as columns when it can.
+
+    Values already in a topic's bytes (strings and binary for ``string`` and
+    ``bytes`` topics with sparkfn's serde) are cast, never converted to
+    Python objects; anything else (JSON topics, custom serdes, other types) is
+    encoded value by value, with the per-record errors.
+    """
     fqfn = inst.config.fqfn
     if not isinstance(result, pa.RecordBatch | pa.Table):
         try:
@@ -772,26 +888,61 @@ def _batch_outputs(result: Any, inst: FunctionInstance) -> list[Emitted]:
     if not isinstance(result, pa.RecordBatch | pa.Table):
         msg = f"function {fqfn} (vectorized) returned a {type(result).__name__}; expected a pyarrow RecordBatch/Table or pandas DataFrame"
         raise TypeError(msg)
-    if "value" not in result.schema.names:
-        msg = f"function {fqfn} (vectorized) returned a batch without a 'value' column (columns: {result.schema.names})"
+    names = result.schema.names
+    if "value" not in names:
+        msg = f"function {fqfn} (vectorized) returned a batch without a 'value' column (columns: {names})"
         raise TypeError(msg)
     output = inst.config.output
     if output is None:
-        return []
+        return
     serde = inst.output_serde_for(output)
-    values = result.column("value").to_pylist()
-    keys = (
-        result.column("key").to_pylist() if "key" in result.schema.names else [None] * len(values)
-    )
-    props = (
-        result.column("properties").to_pylist()
-        if "properties" in result.schema.names
-        else [None] * len(values)
-    )
-    return [
-        Emitted("output", output, None if v is None else serde.encode(v), k, dict(p or []))
-        for v, k, p in zip(values, keys, props, strict=True)
-    ]
+    values = _combined(result.column("value"))
+    keys = _combined(result.column("key")) if "key" in names else None
+    props = _combined(result.column("properties")) if "properties" in names else None
+    encoded = _encoded_column(values, serde)
+    if (
+        encoded is not None
+        and (keys is None or pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type))
+        and (props is None or props.type == PROPERTIES)
+    ):
+        inst.out.extend(
+            "output",
+            output,
+            encoded,
+            None if keys is None else keys.cast(pa.string()),
+            props,
+        )
+        return
+    n = len(values)
+    key_list = keys.to_pylist() if keys is not None else [None] * n
+    prop_list = props.to_pylist() if props is not None else [None] * n
+    for v, k, p in zip(values.to_pylist(), key_list, prop_list, strict=True):
+        inst.out.append(
+            Emitted("output", output, None if v is None else serde.encode(v), k, dict(p or []))
+        )
+
+
+def _combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        return column.combine_chunks()
+    return column
+
+
+def _encoded_column(values: pa.Array, serde: Serde) -> pa.Array | None:
+    """``values`` as topic bytes, or None when they need the serde value by value."""
+    if serde.custom is not None or serde.kind == "json":
+        return None
+    kind = values.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return values.cast(pa.binary())
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        if serde.kind == "string":
+            try:
+                values.cast(pa.string())  # validates UTF-8
+            except pa.ArrowInvalid:
+                return None  # the serde names the function, the topic and the value
+        return values.cast(pa.binary())
+    return None
 
 
 def encode_json_safe(value: Any) -> str:
