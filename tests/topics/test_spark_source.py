@@ -86,6 +86,36 @@ def test_copy_is_exact_and_keeps_keys(spark: Any, store: Store, data_dir: Path) 
     assert all(len(p) == 1 for p in partitions_by_key.values())
 
 
+def test_properties_read_as_json_text_are_written_back_as_properties(
+    spark: Any, store: Store, data_dir: Path
+) -> None:
+    TopicAdmin(store).create("src", partitions=1)
+    TopicAdmin(store).create("dst", partitions=1)
+    sent = {b"none": {}, b"some": {"a": "1", "ünï": '"q"'}}
+    Producer(store, "src").send_batch([Message(v, properties=p) for v, p in sent.items()])
+    source = (
+        spark.readStream.format("sparkfn")
+        .options(**spark_options(store))
+        .option("topic", "src")
+        .option("startingOffsets", "earliest")
+        .option("propertiesAs", "json")
+        .load()
+    )
+    assert dict(source.dtypes)["properties"] == "string"
+    query = (
+        source.select("value", "properties")
+        .writeStream.format("sparkfn")
+        .options(**spark_options(store))
+        .option("topic", "dst")
+        .option("checkpointLocation", str(data_dir / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    consumer = Consumer(store, "dst", initial_position="earliest")
+    assert {m.value: m.properties for m in consumer.receive(max_messages=10)} == sent
+
+
 def test_admission_control_caps_every_batch(spark: Any, store: Store, data_dir: Path) -> None:
     values = _fill(store, "src", 95)
     TopicAdmin(store).create("dst")
@@ -180,6 +210,9 @@ def test_bad_options_give_clear_errors(spark: Any, store: Store, data_dir: Path)
     )
     assert "maxRecordsPerBatch must be a positive integer; got '-3'" in _query_error(
         spark, store, data_dir, topic="src", maxRecordsPerBatch="-3"
+    )
+    assert "propertiesAs must be map or json; got 'xml'" in _query_error(
+        spark, store, data_dir, topic="src", propertiesAs="xml"
     )
     # The error types survive when used directly.
     with pytest.raises(TopicNotFoundError):

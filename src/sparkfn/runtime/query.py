@@ -132,6 +132,7 @@ def start_function_query(
         .option("controlId", config.fqfn)
         # What the Context can expose; publish_time, producer and sequence_id it cannot.
         .option("columns", "key,value,properties,event_time,topic,partition,offset")
+        .option("propertiesAs", "json")  # a string column crosses the JVM far faster
     )
     if config.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(config.max_records_per_batch))

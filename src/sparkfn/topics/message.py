@@ -56,6 +56,44 @@ SPARK_READ_TYPES = {
 }
 
 
+def properties_to_json(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A properties column (map) as JSON object text, null where a message has none.
+
+    Spark moves a string column between Python and the JVM several times
+    faster than a ``map<string,string>`` one, even an all-null one, so the
+    function runtime ships properties this way between its Python stages.
+    """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    n = len(column)
+    if pa.types.is_string(column.type):
+        return column
+    offsets = column.offsets
+    if column.null_count == n or offsets[n].as_py() == offsets[0].as_py():
+        return pa.nulls(n, pa.string())  # no message has a property: no Python loop
+    return pa.array(
+        [json.dumps(dict(p), separators=(",", ":")) if p else None for p in column.to_pylist()],
+        pa.string(),
+    )
+
+
+def properties_from_json(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The inverse of :func:`properties_to_json`: a ``map<string,string>`` column."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    n = len(column)
+    if column.type == PROPERTIES:
+        return column
+    if column.null_count == n:
+        return pa.nulls(n, PROPERTIES)
+    return pa.array([properties_list(text) for text in column.to_pylist()], PROPERTIES)
+
+
+def properties_list(text: str | None) -> list[tuple[str, str]] | None:
+    """One message's JSON properties as ``map`` values come out of Arrow: pairs."""
+    return None if text is None else list(json.loads(text).items())
+
+
 class SchemaType(StrEnum):
     """How a topic's values are interpreted."""
 
