@@ -45,10 +45,10 @@ from sparkfn.cli.running import (
     SPARK_MASTER_ENV,
     Display,
     StopSignals,
-    absolute_py,
     config_fields,
     default_name,
     elapsed,
+    load_config,
     mapping,
     note,
     run_query,
@@ -421,12 +421,7 @@ def build_config(
             shown = fields.get("name", "?")
             msg = f"function {shown}: invalid config: spark_conf: {exc.message}"
             raise ConfigError(msg) from None
-    if config_file is not None:
-        config = FunctionConfig.from_yaml(config_file, **fields)
-    else:
-        config = FunctionConfig.build(**fields)
-    result: FunctionConfig = absolute_py(config)
-    return result
+    return load_config(FunctionConfig, fields, config_file)
 
 
 # --- running --------------------------------------------------------------------

@@ -20,9 +20,27 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self, TypeVar
 
 import typer
+
+
+class _Config(Protocol):
+    """What the function, source and sink configs have in common here."""
+
+    @property
+    def py(self) -> str | None: ...
+
+    @classmethod
+    def from_yaml(cls, path: Path, **overrides: Any) -> Self: ...
+
+    @classmethod
+    def build(cls, **fields: Any) -> Self: ...
+
+    def model_copy(self, *, update: dict[str, Any]) -> Self: ...
+
+
+ConfigT = TypeVar("ConfigT", bound=_Config)
 
 SPARK_MASTER_ENV = "SPARKFN_SPARK_MASTER"
 STOP_MODES = ("drain", "suspend", "cancel")
@@ -157,8 +175,15 @@ def _peek_yaml(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def absolute_py(config: Any) -> Any:
-    """The config with ``py`` absolute, so Spark's Python workers find it from any directory."""
+def load_config(model: type[ConfigT], fields: dict[str, Any], config_file: Path | None) -> ConfigT:
+    """``model`` from the flags' ``fields`` over ``config_file``, with ``py`` made absolute.
+
+    Absolute, so that Spark's Python workers find the code from any directory.
+    """
+    if config_file is not None:
+        config = model.from_yaml(config_file, **fields)
+    else:
+        config = model.build(**fields)
     if not config.py:
         return config
     return config.model_copy(update={"py": str(Path(config.py).expanduser().resolve())})

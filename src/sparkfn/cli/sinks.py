@@ -43,9 +43,9 @@ from sparkfn.cli.functions import REFRESH_SECONDS, _display
 from sparkfn.cli.running import (
     SPARK_MASTER_ENV,
     StopSignals,
-    absolute_py,
     config_fields,
     default_name,
+    load_config,
     mapping,
     note,
     run_query,
@@ -280,12 +280,7 @@ def build_config(fields: dict[str, Any], config_file: Path | None) -> SinkConfig
         },
     )
     default_name(fields, config_file, "sink_type")
-    if config_file is not None:
-        config = SinkConfig.from_yaml(config_file, **fields)
-    else:
-        config = SinkConfig.build(**fields)
-    result: SinkConfig = absolute_py(config)
-    return result
+    return load_config(SinkConfig, fields, config_file)
 
 
 def _run(

@@ -45,10 +45,10 @@ from rich.table import Table
 from sparkfn.cli.context import open_store
 from sparkfn.cli.running import (
     StopSignals,
-    absolute_py,
     config_fields,
     default_name,
     elapsed,
+    load_config,
     mapping,
     note,
     stop_mode,
@@ -267,12 +267,7 @@ def build_config(fields: dict[str, Any], config_file: Path | None) -> SourceConf
         enums={"processing_guarantees": [e.value for e in ProcessingGuarantee]},
     )
     default_name(fields, config_file, "source_type")
-    if config_file is not None:
-        config = SourceConfig.from_yaml(config_file, **fields)
-    else:
-        config = SourceConfig.build(**fields)
-    result: SourceConfig = absolute_py(config)
-    return result
+    return load_config(SourceConfig, fields, config_file)
 
 
 # --- running --------------------------------------------------------------------
