@@ -196,8 +196,10 @@ class StopSignals:
     """SIGTERM and SIGINT become stop requests; the main loop acts on them.
 
     SIGTERM asks for ``sigterm_mode``, the first SIGINT for a drain, the
-    second signal of either kind for a cancel, and a third gives up waiting
-    (``typer.Abort``). The handlers only record: acting (taking a run's
+    second signal of either kind for a cancel, and a third raises
+    ``typer.Abort``: a source's runners are left to a ``read()`` that never
+    returns; a query is still cancelled on the way out, then Spark stopped.
+    The handlers only record: acting (taking a run's
     locks) from a handler could deadlock with the main thread holding one.
     """
 

@@ -16,8 +16,7 @@ the sink config (Pulsar's names, kebab-case; ``--configs`` is also
 config, the input topics and the sink's code are checked before Spark starts.
 
 Stopping: SIGTERM stops the way ``--sigterm`` says (default ``drain``); the
-first Ctrl+C drains, the next stop signal cancels, one more gives up
-waiting. With ``--until-drained`` the command ends when the input present at
+first Ctrl+C drains, the next stop signal cancels. With ``--until-drained`` the command ends when the input present at
 start is written. It exits 0 when the sink stopped cleanly, and 1 with one
 ``error [connector_failed]`` line naming the sink and the exception when it
 died (an exception from the sink, or ``context.fatal``).
