@@ -42,9 +42,13 @@ from rich.table import Table
 from sparkfn.cli.context import open_store
 from sparkfn.cli.params import parse_properties
 from sparkfn.cli.running import (
-    SPARK_MASTER_ENV,
     Display,
+    FailurePolicyOption,
+    Parallelism,
+    Sigterm,
+    SparkMaster,
     StopSignals,
+    TriggerInterval,
     config_fields,
     default_name,
     elapsed,
@@ -212,31 +216,9 @@ RetainOrdering = Annotated[
         show_default=False,
     ),
 ]
-Parallelism = Annotated[
-    str | None, _field("--parallelism", "Number of instances (1 to 256).", _RUN, "N")
-]
-TriggerInterval = Annotated[
-    str | None,
-    _field(
-        "--trigger-interval",
-        "Time between micro-batches: 500ms, 2s, 1m (default: as fast as possible).",
-        _RUN,
-        "DURATION",
-    ),
-]
 MaxRecordsPerBatch = Annotated[
     str | None,
     _field("--max-records-per-batch", "Cap on the messages of one micro-batch.", _RUN, "N"),
-]
-FailurePolicyOption = Annotated[
-    str | None,
-    _field(
-        "--failure-policy",
-        "What happens after an instance dies, as a JSON object: on_failure, on_fatal, "
-        "handler, max_restarts, restart_window, backoff_initial, ... (docs/lifecycle.md).",
-        _RUN,
-        "JSON",
-    ),
 ]
 SparkConf = Annotated[
     list[str] | None,
@@ -295,17 +277,7 @@ def localrun(
             rich_help_panel=_RUN,
         ),
     ] = False,
-    spark_master: Annotated[
-        str,
-        typer.Option(
-            "--spark-master",
-            envvar=SPARK_MASTER_ENV,
-            show_envvar=True,
-            help="Spark master URL.",
-            rich_help_panel=_RUN,
-            metavar="URL",
-        ),
-    ] = "local[*]",
+    spark_master: SparkMaster = "local[*]",
     metrics_port: Annotated[
         int,
         typer.Option(
@@ -317,15 +289,7 @@ def localrun(
             metavar="PORT",
         ),
     ] = 0,
-    sigterm: Annotated[
-        str,
-        typer.Option(
-            "--sigterm",
-            help="How SIGTERM stops the function: drain, suspend or cancel. Ctrl+C drains; a second Ctrl+C cancels.",
-            rich_help_panel=_RUN,
-            metavar="MODE",
-        ),
-    ] = "drain",
+    sigterm: Sigterm = "drain",
     json_status: Annotated[
         bool,
         typer.Option(
@@ -461,7 +425,7 @@ def _run(
             label=f"function {config.fqfn}",
             signals=signals,
             until_drained=until_drained,
-            display=lambda: _display(Console(stderr=True, highlight=False), config),
+            display=lambda: progress_display(Console(stderr=True, highlight=False), config),
             failure_type=FunctionFailedError,
             refresh_seconds=REFRESH_SECONDS,
         )
@@ -470,7 +434,8 @@ def _run(
 # --- showing progress -----------------------------------------------------------
 
 
-def _display(console: Console, config: FunctionConfig) -> Display:
+def progress_display(console: Console, config: FunctionConfig) -> Display:
+    """Per-instance counts of a query run: a live table on a terminal, else progress lines."""
     started = time.monotonic()
     if console.is_terminal:
         return _LiveTable(console, config, started)

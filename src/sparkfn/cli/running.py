@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol, Self, TypeVar
+from typing import Annotated, Any, Protocol, Self, TypeVar
 
 import typer
 
@@ -64,6 +64,56 @@ def elapsed(started: float) -> str:
     """``H:MM:SS`` since ``started`` (a ``time.monotonic()`` reading)."""
     seconds = int(time.monotonic() - started)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+# --- the "Run" options all three commands take ------------------------------------
+
+RUN_PANEL = "Run"
+
+# Taken as text and validated by the config, like every config field.
+Parallelism = Annotated[
+    str | None, option("--parallelism", "Number of instances (1 to 256).", RUN_PANEL, "N")
+]
+TriggerInterval = Annotated[
+    str | None,
+    option(
+        "--trigger-interval",
+        "Time between micro-batches: 500ms, 2s, 1m (default: as fast as possible).",
+        RUN_PANEL,
+        "DURATION",
+    ),
+]
+FailurePolicyOption = Annotated[
+    str | None,
+    option(
+        "--failure-policy",
+        "What happens after an instance dies, as a JSON object: on_failure, on_fatal, "
+        "handler, max_restarts, restart_window, backoff_initial, ... (docs/lifecycle.md).",
+        RUN_PANEL,
+        "JSON",
+    ),
+]
+SparkMaster = Annotated[
+    str,
+    typer.Option(
+        "--spark-master",
+        envvar=SPARK_MASTER_ENV,
+        show_envvar=True,
+        help="Spark master URL.",
+        rich_help_panel=RUN_PANEL,
+        metavar="URL",
+    ),
+]
+Sigterm = Annotated[
+    str,
+    typer.Option(
+        "--sigterm",
+        help="How SIGTERM stops the run: drain, suspend or cancel. Ctrl+C drains; "
+        "a second stop signal cancels.",
+        rich_help_panel=RUN_PANEL,
+        metavar="MODE",
+    ),
+]
 
 
 # --- reading flag values ----------------------------------------------------------

@@ -38,10 +38,14 @@ import typer
 from rich.console import Console
 
 from sparkfn.cli.context import open_store
-from sparkfn.cli.functions import REFRESH_SECONDS, _display
+from sparkfn.cli.functions import REFRESH_SECONDS, progress_display
 from sparkfn.cli.running import (
-    SPARK_MASTER_ENV,
+    FailurePolicyOption,
+    Parallelism,
+    Sigterm,
+    SparkMaster,
     StopSignals,
+    TriggerInterval,
     config_fields,
     default_name,
     load_config,
@@ -135,31 +139,9 @@ ProcessingGuarantees = Annotated[
         "GUARANTEE",
     ),
 ]
-Parallelism = Annotated[
-    str | None, _field("--parallelism", "Number of instances (1 to 256).", _RUN, "N")
-]
 MaxRecordsPerBatch = Annotated[
     str | None,
     _field("--max-records-per-batch", "Cap on the records of one micro-batch.", _RUN, "N"),
-]
-TriggerInterval = Annotated[
-    str | None,
-    _field(
-        "--trigger-interval",
-        "Time between micro-batches: 500ms, 2s, 1m (default: as fast as possible).",
-        _RUN,
-        "DURATION",
-    ),
-]
-FailurePolicyOption = Annotated[
-    str | None,
-    _field(
-        "--failure-policy",
-        "What happens after an instance dies, as a JSON object: on_failure, on_fatal, "
-        "handler, max_restarts, ... (docs/lifecycle.md).",
-        _RUN,
-        "JSON",
-    ),
 ]
 
 
@@ -198,26 +180,8 @@ def localrun(
             rich_help_panel=_RUN,
         ),
     ] = False,
-    sigterm: Annotated[
-        str,
-        typer.Option(
-            "--sigterm",
-            help="How SIGTERM stops the sink: drain, suspend or cancel.",
-            rich_help_panel=_RUN,
-            metavar="MODE",
-        ),
-    ] = "drain",
-    spark_master: Annotated[
-        str,
-        typer.Option(
-            "--spark-master",
-            envvar=SPARK_MASTER_ENV,
-            show_envvar=True,
-            help="Spark master URL.",
-            rich_help_panel=_RUN,
-            metavar="URL",
-        ),
-    ] = "local[*]",
+    sigterm: Sigterm = "drain",
+    spark_master: SparkMaster = "local[*]",
     json_status: Annotated[
         bool,
         typer.Option(
@@ -303,7 +267,7 @@ def _run(
             label=f"sink {sink.fqn}",
             signals=signals,
             until_drained=until_drained,
-            display=lambda: _display(Console(stderr=True, highlight=False), run.config),
+            display=lambda: progress_display(Console(stderr=True, highlight=False), run.config),
             failure_type=ConnectorFailedError,
             refresh_seconds=REFRESH_SECONDS,
         )

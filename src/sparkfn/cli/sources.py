@@ -44,6 +44,8 @@ from rich.table import Table
 
 from sparkfn.cli.context import open_store
 from sparkfn.cli.running import (
+    Parallelism,
+    Sigterm,
     StopSignals,
     config_fields,
     default_name,
@@ -156,9 +158,6 @@ PollInterval = Annotated[
         "DURATION",
     ),
 ]
-Parallelism = Annotated[
-    str | None, _field("--parallelism", "Number of instances (1 to 256).", _RUN, "N")
-]
 
 
 @sources_app.command("localrun")
@@ -187,15 +186,7 @@ def localrun(
             metavar="PATH",
         ),
     ] = None,
-    sigterm: Annotated[
-        str,
-        typer.Option(
-            "--sigterm",
-            help="How SIGTERM stops the source: drain, suspend or cancel.",
-            rich_help_panel=_RUN,
-            metavar="MODE",
-        ),
-    ] = "drain",
+    sigterm: Sigterm = "drain",
     json_status: Annotated[
         bool,
         typer.Option(
