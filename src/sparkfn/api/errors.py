@@ -14,6 +14,7 @@ also from the builtin it resembles, so callers may catch either::
     ├── StoreError             (RuntimeError) the metadata store cannot be used
     │   └── SchemaVersionError                 the store is newer than this sparkfn
     ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
+    │   └── StaleRunError                      a newer run replaced this one (fenced)
     └── ConnectorFailedError   (RuntimeError) a connector instance died
 
 ``FunctionLoadError`` (a ``ConfigError``: the function's code cannot be
@@ -96,3 +97,9 @@ class ConnectorFailedError(SparkfnError, RuntimeError):
     """A source or sink instance died (an exception from the connector, or ``fatal``)."""
 
     reason = "connector_failed"
+
+
+class StaleRunError(FunctionFailedError):
+    """A run of a function was replaced by a newer one (a higher epoch); its commits are refused."""
+
+    reason = "stale_run"
