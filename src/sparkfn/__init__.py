@@ -9,7 +9,12 @@ The public API is what this module exports; everything else is internal.
 
 Functions subclass :class:`Function`; connectors subclass :class:`Source`,
 :class:`PushSource` or :class:`Sink` (records are :class:`Record`), and may
-implement :class:`GracefulShutdown`.
+implement :class:`GracefulShutdown`. :class:`LocalRun` runs a
+:class:`FunctionConfig` and :class:`SinkRun` a :class:`SinkConfig`; a
+:class:`FailurePolicy` or a handler ``(FunctionFailure, FailureInfo) ->
+Response`` decides what follows a death. Every error sparkfn raises on
+purpose is a :class:`SparkfnError` (the tree is drawn in
+:mod:`sparkfn.api.errors`).
 """
 
 import importlib
@@ -23,17 +28,26 @@ if TYPE_CHECKING:
     from sparkfn.api.errors import (
         AlreadyExistsError,
         ConfigError,
+        ConnectorFailedError,
+        ConnectorLoadError,
+        DataDirError,
+        FatalError,
         FunctionFailedError,
+        FunctionFailure,
+        FunctionLoadError,
+        HarnessClosedError,
         NotFoundError,
         PayloadError,
         SchemaVersionError,
         SparkfnError,
+        StaleRunError,
         StoreError,
         TopicExistsError,
         TopicNotFoundError,
     )
     from sparkfn.api.function import Function, IdentitySerDe, SerDe, VectorizedFunction, vectorized
-    from sparkfn.api.lifecycle import GracefulShutdown, Response
+    from sparkfn.api.lifecycle import DeathCause, FailureInfo, GracefulShutdown, Response
+    from sparkfn.config.connector import SinkConfig, SourceConfig
     from sparkfn.config.function import (
         FunctionConfig,
         ProcessingGuarantee,
@@ -41,8 +55,9 @@ if TYPE_CHECKING:
         SubscriptionType,
     )
     from sparkfn.config.names import TopicName
+    from sparkfn.config.policy import FailurePolicy
     from sparkfn.config.settings import Settings
-    from sparkfn.runtime.loader import FunctionLoadError
+    from sparkfn.connectors.sink_runtime import SinkRun
     from sparkfn.runtime.localrun import LocalRun
     from sparkfn.runtime.spark import spark_session
     from sparkfn.store.store import Store
@@ -57,14 +72,23 @@ if TYPE_CHECKING:
 _LAZY = {
     "AlreadyExistsError": "sparkfn.api.errors",
     "ConfigError": "sparkfn.api.errors",
+    "ConnectorFailedError": "sparkfn.api.errors",
+    "ConnectorLoadError": "sparkfn.api.errors",
     "Consumer": "sparkfn.topics.consumer",
     "Context": "sparkfn.api.context",
+    "DataDirError": "sparkfn.api.errors",
+    "DeathCause": "sparkfn.api.lifecycle",
     "END_OF_STREAM": "sparkfn.api.connector",
+    "FailureInfo": "sparkfn.api.lifecycle",
+    "FailurePolicy": "sparkfn.config.policy",
+    "FatalError": "sparkfn.api.errors",
     "Function": "sparkfn.api.function",
     "FunctionConfig": "sparkfn.config.function",
     "FunctionFailedError": "sparkfn.api.errors",
-    "FunctionLoadError": "sparkfn.runtime.loader",
+    "FunctionFailure": "sparkfn.api.errors",
+    "FunctionLoadError": "sparkfn.api.errors",
     "GracefulShutdown": "sparkfn.api.lifecycle",
+    "HarnessClosedError": "sparkfn.api.errors",
     "IdentitySerDe": "sparkfn.api.function",
     "LocalRun": "sparkfn.runtime.localrun",
     "Message": "sparkfn.topics.message",
@@ -82,9 +106,13 @@ _LAZY = {
     "SerDe": "sparkfn.api.function",
     "Settings": "sparkfn.config.settings",
     "Sink": "sparkfn.api.connector",
+    "SinkConfig": "sparkfn.config.connector",
+    "SinkRun": "sparkfn.connectors.sink_runtime",
     "Source": "sparkfn.api.connector",
+    "SourceConfig": "sparkfn.config.connector",
     "spark_session": "sparkfn.runtime.spark",
     "SparkfnError": "sparkfn.api.errors",
+    "StaleRunError": "sparkfn.api.errors",
     "Store": "sparkfn.store.store",
     "StoreError": "sparkfn.api.errors",
     "SubscriptionPosition": "sparkfn.config.function",
@@ -115,14 +143,23 @@ def __dir__() -> list[str]:
 __all__ = [
     "AlreadyExistsError",
     "ConfigError",
+    "ConnectorFailedError",
+    "ConnectorLoadError",
     "Consumer",
     "Context",
+    "DataDirError",
+    "DeathCause",
     "END_OF_STREAM",
+    "FailureInfo",
+    "FailurePolicy",
+    "FatalError",
     "Function",
     "FunctionConfig",
     "FunctionFailedError",
+    "FunctionFailure",
     "FunctionLoadError",
     "GracefulShutdown",
+    "HarnessClosedError",
     "IdentitySerDe",
     "LocalRun",
     "Message",
@@ -140,8 +177,12 @@ __all__ = [
     "SerDe",
     "Settings",
     "Sink",
+    "SinkConfig",
+    "SinkRun",
     "Source",
+    "SourceConfig",
     "SparkfnError",
+    "StaleRunError",
     "Store",
     "StoreError",
     "SubscriptionPosition",

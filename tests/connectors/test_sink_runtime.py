@@ -26,8 +26,7 @@ from typing import Any
 
 import pytest
 
-from sparkfn.api.errors import ConfigError, ConnectorFailedError, ConnectorLoadError
-from sparkfn.api.lifecycle import FatalError
+from sparkfn.api.errors import ConfigError, ConnectorFailedError, ConnectorLoadError, FatalError
 from sparkfn.config.connector import SinkConfig
 from sparkfn.connectors.sink_runtime import (
     ADAPTER_CLASSNAME,

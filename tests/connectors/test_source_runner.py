@@ -22,7 +22,7 @@ from connector_probes import (
 )
 
 from sparkfn.api.connector import END_OF_STREAM, Record, Source
-from sparkfn.api.lifecycle import FatalError
+from sparkfn.api.errors import FatalError
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.instances import SourceInstances
 from sparkfn.connectors.runner import SourceRunner, SourceState

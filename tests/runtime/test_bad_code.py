@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from sparkfn.api.errors import FunctionLoadError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.loader import FunctionLoadError
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin

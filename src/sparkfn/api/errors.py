@@ -1,30 +1,44 @@
-"""The sparkfn exception hierarchy.
+"""The sparkfn exception hierarchy: every error sparkfn raises on purpose.
 
-Every error sparkfn raises on purpose derives from :class:`SparkfnError`, and
-also from the builtin it resembles, so callers may catch either::
+Each class derives from :class:`SparkfnError` and also from the builtin it
+resembles, so callers may catch either::
 
     SparkfnError
-    ├── ConfigError            (ValueError)   invalid configuration or name
+    ├── ConfigError            (ValueError)   invalid configuration, name or option
+    │   ├── FunctionLoadError                  a function's code cannot be loaded
     │   └── ConnectorLoadError                 a connector's code cannot be loaded
     ├── PayloadError           (ValueError)   a message value does not fit the topic schema
-    ├── NotFoundError          (LookupError)
+    ├── NotFoundError          (LookupError)  a named object does not exist
     │   └── TopicNotFoundError
-    ├── AlreadyExistsError     (ValueError)
+    ├── AlreadyExistsError     (ValueError)   a named object exists already
     │   └── TopicExistsError
     ├── StoreError             (RuntimeError) the metadata store cannot be used
-    │   └── SchemaVersionError                 the store is newer than this sparkfn
+    │   ├── SchemaVersionError                 the store is newer than this sparkfn
+    │   └── DataDirError                       the data directory cannot be created or written
     ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
-    │   └── StaleRunError                      a newer run replaced this one (fenced)
-    └── ConnectorFailedError   (RuntimeError) a connector instance died
+    ├── FunctionFailure        (RuntimeError) an instance's death, as a failure handler gets it
+    ├── FatalError             (RuntimeError) a task of an instance ended by ``context.fatal``
+    ├── StaleRunError          (RuntimeError) an older run of a function, fenced by a newer one
+    ├── ConnectorFailedError   (RuntimeError) a source or sink instance died
+    └── HarnessClosedError     (RuntimeError) a message sent to a closed test harness
 
-``FunctionLoadError`` (a ``ConfigError``: the function's code cannot be
-loaded) lives with the loader in :mod:`sparkfn.runtime.loader`.
+Each class carries its own stable, machine-readable ``reason`` (unique in the
+tree, checked by ``tests/api/test_errors.py``) that the REST API and the CLI
+report next to the human message::
 
-Each class carries a stable machine-readable ``reason`` that the REST API and
-the CLI report next to the human message.
+    $ sparkfn topics describe nope
+    error [topic_not_found]: topic public/default/nope does not exist
+
+Every class is defined here and nowhere else; the public ones are exported
+from :mod:`sparkfn`.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparkfn.api.lifecycle import DeathCause
 
 
 class SparkfnError(Exception):
@@ -37,6 +51,18 @@ class ConfigError(SparkfnError, ValueError):
     """A configuration value, name or option is invalid."""
 
     reason = "invalid_config"
+
+
+class FunctionLoadError(ConfigError):
+    """The function's code cannot be loaded: bad file, import error, wrong name or shape."""
+
+    reason = "function_load_error"
+
+
+class ConnectorLoadError(ConfigError):
+    """A connector's code cannot be loaded: unknown built-in, bad file, wrong class."""
+
+    reason = "connector_load_error"
 
 
 class PayloadError(SparkfnError, ValueError):
@@ -81,16 +107,49 @@ class SchemaVersionError(StoreError):
     reason = "store_schema_too_new"
 
 
+class DataDirError(StoreError):
+    """The data directory (segment files, the default SQLite store) cannot be created or written."""
+
+    reason = "data_dir_unusable"
+
+
 class FunctionFailedError(SparkfnError, RuntimeError):
     """A function's query stopped with an error."""
 
     reason = "function_failed"
 
 
-class ConnectorLoadError(ConfigError):
-    """A connector's code cannot be loaded: unknown built-in, bad file, wrong class."""
+class FunctionFailure(SparkfnError, RuntimeError):
+    """The exception a failure handler receives: an instance's death, rebuilt from the store.
 
-    reason = "connector_load_error"
+    >>> def handle(failure: FunctionFailure, info: FailureInfo) -> Response:
+    ...     return Response.SHUTDOWN_FUNCTION if failure.fatal else Response.REPLACE_INSTANCE
+    """
+
+    reason = "instance_failed"
+
+    def __init__(self, fqfn: str, instance_id: int | None, cause: DeathCause, fatal: bool) -> None:
+        where = f"instance {instance_id}" if instance_id is not None else "all instances"
+        super().__init__(f"function {fqfn} ({where}): {cause}")
+        self.fqfn = fqfn
+        self.instance_id = instance_id
+        self.cause = cause
+        self.fatal = fatal
+
+
+class FatalError(SparkfnError, RuntimeError):
+    """Raised in a task whose instance was terminated by ``context.fatal``."""
+
+    reason = "fatal_error"
+
+
+class StaleRunError(SparkfnError, RuntimeError):
+    """A run of a function was fenced: a newer run (a higher epoch) owns the function.
+
+    The older run's commit fails, so two runs never both commit a batch.
+    """
+
+    reason = "stale_run"
 
 
 class ConnectorFailedError(SparkfnError, RuntimeError):
@@ -99,7 +158,7 @@ class ConnectorFailedError(SparkfnError, RuntimeError):
     reason = "connector_failed"
 
 
-class StaleRunError(FunctionFailedError):
-    """A run of a function was replaced by a newer one (a higher epoch); its commits are refused."""
+class HarnessClosedError(SparkfnError, RuntimeError):
+    """A message was sent to a :class:`sparkfn.testing.FunctionHarness` after ``close()``."""
 
-    reason = "stale_run"
+    reason = "harness_closed"

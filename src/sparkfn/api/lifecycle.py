@@ -15,7 +15,8 @@ Neither is called on cancel, failure or ``context.fatal``; both may be called
 more than once and must be idempotent.
 
 What happens after an uncaught failure is a :class:`Response`, chosen per
-function by its ``failure_policy`` or by a handler ``module:callable``::
+function by its ``failure_policy`` or by a handler ``module:callable``, which
+gets the death as a :class:`~sparkfn.api.errors.FunctionFailure`::
 
     def handle(failure: FunctionFailure, info: FailureInfo) -> Response:
         return Response.SHUTDOWN_INSTANCE if info.restarts > 3 else Response.REPLACE_INSTANCE
@@ -28,8 +29,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
-
-from sparkfn.api.errors import SparkfnError
 
 
 class GracefulShutdown(ABC):
@@ -49,6 +48,47 @@ class GracefulShutdown(ABC):
         """Release what the object runs (threads, pools); ``close()`` follows."""
 
 
+class StopMode(StrEnum):
+    """How a stop request ends a function, sink or source (DESIGN.md 2.3)."""
+
+    DRAIN = "drain"  # finish the input present now, GracefulShutdown, close; STOPPED
+    SUSPEND = "suspend"  # admit nothing more, commit what is in flight, GracefulShutdown; SUSPENDED
+    CANCEL = "cancel"  # stop now; what is in flight is abandoned; close only; STOPPED
+
+    @classmethod
+    def parse(cls, mode: str | StopMode) -> StopMode:
+        """``drain``, ``suspend`` or ``cancel`` (any case); ``ValueError`` naming the choices."""
+        try:
+            return cls(str(mode).strip().lower())
+        except ValueError:
+            choices = ", ".join(m.value for m in cls)
+            msg = f"stop mode {mode!r} is not one of: {choices}"
+            raise ValueError(msg) from None
+
+
+class RunState(StrEnum):
+    """Where a function, sink or source (or one instance of it) is in its life.
+
+    ``CREATED -> STARTING -> RUNNING -> (RESTARTING) -> STOPPING -> STOPPED |
+    SUSPENDED | ERROR``; the last three are final. The values are what the
+    store keeps and ``status`` shows.
+    """
+
+    CREATED = "CREATED"  # known, never started
+    STARTING = "STARTING"  # a start was asked: the query or the instance threads are coming up
+    RUNNING = "RUNNING"  # taking input
+    RESTARTING = "RESTARTING"  # died; the failure policy restarts it after a backoff
+    STOPPING = "STOPPING"  # a stop, the end of the input or a death: winding down
+    STOPPED = "STOPPED"  # drained or cancelled; every object closed (or named as not)
+    SUSPENDED = "SUSPENDED"  # suspended at a savepoint; a start resumes there
+    ERROR = "ERROR"  # died and the policy shut it down; status shows the cause
+
+    @property
+    def final(self) -> bool:
+        """Whether nothing runs in this state (until a user starts it again)."""
+        return self in (RunState.STOPPED, RunState.SUSPENDED, RunState.ERROR)
+
+
 class Response(StrEnum):
     """What sparkfn does after a function (or connector) instance dies (KIP-671)."""
 
@@ -56,12 +96,6 @@ class Response(StrEnum):
     SHUTDOWN_INSTANCE = "SHUTDOWN_INSTANCE"  # stop the failed instance only
     SHUTDOWN_WORKER = "SHUTDOWN_WORKER"  # stop every function on this worker
     SHUTDOWN_FUNCTION = "SHUTDOWN_FUNCTION"  # stop all instances, persist ERROR
-
-
-class FatalError(SparkfnError, RuntimeError):
-    """Raised in a task whose instance was terminated by ``context.fatal``."""
-
-    reason = "fatal"
 
 
 @dataclass(frozen=True)
@@ -86,20 +120,6 @@ class DeathCause:
         """The stored form of ``exc``, raised or reported in ``thread``."""
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         return cls(type(exc).__name__, str(exc), text, origin, thread)
-
-
-class FunctionFailure(SparkfnError, RuntimeError):
-    """The exception a failure handler receives: an instance's death, rebuilt from the store."""
-
-    reason = "function_failed"
-
-    def __init__(self, fqfn: str, instance_id: int | None, cause: DeathCause, fatal: bool) -> None:
-        where = f"instance {instance_id}" if instance_id is not None else "all instances"
-        super().__init__(f"function {fqfn} ({where}): {cause}")
-        self.fqfn = fqfn
-        self.instance_id = instance_id
-        self.cause = cause
-        self.fatal = fatal
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkfn.api.connector import END_OF_STREAM, PushSource, Record, Source, SourceContext
-from sparkfn.api.errors import SparkfnError
-from sparkfn.api.lifecycle import DeathCause, FatalError, GracefulShutdown
+from sparkfn.api.errors import FatalError, SparkfnError
+from sparkfn.api.lifecycle import DeathCause, GracefulShutdown
 from sparkfn.config.connector import SourceConfig
 from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.connectors.appender import TopicAppender

@@ -64,9 +64,9 @@ from typing import Any, NoReturn
 
 from sparkfn.api.connector import Record, Sink, SinkContext
 from sparkfn.api.context import Context
-from sparkfn.api.errors import ConfigError, ConnectorFailedError, FunctionFailedError
+from sparkfn.api.errors import ConfigError, ConnectorFailedError, FatalError, FunctionFailedError
 from sparkfn.api.function import Function
-from sparkfn.api.lifecycle import FatalError, GracefulShutdown
+from sparkfn.api.lifecycle import GracefulShutdown
 from sparkfn.config.connector import SinkConfig
 from sparkfn.config.function import FunctionConfig
 from sparkfn.connectors.registry import load_sink

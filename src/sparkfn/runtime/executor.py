@@ -33,7 +33,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkfn.api.lifecycle import DeathCause, FatalError
+from sparkfn.api.errors import FatalError
+from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import FunctionConfig, SubscriptionType
 from sparkfn.runtime import control, workerctl
 from sparkfn.runtime.instance import EmitBuffer, FunctionInstance, InputRows, TaskResult

@@ -31,7 +31,8 @@ from typing import Any
 import pyarrow as pa
 
 from sparkfn.api.context import Context
-from sparkfn.api.lifecycle import DeathCause, FatalError
+from sparkfn.api.errors import FatalError
+from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
 from sparkfn.runtime.loader import Serde, UserFunction, _load_serde

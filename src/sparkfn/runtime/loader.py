@@ -18,18 +18,12 @@ from types import ModuleType
 from typing import Any
 
 from sparkfn._usercode import import_file, import_module, resolve_classname
-from sparkfn.api.errors import ConfigError
+from sparkfn.api.errors import FunctionLoadError
 from sparkfn.api.function import VECTORIZED_ATTR, SerDe, VectorizedFunction
 from sparkfn.config.function import FunctionConfig
 from sparkfn.topics.message import SchemaType
 
 COMPAT_DIR = Path(__file__).resolve().parent.parent / "_compat"
-
-
-class FunctionLoadError(ConfigError):
-    """The function's code cannot be loaded: bad file, import error, wrong name or shape."""
-
-    reason = "function_load_error"
 
 
 @dataclass

@@ -27,8 +27,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 from pyspark.sql.types import StructType
 from sqlalchemy import Connection
 
-from sparkfn.api.errors import ConfigError
-from sparkfn.api.lifecycle import FatalError
+from sparkfn.api.errors import ConfigError, FatalError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.runtime.executor import TaskSummary

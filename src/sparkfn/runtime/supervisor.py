@@ -37,7 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sparkfn.api.lifecycle import DeathCause, FailureInfo, FunctionFailure, Response
+from sparkfn.api.errors import FunctionFailure
+from sparkfn.api.lifecycle import DeathCause, FailureInfo, Response
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.store.store import Store

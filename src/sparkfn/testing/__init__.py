@@ -9,9 +9,9 @@ The harness runs sparkfn's own per-message engine, so retries, dead letters
 and state behave as in a real run; see :class:`FunctionHarness`.
 """
 
+from sparkfn.api.errors import HarnessClosedError
 from sparkfn.testing.harness import (
     FunctionHarness,
-    HarnessClosedError,
     HarnessState,
     ProducedMessage,
     TopicMessages,

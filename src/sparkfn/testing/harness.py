@@ -33,7 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkfn.api.errors import ConfigError, SparkfnError
+from sparkfn.api.errors import ConfigError, HarnessClosedError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
 from sparkfn.runtime.instance import DLQ_REAL_TOPIC, FunctionInstance, InputRows, TaskResult
@@ -46,12 +46,6 @@ from sparkfn.runtime.stats import InstanceStats, MetricSummary
 from sparkfn.state.buffer import CommittedState, StateMutation
 from sparkfn.topics.admin import parse_schema_type
 from sparkfn.topics.message import READ_SCHEMA, SchemaType, encode_value, utc_now
-
-
-class HarnessClosedError(SparkfnError, RuntimeError):
-    """A message was sent to a harness after :meth:`FunctionHarness.close`."""
-
-    reason = "harness_closed"
 
 
 class HarnessState(Enum):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from sparkfn.api.lifecycle import FailureInfo, FunctionFailure, Response
+from sparkfn import FailureInfo, FunctionFailure, Response
 
 
 def handle(failure: FunctionFailure, info: FailureInfo) -> Response:
