@@ -18,9 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 import typer
 
-_DURATION_UNITS_MS = {"w": 604_800_000, "d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
-_DURATION_PART = re.compile(r"(\d+)(ms|[wdhms])")
-_DURATION = re.compile(r"(?:\d+(?:ms|[wdhms]))+")
+from sparkfn.config import durations
 
 # Powers of 1024, as Pulsar's admin CLI reads sizes; "KB" and "KiB" mean the same.
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -28,22 +26,19 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([kmgt])(?:i?b)?|(b))?", re.IGNORECASE
 
 
 def parse_duration(text: str) -> timedelta:
-    """``45s``, ``30m``, ``12h``, ``7d``, ``2w``, ``500ms`` or a sum like ``1h30m``."""
-    compact = text.strip().replace(" ", "").lower()
-    if not _DURATION.fullmatch(compact):
-        msg = (
-            f"{text!r} is not a duration; use a number with a unit "
-            "(ms, s, m, h, d, w), e.g. 7d, 12h, 30m, 45s or 1h30m"
-        )
-        raise typer.BadParameter(msg)
-    total_ms = sum(
-        int(number) * (1 if unit == "ms" else _DURATION_UNITS_MS[unit])
-        for number, unit in _DURATION_PART.findall(compact)
-    )
-    if total_ms <= 0:
+    """A positive duration in sparkfn's grammar, with a unit: ``45s``, ``7d``, ``1h30m``.
+
+    The grammar is :mod:`sparkfn.config.durations`; an option's value needs a
+    unit (``--retention 7`` could mean seconds or days).
+    """
+    try:
+        duration = durations.parse_duration(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if duration <= timedelta(0):
         msg = f"{text!r}: the duration must be positive"
         raise typer.BadParameter(msg)
-    return timedelta(milliseconds=total_ms)
+    return duration
 
 
 def parse_size(text: str) -> int:
@@ -86,14 +81,10 @@ def parse_properties(items: list[str], option: str = "--property") -> dict[str, 
 
 
 def format_duration_ms(ms: int | None) -> str:
-    """The largest whole unit for a retention time, e.g. ``7d``; ``-`` for none."""
+    """A retention time in milliseconds for people, e.g. ``7d``; ``-`` for none."""
     if ms is None:
         return "-"
-    for unit, size in _DURATION_UNITS_MS.items():
-        # Days are the largest unit shown: "14d" reads better than "2w".
-        if unit != "w" and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
+    return durations.format_duration(timedelta(milliseconds=ms))
 
 
 def format_size(size: int | None) -> str:
