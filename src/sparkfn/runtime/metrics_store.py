@@ -192,10 +192,3 @@ def latest_exceptions(store: Store, fqfn: str) -> dict[tuple[int, str], list[dic
             }
         )
     return out
-
-
-def reset_stats(store: Store, fqfn: str) -> None:
-    """Forget a function's stats and exceptions (on delete)."""
-    with store.write() as conn:
-        for table in (_TOTALS, _RECENT, _EXC):
-            conn.execute(delete(table).where(table.c.fqfn == fqfn))
