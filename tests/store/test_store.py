@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from sqlalchemy import insert, select, text
 
-from sparkfn.api.errors import SparkfnError, StoreError
+from sparkfn.api.errors import DataDirError, SparkfnError, StoreError
 from sparkfn.store import schema
 from sparkfn.store.migrations import MIGRATIONS
 from sparkfn.store.store import Store
@@ -111,6 +112,22 @@ def test_bad_urls_raise_store_error(url: str, fragment: str, data_dir: Path) -> 
     assert isinstance(caught.value, SparkfnError)
     assert isinstance(caught.value, RuntimeError)
     assert caught.value.reason == "store_error"
+
+
+def test_unusable_directories_raise_errors_naming_them(tmp_path: Path) -> None:
+    a_file = tmp_path / "plain-file"
+    a_file.write_text("")
+    with pytest.raises(
+        DataDirError, match=re.escape(f"data directory {a_file} is not a directory")
+    ):
+        Store.open(None, a_file)
+    with pytest.raises(DataDirError, match="data directory /proc/forbidden cannot be created"):
+        Store.open(None, "/proc/forbidden")
+    url = "sqlite:////proc/forbidden/sparkfn.db"
+    with pytest.raises(
+        StoreError, match="SQLite store directory /proc/forbidden cannot be created"
+    ):
+        Store.open(url, tmp_path)
 
 
 def test_unreachable_postgresql_raises_store_error(data_dir: Path) -> None:

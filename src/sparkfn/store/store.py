@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine, and_, create_engine, event, select, t
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
-from sparkfn.api.errors import StoreError
+from sparkfn.api.errors import DataDirError, StoreError
 from sparkfn.config.settings import Settings
 from sparkfn.store import migrations, schema
 
@@ -37,6 +37,18 @@ def _normalise_url(url: str) -> str:
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
+
+
+def _make_dir(path: Path, what: str, error: type[StoreError]) -> None:
+    """Create ``path`` if needed, or raise ``error`` naming it and the reason."""
+    if path.exists() and not path.is_dir():
+        msg = f"{what} {path} is not a directory"
+        raise error(msg)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"{what} {path} cannot be created: {exc.strerror or exc}"
+        raise error(msg) from exc
 
 
 class Store:
@@ -58,7 +70,10 @@ class Store:
     ) -> Store:
         """Open (creating or upgrading as needed) the store at ``url``."""
         settings = Settings.resolve(data_dir, url)
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        _make_dir(settings.data_dir, "data directory", DataDirError)
+        if not os.access(settings.data_dir, os.W_OK | os.X_OK):
+            msg = f"data directory {settings.data_dir} is not writable"
+            raise DataDirError(msg)
         try:
             sa_url = make_url(_normalise_url(settings.store_url))
         except ArgumentError as exc:
@@ -91,7 +106,7 @@ class Store:
         if not database or database == ":memory:":
             msg = "the SQLite store needs a file path (it is shared between processes)"
             raise StoreError(msg)
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        _make_dir(Path(database).parent, "SQLite store directory", StoreError)
         engine = create_engine(
             f"sqlite:///{database}",
             connect_args={"timeout": 60, "check_same_thread": False},
