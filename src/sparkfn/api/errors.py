@@ -16,9 +16,9 @@ resembles, so callers may catch either::
     │   ├── SchemaVersionError                 the store is newer than this sparkfn
     │   └── DataDirError                       the data directory cannot be created or written
     ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
+    │   └── StaleRunError                      a newer run replaced this one (fenced)
     ├── FunctionFailure        (RuntimeError) an instance's death, as a failure handler gets it
     ├── FatalError             (RuntimeError) a task of an instance ended by ``context.fatal``
-    ├── StaleRunError          (RuntimeError) an older run of a function, fenced by a newer one
     ├── ConnectorFailedError   (RuntimeError) a source or sink instance died
     └── HarnessClosedError     (RuntimeError) a message sent to a closed test harness
 
@@ -119,6 +119,12 @@ class FunctionFailedError(SparkfnError, RuntimeError):
     reason = "function_failed"
 
 
+class StaleRunError(FunctionFailedError):
+    """A run of a function was replaced by a newer one (a higher epoch); its commits are refused."""
+
+    reason = "stale_run"
+
+
 class FunctionFailure(SparkfnError, RuntimeError):
     """The exception a failure handler receives: an instance's death, rebuilt from the store.
 
@@ -141,15 +147,6 @@ class FatalError(SparkfnError, RuntimeError):
     """Raised in a task whose instance was terminated by ``context.fatal``."""
 
     reason = "fatal_error"
-
-
-class StaleRunError(SparkfnError, RuntimeError):
-    """A run of a function was fenced: a newer run (a higher epoch) owns the function.
-
-    The older run's commit fails, so two runs never both commit a batch.
-    """
-
-    reason = "stale_run"
 
 
 class ConnectorFailedError(SparkfnError, RuntimeError):
