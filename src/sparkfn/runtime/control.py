@@ -24,17 +24,34 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, insert, select, update
 
-from sparkfn.api.lifecycle import DeathCause
+from sparkfn.api.lifecycle import DeathCause, RunState
 from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.message import utc_now
 
 FUNCTION = -1  # instance id of the function as a whole in transitions
 
-# Function and instance states (DESIGN.md 2.3).
-CREATED, STARTING, RUNNING, RESTARTING = "CREATED", "STARTING", "RUNNING", "RESTARTING"
-STOPPING, STOPPED, SUSPENDED, ERROR = "STOPPING", "STOPPED", "SUSPENDED", "ERROR"
+# Function and instance states (DESIGN.md 2.3), as stored: RunState values.
+CREATED, STARTING, RUNNING = RunState.CREATED, RunState.STARTING, RunState.RUNNING
+RESTARTING, STOPPING, STOPPED = RunState.RESTARTING, RunState.STOPPING, RunState.STOPPED
+SUSPENDED, ERROR = RunState.SUSPENDED, RunState.ERROR
 ENDED = (STOPPED, SUSPENDED, ERROR)
+
+KINDS = ("function", "sink", "source")
+
+
+def control_id(kind: str, fqfn: str) -> str:
+    """The id under which a run's lifecycle records are kept.
+
+    A function's is its FQFN (so status lookups by FQFN keep working); a
+    sink's or a source's is qualified by its kind (``"sink:public/default/x"``),
+    so a function, a sink and a source of the same name never share records.
+    """
+    if kind not in KINDS:
+        msg = f"{fqfn}: kind must be one of {', '.join(KINDS)}; got {kind!r}"
+        raise ValueError(msg)
+    return fqfn if kind == "function" else f"{kind}:{fqfn}"
+
 
 runs = schema.function_runs
 instance_runs = schema.function_instance_runs
