@@ -57,10 +57,13 @@ def test_a_bounded_generator_ends_as_a_drain_with_every_record_appended_once(
     stats = group.stats
     assert (stats.received, stats.appended, stats.acked) == (500, 500, 500)
     # The run is in the store's lifecycle record, like a function's.
-    record = control.read_control(store, "public/default/gen")
+    record = control.read_control(store, control.control_id("source", "public/default/gen"))
     assert record is not None and record.state == "STOPPED"
     assert {i: r.state for i, r in record.instances.items()} == {0: "STOPPED", 1: "STOPPED"}
-    moves = [(t["instance"], t["to"]) for t in control.transitions_of(store, "public/default/gen")]
+    moves = [
+        (t["instance"], t["to"])
+        for t in control.transitions_of(store, control.control_id("source", "public/default/gen"))
+    ]
     for instance in (0, 1):
         mine = [to for i, to in moves if i == instance]
         assert mine == ["STARTING", "RUNNING", "STOPPING", "STOPPED"], moves

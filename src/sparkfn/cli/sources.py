@@ -21,7 +21,11 @@ first Ctrl+C drains, the next stop signal cancels, one more gives up waiting
 for the source (a ``read()`` that never returns). A bounded source ends by
 itself (a drain). The command exits 0 when the source stopped cleanly, and 1
 with an ``error [connector_failed]`` line naming the instance and the
-exception when one died; the other instances are then cancelled.
+exception when one died and the source's failure policy
+(``failurePolicy`` in the YAML file) ended it: by default a source's own
+exception is fatal and cancels the other instances (``on_fatal``
+``SHUTDOWN_FUNCTION``); ``REPLACE_INSTANCE`` restarts the dead instance,
+``SHUTDOWN_INSTANCE`` lets the others run on.
 
 While it runs, a table of per-instance counts refreshes on stderr (a plain
 progress line every few seconds when stderr is not a terminal); stdout only
@@ -59,7 +63,7 @@ from sparkfn.cli.running import option as _field
 
 if TYPE_CHECKING:
     from sparkfn.config.connector import SourceConfig
-    from sparkfn.connectors.instances import SourceInstances
+    from sparkfn.connectors.source_run import SourceRun
 
 sources_app = typer.Typer(name="sources", help="Run sources.", no_args_is_help=True)
 
@@ -216,28 +220,30 @@ def localrun(
     }
     config = build_config(fields, source_config_file)
     from sparkfn.api.errors import ConnectorFailedError
-    from sparkfn.connectors.instances import SourceInstances
     from sparkfn.connectors.registry import load_source
+    from sparkfn.connectors.source_run import SourceRun
     from sparkfn.topics.admin import TopicAdmin
 
     with open_store(ctx) as store:
         # Fail before starting anything: a missing topic, code that does not load.
         TopicAdmin(store).get(config.output)
         load_source(config)
-        group = SourceInstances(config, store)
-        _run(group, mode)
-        status = group.status()
+        run = SourceRun(config, store)
+        _run(run, mode)
+        status = run.status()
+        found = run.death()
     if json_status:
         sys.stdout.write(json.dumps(status) + "\n")
         sys.stdout.flush()
-    deaths = group.deaths
-    if deaths:
-        instance_id, death = min(deaths.items())
-        msg = (
-            f"source {config.fqn}: instance {instance_id} died ({death.origin}, thread "
-            f"{death.thread}): {death}"
-        )
-        raise ConnectorFailedError(msg)
+    if found is not None:
+        instance_id, record = found
+        death = record.death
+        if death is not None:
+            msg = (
+                f"source {config.fqn}: instance {instance_id} died ({death.origin}, thread "
+                f"{death.thread}): {death}"
+            )
+            raise ConnectorFailedError(msg)
 
 
 # --- the config -------------------------------------------------------------------
@@ -264,11 +270,12 @@ def build_config(fields: dict[str, Any], config_file: Path | None) -> SourceConf
 # --- running --------------------------------------------------------------------
 
 
-def _run(group: SourceInstances, sigterm_mode: str) -> None:
-    """Run the instances until all ended; signals stop them, a death cancels the rest."""
+def _run(group: SourceRun, sigterm_mode: str) -> None:
+    """Run the source until it ended; signals stop it, its failure policy handles deaths."""
     config = group.config
     # Deaths are reported once, as the command's error line, not also as a log record.
-    logging.getLogger("sparkfn.connectors").addHandler(logging.NullHandler())
+    for name in ("sparkfn.connectors", "sparkfn.supervisor"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
     signals = StopSignals(sigterm_mode)
     signals.install()
     console = Console(stderr=True, highlight=False)
@@ -283,7 +290,6 @@ def _run(group: SourceInstances, sigterm_mode: str) -> None:
         )
         group.start()
         acted = 0
-        cancelled_on_death = False
         stop_asked_at: float | None = None
         reported_stuck = False
         while not group.wait(0):
@@ -296,10 +302,6 @@ def _run(group: SourceInstances, sigterm_mode: str) -> None:
                 group.stop(mode, f"{mode} on {name}")
                 stop_asked_at = time.monotonic()
                 reported_stuck = False
-            if group.deaths and not cancelled_on_death:
-                cancelled_on_death = True
-                group.stop("cancel", "another instance died")
-                stop_asked_at = time.monotonic()
             if (
                 stop_asked_at is not None
                 and not reported_stuck
@@ -328,7 +330,7 @@ def _run(group: SourceInstances, sigterm_mode: str) -> None:
 class _LiveTable:
     """Per-instance counts in a table redrawn in place on a terminal."""
 
-    def __init__(self, console: Console, group: SourceInstances) -> None:
+    def __init__(self, console: Console, group: SourceRun) -> None:
         self.group = group
         self.started = time.monotonic()
         self.last = 0.0
@@ -374,7 +376,7 @@ class _LiveTable:
 class _ProgressLines:
     """One line of totals every few seconds while they change, for logs and pipes."""
 
-    def __init__(self, group: SourceInstances) -> None:
+    def __init__(self, group: SourceRun) -> None:
         self.group = group
         self.started = time.monotonic()
         self.last_at = time.monotonic()

@@ -8,7 +8,8 @@ True
 
 * :class:`SourceRunner` runs one source instance on a thread of its own, with
   the lifecycle of DESIGN.md 2.3 (``close()`` exactly once, last);
-  :class:`SourceInstances` runs ``parallelism`` of them.
+  :class:`SourceInstances` runs ``parallelism`` of them, and
+  :class:`SourceRun` runs those under the source's failure policy.
 * :func:`load_source` / :func:`load_sink` build a connector object from its
   config: a built-in (:data:`SOURCES`, :data:`SINKS`) or the user's code.
 
@@ -24,12 +25,14 @@ from sparkfn.connectors.runner import (
     SourceStats,
     StopMode,
 )
+from sparkfn.connectors.source_run import SourceRun
 
 __all__ = [
     "FINAL_STATES",
     "SINKS",
     "SOURCES",
     "SourceInstances",
+    "SourceRun",
     "SourceRunner",
     "SourceState",
     "SourceStats",

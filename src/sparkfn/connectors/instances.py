@@ -1,4 +1,4 @@
-"""All instances of one source: ``parallelism`` runners, stopped together.
+"""All instances of one source: ``parallelism`` runners.
 
 >>> group = SourceInstances(config, store)
 >>> group.start()
@@ -6,11 +6,22 @@
 >>> group.wait(timeout=30)
 True
 >>> group.state
-<SourceState.STOPPED: 'STOPPED'>
+<RunState.STOPPED: 'STOPPED'>
 
-Instances are independent: one that dies does not stop the others (what
-follows a death is the failure policy's business: the supervisor's, or
-``sparkfn sources localrun``, which cancels the rest).
+Instances are independent: one that dies does not stop the others. What
+follows a death is the failure policy's business: a source run
+(:class:`~sparkfn.connectors.source_run.SourceRun`, which ``sparkfn sources
+localrun`` uses) puts the group under the one
+:class:`~sparkfn.runtime.lifecycle.supervisor.Supervisor`, for which this
+class is the run target: the supervisor replaces a dead instance's runner
+(``REPLACE_INSTANCE``), lets the others run (``SHUTDOWN_INSTANCE``) or
+cancels them (``SHUTDOWN_FUNCTION``).
+
+Every transition of every instance goes to the store's lifecycle record under
+the source's control id (``source:<fqfn>``, never shared with a function or
+a sink of the same name); a death goes there with its cause, as fatal when
+the source raised it (DESIGN.md 2.3: connector exceptions are fatal) and as a
+failure when sparkfn's own part failed (origin ``failure``).
 """
 
 from __future__ import annotations
@@ -21,16 +32,12 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkfn.api.connector import Source
-from sparkfn.api.lifecycle import DeathCause
+from sparkfn.api.lifecycle import DeathCause, RunState, StopMode
 from sparkfn.config.connector import SourceConfig
-from sparkfn.connectors.runner import (
-    FINAL_STATES,
-    SourceRunner,
-    SourceState,
-    SourceStats,
-    StopMode,
-)
+from sparkfn.connectors.runner import SourceRunner, SourceState, SourceStats
 from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle.states import FINAL_STATES
+from sparkfn.runtime.lifecycle.supervisor import Ended
 from sparkfn.store.store import Store
 
 # (instance_id, old state, new state, cause)
@@ -42,8 +49,13 @@ class SourceInstances:
     """``config.parallelism`` :class:`SourceRunner` objects, instance ids ``0 .. P-1``.
 
     ``factory(instance_id)`` builds each instance's source object; by default
-    it is loaded from the config.
+    it is loaded from the config. Used alone, :meth:`start` records the run
+    and the group's state; under a supervisor (``supervised``), the
+    supervisor records the run's state and the group only its instances'.
     """
+
+    kind = "source"
+    restarts_whole = False  # a replaced instance restarts alone
 
     def __init__(
         self,
@@ -55,40 +67,104 @@ class SourceInstances:
     ) -> None:
         self.config = config
         self.store = store
+        self.name = config.fqn
+        self.parallelism = config.parallelism
+        self.control_id = control.control_id("source", config.fqn)
+        self.supervised = False
         self._hook = on_transition
-        self.runners = [
-            SourceRunner(
-                config,
-                store,
-                instance_id,
-                factory=_bind(factory, instance_id),
-                on_transition=_bind_hook(self._record, instance_id),
-            )
-            for instance_id in range(config.parallelism)
-        ]
+        self._factory = factory
+        self._past = SourceStats()  # what replaced runners did
+        self.runners = [self._runner(i, 0) for i in range(config.parallelism)]
+
+    def _runner(self, instance_id: int, epoch: int) -> SourceRunner:
+        runner = SourceRunner(
+            self.config,
+            self.store,
+            instance_id,
+            factory=_bind(self._factory, instance_id),
+            epoch=epoch,
+        )
+        runner.on_transition = lambda old, new, cause: self._record(runner, old, new, cause)
+        return runner
 
     def start(self) -> None:
         """Record the run in the store (as functions' are) and start every instance."""
-        control.begin_run(self.store, self.config.fqn, "source", self.config.parallelism, "started")
+        epoch = control.begin_run(
+            self.store, self.control_id, "source", self.parallelism, "started"
+        )
         for runner in self.runners:
+            runner.epoch = epoch
             runner.start()
 
-    def _record(self, instance_id: int, old: str, new: str, cause: str) -> None:
+    def _record(self, runner: SourceRunner, old: str, new: str, cause: str) -> None:
         """Every transition goes to the store's lifecycle record, deaths with their cause."""
-        fqn = self.config.fqn
+        instance_id = runner.instance_id
         try:
-            death = self.runners[instance_id].death if new == "ERROR" else None
+            death = runner.death if new == RunState.ERROR else None
             if death is not None:
-                fatal = death.origin != "connector"
-                control.record_death(self.store, fqn, instance_id, death, fatal=fatal, epoch=0)
+                fatal = death.origin != "failure"  # the source's own exceptions are fatal
+                control.record_death(
+                    self.store, self.control_id, instance_id, death, fatal=fatal, epoch=runner.epoch
+                )
             else:
-                control.set_state(self.store, fqn, new, cause, [instance_id])
-            whole = self.state.value
-            control.set_state(self.store, fqn, whole, cause)
+                control.set_state(self.store, self.control_id, new, cause, [instance_id])
+            if not self.supervised:
+                control.set_state(self.store, self.control_id, self.state, cause)
         except Exception:
-            logger.exception("source %s: recording %s -> %s failed", fqn, old, new)
+            logger.exception("source %s: recording %s -> %s failed", self.name, old, new)
         if self._hook is not None:
             self._hook(instance_id, old, new, cause)
+
+    # --- the supervisor's run target ------------------------------------------------
+    def launch(self, epoch: int, instances: list[int]) -> None:
+        """Start these instances in ``epoch``; a runner that already ran is replaced."""
+        for i in instances:
+            runner = self.runners[i]
+            if runner.state is not SourceState.CREATED:
+                self._add_past(runner.stats)
+                runner = self.runners[i] = self._runner(i, epoch)
+            runner.epoch = epoch
+            runner.start()
+
+    def stop_point(self, mode: StopMode) -> None:
+        """Sources stop where they are: nothing to take in advance."""
+
+    def begin_stop(self, mode: StopMode, point: Any, cause: str) -> bool:
+        """Ask every instance to drain or suspend."""
+        self.stop(mode, cause)
+        return True
+
+    def stopped(self, record: control.RunControl) -> bool:
+        """Every instance ended (``close()`` returned or the instance died)."""
+        return self.ended
+
+    def cancel(self, cause: str, epoch: int) -> None:
+        """Ask every instance to stop now."""
+        self.stop(StopMode.CANCEL, cause)
+
+    def halt(self) -> None:
+        """Nothing: a dead instance's runner closes its source itself; the others run on."""
+
+    def retire(self, instances: list[int]) -> None:
+        """Stop these instances now; the others keep running."""
+        for i in instances:
+            self.runners[i].stop(StopMode.CANCEL, "shut down")
+
+    def finished(self) -> Ended | None:
+        """Every instance ended by itself (the end of its input): the run is drained."""
+        return Ended(StopMode.DRAIN, "the input ended") if self.ended else None
+
+    def close(
+        self, instances: list[int], *, graceful: bool, epoch: int, timeout: float
+    ) -> list[str]:
+        """Wait for these instances' ``close()``; names the ones still in a source call."""
+        deadline = time.monotonic() + timeout
+        unclosed = []
+        for i in instances:
+            runner = self.runners[i]
+            if not runner.wait(max(0.0, deadline - time.monotonic())):
+                unclosed.append(f"instance {i} in {runner.in_call or 'its loop'}()")
+        return unclosed
 
     def stop(self, mode: str | StopMode = StopMode.DRAIN, cause: str = "") -> None:
         """Ask every instance to stop (any thread, any number of times)."""
@@ -143,20 +219,13 @@ class SourceInstances:
         """The instances that died, and why."""
         return {r.instance_id: r.death for r in self.runners if r.death is not None}
 
+    def _add_past(self, s: SourceStats) -> None:
+        self._past = _summed([self._past, s])
+
     @property
     def stats(self) -> SourceStats:
-        """The instances' counters, summed."""
-        total = SourceStats()
-        for runner in self.runners:
-            s = runner.stats
-            total.received += s.received
-            total.appended += s.appended
-            total.deduplicated += s.deduplicated
-            total.acked += s.acked
-            total.commits += s.commits
-            total.errors += s.errors
-            total.dropped += s.dropped
-        return total
+        """The instances' counters, summed (replaced runners' included)."""
+        return _summed([self._past, *(r.stats for r in self.runners)])
 
     def status(self) -> dict[str, Any]:
         """A JSON-friendly status: the source's state and each instance's."""
@@ -183,15 +252,20 @@ class SourceInstances:
         }
 
 
+def _summed(parts: list[SourceStats]) -> SourceStats:
+    total = SourceStats()
+    for s in parts:
+        total.received += s.received
+        total.appended += s.appended
+        total.deduplicated += s.deduplicated
+        total.acked += s.acked
+        total.commits += s.commits
+        total.errors += s.errors
+        total.dropped += s.dropped
+    return total
+
+
 def _bind(factory: Callable[[int], Source] | None, instance_id: int) -> Callable[[], Source] | None:
     if factory is None:
         return None
     return lambda: factory(instance_id)
-
-
-def _bind_hook(
-    hook: GroupTransitionHook | None, instance_id: int
-) -> Callable[[str, str, str], None] | None:
-    if hook is None:
-        return None
-    return lambda old, new, cause: hook(instance_id, old, new, cause)

@@ -60,16 +60,18 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from sparkfn.api.connector import END_OF_STREAM, PushSource, Record, Source, SourceContext
 from sparkfn.api.errors import FatalError, SparkfnError
-from sparkfn.api.lifecycle import DeathCause, GracefulShutdown
+from sparkfn.api.lifecycle import DeathCause, GracefulShutdown, RunState
+from sparkfn.api.lifecycle import StopMode as StopMode
 from sparkfn.config.connector import SourceConfig
 from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.connectors.appender import TopicAppender
+from sparkfn.runtime.lifecycle.states import FINAL_STATES as FINAL_STATES
+from sparkfn.runtime.lifecycle.states import INSTANCE_TRANSITIONS
 from sparkfn.store.store import Store
 
 logger = logging.getLogger(__name__)
@@ -82,46 +84,19 @@ WAKE_SECONDS = 0.5
 QUEUE_BATCHES = 10
 
 
-class SourceState(StrEnum):
-    """Where a source instance is in its life. The last three are final."""
-
-    CREATED = "CREATED"  # built, start() not called yet
-    STARTING = "STARTING"  # thread started: loading the code, open() in progress
-    RUNNING = "RUNNING"  # open() returned: reading and appending
-    STOPPING = "STOPPING"  # a stop, the end of the stream or a death: winding down
-    STOPPED = "STOPPED"  # drained or cancelled; close() has returned
-    SUSPENDED = "SUSPENDED"  # suspended; close() has returned
-    ERROR = "ERROR"  # died (see death); close() has returned
-
-
-FINAL_STATES = frozenset({SourceState.STOPPED, SourceState.SUSPENDED, SourceState.ERROR})
-
-# The transitions a runner makes; anything else is ignored (e.g. a stop
-# request racing with the end of the run).
-_TRANSITIONS = {
-    SourceState.CREATED: {SourceState.STARTING, SourceState.STOPPED, SourceState.SUSPENDED},
-    SourceState.STARTING: {SourceState.RUNNING, SourceState.STOPPING},
-    SourceState.RUNNING: {SourceState.STOPPING},
-    SourceState.STOPPING: FINAL_STATES,
-}
-
-
-class StopMode(StrEnum):
-    """How a stop request ends an instance (DESIGN.md 2.3)."""
-
-    DRAIN = "drain"  # append what was read, GracefulShutdown, close; STOPPED
-    SUSPEND = "suspend"  # as drain; SUSPENDED
-    CANCEL = "cancel"  # abandon what was not appended; close only; STOPPED
+# An instance's states are the run's (RunState); the name stays for users of
+# this module. A runner lives once: CREATED -> STARTING -> RUNNING -> STOPPING
+# -> STOPPED | SUSPENDED | ERROR; the last three are final and every state
+# change is in INSTANCE_TRANSITIONS (anything else is ignored, e.g. a stop
+# request racing with the end of the run). A supervisor replaces a dead
+# runner by a new one.
+SourceState = RunState
+_TRANSITIONS = INSTANCE_TRANSITIONS
 
 
 def parse_stop_mode(mode: str | StopMode) -> StopMode:
     """``drain``, ``suspend`` or ``cancel`` (any case); ``ValueError`` naming the choices."""
-    try:
-        return StopMode(str(mode).strip().lower())
-    except ValueError:
-        choices = ", ".join(m.value for m in StopMode)
-        msg = f"stop mode {mode!r} is not one of: {choices}"
-        raise ValueError(msg) from None
+    return StopMode.parse(mode)
 
 
 @dataclass
@@ -242,6 +217,7 @@ class SourceRunner:
         factory: Callable[[], Source] | None = None,
         on_transition: TransitionHook | None = None,
         state_dir: Path | None = None,
+        epoch: int = 0,
     ) -> None:
         if not 0 <= instance_id < config.parallelism:
             msg = (
@@ -252,6 +228,7 @@ class SourceRunner:
         self.config = config
         self.store = store
         self.instance_id = instance_id
+        self.epoch = epoch  # the run's epoch this runner was started in (its deaths belong to it)
         self.on_transition = on_transition
         self.stats = SourceStats()
         self.context = InstanceContext(self, state_dir or source_state_dir(store.data_dir, config))

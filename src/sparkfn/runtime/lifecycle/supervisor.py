@@ -1,0 +1,413 @@
+"""One supervisor for functions, sinks and sources (DESIGN.md 2.3).
+
+A :class:`Supervisor` runs one :class:`RunTarget` (a Spark query for a
+function or a sink, :class:`~.query.QueryTarget`; the instance threads of a
+source, :class:`~sparkfn.connectors.instances.SourceInstances`) and keeps the
+promises the target cannot keep alone:
+
+* **start**: record the run (a new epoch), launch the target, ``RUNNING``;
+* **stop** (``drain``, ``suspend``, ``cancel``): :meth:`Supervisor.stop`
+  only records the request and wakes the supervisor's thread, which does the
+  stopping (on drain and suspend the target winds down gracefully; on cancel
+  at once), closes every object and records ``STOPPED`` or ``SUSPENDED``.
+  :meth:`Supervisor.wait` is the blocking part. A cancel takes over a drain
+  or suspend in progress, never the reverse;
+* **deaths** (recorded in the run's control record by whoever saw them, or
+  the target failing as a whole): close the dead instances' objects, then
+  apply :func:`~.policy.decide`'s response: ``REPLACE_INSTANCE`` (relaunch
+  after a backoff, escalating after ``max_restarts`` in ``restart_window``),
+  ``SHUTDOWN_INSTANCE`` (the others keep running), ``SHUTDOWN_FUNCTION`` /
+  ``SHUTDOWN_WORKER`` (stop everything, persist ``ERROR``).
+
+**Threads.** The supervisor's own thread (``sparkfn-supervisor-<id>``) makes
+every move after :meth:`Supervisor.start`; other threads only ask
+(:meth:`~Supervisor.stop`, which returns at once) or wait.
+:meth:`~Supervisor.stop_instance` and :meth:`~Supervisor.restart_instance`
+act on the caller's thread between two of the supervisor's steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sparkfn.api.errors import FunctionFailure
+from sparkfn.api.lifecycle import DeathCause, Response, RunState, StopMode
+from sparkfn.config.policy import FailurePolicy
+from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle.causes import short_error
+from sparkfn.runtime.lifecycle.policy import Handler, RestartHistory, decide, load_handler
+from sparkfn.runtime.lifecycle.states import can_move
+from sparkfn.store.store import Store
+
+_LOG = logging.getLogger("sparkfn.supervisor")
+POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The target stopped by itself: ``error`` if it failed as a whole (a Spark error)."""
+
+    mode: StopMode
+    cause: str
+    error: str | None = None
+
+
+class RunTarget(Protocol):
+    """What a :class:`Supervisor` runs. Every method is called on the supervisor's
+    thread, except :meth:`stop_point` (on the thread that asks to stop)."""
+
+    kind: str  # function, sink, source
+    name: str  # the FQFN, for messages
+    parallelism: int
+    restarts_whole: bool  # a relaunch restarts every instance (a query), or only the revived
+
+    def launch(self, epoch: int, instances: list[int]) -> None:
+        """Start (again) in ``epoch``; ``instances`` are the ones to (re)start."""
+
+    def stop_point(self, mode: StopMode) -> Any:
+        """Where a graceful stop ends, taken when it is asked (drain: the input's ends)."""
+
+    def begin_stop(self, mode: StopMode, point: Any, cause: str) -> bool:
+        """Start a drain or suspend; ``False`` if nothing runs (the run ends now)."""
+
+    def stopped(self, record: control.RunControl) -> bool:
+        """Whether the graceful stop asked by :meth:`begin_stop` is complete."""
+
+    def cancel(self, cause: str, epoch: int) -> None:
+        """Stop now (what is in flight is abandoned)."""
+
+    def halt(self) -> None:
+        """An instance died: stop what must stop before its objects are closed."""
+
+    def retire(self, instances: list[int]) -> None:
+        """Stop these instances only; the others keep running."""
+
+    def finished(self) -> Ended | None:
+        """``None`` while the target runs."""
+
+    def close(
+        self, instances: list[int], *, graceful: bool, epoch: int, timeout: float
+    ) -> list[str]:
+        """Close the instances' objects within ``timeout`` s; names the ones that were not."""
+
+
+class Supervisor:
+    """One run of a function, sink or source under its stop modes and failure policy."""
+
+    def __init__(
+        self,
+        store: Store,
+        target: RunTarget,
+        policy: FailurePolicy,
+        *,
+        control_id: str,
+        py: str | None = None,
+        on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.target = target
+        self.policy = policy
+        self.control_id = control_id
+        self.fqfn = target.name
+        self.py = py
+        self.on_worker_shutdown = on_worker_shutdown
+        self.epoch = 0
+        self.state = RunState.CREATED
+        self.unclosed: list[str] = []
+        self.failure: FunctionFailure | None = None
+        self.history = RestartHistory()
+        self._stopping: StopMode | None = None  # the stop being carried out
+        self._requested: tuple[StopMode, Any, str] | None = None  # the latest stop asked
+        self._request_lock = threading.Lock()
+        self._lock = threading.RLock()  # one move at a time
+        self._wake = threading.Event()
+        self._ended = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def stopping(self) -> StopMode | None:
+        """The stop being carried out or asked for (``None`` while it runs)."""
+        requested = self._requested
+        return self._stopping or (requested[0] if requested is not None else None)
+
+    # --- starting ---------------------------------------------------------------------
+    def start(self, *, until_drained: bool = False) -> None:
+        """Launch the run; with ``until_drained`` it drains what is there now and stops."""
+        self.epoch = control.begin_run(
+            self.store, self.control_id, self.target.kind, self.target.parallelism, "started"
+        )
+        self._move(RunState.STARTING)
+        try:
+            self.target.launch(self.epoch, self._all())
+        except Exception as exc:
+            self._set_all(control.ERROR, f"start failed: {exc}")
+            self._move(RunState.ERROR)
+            self._ended.set()
+            raise
+        self._set_all(control.RUNNING, "started")
+        self._move(RunState.RUNNING)
+        self._thread = threading.Thread(
+            target=self._monitor, name=f"sparkfn-supervisor-{self.control_id}", daemon=True
+        )
+        self._thread.start()
+        if until_drained:
+            self.stop(StopMode.DRAIN, cause="input is bounded (until drained)")
+
+    def _move(self, state: RunState) -> None:
+        if can_move(self.state, state):
+            self.state = state
+
+    def _set_all(self, state: str, cause: str, instances: list[int] | None = None) -> None:
+        ids = [control.FUNCTION, *(instances if instances is not None else self._all())]
+        control.set_state(self.store, self.control_id, state, cause, ids)
+
+    def _all(self) -> list[int]:
+        return list(range(self.target.parallelism))
+
+    # --- stopping ---------------------------------------------------------------------
+    def stop(self, mode: str | StopMode = StopMode.DRAIN, *, cause: str = "") -> bool:
+        """Ask the run to stop with ``mode``; returns at once (True if it has ended).
+
+        Idempotent; a cancel takes over a drain or suspend, never the reverse.
+        """
+        try:
+            stop_mode = StopMode.parse(mode)
+        except ValueError as exc:
+            msg = f"{self.target.kind} {self.fqfn}: {exc}"
+            raise ValueError(msg) from None
+        if self._ended.is_set():
+            return True
+        with self._request_lock:
+            current = self._requested[0] if self._requested is not None else None
+            if current is None or (stop_mode is StopMode.CANCEL and current is not StopMode.CANCEL):
+                point = self.target.stop_point(stop_mode)
+                self._requested = (stop_mode, point, cause or f"{stop_mode} requested")
+        self._wake.set()
+        return self._ended.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the run has ended; True if it has."""
+        return self._ended.wait(timeout)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run has ended (stopped, suspended or in error)."""
+        return self._ended.is_set()
+
+    def _act_on_request(self) -> None:
+        requested = self._requested
+        if requested is None or requested[0] is self._stopping:
+            return
+        mode, point, cause = requested
+        if self._stopping is StopMode.CANCEL:
+            return
+        self._stopping = mode
+        self._move(RunState.STOPPING)
+        if mode is StopMode.CANCEL:
+            control.request_stop(self.store, self.control_id, StopMode.CANCEL)
+            self.target.cancel(cause, self.epoch)
+            self._end(mode, cause, graceful=False)
+        elif not self.target.begin_stop(mode, point, cause):
+            self._end(mode, cause, graceful=True)
+
+    def _end(self, mode: StopMode, cause: str, *, graceful: bool) -> None:
+        """The target is stopped or stopping: close every object and record the final state."""
+        self.target.halt()
+        self._close(self._all(), graceful=graceful)
+        control.clear_stop(self.store, self.control_id)
+        state = control.SUSPENDED if mode is StopMode.SUSPEND else control.STOPPED
+        record = control.read_control(self.store, self.control_id)
+        down = [
+            i for i, r in (record.instances.items() if record else []) if r.state == control.ERROR
+        ]
+        control.set_state(self.store, self.control_id, state, cause)
+        up = [i for i in self._all() if i not in down]
+        control.set_state(self.store, self.control_id, state, cause, up)
+        self._finish(RunState(state))
+
+    def _finish(self, state: RunState) -> None:
+        self._move(RunState.STOPPING if state is not RunState.ERROR else state)
+        self._move(state)
+        self._ended.set()
+
+    def _close(self, instances: list[int], *, graceful: bool) -> None:
+        left = self.target.close(
+            instances, graceful=graceful, epoch=self.epoch, timeout=self.policy.close_timeout
+        )
+        if left:
+            self.unclosed = left
+            _LOG.warning(
+                "%s %s: objects not closed within %.0f s: %s",
+                self.target.kind,
+                self.fqfn,
+                self.policy.close_timeout,
+                "; ".join(left),
+            )
+
+    # --- watching -----------------------------------------------------------------------
+    def _monitor(self) -> None:
+        while not self._ended.is_set():
+            self._wake.wait(POLL_SECONDS)
+            self._wake.clear()
+            try:
+                with self._lock:
+                    if not self._ended.is_set():
+                        self._step()
+            except Exception:
+                _LOG.exception(
+                    "%s %s: supervisor step failed; retrying", self.target.kind, self.fqfn
+                )
+                time.sleep(1.0)
+
+    def _step(self) -> None:
+        self._act_on_request()
+        if self._ended.is_set():
+            return
+        record = control.read_control(self.store, self.control_id)
+        if record is None:
+            return
+        deaths = [r for r in record.instances.values() if r.dead and not r.handled]
+        mode = self._stopping
+        graceful = mode is StopMode.DRAIN or mode is StopMode.SUSPEND
+        if mode is not None and graceful and not deaths and self.target.stopped(record):
+            self._end(mode, "drained" if mode is StopMode.DRAIN else "suspended", graceful=True)
+            return
+        ended = None if deaths else self.target.finished()
+        if deaths or (ended is not None and ended.error is not None):
+            self._handle(deaths, ended.error if ended is not None else None, record)
+        elif ended is not None:
+            self._end(ended.mode, ended.cause, graceful=ended.mode is not StopMode.CANCEL)
+
+    # --- failures -----------------------------------------------------------------------
+    def _handle(
+        self, deaths: list[control.InstanceRecord], error: str | None, record: control.RunControl
+    ) -> None:
+        self.target.halt()
+        if deaths:
+            failed = sorted(d.instance_id for d in deaths)
+            first = min(deaths, key=lambda d: (d.died_at is None, d.died_at or 0))
+            cause = first.death or DeathCause("Error", "unknown")
+            fatal = any(d.fatal for d in deaths)
+        else:
+            failed = record.live(self.target.parallelism)
+            cause = DeathCause("QueryFailed", short_error(error or ""), error or "", "failure", "")
+            fatal = False
+            for i in failed:
+                control.record_death(
+                    self.store, self.control_id, i, cause, fatal=False, epoch=self.epoch
+                )
+        failure = FunctionFailure(self.fqfn, failed[0] if len(failed) == 1 else None, cause, fatal)
+        self.failure = failure
+        control.mark_handled(self.store, self.control_id, failed)
+        self.history = RestartHistory(self.history.times, time.monotonic())
+        decision = decide(
+            failure,
+            self.policy,
+            self.history,
+            instance_ids=failed,
+            parallelism=self.target.parallelism,
+            handler=self._handler(),
+            stopping=self._stopping is not None,
+        )
+        if decision.handler_error:
+            _LOG.error("%s %s: %s", self.target.kind, self.fqfn, decision.handler_error)
+        _LOG.error(
+            "%s %s: %s; response %s", self.target.kind, self.fqfn, failure, decision.chosen.value
+        )
+        response = decision.response
+        if decision.escalated:
+            cause = DeathCause(
+                cause.type,
+                f"{cause.message} (escalated: more than {self.policy.max_restarts} restarts "
+                f"within {self.policy.restart_window:g} s)",
+                cause.traceback,
+                cause.origin,
+                cause.thread,
+            )
+        if response in (Response.SHUTDOWN_FUNCTION, Response.SHUTDOWN_WORKER):
+            self._set_all(control.ERROR, f"{response.value}: {cause}")
+            self.target.cancel(f"{response.value}: {cause}", self.epoch)
+            self._close(self._all(), graceful=False)
+            self._finish(RunState.ERROR)
+            if response is Response.SHUTDOWN_WORKER and self.on_worker_shutdown is not None:
+                self.on_worker_shutdown(failure)
+            return
+        self._close(failed, graceful=False)
+        if response is Response.SHUTDOWN_INSTANCE:
+            self.target.retire(failed)
+            now = control.read_control(self.store, self.control_id)
+            if now is None or not now.live(self.target.parallelism):
+                self._set_all(control.ERROR, f"every instance is shut down: {cause}", [])
+                self._finish(RunState.ERROR)
+                return
+            if self.target.restarts_whole:
+                self._relaunch([], f"instances {failed} shut down: {cause}")
+            return
+        self._replace(failed, decision.delay, cause)
+
+    def _replace(self, failed: list[int], delay: float, cause: DeathCause) -> None:
+        self.history = self.history.restarted(time.monotonic(), self.policy.restart_window)
+        control.count_restart(self.store, self.control_id, failed)
+        self._set_all(control.RESTARTING, f"restarting in {delay:g} s after: {cause}", failed)
+        self._move(RunState.RESTARTING)
+        self._lock.release()  # stop_instance/restart_instance may go on meanwhile
+        try:
+            self._wake.wait(delay)
+        finally:
+            self._lock.acquire()
+        if self._ended.is_set():
+            return
+        if self._requested is not None:
+            if not self.target.restarts_whole:
+                return  # the others still run: the next step stops them as asked
+            mode = self._requested[0]
+            self._stopping = mode
+            self._end(mode, "stopped while restarting", graceful=False)
+            return
+        self._relaunch(failed, f"replaced after: {cause}")
+
+    def _relaunch(self, revive: list[int], cause: str) -> None:
+        self.epoch = control.next_epoch(self.store, self.control_id)
+        control.revive(self.store, self.control_id, revive, cause, self.epoch)
+        try:
+            self.target.launch(self.epoch, revive)
+        except Exception as exc:
+            self._set_all(control.ERROR, f"restart failed: {exc}")
+            self._finish(RunState.ERROR)
+            return
+        control.set_state(self.store, self.control_id, control.RUNNING, cause)
+        self._move(RunState.RUNNING)
+
+    def _handler(self) -> Handler | None:
+        if self.policy.handler is None:
+            return None
+        try:
+            return load_handler(self.policy.handler, self.py)
+        except Exception:
+            _LOG.exception(
+                "%s %s: failure handler %s cannot be loaded",
+                self.target.kind,
+                self.fqfn,
+                self.policy.handler,
+            )
+            return None
+
+    # --- instances ----------------------------------------------------------------------
+    def stop_instance(self, instance_id: int, cause: str = "stopped by user") -> None:
+        """Stop one instance; the others take over its share."""
+        with self._lock:
+            control.set_state(self.store, self.control_id, control.STOPPED, cause, [instance_id])
+            self.target.retire([instance_id])
+            self._close([instance_id], graceful=False)
+
+    def restart_instance(self, instance_id: int, cause: str = "restarted by user") -> None:
+        """Start a stopped or shut-down instance again; it takes its share back."""
+        with self._lock:
+            control.revive(self.store, self.control_id, [instance_id], cause, self.epoch)
+            if not self.target.restarts_whole:
+                self.target.launch(self.epoch, [instance_id])
