@@ -51,7 +51,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.log import end_offsets, read_range
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from sparkfn.topics.spark_source import spark_options
+from sparkfn.topics.spark.source import spark_options
 
 VALUE_SIZE = 100
 KEYS = 10_000  # distinct keys; messages are keyed so routing is by key hash

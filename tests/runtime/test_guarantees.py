@@ -60,7 +60,7 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from sparkfn.topics.spark_source import KILL_AFTER_COMMIT_ENV
+from sparkfn.topics.spark.commit import KILL_AFTER_COMMIT_ENV
 
 HERE = Path(__file__).resolve().parent
 CHILD = HERE / "localrun_child.py"

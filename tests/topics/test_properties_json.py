@@ -19,7 +19,7 @@ from sparkfn.topics.message import (
     properties_list,
     properties_to_json,
 )
-from sparkfn.topics.spark_source import to_stored_table
+from sparkfn.topics.spark.commit import to_stored_table
 
 _props = st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3))
 

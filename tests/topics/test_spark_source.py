@@ -22,12 +22,9 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.log import stage
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from sparkfn.topics.spark_source import (
-    KILL_AFTER_COMMIT_ENV,
-    SparkfnStreamWriter,
-    StagedBatch,
-    spark_options,
-)
+from sparkfn.topics.spark.commit import KILL_AFTER_COMMIT_ENV
+from sparkfn.topics.spark.source import spark_options
+from sparkfn.topics.spark.writer import SparkfnStreamWriter, StagedBatch
 
 CHILD = Path(__file__).with_name("spark_copy_child.py")
 

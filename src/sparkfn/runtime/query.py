@@ -22,13 +22,15 @@ from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig, ProcessingGuarantee, SubscriptionType
 from sparkfn.runtime.executor import SPARK_TAGGED_SCHEMA, make_run_function
 from sparkfn.runtime.loader import load_function
-from sparkfn.runtime.sink import FunctionSinkDataSource, batch_sink_id
+from sparkfn.runtime.sink import FunctionSinkDataSource
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 
+ADMISSION = "sparkfn.runtime.admission:RunAdmission"
+
 
 def checkpoint_dir(store: Store, config: FunctionConfig) -> Path:
-    """Where the function's Spark checkpoint (its subscription) lives."""
+    """Where the function's Spark checkpoint lives (an optimisation: the subscription is the position)."""
     return (
         store.data_dir / "functions" / config.tenant / config.namespace / config.name / "checkpoint"
     )
@@ -110,14 +112,20 @@ def start_function_query(
     version: str = "1",
     checkpoint: Path | None = None,
     epoch: int = 0,
+    control_id: str | None = None,
 ) -> Any:
     """Start the function's streaming query; returns the ``StreamingQuery``.
 
-    ``until_drained`` uses ``Trigger.AvailableNow`` (unsupervised runs); a
-    supervised run drains through its control record instead, and passes
-    the ``epoch`` of the run.
+    The query reads from the function's subscription (``config.subscription``)
+    and moves it in the sink's commit, so ``checkpoint`` (default under the
+    data dir) only saves Spark work: a new or lost one resumes from the
+    subscription. ``until_drained`` uses ``Trigger.AvailableNow``
+    (unsupervised runs); a supervised run drains through its control record
+    (``control_id``, default the FQFN) instead, and passes the ``epoch`` of
+    the run, which the sink's commit checks.
     """
     inputs = validate(store, config)
+    control = control_id or config.fqfn
     _activate(spark)
     spark.dataSource.register(FunctionSinkDataSource)
     apply_spark_conf(spark, config)
@@ -127,9 +135,12 @@ def start_function_query(
         .options(**location)
         .option("topics", ",".join(inputs))
         .option("startingOffsets", config.subscription_position.value)
+        .option("subscription", config.subscription)
+        .option("epoch", str(epoch))
         .option("instances", str(config.parallelism))
         .option("assignment", config.subscription_type.value)
-        .option("controlId", config.fqfn)
+        .option("controlId", control)
+        .option("admission", ADMISSION)
         # What the Context can expose; publish_time, producer and sequence_id it cannot.
         .option("columns", "key,value,properties,event_time,topic,partition,offset")
         .option("propertiesAs", "json")  # a string column crosses the JVM far faster
@@ -137,7 +148,7 @@ def start_function_query(
     if config.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(config.max_records_per_batch))
     if config.processing_guarantees is ProcessingGuarantee.AT_MOST_ONCE:
-        reader = reader.option("claimId", batch_sink_id(config.fqfn))
+        reader = reader.option("ackOnPlan", "true")  # a failed batch is never read again
     frame = reader.load()
     if config.subscription_type is SubscriptionType.KEY_SHARED:
         frame = frame.repartition(config.parallelism, "instance_id")
@@ -149,6 +160,9 @@ def start_function_query(
         tagged.writeStream.format("sparkfn_function")
         .options(**location)
         .option("functionConfig", config.model_dump_json())
+        .option("subscription", config.subscription)
+        .option("epoch", str(epoch))
+        .option("controlId", control)
         .option("checkpointLocation", str(checkpoint or checkpoint_dir(store, config)))
         .queryName(config.fqfn.replace("/", "_"))
     )

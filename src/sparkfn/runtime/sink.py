@@ -3,10 +3,14 @@
 ``format("sparkfn_function")``. Executors turn the tagged rows of
 :mod:`sparkfn.runtime.executor` into staged segments per output topic and
 collect the task summaries. The driver-side commit then, in one store
-transaction keyed by ``(function, batchId)``: commits the segments of every
-topic (outputs, publishes, dead letters, logs), applies the batch's state
-mutations, adds its stats, and records the batch id. A replayed batch finds
-its id and is skipped, so outputs and state changes land exactly once.
+transaction: checks the run's epoch (an older run is fenced: its commit
+fails with :class:`~sparkfn.api.errors.StaleRunError` and is recorded as a
+system exception), moves the function's **subscription** past the batch's
+input (:func:`sparkfn.topics.subscription.commit_plan`), commits the
+segments of every topic (outputs, publishes, dead letters, logs), applies
+the batch's state mutations and adds its stats. A batch whose input the
+subscription has already passed (a replay after a crash, under any
+checkpoint) is discarded, so outputs and state changes land exactly once.
 
 Two lifecycle rules are kept in the same transaction: a batch is refused
 (the query fails) while an instance's death waits for the supervisor, so no
@@ -18,6 +22,7 @@ waits for.
 from __future__ import annotations
 
 import pickle
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -25,29 +30,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 
-from sparkfn.api.errors import ConfigError, FatalError
+from sparkfn.api.errors import ConfigError, FatalError, StaleRunError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.runtime.executor import TaskSummary
 from sparkfn.runtime.metrics_store import commit_stats
+from sparkfn.runtime.stats import ExceptionInfo, InstanceStats
 from sparkfn.state.store import apply_mutations, merge_mutations
+from sparkfn.store import schema
 from sparkfn.store.store import Store
+from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.log import StagedSegment, commit_segments, stage
-from sparkfn.topics.spark_source import (
-    commit_batch_once,
+from sparkfn.topics.spark.commit import (
     discard_staged,
     kill_if_requested,
     route_rows,
     to_stored_table,
 )
-
-
-def batch_sink_id(fqfn: str) -> str:
-    """The ``sink_commits`` id of a function's batches."""
-    return f"function:{fqfn}"
 
 
 @dataclass
@@ -67,6 +69,9 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
             self.config = FunctionConfig.model_validate_json(opts["functionconfig"])
             self.store_url = opts["storeurl"]
             self.data_dir = opts["datadir"]
+            self.subscription = opts["subscription"]
+            self.epoch = int(opts["epoch"])
+            self.control_id = opts.get("controlid", self.config.fqfn)
         except KeyError as exc:
             msg = f"sparkfn_function sink: option {exc.args[0]!r} is required"
             raise ConfigError(msg) from None
@@ -109,34 +114,68 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
         return FunctionBatch(staged, summaries)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        """Driver: commit the batch once, or skip a replayed ``batchId``."""
+        """Driver: commit the batch once with the subscription's move, or discard a replay."""
         store = Store.cached(self.store_url, self.data_dir)
         batches = [m for m in messages if isinstance(m, FunctionBatch)]
+        staged = [seg for b in batches for _, seg in b.staged]
+        try:
+            with store.write() as conn:
+                committed = self._commit(store, conn, batches, batchId)
+        except StaleRunError as exc:
+            discard_staged(store, staged)
+            self._record_fenced(store, exc)
+            raise
+        except BaseException:
+            discard_staged(store, staged)
+            raise
+        if not committed:
+            discard_staged(store, staged)
+        kill_if_requested(batchId)  # crash tests only: see commit.KILL_AFTER_COMMIT_ENV
+
+    def _commit(
+        self, store: Store, conn: Connection, batches: list[FunctionBatch], batch_id: int
+    ) -> bool:
         fqfn = self.config.fqfn
+        runs = schema.function_runs
+        query = select(runs.c.epoch).where(runs.c.fqfn == self.control_id)
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update()  # a new run's epoch bump waits for this commit
+        current = conn.execute(query).scalar()
+        if current is not None and current != self.epoch:
+            msg = (
+                f"function {fqfn}: batch {batch_id} of run epoch {self.epoch} refused: "
+                f"a newer run (epoch {current}) owns the function"
+            )
+            raise StaleRunError(msg)
+        record = control.read_control(conn, self.control_id)
+        if record is not None:
+            for i, inst in sorted(record.instances.items()):
+                if inst.dead and not inst.handled:
+                    msg = f"function {fqfn} instance {i} died ({inst.death}); batch {batch_id} not committed"
+                    raise FatalError(msg)
+        if subscription.commit_plan(conn, self.subscription, self.epoch) is None:
+            return False  # the subscription is past this batch's input: a replay
+        commit_id = uuid.uuid4().hex
+        admin = TopicAdmin(store)
+        by_topic: dict[str, list[StagedSegment]] = {}
+        for b in batches:
+            for topic, seg in b.staged:
+                by_topic.setdefault(topic, []).append(seg)
+        for topic, segs in by_topic.items():
+            commit_segments(store, conn, admin.get(topic, conn), segs, commit_id)
+        summaries = [s for b in batches for s in b.summaries]
+        apply_mutations(conn, fqfn, merge_mutations(s.mutations for s in summaries))
+        commit_stats(conn, fqfn, [(s.instance_id, s.stats) for s in summaries])
+        if record is not None and any(s.final for s in summaries):
+            control.record_final_commit(conn, self.control_id)
+        return True
 
-        def apply(conn: Connection, commit_id: str) -> None:
-            record = control.read_control(conn, fqfn)
-            if record is not None:
-                for i, inst in sorted(record.instances.items()):
-                    if inst.dead and not inst.handled:
-                        msg = f"function {fqfn} instance {i} died ({inst.death}); batch {batchId} not committed"
-                        raise FatalError(msg)
-            admin = TopicAdmin(store)
-            by_topic: dict[str, list[StagedSegment]] = {}
-            for b in batches:
-                for topic, seg in b.staged:
-                    by_topic.setdefault(topic, []).append(seg)
-            for topic, segs in by_topic.items():
-                commit_segments(store, conn, admin.get(topic, conn), segs, commit_id)
-            summaries = [s for b in batches for s in b.summaries]
-            apply_mutations(conn, fqfn, merge_mutations(s.mutations for s in summaries))
-            commit_stats(conn, fqfn, [(s.instance_id, s.stats) for s in summaries])
-            if record is not None and any(s.final for s in summaries):
-                control.record_final_commit(conn, fqfn)
-
-        if not commit_batch_once(store, batch_sink_id(fqfn), batchId, apply):
-            discard_staged(store, [seg for b in batches for _, seg in b.staged])
-        kill_if_requested(batchId)  # crash tests only: see spark_source.KILL_AFTER_COMMIT_ENV
+    def _record_fenced(self, store: Store, exc: StaleRunError) -> None:
+        """A fenced commit is a system exception of the function, visible in its status."""
+        stats = InstanceStats()
+        stats.record_exception(ExceptionInfo.from_exception("system", exc, None))
+        with store.write() as conn:
+            commit_stats(conn, self.config.fqfn, [(0, stats)])
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Driver: a task failed; delete what the others staged."""

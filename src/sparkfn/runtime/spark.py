@@ -105,7 +105,7 @@ def spark_session(
     use_project_interpreter()
     from pyspark.sql import SparkSession
 
-    from sparkfn.topics.spark_source import SparkfnDataSource
+    from sparkfn.topics.spark.source import SparkfnDataSource
 
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():

@@ -42,7 +42,7 @@ from sparkfn.api.lifecycle import DeathCause, FailureInfo, Response
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.store.store import Store
-from sparkfn.topics.spark_source import current_ends
+from sparkfn.topics.spark.source import current_ends
 
 _LOG = logging.getLogger("sparkfn.supervisor")
 POLL_SECONDS = 0.2

@@ -34,7 +34,7 @@ class Migration:
 
 
 def _initial(conn: Connection) -> None:
-    later = (*schema.FUNCTION_TABLES, *schema.LIFECYCLE_TABLES)
+    later = (*schema.FUNCTION_TABLES, *schema.LIFECYCLE_TABLES, *schema.SUBSCRIPTION_TABLES)
     tables = [t for t in schema.metadata.sorted_tables if t not in later]
     schema.metadata.create_all(conn, tables=tables)
 
@@ -52,10 +52,19 @@ def _lifecycle(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _subscription_plans(conn: Connection) -> None:
+    # New in version 4; freeze the definition here if it ever changes.
+    for table in schema.SUBSCRIPTION_TABLES:
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
     Migration(3, "lifecycle: runs, instance deaths, transitions, commands, objects", _lifecycle),
+    Migration(
+        4, "queries keep their position in subscriptions: planned batches", _subscription_plans
+    ),
 )
 
 

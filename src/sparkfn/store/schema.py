@@ -296,6 +296,25 @@ function_objects = Table(
 )
 Index("ix_function_objects", function_objects.c.fqfn, function_objects.c.closed_at)
 
+# --- subscriptions of queries (version 4) ----------------------------------------
+# The batch a streaming query planned last for a subscription: what it reads
+# of each partition (from the cursor on), so the sink's commit can move the
+# cursors in its own transaction (see sparkfn.topics.subscription).
+subscription_plans = Table(
+    "subscription_plans",
+    metadata,
+    Column("name", String(256), primary_key=True),
+    Column("epoch", Integer, nullable=False),  # the run that planned it
+    Column("spark_start", Text, nullable=False),  # Spark's offsets: the batch's identity
+    Column("spark_end", Text, nullable=False),
+    Column("spans", Text, nullable=False),  # JSON [[topic_id, partition, start, end], ...]
+    Column("acked", Boolean, nullable=False),  # at-most-once: cursors moved at planning
+    Column("committed", Boolean, nullable=False),
+    Column("planned_at", DateTime(timezone=True), nullable=False),
+)
+
+SUBSCRIPTION_TABLES = (subscription_plans,)
+
 LIFECYCLE_TABLES = (
     function_runs,
     function_instance_runs,

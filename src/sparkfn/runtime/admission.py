@@ -1,0 +1,35 @@
+"""The runtime's side of the reader's admission interface.
+
+The ``sparkfn`` reader of a supervised query builds a :class:`RunAdmission`
+from its options (``admission``, ``controlId``) and asks it at every
+trigger what it may admit; the answer comes from the run's control record
+(:mod:`sparkfn.runtime.control`), which the supervisor writes.
+"""
+
+from __future__ import annotations
+
+from sparkfn.runtime import control
+from sparkfn.store.store import Store
+from sparkfn.topics.spark.admission import AdmissionView
+
+
+class RunAdmission:
+    """Admission of one supervised run, read from its control record."""
+
+    def __init__(self, store_url: str, data_dir: str, control_id: str) -> None:
+        self.store_url = store_url
+        self.data_dir = data_dir
+        self.control_id = control_id
+
+    def view(self, parallelism: int) -> AdmissionView | None:
+        """The control record's stop request, live instances and pending deaths."""
+        record = control.read_control(Store.cached(self.store_url, self.data_dir), self.control_id)
+        if record is None:
+            return None
+        return AdmissionView(
+            live=tuple(record.live(parallelism)),
+            blocked=any(r.dead and not r.handled for r in record.instances.values()),
+            stop_mode=record.stop_mode,
+            drain_target=record.drain_target,
+            final_seq=record.final_seq,
+        )

@@ -1,0 +1,157 @@
+"""Staging rows as segments and committing them once: the protocol of every sparkfn sink.
+
+Executors *stage* segments (inline bytes in the commit message when small,
+else a file nobody references yet); the driver makes them visible in one
+store transaction. :func:`commit_batch_once` records ``(sink id, batchId)``
+in that transaction, so a batch Spark replays after a crash is skipped (the
+plain topic sink); the function sink keys its commits on its subscription
+instead (:mod:`sparkfn.topics.subscription`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy import Connection, and_, insert, select
+
+from sparkfn.api.errors import ConfigError, PayloadError
+from sparkfn.store import schema
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicInfo
+from sparkfn.topics.log import StagedSegment, partition_for_key
+from sparkfn.topics.message import (
+    PROPERTIES,
+    STORED_SCHEMA,
+    TIMESTAMP,
+    SchemaType,
+    check_values,
+    properties_from_json,
+    utc_now,
+)
+
+# Fault injection for crash tests: SIGKILL the driver's process group (the
+# driver and its JVM) right after the sink's transaction for this batch id
+# committed, before Spark records the batch. Spark runs ``commit`` in a Python
+# runner process in a group of its own, so the test starts the driver as a
+# session leader and the hook kills the group whose id is the session id.
+KILL_AFTER_COMMIT_ENV = "SPARKFN_TEST_KILL_AFTER_SINK_COMMIT"
+
+
+def kill_if_requested(batch_id: int) -> None:
+    """The :data:`KILL_AFTER_COMMIT_ENV` fault hook; call right after a sink's commit."""
+    if os.environ.get(KILL_AFTER_COMMIT_ENV) == str(batch_id):
+        os.killpg(os.getsid(0), signal.SIGKILL)
+
+
+def commit_batch_once(
+    store: Store, sink_id: str, batch_id: int, apply: Callable[[Connection, str], None]
+) -> bool:
+    """Run ``apply(conn, commit_id)`` and record ``(sink_id, batch_id)`` in one transaction.
+
+    Returns False, doing nothing, if the batch was committed before (Spark
+    replays a batch it had not recorded when the driver died): the shared
+    exactly-once mechanism of every sparkfn sink.
+    """
+    table = schema.sink_commits
+    with store.write() as conn:
+        done = conn.execute(
+            select(table.c.batch_id).where(
+                and_(table.c.sink_id == sink_id, table.c.batch_id == batch_id)
+            )
+        ).first()
+        if done is not None:
+            return False
+        commit_id = uuid.uuid4().hex
+        apply(conn, commit_id)
+        conn.execute(
+            insert(table).values(
+                sink_id=sink_id, batch_id=batch_id, commit_id=commit_id, committed_at=utc_now()
+            )
+        )
+    return True
+
+
+def discard_staged(store: Store, staged: list[StagedSegment]) -> None:
+    for seg in staged:
+        if seg.location:
+            store.path(seg.location).unlink(missing_ok=True)
+
+
+def _column(batch: pa.RecordBatch, name: str, type_: pa.DataType) -> pa.Array:
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        return pa.nulls(batch.num_rows, type_)
+    return batch.column(index).cast(type_)
+
+
+def _properties(batch: pa.RecordBatch) -> pa.Array:
+    """``properties`` as a map: given as one, as JSON object text, or absent."""
+    index = batch.schema.get_field_index("properties")
+    if index < 0:
+        return pa.nulls(batch.num_rows, PROPERTIES)
+    column = batch.column(index)
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        try:
+            return properties_from_json(column.cast(pa.string()))
+        except (ValueError, TypeError, AttributeError) as exc:
+            msg = f"properties: a value is not a JSON object of strings: {exc}"
+            raise PayloadError(msg) from exc
+    return column.cast(PROPERTIES)
+
+
+def to_stored_table(batch: pa.RecordBatch, topic: TopicInfo) -> pa.Table:
+    value = batch.column(batch.schema.get_field_index("value"))
+    if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
+        value = value.cast(pa.binary())
+    elif topic.schema_type is SchemaType.STRING:
+        try:
+            value.cast(pa.string())
+        except pa.ArrowInvalid as exc:
+            msg = f"topic {topic.name} (schema string): a value is not valid UTF-8: {exc}"
+            raise PayloadError(msg) from exc
+    if topic.schema_type is SchemaType.JSON:
+        check_values(value.to_pylist(), topic.schema_type, topic=str(topic.name))
+    n = batch.num_rows
+    return pa.Table.from_arrays(
+        [
+            _column(batch, "key", pa.string()),
+            value.cast(pa.binary()),
+            _properties(batch),
+            _column(batch, "event_time", TIMESTAMP),
+            pa.repeat(pa.scalar(utc_now(), TIMESTAMP), n),
+            _column(batch, "producer", pa.string()),
+            _column(batch, "sequence_id", pa.int64()),
+        ],
+        schema=STORED_SCHEMA,
+    )
+
+
+def route_rows(batch: pa.RecordBatch, partitions: int, row_base: int) -> pa.Array:
+    """Target partition per row: explicit ``partition``, else key hash, else spread."""
+    n = batch.num_rows
+    routed = pa.array(np.arange(row_base, row_base + n, dtype=np.int64) % partitions, pa.int32())
+    keys = _column(batch, "key", pa.string())
+    if keys.null_count < n:
+        hashed = pa.array(
+            [None if k is None else partition_for_key(k, partitions) for k in keys.to_pylist()],
+            pa.int32(),
+        )
+        routed = pc.coalesce(hashed, routed)
+    explicit = _column(batch, "partition", pa.int32())
+    if explicit.null_count < n:
+        bad = pc.or_(pc.less(explicit, 0), pc.greater_equal(explicit, partitions))
+        if pc.any(bad).as_py():
+            first = pc.index(bad, True).as_py()
+            msg = (
+                f"row {row_base + first}: partition {explicit[first].as_py()} is out of range "
+                f"0..{partitions - 1}"
+            )
+            raise ConfigError(msg)
+        routed = pc.coalesce(explicit, routed)
+    return routed

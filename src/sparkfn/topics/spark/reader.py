@@ -1,0 +1,362 @@
+"""The ``sparkfn`` stream reader: offsets, admission control and subscriptions.
+
+Called on the driver (in Spark's Python runner) except :meth:`read`, which
+runs in executors. Offsets are ``{"<topic>#<partition>": next_offset}``.
+
+Options beyond those of :mod:`.source`:
+
+* ``maxRecordsPerBatch`` / ``maxBytesPerBatch``: every batch is capped, by
+  default at :data:`DEFAULT_MAX_RECORDS_PER_BATCH` records and
+  :data:`DEFAULT_MAX_BYTES_PER_BATCH` bytes (estimated from the segment
+  index), so a first start over a large backlog never loads it at once.
+* ``subscription`` (a name), ``epoch`` (the run) and ``ackOnPlan``: the
+  query reads from the subscription's cursors, not from Spark's checkpoint
+  (see :mod:`sparkfn.topics.subscription`); ``startingOffsets`` applies
+  only when the subscription does not exist yet.
+* ``instances`` and ``assignment`` (``shared``, ``failover``,
+  ``key_shared``): rows get an ``instance_id`` column.
+* ``admission`` (``module:callable``) and ``controlId``: a supervisor steers
+  the reader through an :class:`~.admission.Admission` at every trigger: a
+  drain caps input at its target offsets, a suspend admits nothing more,
+  and both end with one end-of-stream batch whose rows are markers
+  (``offset == -1``, one per live instance; the offsets key ``__final__``
+  counts them); dead or shut-down instances get no input, their share goes
+  to the live ones; and no batch starts while a death waits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from sqlalchemy import func, select
+
+from sparkfn.api.errors import ConfigError, StaleRunError
+from sparkfn.config.settings import Settings
+from sparkfn.store import schema
+from sparkfn.store.store import Store
+from sparkfn.topics import subscription
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.log import end_offsets, read_range
+from sparkfn.topics.message import READ_SCHEMA, SPARK_READ_TYPES, properties_to_json
+from sparkfn.topics.spark.admission import Admission, AdmissionView, load_admission
+from sparkfn.topics.spark.planning import (
+    ASSIGNMENTS,
+    FINAL_KEY,
+    INSTANCE_FIELD,
+    RESUME_KEY,
+    FinalMarker,
+    TopicRange,
+    cap,
+    data_offsets,
+    instances_for,
+    offset_key,
+    record_budget,
+    split_ranges,
+)
+
+DEFAULT_MAX_RECORDS_PER_TASK = 200_000
+DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
+DEFAULT_MAX_BYTES_PER_BATCH = 64 * 1024 * 1024
+
+
+def _positive_int(opts: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        msg = f"sparkfn data source option {name} must be a positive integer; got {raw!r}"
+        raise ConfigError(msg)
+    return value
+
+
+def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = opts.get(name.lower(), default).strip().lower()
+    if value not in choices:
+        msg = (
+            f"sparkfn data source option {name} must be one of {', '.join(choices)}; got {value!r}"
+        )
+        raise ConfigError(msg)
+    return value
+
+
+class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads topics; called on the driver except :meth:`read` (executors)."""
+
+    def __init__(self, opts: dict[str, str], columns: list[str]) -> None:
+        settings = Settings.resolve(opts.get("datadir"), opts.get("storeurl"))
+        self.store_url = settings.store_url
+        self.data_dir = str(settings.data_dir)
+        names = opts.get("topics") or opts.get("topic")
+        if not names:
+            msg = "sparkfn data source: option 'topic' (or 'topics') is required for reading"
+            raise ConfigError(msg)
+        admin = TopicAdmin(self._store())
+        self.topics = [admin.get(n.strip()) for n in names.split(",") if n.strip()]
+        self.starting = _choice(opts, "startingOffsets", ("earliest", "latest"), "latest")
+        self.max_records: int = (
+            _positive_int(opts, "maxRecordsPerBatch", None) or DEFAULT_MAX_RECORDS_PER_BATCH
+        )
+        self.max_bytes = _positive_int(opts, "maxBytesPerBatch", DEFAULT_MAX_BYTES_PER_BATCH)
+        self.max_per_task = _positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
+        self.instances = _positive_int(opts, "instances", None)
+        self.assignment = _choice(opts, "assignment", ASSIGNMENTS, "shared")
+        self.subscription = opts.get("subscription")
+        self.epoch = int(opts.get("epoch", "0"))
+        self.ack_on_plan = opts.get("ackonplan", "false").lower() == "true"
+        # Producing only the columns the query uses saves their conversion in
+        # the JVM, which costs more than reading them.
+        self.columns = None if len(columns) == len(SPARK_READ_TYPES) else columns
+        as_json = _choice(opts, "propertiesAs", ("map", "json"), "map") == "json"
+        self.properties_json = as_json and "properties" in columns
+        self.target: dict[str, int] | None = None
+        self.admission: Admission | None = None
+        control_id = opts.get("controlid")
+        if control_id is not None:
+            spec = opts.get("admission")
+            if not spec:
+                msg = "sparkfn data source: option 'controlId' needs option 'admission'"
+                raise ConfigError(msg)
+            self.admission = load_admission(spec, self.store_url, self.data_dir, control_id)
+
+    def _store(self) -> Store:
+        return Store.cached(self.store_url, self.data_dir)
+
+    def _view(self) -> AdmissionView | None:
+        if self.admission is None:
+            return None
+        return self.admission.view(self.instances or 1)
+
+    def _live(self, view: AdmissionView | None) -> list[int] | None:
+        if self.instances is None:
+            return None
+        return list(view.live) if view is not None else list(range(self.instances))
+
+    def _bounds(self) -> dict[str, tuple[int, int]]:
+        store = self._store()
+        out = {}
+        for topic in self.topics:
+            for part, bounds in end_offsets(store, topic).items():
+                out[offset_key(topic, part)] = bounds
+        return out
+
+    def _by_key(self, cursors: Mapping[tuple[int, int], int]) -> dict[str, int]:
+        return {
+            offset_key(t, p): cursors[(t.id, p)]
+            for t in self.topics
+            for p in range(t.partitions)
+            if (t.id, p) in cursors
+        }
+
+    def _position(self) -> subscription.Position:
+        return "earliest" if self.starting == "earliest" else "latest"
+
+    def initialOffset(self) -> dict[str, int]:
+        """Called once on the driver when a query starts with no checkpoint.
+
+        With a subscription: its cursors (created at ``startingOffsets`` if
+        it does not exist yet), so a new checkpoint resumes where the last
+        commit left off.
+        """
+        if self.subscription is not None:
+            with self._store().write() as conn:
+                found = subscription.ensure(conn, self.subscription, self.topics, self._position())
+            return self._by_key(found)
+        index = 0 if self.starting == "earliest" else 1
+        return {key: bounds[index] for key, bounds in self._bounds().items()}
+
+    def _base(self, data: dict[str, int]) -> dict[str, int]:
+        """Where the next batch starts: the subscription's cursors, else Spark's offsets."""
+        if self.subscription is None:
+            return data
+        with self._store().read() as conn:
+            found = subscription.cursors(conn, self.subscription)
+        return {**data, **self._by_key(found)}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Freeze the end at what is committed now (``Trigger.AvailableNow``)."""
+        self.target = {key: end for key, (_, end) in self._bounds().items()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxRecordsPerBatch`` (default :data:`DEFAULT_MAX_RECORDS_PER_BATCH`)."""
+        return ReadMaxRows(self.max_records)
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        """The end of the next batch: what is available, capped by ``limit``, the byte cap and the run's admission."""
+        view = self._view()
+        data = data_offsets(start)
+        finals = start.get(FINAL_KEY, 0)
+        base = self._base(data)
+        available = (
+            self.target
+            if self.target is not None
+            else {k: e for k, (_, e) in self._bounds().items()}
+        )
+        if view is not None:
+            if self.instances is not None and not view.live:
+                return start  # every instance is down: admit nothing
+            if view.blocked:
+                return start  # a death waits for the supervisor: no new batch
+            mode = view.stop_mode
+            if mode == "cancel" or (mode and view.final_seq <= finals):
+                return start
+            if mode == "suspend":
+                return {**start, FINAL_KEY: view.final_seq}
+            if mode == "drain":
+                target = view.drain_target or {}
+                available = {k: min(available.get(k, 0), target.get(k, 0)) for k in available}
+                if all(base.get(k, 0) >= end for k, end in available.items()):
+                    return {**start, FINAL_KEY: view.final_seq}
+        keys = set(base) | set(available)
+        end = {key: max(base.get(key, 0), available.get(key, 0)) for key in keys}
+        rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.max_records
+        budget = record_budget(rows, self.max_bytes, self._bytes_per_record(base, end))
+        if budget is not None:
+            end = cap(base, end, budget)
+        for key in (FINAL_KEY, RESUME_KEY):
+            if key in start:
+                end[key] = start[key]
+        if (
+            data_offsets(end) == data
+            and end != base
+            and any(end[k] > base.get(k, 0) for k in end if not k.startswith("__"))
+        ):
+            # The subscription is behind Spark's checkpoint (it was reset):
+            # the batch reads [cursor, end), which Spark would not run if
+            # its offsets equalled the start it knows.
+            end[RESUME_KEY] = start.get(RESUME_KEY, 0) + 1
+        return end
+
+    def _bytes_per_record(self, base: Mapping[str, int], end: Mapping[str, int]) -> float | None:
+        """The mean stored size of a record of the topics that have data to admit."""
+        if self.max_bytes is None:
+            return None
+        ids = sorted(
+            {
+                t.id
+                for t in self.topics
+                for p in range(t.partitions)
+                if end.get(offset_key(t, p), 0) > base.get(offset_key(t, p), 0)
+            }
+        )
+        if not ids:
+            return None
+        seg = schema.segments
+        with self._store().read() as conn:
+            size, count = conn.execute(
+                select(func.sum(seg.c.size_bytes), func.sum(seg.c.count)).where(
+                    seg.c.topic_id.in_(ids)
+                )
+            ).one()
+        return float(size) / float(count) if count else None
+
+    def reportLatestOffset(self) -> dict[str, int]:
+        """What is committed now, for Spark's progress reports."""
+        return {k: e for k, (_, e) in self._bounds().items()}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        """Split the batch into tasks (see :func:`~.planning.split_ranges`).
+
+        With a subscription the batch reads ``[cursor, end)`` of each
+        partition and the plan is recorded for the sink's commit.
+        """
+        view = self._view()
+        live = self._live(view)
+        final = end.get(FINAL_KEY, 0) > start.get(FINAL_KEY, 0)
+        data_end = {} if final else data_offsets(end)
+        spans = self._plan(start, end, data_end)
+        if final:
+            # A final batch replayed by a later run (its stop is over) is empty.
+            current = (
+                view is not None
+                and view.stop_mode in ("drain", "suspend")
+                and view.final_seq == end[FINAL_KEY]
+            )
+            return [FinalMarker(i) for i in (live or [0])] if current else []
+        return list(
+            split_ranges(
+                self.topics,
+                spans,
+                max_per_task=self.max_per_task,
+                live=live,
+                assignment=self.assignment,
+            )
+        )
+
+    def _plan(
+        self, start: dict[str, int], end: dict[str, int], data_end: dict[str, int]
+    ) -> dict[str, tuple[int, int]]:
+        data_start = data_offsets(start)
+        if self.subscription is None:
+            return {k: (data_start.get(k, 0), hi) for k, hi in data_end.items()}
+        ends = {
+            (t.id, p): data_end[offset_key(t, p)]
+            for t in self.topics
+            for p in range(t.partitions)
+            if offset_key(t, p) in data_end
+        }
+        with self._store().write() as conn:
+            found = subscription.read_plan(conn, self.subscription)
+            if found is not None and found.epoch > self.epoch:
+                msg = (
+                    f"subscription {self.subscription}: a newer run (epoch {found.epoch}) "
+                    f"reads it; this run (epoch {self.epoch}) stops"
+                )
+                raise StaleRunError(msg)
+            plan = subscription.plan_batch(
+                conn,
+                self.subscription,
+                self.topics,
+                self._position(),
+                epoch=self.epoch,
+                spark_start=json.dumps(start, sort_keys=True),
+                spark_end=json.dumps(end, sort_keys=True),
+                ends=ends,
+                ack_on_plan=self.ack_on_plan,
+            )
+        names = {t.id: t for t in self.topics}
+        return {offset_key(names[s.topic_id], s.partition): (s.start, s.end) for s in plan.spans}
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Runs on an executor: yield the range as Arrow batches."""
+        if isinstance(partition, FinalMarker):
+            yield self._marker(partition.instance)
+            return
+        if not isinstance(partition, TopicRange):
+            msg = f"sparkfn reader got a foreign partition {partition!r}"
+            raise TypeError(msg)
+        store = Store.cached(self.store_url, self.data_dir)
+        batches = read_range(
+            store, partition.topic, partition.partition, partition.start, partition.end
+        )
+        for batch in batches:
+            out = self._shaped(batch if self.columns is None else batch.select(self.columns))
+            if partition.instances is None:
+                yield out
+            else:
+                yield out.append_column(INSTANCE_FIELD, instances_for(batch, partition))
+
+    def _marker(self, instance: int) -> pa.RecordBatch:
+        names = self.columns or list(SPARK_READ_TYPES)
+        fields = [READ_SCHEMA.field(name) for name in names]
+        row: dict[str, Any] = dict.fromkeys(names)
+        row.update({"offset": -1, "partition": -1})
+        batch = self._shaped(pa.RecordBatch.from_pylist([row], schema=pa.schema(fields)))
+        return batch.append_column(INSTANCE_FIELD, pa.array([instance], pa.int32()))
+
+    def _shaped(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if not self.properties_json:
+            return batch
+        index = batch.schema.get_field_index("properties")
+        return batch.set_column(index, "properties", properties_to_json(batch.column(index)))
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Spark finished everything up to ``end``; the subscription moved in the sink's commit."""

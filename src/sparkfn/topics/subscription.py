@@ -1,0 +1,228 @@
+"""Subscriptions: a named cursor per topic partition, the position of record.
+
+As in Pulsar, a subscription outlives any one consumer: a function's
+position in its inputs is its subscription (named ``tenant/ns/name`` unless
+``subscription_name`` says otherwise), kept in the store, never in Spark's
+checkpoint. A cursor is the next offset to deliver.
+
+A streaming query reads a subscription in two steps, both on the driver:
+
+1. **plan** (:func:`plan_batch`, when the source splits a micro-batch into
+   tasks): the batch reads ``[cursor, end)`` of each partition, whatever
+   offsets Spark's checkpoint holds, so a new or lost checkpoint resumes
+   exactly where the last commit left off. The plan is recorded with the
+   run's epoch; planning the same Spark batch again in the same run gives
+   the same plan. ``ack_on_plan`` (at-most-once) moves the cursors past the
+   batch right away, so a batch that fails is never read again.
+2. **commit** (:func:`commit_plan`, inside the sink's transaction): the
+   cursors move from the plan's starts to its ends only if they are still
+   at the starts; otherwise the batch was committed already (a replay after
+   a crash, or another run got there first) and the caller discards it.
+   Because the sink's outputs, state and the cursor move share one
+   transaction, every input's effects land exactly once.
+
+>>> with store.write() as conn:
+...     ensure(conn, "public/default/wc", [topic], "earliest")
+{(3, 0): 0}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy import Connection, and_, delete, insert, select, update
+
+from sparkfn.store import schema
+from sparkfn.topics.admin import TopicInfo
+from sparkfn.topics.message import utc_now
+
+Position = Literal["earliest", "latest"]
+PartitionKey = tuple[int, int]  # (topic id, partition)
+
+_cursors = schema.subscriptions
+_plans = schema.subscription_plans
+
+
+@dataclass(frozen=True)
+class Span:
+    """``[start, end)`` of one topic partition, read by one batch."""
+
+    topic_id: int
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def key(self) -> PartitionKey:
+        """The partition this span reads."""
+        return (self.topic_id, self.partition)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The batch a run's source planned last for a subscription."""
+
+    epoch: int
+    spark_start: str  # Spark's offsets for the batch, as JSON: identifies it within a run
+    spark_end: str
+    spans: tuple[Span, ...]
+    acked: bool  # at-most-once: the cursors moved when the batch was planned
+    committed: bool
+
+
+def _partition_bounds(conn: Connection, topic: TopicInfo) -> dict[int, tuple[int, int]]:
+    table = schema.partitions
+    rows = conn.execute(
+        select(table.c.partition, table.c.start_offset, table.c.next_offset).where(
+            table.c.topic_id == topic.id
+        )
+    )
+    return {r.partition: (r.start_offset, r.next_offset) for r in rows}
+
+
+def cursors(conn: Connection, name: str, *, lock: bool = False) -> dict[PartitionKey, int]:
+    """Every cursor of subscription ``name`` (``lock``: for update, on PostgreSQL)."""
+    query = (
+        select(_cursors.c.topic_id, _cursors.c.partition, _cursors.c.cursor)
+        .where(_cursors.c.name == name)
+        .order_by(_cursors.c.topic_id, _cursors.c.partition)
+    )
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return {(r.topic_id, r.partition): r.cursor for r in conn.execute(query)}
+
+
+def ensure(
+    conn: Connection, name: str, topics: Iterable[TopicInfo], position: Position
+) -> dict[PartitionKey, int]:
+    """The cursors of ``name`` on ``topics``, creating the missing ones at ``position``.
+
+    ``position`` applies only to partitions the subscription has no cursor
+    for yet: an existing subscription resumes where it is.
+    """
+    found = cursors(conn, name)
+    missing = []
+    for topic in topics:
+        for part, (first, end) in sorted(_partition_bounds(conn, topic).items()):
+            if (topic.id, part) in found:
+                continue
+            cursor = first if position == "earliest" else end
+            found[(topic.id, part)] = cursor
+            missing.append(
+                {
+                    "topic_id": topic.id,
+                    "name": name,
+                    "partition": part,
+                    "cursor": cursor,
+                    "updated_at": utc_now(),
+                }
+            )
+    if missing:
+        conn.execute(insert(_cursors), missing)
+    return found
+
+
+def delete_subscription(conn: Connection, name: str) -> int:
+    """Remove subscription ``name`` (``cleanup_subscription``); returns the cursors removed."""
+    conn.execute(delete(_plans).where(_plans.c.name == name))
+    return int(conn.execute(delete(_cursors).where(_cursors.c.name == name)).rowcount or 0)
+
+
+def _move(conn: Connection, name: str, spans: Iterable[Span]) -> None:
+    now = utc_now()
+    for span in spans:
+        if span.end == span.start:
+            continue
+        conn.execute(
+            update(_cursors)
+            .where(
+                and_(
+                    _cursors.c.name == name,
+                    _cursors.c.topic_id == span.topic_id,
+                    _cursors.c.partition == span.partition,
+                )
+            )
+            .values(cursor=span.end, updated_at=now)
+        )
+
+
+def read_plan(conn: Connection, name: str) -> Plan | None:
+    """The last batch planned for ``name``, or None."""
+    row = conn.execute(select(_plans).where(_plans.c.name == name)).first()
+    if row is None:
+        return None
+    spans = tuple(Span(*s) for s in json.loads(row.spans))
+    return Plan(row.epoch, row.spark_start, row.spark_end, spans, row.acked, row.committed)
+
+
+def plan_batch(
+    conn: Connection,
+    name: str,
+    topics: Sequence[TopicInfo],
+    position: Position,
+    *,
+    epoch: int,
+    spark_start: str,
+    spark_end: str,
+    ends: dict[PartitionKey, int],
+    ack_on_plan: bool = False,
+) -> Plan:
+    """Record what the batch ``(spark_start, spark_end)`` of run ``epoch`` reads.
+
+    Each partition is read from its cursor up to ``ends`` (nothing where the
+    cursor is already there or past it). Called again for the same batch of
+    the same run before it committed, it returns the plan made the first time.
+    """
+    found = read_plan(conn, name)
+    if (
+        found is not None
+        and not found.committed
+        and (found.epoch, found.spark_start, found.spark_end) == (epoch, spark_start, spark_end)
+    ):
+        return found
+    current = ensure(conn, name, topics, position)
+    spans = tuple(
+        Span(tid, part, cursor, max(cursor, ends.get((tid, part), cursor)))
+        for (tid, part), cursor in sorted(current.items())
+        if (tid, part) in ends
+    )
+    if ack_on_plan:
+        _move(conn, name, spans)
+    values = {
+        "epoch": epoch,
+        "spark_start": spark_start,
+        "spark_end": spark_end,
+        "spans": json.dumps([[s.topic_id, s.partition, s.start, s.end] for s in spans]),
+        "acked": ack_on_plan,
+        "committed": False,
+        "planned_at": utc_now(),
+    }
+    if found is None:
+        conn.execute(insert(_plans).values(name=name, **values))
+    else:
+        conn.execute(update(_plans).where(_plans.c.name == name).values(**values))
+    return Plan(epoch, spark_start, spark_end, spans, ack_on_plan, False)
+
+
+def commit_plan(conn: Connection, name: str, epoch: int) -> Plan | None:
+    """Inside a sink's transaction: advance ``name`` past the batch run ``epoch`` planned.
+
+    Returns the plan when the batch should commit; ``None`` when it must be
+    discarded: it was committed already, or the cursors are no longer where
+    the batch started (a replay, or another run moved them), so committing
+    would duplicate. The cursor rows are locked first, so two transactions
+    can never both move a cursor from the same start.
+    """
+    current = cursors(conn, name, lock=True)
+    plan = read_plan(conn, name)
+    if plan is None or plan.epoch != epoch or plan.committed:
+        return None
+    if not plan.acked and any(current.get(s.key) != s.start for s in plan.spans):
+        return None
+    if not plan.acked:
+        _move(conn, name, plan.spans)
+    conn.execute(update(_plans).where(_plans.c.name == name).values(committed=True))
+    return plan

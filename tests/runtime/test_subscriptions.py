@@ -1,0 +1,171 @@
+"""A function's position is its subscription, not Spark's checkpoint (both stores).
+
+A run with a new, stale or lost checkpoint resumes where the last commit
+left off, so every input's output appears exactly once across any sequence
+of runs and checkpoints; so does a run after a SIGKILL that fell between the
+sink's commit and Spark's own checkpoint write.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.query import checkpoint_dir
+from sparkfn.store.store import Store
+from sparkfn.topics import subscription
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+from sparkfn.topics.spark.commit import KILL_AFTER_COMMIT_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = Path(__file__).with_name("localrun_child.py")
+EXCLAIM = str(ROOT / "examples" / "exclamation.py")
+
+pytestmark = pytest.mark.slow
+
+
+def _fields(**more: Any) -> dict[str, Any]:
+    return {
+        "name": "exclaim",
+        "py": EXCLAIM,
+        "inputs": ["in"],
+        "output": "out",
+        "processing_guarantees": "effectively_once",
+        "subscription_position": "earliest",
+        **more,
+    }
+
+
+def _produce(store: Store, first: int, count: int) -> None:
+    Producer(store, "in").send_batch(
+        [Message(f"m{i:03d}".encode()) for i in range(first, first + count)]
+    )
+
+
+def _outputs(store: Store) -> collections.Counter[str]:
+    consumer = Consumer(store, "out", initial_position="earliest")
+    out: collections.Counter[str] = collections.Counter()
+    while batch := consumer.receive(max_messages=10_000):
+        out.update(m.value.decode() for m in batch if m.value is not None)
+    return out
+
+
+def _expected(count: int) -> collections.Counter[str]:
+    return collections.Counter(f"m{i:03d}!" for i in range(count))
+
+
+def _drain(spark: Any, store: Store, checkpoint: Path, **more: Any) -> None:
+    config = FunctionConfig.build(**_fields(**more))
+    with LocalRun(config, store=store, spark=spark) as run:
+        run.start(until_drained=True, checkpoint=checkpoint)
+        assert run.wait(timeout=120), f"{config.fqfn} did not drain within 120 s"
+
+
+def _setup(store: Store) -> None:
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=2, schema_type="string")
+    admin.create("out", partitions=2, schema_type="string")
+
+
+def test_new_stale_and_lost_checkpoints_resume_from_the_subscription(
+    spark: Any, store: Store, tmp_path: Path
+) -> None:
+    _setup(store)
+    a, b = tmp_path / "checkpoint-a", tmp_path / "checkpoint-b"
+    _produce(store, 0, 10)
+    _drain(spark, store, a)
+    assert _outputs(store) == _expected(10)
+
+    _produce(store, 10, 10)
+    _drain(spark, store, b)  # a new checkpoint: Spark numbers batches from 0 again
+    assert _outputs(store) == _expected(20)
+
+    _produce(store, 20, 5)
+    _drain(spark, store, a)  # a stale checkpoint, behind the subscription
+    assert _outputs(store) == _expected(25)
+
+    shutil.rmtree(a)
+    _produce(store, 25, 5)
+    _drain(spark, store, a)  # a lost checkpoint
+    assert _outputs(store) == _expected(30)
+
+    with store.read() as conn:
+        cursors = subscription.cursors(conn, "public/default/exclaim")
+    assert sum(cursors.values()) == 30
+
+
+def test_subscription_position_applies_only_to_a_new_subscription(
+    spark: Any, store: Store, tmp_path: Path
+) -> None:
+    _setup(store)
+    _produce(store, 0, 4)
+    _drain(spark, store, tmp_path / "one")
+    _produce(store, 4, 4)
+    # latest would skip the 4 new messages if it applied; the subscription exists.
+    _drain(spark, store, tmp_path / "two", subscription_position="latest")
+    assert _outputs(store) == _expected(8)
+
+
+def test_sigkill_after_commit_then_a_lost_checkpoint_counts_every_output_once(
+    spark: Any, store: Store, tmp_path: Path
+) -> None:
+    _setup(store)
+    _produce(store, 0, 40)
+    spec = {
+        "store_url": store.url,
+        "data_dir": str(store.data_dir),
+        "master": "local[2]",
+        "functions": [_fields(max_records_per_batch=10)],
+    }
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    log = tmp_path / "child.log"
+    with log.open("w") as out:
+        child = subprocess.Popen(
+            [sys.executable, str(CHILD), str(spec_path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, KILL_AFTER_COMMIT_ENV: "1"},
+            start_new_session=True,
+        )
+    try:
+        code = child.wait(timeout=240)
+    finally:
+        _kill_session(child.pid)
+    assert code == -signal.SIGKILL, log.read_text()[-4000:]
+    assert _outputs(store) == _expected(20), log.read_text()[-4000:]  # batches 0 and 1
+
+    # Spark's checkpoint never recorded batch 1, and now it is lost altogether.
+    config = FunctionConfig.build(**_fields(max_records_per_batch=10))
+    shutil.rmtree(checkpoint_dir(store, config))
+    _drain(spark, store, checkpoint_dir(store, config), max_records_per_batch=10)
+    assert _outputs(store) == _expected(40)
+
+
+def _kill_session(sid: int) -> None:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
