@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.instance import (
+from sparkfn.runtime.function.rows import (
     DLQ_ATTEMPTS,
     DLQ_EXCEPTION,
     DLQ_ORIGIN_MESSAGE_ID,
@@ -165,12 +165,40 @@ def test_failing_messages_are_retried_then_dead_lettered(
     assert stats["processedSuccessfullyTotal"] == TOTAL - len(bad)
 
 
-def test_without_dead_letter_topic_failing_messages_are_dropped_and_counted(
+def test_without_dead_letter_topic_failing_messages_go_to_the_default_dlq(
     spark: Any, store: Store, tmp_path: Path
 ) -> None:
     ids = _setup(store, dlq=False)
     bad = {v: ids[v] for v in ids if v.startswith("bad")}
     run, attempts = _run(spark, store, tmp_path)  # max_message_retries defaults to 0
+
+    instance = run.status()["instances"][0]["status"]
+    assert instance["state"] == "STOPPED" and instance["error"] == ""
+    assert _attempts(attempts) == collections.Counter({mid: 1 for mid in bad.values()})
+    assert instance["numUserExceptions"] == len(bad)
+    assert instance["numDeadLettered"] == len(bad)
+    _check_no_trace_of_failures(run, store)
+
+    # Nothing is dropped without an explicit choice: {tenant}/{namespace}/{name}-DLQ, made on use.
+    topic = f"{run.config.fqfn}-DLQ"
+    assert TopicAdmin(store).exists(topic)
+    dead = _read(store, topic)
+    assert sorted(m.value.decode() for m in dead if m.value) == sorted(bad)
+    for m in dead:
+        assert m.value is not None
+        value = m.value.decode()
+        assert m.properties is not None
+        assert m.properties[DLQ_EXCEPTION] == f"ValueError: cannot handle {value}"
+        assert m.properties[DLQ_ORIGIN_MESSAGE_ID] == bad[value]
+        assert m.properties[DLQ_ATTEMPTS] == "1"
+
+
+def test_failing_messages_are_dropped_and_counted_only_when_asked(
+    spark: Any, store: Store, tmp_path: Path
+) -> None:
+    ids = _setup(store, dlq=False)
+    bad = {v: ids[v] for v in ids if v.startswith("bad")}
+    run, attempts = _run(spark, store, tmp_path, drop_failed_messages=True)
 
     instance = run.status()["instances"][0]["status"]
     assert instance["state"] == "STOPPED" and instance["error"] == ""
@@ -182,3 +210,4 @@ def test_without_dead_letter_topic_failing_messages_are_dropped_and_counted(
     assert {e["messageId"] for e in instance["latestUserExceptions"]} <= set(bad.values())
     _check_no_trace_of_failures(run, store)
     assert TopicAdmin(store).list() and not TopicAdmin(store).exists("dlq")
+    assert not TopicAdmin(store).exists(f"{run.config.fqfn}-DLQ")

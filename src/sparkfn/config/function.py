@@ -73,7 +73,11 @@ class FunctionConfig(BaseModel):
     topics_pattern: str | None = None
     output: str | None = None
     log_topic: str | None = None
+    # Where a message that failed every attempt goes: this topic, else
+    # ``{tenant}/{namespace}/{name}-DLQ`` (created on first use) unless
+    # ``drop_failed_messages`` says to drop it (see ``dead_letter_target``).
     dead_letter_topic: str | None = None
+    drop_failed_messages: bool = False
     max_message_retries: int = Field(default=0, ge=0, le=100)
     processing_guarantees: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
     subscription_type: SubscriptionType = SubscriptionType.SHARED
@@ -88,7 +92,9 @@ class FunctionConfig(BaseModel):
     pulsar_compat: bool = False
     # sparkfn's own.
     trigger_interval: float = 0.0
+    # Admission caps per micro-batch (default: the data source's, 200k records, 64 MiB).
     max_records_per_batch: int | None = Field(default=None, ge=1)
+    max_bytes_per_batch: int | None = Field(default=None, ge=1)
     spark_conf: dict[str, str] = Field(default_factory=dict)
     # Serde: how input values reach the function and outputs leave it;
     # "auto" follows each topic's schema type.
@@ -169,6 +175,16 @@ class FunctionConfig(BaseModel):
             return loaded
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _retain_ordering(cls, data: Any) -> Any:
+        # Pulsar: retain ordering forces failover-like assignment.
+        if isinstance(data, dict) and data.get("retain_ordering") in (True, "true", "True"):
+            given = pulsar_spelling(data.get("subscription_type", "shared"))
+            if given in ("shared", SubscriptionType.SHARED):
+                return {**data, "subscription_type": SubscriptionType.FAILOVER}
+        return data
+
     @model_validator(mode="after")
     def _check_whole(self) -> FunctionConfig:
         if not self.inputs and not self.topics_pattern:
@@ -183,21 +199,36 @@ class FunctionConfig(BaseModel):
         if not self.py and not self.classname:
             msg = "a function needs py (its file) or classname (an importable module.attr)"
             raise ValueError(msg)
-        for topic in (self.output, self.log_topic, self.dead_letter_topic):
+        for topic in (self.output, self.log_topic, self.dead_letter_target):
             if topic is not None and topic in self.inputs:
                 msg = (
                     f"topic {topic} is both an input and an output of the function; that would loop"
                 )
                 raise ValueError(msg)
-        if self.retain_ordering and self.subscription_type is SubscriptionType.SHARED:
-            # Pulsar: retain ordering forces failover-like assignment.
-            return self.model_copy(update={"subscription_type": SubscriptionType.FAILOVER})
+        if self.drop_failed_messages and self.dead_letter_topic:
+            msg = (
+                f"drop_failed_messages contradicts dead_letter_topic {self.dead_letter_topic}; "
+                "choose one"
+            )
+            raise ValueError(msg)
         return self
 
     @property
     def fqfn(self) -> str:
         """``tenant/namespace/name``."""
         return f"{self.tenant}/{self.namespace}/{self.name}"
+
+    @property
+    def default_dead_letter_topic(self) -> str:
+        """``{tenant}/{namespace}/{name}-DLQ``, Pulsar's dead-letter topic name."""
+        return f"{self.tenant}/{self.namespace}/{self.name}-DLQ"
+
+    @property
+    def dead_letter_target(self) -> str | None:
+        """Where failed messages go: ``dead_letter_topic``, else the default; None only when dropping."""
+        if self.drop_failed_messages:
+            return None
+        return self.dead_letter_topic or self.default_dead_letter_topic
 
     @property
     def subscription(self) -> str:

@@ -32,7 +32,13 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 from pyspark.sql.types import StructType
 from sqlalchemy import Connection, select
 
-from sparkfn.api.errors import ConfigError, FatalError, StaleRunError
+from sparkfn.api.errors import (
+    ConfigError,
+    FatalError,
+    StaleRunError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.runtime.executor import TaskSummary
@@ -99,7 +105,7 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
                 rows = messages.filter(pc.equal(topic_col, topic))
                 info = topics.get(topic)
                 if info is None:
-                    info = topics[topic] = admin.get(topic)
+                    info = topics[topic] = self._topic(admin, topic)
                 stored = to_stored_table(rows, info)
                 routes = route_rows(rows, info.partitions, row_base)
                 row_base += rows.num_rows
@@ -112,6 +118,18 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
             for (topic, part), parts in sorted(tables.items())
         ]
         return FunctionBatch(staged, summaries)
+
+    def _topic(self, admin: TopicAdmin, name: str) -> TopicInfo:
+        """An output topic; the default dead-letter topic is created on first use."""
+        if name != self.config.default_dead_letter_topic:
+            return admin.get(name)
+        try:
+            return admin.get(name)
+        except TopicNotFoundError:
+            try:
+                return admin.create(name, partitions=1)
+            except TopicExistsError:  # another task created it meanwhile
+                return admin.get(name)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Driver: commit the batch once with the subscription's move, or discard a replay."""
