@@ -147,6 +147,8 @@ def start_function_query(
     )
     if config.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(config.max_records_per_batch))
+    if config.max_bytes_per_batch:
+        reader = reader.option("maxBytesPerBatch", str(config.max_bytes_per_batch))
     if config.processing_guarantees is ProcessingGuarantee.AT_MOST_ONCE:
         reader = reader.option("ackOnPlan", "true")  # a failed batch is never read again
     frame = reader.load()
