@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from sparkfn.store import schema
 from sparkfn.store.store import Store
-from sparkfn.topics.subscription import Plan
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from sparkfn.topics.subscription import Plan
 
 NAME = "public/default/f"
 
