@@ -381,3 +381,59 @@ def test_a_custom_handler_decides_and_its_choice_is_applied(
     assert seen[0]["instances"] == [0] and seen[0]["fatal"] is False
     assert not any(t["to"] == "RESTARTING" for t in run.transitions())
     _check_sequences(log, graceful=False)
+
+
+def test_stop_returns_at_once_and_the_supervisor_closes_each_object_once(
+    spark: Any, lstore: Store, tmp_path: Path
+) -> None:
+    log = tmp_path / "calls.jsonl"
+    _produce(lstore, [f"m{i}" for i in range(400)])
+    config = _config(log, parallelism=2, user_config={"sleep": 0.02, "close_sleep": 2.0})
+    run = LocalRun(config, store=lstore, spark=spark).start()
+    _wait_processed(log, 10, run)
+    started = time.monotonic()
+    ended = run.stop("cancel", timeout=0)
+    took = time.monotonic() - started
+    assert took < 1.0, f"stop('cancel', timeout=0) blocked for {took:.2f} s"
+    assert not ended
+    assert run.wait(WAIT)
+    assert run.run_state == "STOPPED"
+    names = _check_sequences(log, graceful=False)
+    assert all(ns.count("close") == 1 for ns in names.values()), names
+    assert run.status()["unclosedObjects"] == []
+
+
+def test_a_function_and_a_source_of_the_same_name_keep_their_own_records(
+    spark: Any, lstore: Store, tmp_path: Path
+) -> None:
+    from sparkfn.config.connector import SourceConfig
+    from sparkfn.connectors.source_run import SourceRun
+    from sparkfn.runtime import control
+
+    log = tmp_path / "calls.jsonl"
+    config = _config(log, parallelism=2)
+    source_config = SourceConfig(
+        name=config.name, source_type="generator", output="in", configs={"count": 5}
+    )
+    source = SourceRun(source_config, lstore).start()
+    assert source.wait(WAIT) and source.join(WAIT)
+    assert source.state == "STOPPED"
+    run = LocalRun(config, store=lstore, spark=spark).start(until_drained=True)
+    assert run.wait(WAIT)
+
+    function_record = control.read_control(lstore, config.fqfn)
+    source_id = control.control_id("source", config.fqfn)
+    source_record = control.read_control(lstore, source_id)
+    assert function_record is not None and source_record is not None
+    assert (function_record.state, function_record.epoch) == ("STOPPED", 1)
+    assert (source_record.state, source_record.epoch) == ("STOPPED", 1)
+    assert sorted(function_record.instances) == [0, 1]
+    assert sorted(source_record.instances) == [0]
+    assert [i["status"]["state"] for i in run.status()["instances"]] == ["STOPPED", "STOPPED"]
+    source_moves = [(t["instance"], t["to"]) for t in source.transitions()]
+    assert source_moves.count((None, "STARTING")) == 1
+    function_moves = [(t["instance"], t["to"]) for t in run.transitions()]
+    assert function_moves.count((None, "STARTING")) == 1
+    assert (1, "RUNNING") in function_moves and (1, "RUNNING") not in source_moves
+    outputs = [o for o in _outputs(lstore) if not o.startswith("final:")]
+    assert len(outputs) == 5  # the source's five records, through the function

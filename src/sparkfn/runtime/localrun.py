@@ -20,8 +20,10 @@ from types import TracebackType
 from typing import Any
 
 from sparkfn.api.errors import FunctionFailedError
+from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle.causes import short_error
 from sparkfn.runtime.query import resolve_inputs, start_function_query, validate
 from sparkfn.runtime.spark import spark_session
 from sparkfn.runtime.status import function_stats, function_status
@@ -29,6 +31,14 @@ from sparkfn.runtime.supervisor import FunctionSupervisor
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import all_state, get_state
 from sparkfn.store.store import Store
+
+__all__ = ["LocalRun", "short_error"]
+
+# Kinds whose records are kept under their kind-qualified control id
+# (control.control_id). A sink's query records deaths and objects from the
+# executor, which keys them by the FQFN until it is given the control id; a
+# sink therefore keeps the FQFN as its id until then.
+_QUALIFIED_KINDS = ("function",)
 
 
 class LocalRun:
@@ -53,6 +63,8 @@ class LocalRun:
         self._spark = spark
         self.query: Any = None
         self.supervisor: FunctionSupervisor | None = None
+        qualified = kind if kind in _QUALIFIED_KINDS else "function"
+        self.control_id = control.control_id(qualified, config.fqfn)
 
     @property
     def spark(self) -> Any:
@@ -71,14 +83,19 @@ class LocalRun:
             # Fail on bad topics or code before paying for a JVM.
             validate(self.store, self.config)
         except Exception as exc:
-            control.begin_run(self.store, self.config.fqfn, self.kind, self.config.parallelism, "")
+            control.begin_run(self.store, self.control_id, self.kind, self.config.parallelism, "")
             ids = [control.FUNCTION, *range(self.config.parallelism)]
-            control.set_state(self.store, self.config.fqfn, control.ERROR, str(exc), ids)
+            control.set_state(self.store, self.control_id, control.ERROR, str(exc), ids)
             raise
 
         def start_query(epoch: int) -> Any:
             self.query = start_function_query(
-                self.spark, self.store, self.config, checkpoint=checkpoint, epoch=epoch
+                self.spark,
+                self.store,
+                self.config,
+                checkpoint=checkpoint,
+                epoch=epoch,
+                control_id=self.control_id,
             )
             return self.query
 
@@ -88,6 +105,7 @@ class LocalRun:
             start_query,
             lambda: resolve_inputs(self.store, self.config),
             kind=self.kind,
+            control_id=self.control_id,
         )
         self.supervisor.start(until_drained=until_drained)
         return self
@@ -102,7 +120,7 @@ class LocalRun:
         return ended
 
     def _raise_if_failed(self) -> None:
-        record = control.read_control(self.store, self.config.fqfn)
+        record = control.read_control(self.store, self.control_id)
         if record is not None and record.state == control.ERROR:
             deaths = sorted(
                 (r for r in record.instances.values() if r.death is not None),
@@ -115,7 +133,7 @@ class LocalRun:
     @property
     def run_state(self) -> str:
         """The function's state (``CREATED`` before the first start)."""
-        record = control.read_control(self.store, self.config.fqfn)
+        record = control.read_control(self.store, self.control_id)
         return record.state if record is not None else control.CREATED
 
     def wait_for(self, predicate: Any, timeout: float, what: str) -> None:
@@ -129,23 +147,28 @@ class LocalRun:
                 raise TimeoutError(msg)
             time.sleep(0.2)
 
-    def stop(self, mode: str = "cancel", *, timeout: float | None = None) -> bool:
-        """Stop the run (``drain``, ``suspend`` or ``cancel``); idempotent. True once ended."""
+    def stop(self, mode: str | StopMode = StopMode.CANCEL, *, timeout: float | None = None) -> bool:
+        """Stop the run (``drain``, ``suspend`` or ``cancel``); idempotent. True once ended.
+
+        The supervisor's thread does the stopping; this waits up to ``timeout``
+        seconds for it (``None``: until the run ended; ``0``: not at all).
+        """
         if self.supervisor is None:
             return True
-        return self.supervisor.stop(mode, wait=True, timeout=timeout)
+        self.supervisor.stop(mode)
+        return self.supervisor.wait(timeout)
 
     def drain(self, timeout: float | None = None) -> bool:
         """Process everything present now, ``prepare_to_shutdown``, ``shutdown``, ``close``; ``STOPPED``."""
-        return self.stop("drain", timeout=timeout)
+        return self.stop(StopMode.DRAIN, timeout=timeout)
 
     def suspend(self, timeout: float | None = None) -> bool:
         """Stop admitting input, finish the batch in flight, shut down gracefully; ``SUSPENDED``."""
-        return self.stop("suspend", timeout=timeout)
+        return self.stop(StopMode.SUSPEND, timeout=timeout)
 
     def cancel(self, timeout: float | None = None) -> bool:
         """Stop now; the batch in flight is abandoned (replayed per the guarantee); ``close`` only."""
-        return self.stop("cancel", timeout=timeout)
+        return self.stop(StopMode.CANCEL, timeout=timeout)
 
     def stop_instance(self, instance_id: int) -> None:
         """Stop one instance; the others take its share."""
@@ -163,13 +186,17 @@ class LocalRun:
 
     def transitions(self) -> list[dict[str, Any]]:
         """Every recorded state transition of the function and its instances."""
-        return control.transitions_of(self.store, self.config.fqfn)
+        return control.transitions_of(self.store, self.control_id)
 
     def status(self) -> dict[str, Any]:
         """Pulsar ``FunctionStatus`` JSON, with ``state`` and ``deathException`` per instance."""
         unclosed = self.supervisor.unclosed if self.supervisor is not None else []
         return function_status(
-            self.store, self.config.fqfn, self.config.parallelism, unclosed=unclosed
+            self.store,
+            self.config.fqfn,
+            self.config.parallelism,
+            unclosed=unclosed,
+            control_id=self.control_id,
         )
 
     def stats(self) -> dict[str, Any]:
@@ -192,7 +219,7 @@ class LocalRun:
 
     def close(self) -> None:
         """Cancel the run if it still runs, and close the store if this run opened it."""
-        self.stop("cancel")
+        self.stop(StopMode.CANCEL)
         if self._own_store:
             self.store.close()
 
@@ -206,20 +233,3 @@ class LocalRun:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def short_error(text: str) -> str:
-    """The user-facing part of a Spark error: sparkfn's message if it is in there."""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(("sparkfn.", "function ")) or "Error: function " in stripped:
-            return stripped
-    # A Python worker's failure: its exception is the first unindented line
-    # after the frames of the last traceback ("RuntimeError: db unreachable").
-    _, marker, frames = text.rpartition("Traceback (most recent call last):")
-    if marker:
-        for line in frames.splitlines()[1:]:
-            if line.strip() and not line[0].isspace():
-                return line.strip()
-    first = text.strip().splitlines()
-    return first[0] if first else text

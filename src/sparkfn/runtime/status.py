@@ -26,12 +26,21 @@ def _average(total: dict[str, Any]) -> float:
 
 
 def function_status(
-    store: Store, fqfn: str, parallelism: int, *, unclosed: Sequence[str] = ()
+    store: Store,
+    fqfn: str,
+    parallelism: int,
+    *,
+    unclosed: Sequence[str] = (),
+    control_id: str | None = None,
 ) -> dict[str, Any]:
-    """Pulsar's ``FunctionStatus`` JSON for ``fqfn``."""
+    """Pulsar's ``FunctionStatus`` JSON for ``fqfn``.
+
+    ``control_id`` names its lifecycle record (default ``fqfn``, a
+    function's; see :func:`sparkfn.runtime.control.control_id`).
+    """
     totals = instance_totals(store, fqfn)
     exceptions = latest_exceptions(store, fqfn)
-    record = control.read_control(store, fqfn)
+    record = control.read_control(store, control_id or fqfn)
     runs = record.instances if record is not None else {}
     instances: list[dict[str, Any]] = []
     for instance_id in range(parallelism):

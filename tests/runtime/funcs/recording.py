@@ -8,6 +8,7 @@ object across processes.
 Behaviour switches in ``user_config``:
 
 * ``sleep``: seconds to sleep in every ``process`` (to be caught mid-batch);
+* ``close_sleep``: seconds to sleep in ``close`` (a slow close);
 * ``fatal_trigger``: a path; a thread started in ``initialize`` calls
   ``context.fatal(ValueError("boom"))`` once that file exists, and writes the
   time of the call to ``<path>.called``;
@@ -122,3 +123,5 @@ class Recording(Function, GracefulShutdown):
     def close(self) -> None:
         self._record("close")
         self.stop_thread.set()
+        if self.config.get("close_sleep"):
+            time.sleep(float(self.config["close_sleep"]))

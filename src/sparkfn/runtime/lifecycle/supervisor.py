@@ -287,7 +287,6 @@ class Supervisor:
     def _handle(
         self, deaths: list[control.InstanceRecord], error: str | None, record: control.RunControl
     ) -> None:
-        self.target.halt()
         if deaths:
             failed = sorted(d.instance_id for d in deaths)
             first = min(deaths, key=lambda d: (d.died_at is None, d.died_at or 0))
@@ -297,13 +296,8 @@ class Supervisor:
             failed = record.live(self.target.parallelism)
             cause = DeathCause("QueryFailed", short_error(error or ""), error or "", "failure", "")
             fatal = False
-            for i in failed:
-                control.record_death(
-                    self.store, self.control_id, i, cause, fatal=False, epoch=self.epoch
-                )
         failure = FunctionFailure(self.fqfn, failed[0] if len(failed) == 1 else None, cause, fatal)
         self.failure = failure
-        control.mark_handled(self.store, self.control_id, failed)
         self.history = RestartHistory(self.history.times, time.monotonic())
         decision = decide(
             failure,
@@ -329,8 +323,22 @@ class Supervisor:
                 cause.origin,
                 cause.thread,
             )
-        if response in (Response.SHUTDOWN_FUNCTION, Response.SHUTDOWN_WORKER):
+        shutdown = response in (Response.SHUTDOWN_FUNCTION, Response.SHUTDOWN_WORKER)
+        if shutdown:
+            # Terminated now (the reader admits nothing for ended instances); closing follows.
             self._set_all(control.ERROR, f"{response.value}: {cause}")
+        # Stop what must stop before the death is marked handled (the reader
+        # starts no batch while a death waits for the supervisor).
+        self.target.halt()
+        if not deaths:
+            for i in failed:
+                control.record_death(
+                    self.store, self.control_id, i, cause, fatal=False, epoch=self.epoch
+                )
+            if shutdown:
+                self._set_all(control.ERROR, f"{response.value}: {cause}")
+        control.mark_handled(self.store, self.control_id, failed)
+        if shutdown:
             self.target.cancel(f"{response.value}: {cause}", self.epoch)
             self._close(self._all(), graceful=False)
             self._finish(RunState.ERROR)

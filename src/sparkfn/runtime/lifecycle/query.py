@@ -1,0 +1,142 @@
+"""A function's or a sink's Spark query as a :class:`~.supervisor.RunTarget`.
+
+The query's instances are not threads of this process: they are Spark tasks
+in Python worker processes, reached through the run's control record
+(:mod:`sparkfn.runtime.control`):
+
+* drain / suspend: the reader stops admitting input (drain: after the offsets
+  present when the drain was asked) and plans one end-of-stream batch in
+  which every live instance calls ``prepare_to_shutdown()``; the stop is
+  complete once the sink has committed it;
+* cancel: the reader admits nothing, running tasks are interrupted at their
+  next batch boundary (closing their objects on the way out), then the query
+  is stopped;
+* closing: every worker process's control thread (:mod:`sparkfn.runtime.workerctl`)
+  is told to close the instances' objects and acknowledges each one.
+
+A death stops the whole query; a relaunch starts it again in a new epoch,
+and the reader gives the share of instances that stay down to the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sparkfn.api.lifecycle import StopMode
+from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle.supervisor import Ended
+from sparkfn.store.store import Store
+from sparkfn.topics.spark.source import current_ends
+
+POLL_SECONDS = 0.1
+# How long a cancel lets running tasks reach a batch boundary (closing their
+# objects on the way out) before Spark kills their workers.
+CANCEL_GRACE_SECONDS = 3.0
+
+StartQuery = Callable[[int], Any]  # epoch -> StreamingQuery
+
+
+class QueryTarget:
+    """One Spark streaming query (a function's or a sink's) under a supervisor."""
+
+    restarts_whole = True
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        kind: str,
+        name: str,
+        control_id: str,
+        parallelism: int,
+        start_query: StartQuery,
+        inputs: Callable[[], list[str]],
+    ) -> None:
+        self.store = store
+        self.kind = kind
+        self.name = name
+        self.control_id = control_id
+        self.parallelism = parallelism
+        self._start_query = start_query
+        self._inputs = inputs
+        self.query: Any = None
+        self.final_seq = 0
+
+    def launch(self, epoch: int, instances: list[int]) -> None:
+        """Start the query in ``epoch`` (the reader reads which instances are live)."""
+        self.query = self._start_query(epoch)
+
+    def stop_point(self, mode: StopMode) -> dict[str, int] | None:
+        """Drain: the input topics' ends now (a quick read of the store)."""
+        return current_ends(self.store, self._inputs()) if mode is StopMode.DRAIN else None
+
+    def begin_stop(self, mode: StopMode, point: Any, cause: str) -> bool:
+        """Ask the reader for the final batch; ``False`` if the query does not run."""
+        if not self._active():
+            return False
+        self.final_seq = control.request_stop(self.store, self.control_id, mode, point)
+        return True
+
+    def stopped(self, record: control.RunControl) -> bool:
+        """The sink committed the end-of-stream batch."""
+        return record.final_committed >= self.final_seq
+
+    def cancel(self, cause: str, epoch: int) -> None:
+        """Interrupt running tasks, then stop the query."""
+        control.issue_command(
+            self.store, self.control_id, "cancel", list(range(self.parallelism)), epoch
+        )
+        query = self.query
+        if query is not None and query.isActive:
+            deadline = time.monotonic() + CANCEL_GRACE_SECONDS
+            while time.monotonic() < deadline and query.isActive:
+                if not query.status.get("isTriggerActive", False):
+                    break
+                time.sleep(POLL_SECONDS)
+            query.stop()
+
+    def halt(self) -> None:
+        """Stop the query (a death stops every instance until the relaunch)."""
+        if self._active():
+            self.query.stop()
+
+    def retire(self, instances: list[int]) -> None:
+        """Nothing to do: the reader leaves out instances whose state is final."""
+
+    def finished(self) -> Ended | None:
+        """The query stopped without being asked: failed (a Spark error) or stopped."""
+        query = self.query
+        if query is None or query.isActive:
+            return None
+        error = query.exception()
+        if error is not None:
+            return Ended(StopMode.CANCEL, "the query failed", str(error))
+        return Ended(StopMode.CANCEL, "the query stopped")
+
+    def close(
+        self, instances: list[int], *, graceful: bool, epoch: int, timeout: float
+    ) -> list[str]:
+        """Tell every worker process to close the objects; wait for their acknowledgements."""
+        command = "graceful_close" if graceful else "close"
+        control.issue_command(self.store, self.control_id, command, instances, epoch)
+        deadline = time.monotonic() + timeout
+        unclosed: list[str] = []
+        while True:
+            left = [
+                o for o in control.open_objects(self.store, self.control_id, instances) if o.alive
+            ]
+            if not left:
+                break
+            if time.monotonic() > deadline:
+                unclosed = [str(o) for o in left]
+                break
+            time.sleep(POLL_SECONDS)
+        for gone in control.open_objects(self.store, self.control_id, instances):
+            if gone.alive is False:
+                control.mark_closed(self.store, gone.id, "lost: its process ended", None)
+        return unclosed
+
+    def _active(self) -> bool:
+        return self.query is not None and bool(self.query.isActive)
