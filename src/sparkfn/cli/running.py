@@ -43,7 +43,6 @@ class _Config(Protocol):
 ConfigT = TypeVar("ConfigT", bound=_Config)
 
 SPARK_MASTER_ENV = "SPARKFN_SPARK_MASTER"
-STOP_MODES = ("drain", "suspend", "cancel")
 
 # Pulsar spells some enum values differently; the configs take sparkfn's.
 _PULSAR_SPELLINGS = {"atleast_once": "at_least_once", "atmost_once": "at_most_once"}
@@ -121,9 +120,11 @@ Sigterm = Annotated[
 
 def stop_mode(text: str, flag: str = "--sigterm") -> str:
     """``drain``, ``suspend`` or ``cancel`` (any case); anything else is a usage error."""
+    from sparkfn.api.lifecycle import StopMode
+
     mode = text.strip().lower()
-    if mode not in STOP_MODES:
-        msg = f"{text!r} is not one of: {', '.join(STOP_MODES)}"
+    if mode not in set(StopMode):
+        msg = f"{text!r} is not one of: {', '.join(StopMode)}"
         raise typer.BadParameter(msg, param_hint=f"'{flag}'")
     return mode
 
