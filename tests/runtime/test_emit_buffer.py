@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkfn.runtime.instance import EMIT_SCHEMA, EmitBuffer, Emitted
+from sparkfn.runtime.function.emit import EMIT_SCHEMA, EmitBuffer, Emitted
 
 
 def _one(i: int) -> Emitted:

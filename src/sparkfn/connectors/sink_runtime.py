@@ -70,6 +70,7 @@ from sparkfn.api.lifecycle import GracefulShutdown
 from sparkfn.config.connector import SinkConfig
 from sparkfn.config.function import FunctionConfig
 from sparkfn.connectors.registry import load_sink
+from sparkfn.runtime.function.context import FunctionContext
 from sparkfn.store.store import Store
 
 SINK_CONFIG_KEY = "__sparkfn_sink__"
@@ -324,8 +325,10 @@ class SinkFunction(Function, GracefulShutdown):
         raises; elsewhere (the control thread's ``shutdown``) ``exc`` is re-raised."""
         if call is not None and self.sink_config is not None:
             _note(exc, self.sink_config, call)
-        if self.context is not None:
-            self.context.fatal(exc, "connector")  # type: ignore[call-arg]
+        if isinstance(self.context, FunctionContext):
+            self.context.fatal_from("connector", exc)
+        elif self.context is not None:
+            self.context.fatal(exc)
         raise exc
 
 

@@ -37,12 +37,14 @@ from sparkfn.api.errors import FatalError
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import FunctionConfig, SubscriptionType
 from sparkfn.runtime import control, workerctl
-from sparkfn.runtime.instance import EmitBuffer, FunctionInstance, InputRows, TaskResult
+from sparkfn.runtime.function.emit import EmitBuffer
+from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
+from sparkfn.runtime.function.rows import InputRows
+from sparkfn.runtime.function.topics import StoreTopicCatalog
 from sparkfn.runtime.loader import load_function
 from sparkfn.state.store import state_reader
 from sparkfn.store.store import Store
-from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.message import TIMESTAMP, SchemaType
+from sparkfn.topics.message import TIMESTAMP
 
 TAGGED_SCHEMA = pa.schema(
     [
@@ -111,15 +113,8 @@ def instance_for(
         inst = None
     if inst is None:
         _refuse_dead(store, config.fqfn, instance_id, epoch)
-        admin = TopicAdmin(store)
-        cache: dict[str, SchemaType] = {}
-
-        def schema_of(topic: str) -> SchemaType:
-            if topic not in cache:
-                cache[topic] = admin.get(topic).schema_type
-            return cache[topic]
-
-        inst = FunctionInstance(config, instance_id, load_function(config), schema_of, version)
+        topics = StoreTopicCatalog(store)
+        inst = FunctionInstance(config, instance_id, load_function(config), topics, version)
         inst.epoch = epoch
         inst.store_key = (store.url, str(store.data_dir))
         inst.on_fatal = _death_recorder(store, inst)

@@ -1,7 +1,7 @@
 """Unit-testing a function without Spark: :class:`FunctionHarness`.
 
 The harness drives the same per-message engine the Spark runtime runs
-(:class:`~sparkfn.runtime.instance.FunctionInstance`), so retries, dead
+(:class:`~sparkfn.runtime.function.instance.FunctionInstance`), so retries, dead
 letters, "a failed message leaves no trace", state read-your-writes and
 metrics behave as they do in a real run. What it replaces is only what is
 around the engine: topics are in-memory lists, state is an in-memory dict,
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
@@ -36,7 +36,8 @@ import pyarrow as pa
 from sparkfn.api.errors import ConfigError, HarnessClosedError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
-from sparkfn.runtime.instance import DLQ_REAL_TOPIC, FunctionInstance, InputRows, TaskResult
+from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
+from sparkfn.runtime.function.rows import DLQ_REAL_TOPIC, InputRows
 from sparkfn.runtime.loader import (
     Serde,
     load_function,
@@ -188,7 +189,7 @@ class FunctionHarness:
             raise ConfigError(msg)
         self._schemas = self._topic_schemas(input_schema, output_schema, topic_schemas)
         self._default_schema = parse_schema_type(output_schema)
-        self._instance = FunctionInstance(self.config, instance_id, user, self._schema_of)
+        self._instance = FunctionInstance(self.config, instance_id, user, _Topics(self._schema_of))
         self._decoders: dict[str, Serde] = {}
         self._offsets: dict[str, Iterator[int]] = {}
         self._committed: dict[str, CommittedState] = {}
@@ -441,6 +442,19 @@ class FunctionHarness:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class _Topics:
+    """The harness's topics for its instance: every topic exists, none is created."""
+
+    def __init__(self, schemas: Callable[[str], SchemaType]) -> None:
+        self._schemas = schemas
+
+    def schema_of(self, topic: str) -> SchemaType:
+        return self._schemas(topic)
+
+    def create(self, topic: str) -> SchemaType:
+        return self._schemas(topic)
 
 
 def _topic(name: str) -> str:

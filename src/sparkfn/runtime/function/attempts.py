@@ -1,0 +1,132 @@
+"""The attempts of a function's messages: retries, rollback of a failed attempt, stats.
+
+Written once, for the per-message and the vectorized form alike: a
+vectorized batch is one value, whose function argument is the whole batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sparkfn.api.errors import FatalError
+from sparkfn.runtime.stats import ExceptionInfo
+
+if TYPE_CHECKING:
+    from sparkfn.runtime.function.instance import FunctionInstance
+
+Decode = Callable[[Any], Any]
+"""Turns what an attempt is given into the function's argument."""
+EmitResult = Callable[[Any, "str | None"], None]
+"""Adds what the function returned (and the message's key) to the output."""
+
+
+def attempt_each(
+    inst: FunctionInstance,
+    values: Sequence[Any],
+    keys: Sequence[str | None],
+    topics: Sequence[str | None],
+    emit: EmitResult | None,
+    messages: int = 1,
+) -> list[tuple[int, Exception]]:
+    """Call the function on each of ``values``, up to ``1 + max_message_retries``
+    times each, until an attempt succeeds; returns ``(index, last exception)``
+    of the values that failed every attempt, for the caller to dead-letter.
+
+    ``values[i]`` is decoded with the input serde of ``topics[i]`` (a
+    ``None`` topic: given to the function as it is). What the function
+    returns goes to ``emit`` with the value's key or, when ``emit`` is
+    ``None``, to the output topic through its serde.
+
+    A failed attempt leaves no trace: its state changes, outputs and
+    metrics are discarded and its exception is counted among the user
+    exceptions. A success counts ``messages`` processed messages and one
+    latency. A :class:`FatalError` is not a message error: it ends the task.
+
+    This is the hot path, one iteration per message: it keeps what it
+    needs in locals and appends an output straight into the columns.
+    """
+    call = inst.user.call
+    with_context = inst.user.takes_context
+    context = inst.context
+    state = inst.state
+    savepoint = state.savepoint
+    pending = inst.pending_metrics
+    stats = inst.stats
+    out = inst.out
+    out_kind, out_topic, out_value = out.kind, out.topic, out.value
+    out_key, out_props, out_time = out.key, out.properties, out.event_time
+    output = inst.config.output or ""
+    encode: Callable[[Any], bytes] = bytes  # unused when ``emit`` is given
+    utf8_out = False
+    if emit is None:
+        out_serde = inst.output_serde_for(output)
+        encode = out_serde.encode
+        utf8_out = out_serde.custom is None and out_serde.kind in ("string", "bytes")
+    decode: Decode = as_is
+    decode_topic: str | None = None
+    utf8_in = False
+    attempts = 1 + inst.config.max_message_retries
+    perf = time.perf_counter
+    failed: list[tuple[int, Exception]] = []
+    processed = 0
+    latency = 0.0
+    for i in range(len(values)):
+        topic = topics[i]
+        if topic != decode_topic and topic is not None:
+            in_serde = inst.input_serde_for(topic)
+            decode, decode_topic = in_serde.decode, topic
+            utf8_in = in_serde.custom is None and in_serde.kind == "string"
+        context.index = i
+        left = attempts
+        while left:
+            left -= 1
+            if savepoint:
+                savepoint.clear()
+            if pending:
+                pending.clear()
+            mark = out.sealed + len(out_value)  # len(out), without a call
+            started = perf()
+            try:
+                raw = values[i]
+                value = raw.decode() if utf8_in and raw is not None else decode(raw)
+                result = call(value, context) if with_context else call(value)
+                if result is not None:
+                    if emit is not None:
+                        emit(result, keys[i])
+                    else:
+                        out_value.append(
+                            result.encode() if utf8_out and type(result) is str else encode(result)
+                        )
+                        out_kind.append("output")
+                        out_topic.append(output)
+                        out_key.append(keys[i])
+                        out_props.append(None)
+                        out_time.append(None)
+            except Exception as exc:
+                if isinstance(exc, FatalError):
+                    raise
+                state.rollback_message()
+                out.truncate(mark)
+                stats.record_exception(
+                    ExceptionInfo.from_exception("user", exc, context.current_message_id())
+                )
+                if not left:
+                    failed.append((i, exc))
+                continue
+            latency += perf() - started
+            processed += messages
+            if pending:
+                for name, metric in pending:
+                    stats.record_metric(name, metric)
+            break
+    stats.processed_successfully += processed
+    stats.latency_ms_sum += latency * 1000
+    stats.latency_count += len(values) - len(failed)
+    return failed
+
+
+def as_is(value: Any) -> Any:
+    """The identity :data:`Decode`: the value is the function's argument already."""
+    return value

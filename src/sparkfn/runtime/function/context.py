@@ -1,0 +1,235 @@
+"""The :class:`~sparkfn.api.context.Context` a function instance is given."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from sparkfn.api.context import Context
+from sparkfn.config.names import TopicName
+from sparkfn.runtime.function.emit import Emitted
+from sparkfn.runtime.function.rows import InputRows
+from sparkfn.runtime.function.secrets import resolve_secret
+from sparkfn.runtime.loader import _load_serde
+
+if TYPE_CHECKING:
+    from sparkfn.runtime.function.instance import FunctionInstance
+
+FatalOrigin = Literal["fatal", "connector"]
+"""Where a fatal error came from, as stored with the death: ``context.fatal``
+called by the function, or an exception a connector raised."""
+
+
+class _LogCapture(logging.Handler):
+    """Turns a function's log records into messages for its log topic."""
+
+    def __init__(self, instance: FunctionInstance) -> None:
+        super().__init__(logging.INFO)
+        self.instance = instance
+
+    def emit(self, record: logging.LogRecord) -> None:
+        inst = self.instance
+        if inst.config.log_topic is None:
+            return
+        properties = {
+            "level": record.levelname,
+            "function": inst.config.fqfn,
+            "instance_id": str(inst.instance_id),
+        }
+        message_id = inst.context.current_message_id()
+        if message_id is not None:
+            properties["message_id"] = message_id
+        inst.emit_log(
+            Emitted("log", inst.config.log_topic, self.format(record).encode(), None, properties)
+        )
+
+
+class FunctionContext(Context):
+    """The Context of one function instance; message methods refer to the current message."""
+
+    def __init__(self, instance: FunctionInstance) -> None:
+        self._inst = instance
+        self._rows: InputRows | None = None
+        self.index = -1
+        cfg = instance.config
+        # A logger of this context's own, not the registry's: two instances of
+        # one name (two versions, two harnesses) must not share a log capture.
+        self._logger = logging.Logger(
+            f"sparkfn.function.{cfg.fqfn}.{instance.instance_id}", logging.INFO
+        )
+        self._logger.parent = logging.getLogger("sparkfn.function")
+        self._logger.addHandler(_LogCapture(instance))
+
+    def fatal(self, exc: BaseException) -> None:
+        """Terminate this instance with ``exc`` (PIP-297); see :meth:`Context.fatal`."""
+        self._inst.fatal(exc, "fatal")
+
+    def fatal_from(self, origin: FatalOrigin, exc: BaseException) -> None:
+        """:meth:`fatal`, with the death recorded as coming from ``origin``.
+
+        A connector run as a function (the sink adapter) reports the
+        exceptions its connector raises with ``origin="connector"``.
+        """
+        self._inst.fatal(exc, origin)
+
+    # internal: binding to the current message
+    def bind(self, rows: InputRows | None, index: int) -> None:
+        """Point message methods at row ``index`` of ``rows``."""
+        self._rows = rows
+        self.index = index
+
+    def current_message_id(self) -> str | None:
+        """``partition:offset`` of the current message, if any."""
+        if self._rows is None or self.index < 0:
+            return None
+        return self._rows.message_id(self.index)
+
+    def _field(self, name: str) -> Any:
+        if self._rows is None or self.index < 0:
+            return None
+        return self._rows.column(name)[self.index]
+
+    # --- the current message -------------------------------------------
+    def get_message_id(self) -> str:
+        """The current message's id, ``partition:offset``."""
+        return self.current_message_id() or ""
+
+    def get_message_key(self) -> str | None:
+        """The current message's key."""
+        return self._field("key")  # type: ignore[no-any-return]
+
+    def get_message_eventtime(self) -> int | None:
+        """The current message's event time in ms since the epoch."""
+        value = self._field("event_time")
+        return None if value is None else int(value.timestamp() * 1000)
+
+    def get_message_properties(self) -> dict[str, str]:
+        """The current message's properties."""
+        return dict(self._field("properties") or [])
+
+    def get_current_message_topic_name(self) -> str:
+        """``persistent://tenant/ns/topic`` of the current message."""
+        topic = self._field("topic")
+        return f"persistent://{topic}" if topic else ""
+
+    def get_partition_key(self) -> str | None:
+        """The current message's key."""
+        return self.get_message_key()
+
+    # --- the function ----------------------------------------------------
+    def get_function_tenant(self) -> str:
+        """The function's tenant."""
+        return self._inst.config.tenant
+
+    def get_function_namespace(self) -> str:
+        """The function's namespace."""
+        return self._inst.config.namespace
+
+    def get_function_name(self) -> str:
+        """The function's name."""
+        return self._inst.config.name
+
+    def get_function_id(self) -> str:
+        """The function's FQFN."""
+        return self._inst.config.fqfn
+
+    def get_function_version(self) -> str:
+        """The function's version."""
+        return self._inst.version
+
+    def get_instance_id(self) -> int:
+        """This instance's id."""
+        return self._inst.instance_id
+
+    def get_num_instances(self) -> int:
+        """The function's parallelism."""
+        return self._inst.config.parallelism
+
+    def get_input_topics(self) -> list[str]:
+        """The input topics."""
+        return list(self._inst.config.inputs)
+
+    def get_output_topic(self) -> str | None:
+        """The output topic."""
+        return self._inst.config.output
+
+    def get_logger(self) -> logging.Logger:
+        """This instance's logger."""
+        return self._logger
+
+    # --- configuration -----------------------------------------------------
+    def get_user_config_value(self, key: str) -> Any:
+        """One ``user_config`` value or ``None``."""
+        return self._inst.config.user_config.get(key)
+
+    def get_user_config_map(self) -> Mapping[str, Any]:
+        """The ``user_config`` mapping."""
+        return dict(self._inst.config.user_config)
+
+    def get_secret(self, secret_name: str) -> str | None:
+        """Resolve a secret: ``env:VAR`` / ``VAR`` from the environment, ``file:PATH#key`` from a JSON/YAML file."""
+        spec = self._inst.config.secrets.get(secret_name)
+        if spec is None:
+            return None
+        return resolve_secret(spec)
+
+    # --- output ------------------------------------------------------------
+    def publish(
+        self,
+        topic_name: str,
+        message: Any,
+        serde_class_name: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        compression_type: Any = None,
+        callback: Any = None,
+        message_conf: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Publish to ``topic_name``; committed with the current message."""
+        inst = self._inst
+        topic = str(TopicName.parse(topic_name, field="publish topic"))
+        conf = dict(message_conf or {})
+        props = {**dict(conf.get("properties") or {}), **dict(properties or {})}
+        event_ms = conf.get("event_timestamp")
+        event_time = None if event_ms is None else datetime.fromtimestamp(event_ms / 1000, UTC)
+        if serde_class_name and not serde_class_name.endswith("IdentitySerDe"):
+            data = bytes(_load_serde(inst.config.fqfn, serde_class_name).serialize(message))
+        else:
+            data = inst.output_serde_for(topic).encode(message)
+        inst.emit(Emitted("publish", topic, data, conf.get("partition_key"), props, event_time))
+        if callable(callback):
+            callback(None, None)
+
+    def record_metric(self, metric_name: str, metric_value: float) -> None:
+        """Observe a user metric value."""
+        self._inst.pending_metrics.append((metric_name, float(metric_value)))
+
+    def ack(self, msgid: Any, topic: str) -> None:
+        """No-op: sparkfn acknowledges by batch commit."""
+
+    # --- state -------------------------------------------------------------
+    def incr_counter(self, key: str, amount: int) -> None:
+        """Add to a counter."""
+        self._inst.state.incr_counter(key, int(amount))
+
+    def get_counter(self, key: str) -> int:
+        """A counter's value."""
+        return self._inst.state.get_counter(key)
+
+    def del_counter(self, key: str) -> None:
+        """Delete a counter."""
+        self._inst.state.delete(key)
+
+    def put_state(self, key: str, value: str | bytes) -> None:
+        """Set a state value."""
+        data = value.encode() if isinstance(value, str) else bytes(value)
+        self._inst.state.put_state(key, data)
+
+    def get_state(self, key: str) -> bytes | None:
+        """A state value."""
+        return self._inst.state.get_state(key)
+
+    def del_state(self, key: str) -> None:
+        """Delete a state value."""
+        self._inst.state.delete(key)

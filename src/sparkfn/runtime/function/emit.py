@@ -1,0 +1,171 @@
+"""The messages a function produced in a task, for topics, not yet committed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from sparkfn.topics.message import TIMESTAMP, properties_to_json
+
+
+@dataclass
+class Emitted:
+    """A message the function produced, for some topic, not yet committed."""
+
+    kind: str  # "output", "publish", "dead_letter", "log"
+    topic: str
+    value: bytes | None
+    key: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    event_time: datetime | None = None
+
+
+EMIT_SCHEMA = pa.schema(
+    [
+        pa.field("kind", pa.string()),
+        pa.field("topic", pa.string()),
+        pa.field("key", pa.string()),
+        pa.field("value", pa.binary()),
+        pa.field("properties", pa.string()),  # JSON object text, null for none
+        pa.field("event_time", TIMESTAMP),
+    ]
+)
+
+
+class EmitBuffer:
+    """Messages for topics, as columns; a message's share can be cut off on failure.
+
+    Per-record functions append one message at a time (Python lists); a
+    vectorized function's output is added whole, as Arrow columns
+    (:meth:`extend`), and is never turned into Python objects.
+    """
+
+    def __init__(self) -> None:
+        self._chunks: list[pa.RecordBatch] = []  # earlier messages, in order
+        self.sealed = 0  # how many messages the chunks hold; the lists hold the later ones
+        self.kind: list[str] = []
+        self.topic: list[str] = []
+        self.value: list[bytes | None] = []
+        self.key: list[str | None] = []
+        self.properties: list[str | None] = []
+        self.event_time: list[datetime | None] = []
+
+    def __len__(self) -> int:
+        return self.sealed + len(self.value)
+
+    def append(self, item: Emitted) -> None:
+        """Add one message."""
+        self.kind.append(item.kind)
+        self.topic.append(item.topic)
+        self.value.append(item.value)
+        self.key.append(item.key)
+        self.properties.append(
+            json.dumps(item.properties, separators=(",", ":")) if item.properties else None
+        )
+        self.event_time.append(item.event_time)
+
+    def add(self, kind: str, topic: str, value: bytes | None, key: str | None) -> None:
+        """Add one message without properties or event time (the per-record hot path)."""
+        self.kind.append(kind)
+        self.topic.append(topic)
+        self.value.append(value)
+        self.key.append(key)
+        self.properties.append(None)
+        self.event_time.append(None)
+
+    def extend(
+        self,
+        kind: str,
+        topic: str,
+        values: pa.Array,
+        keys: pa.Array | None = None,
+        properties: pa.Array | None = None,
+    ) -> None:
+        """Add ``len(values)`` messages given as columns (binary values, string keys, map properties)."""
+        n = len(values)
+        if n == 0:
+            return
+        self._seal()
+        self._add_chunk(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.repeat(pa.scalar(kind, pa.string()), n),
+                    pa.repeat(pa.scalar(topic, pa.string()), n),
+                    keys if keys is not None else pa.nulls(n, pa.string()),
+                    values,
+                    properties_to_json(properties)
+                    if properties is not None
+                    else pa.nulls(n, pa.string()),
+                    pa.nulls(n, TIMESTAMP),
+                ],
+                schema=EMIT_SCHEMA,
+            )
+        )
+
+    def truncate(self, length: int) -> None:
+        """Drop everything appended after ``length`` (a failed message's outputs)."""
+        if length >= self.sealed:
+            for col in self._columns():
+                del col[length - self.sealed :]
+            return
+        chunks, self._chunks, self.sealed = self._chunks, [], 0
+        for chunk in chunks:
+            keep = min(chunk.num_rows, length - self.sealed)
+            if keep <= 0:
+                break
+            self._add_chunk(chunk.slice(0, keep))
+        self.truncate(length)  # the lists: all of them go
+
+    def to_batch(self) -> pa.RecordBatch:
+        """Every buffered message, in order, as one batch of :data:`EMIT_SCHEMA`."""
+        self._seal()
+        if not self._chunks:
+            return pa.RecordBatch.from_pylist([], schema=EMIT_SCHEMA)
+        if len(self._chunks) > 1:
+            self._chunks = [pa.concat_batches(self._chunks)]
+        return self._chunks[0]
+
+    def items(self) -> list[Emitted]:
+        """The buffered messages as objects (tests and the harness)."""
+        return [
+            Emitted(
+                row["kind"],
+                row["topic"],
+                row["value"],
+                row["key"],
+                json.loads(row["properties"]) if row["properties"] else {},
+                row["event_time"],
+            )
+            for row in self.to_batch().to_pylist()
+        ]
+
+    def _columns(self) -> tuple[list[Any], ...]:
+        return (self.kind, self.topic, self.value, self.key, self.properties, self.event_time)
+
+    def _add_chunk(self, chunk: pa.RecordBatch) -> None:
+        self._chunks.append(chunk)
+        self.sealed += chunk.num_rows
+
+    def _seal(self) -> None:
+        """Move the appended messages into a chunk, so that order is kept."""
+        if not self.value:
+            return
+        self._add_chunk(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.array(self.kind, pa.string()),
+                    pa.array(self.topic, pa.string()),
+                    pa.array(self.key, pa.string()),
+                    pa.array(self.value, pa.binary()),
+                    pa.array(self.properties, pa.string()),
+                    pa.array(self.event_time, TIMESTAMP),
+                ],
+                schema=EMIT_SCHEMA,
+            )
+        )
+        for col in self._columns():
+            col.clear()

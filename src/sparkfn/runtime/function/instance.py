@@ -1,0 +1,351 @@
+"""One function instance inside a Python worker process: the per-message engine.
+
+:class:`FunctionInstance` owns the user object and its
+:class:`~sparkfn.runtime.function.context.FunctionContext`. For each task it
+is given the input rows and a view of committed state; it runs the function
+per message (or per batch), with Pulsar's rules:
+
+* a ``process`` call that raises leaves no trace: outputs, publishes and
+  state changes since the message began are discarded;
+* the message is tried ``1 + max_message_retries`` times, each failure
+  counted as a user exception and kept among the latest exceptions;
+* then it goes to the dead letter topic (with the error in its properties)
+  or is dropped.
+
+The attempts are :func:`~sparkfn.runtime.function.attempts.attempt_each`,
+for a message and a vectorized batch alike. The same engine serves the Spark
+runtime and :mod:`sparkfn.testing`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import pyarrow as pa
+
+from sparkfn.api.errors import FatalError
+from sparkfn.api.lifecycle import DeathCause
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function.attempts import EmitResult, attempt_each
+from sparkfn.runtime.function.context import FatalOrigin, FunctionContext
+from sparkfn.runtime.function.emit import EmitBuffer, Emitted
+from sparkfn.runtime.function.rows import InputRows
+from sparkfn.runtime.function.topics import TopicCatalog
+from sparkfn.runtime.function.vectorized import decode_batch, emit_batch_result
+from sparkfn.runtime.loader import Serde, UserFunction
+from sparkfn.runtime.stats import InstanceStats
+from sparkfn.state.buffer import CommittedState, StateBuffer, StateMutation, StateReader
+from sparkfn.topics.message import SchemaType
+
+_LOG = logging.getLogger("sparkfn.lifecycle")
+
+
+class InstanceState(Enum):
+    """Where a function object is in its life (DESIGN.md 2.3, "Objects").
+
+    It only moves forward, along :data:`_TRANSITIONS`; every change holds the
+    instance's lock.
+    """
+
+    CREATED = "created"  # constructed; initialize() not called yet (the first task calls it)
+    RUNNING = "running"  # initialize() returned: tasks call process()
+    PREPARED = "prepared"  # prepare_to_shutdown() was called; tasks may still end (flush)
+    SHUT_DOWN = "shut_down"  # shutdown() was called (graceful stops); close() follows at once
+    CLOSED = "closed"  # close() was called, or never needed (not initialized): nothing follows
+
+
+_TRANSITIONS: dict[InstanceState, frozenset[InstanceState]] = {
+    InstanceState.CREATED: frozenset({InstanceState.RUNNING, InstanceState.CLOSED}),
+    InstanceState.RUNNING: frozenset({InstanceState.PREPARED, InstanceState.CLOSED}),
+    InstanceState.PREPARED: frozenset({InstanceState.SHUT_DOWN, InstanceState.CLOSED}),
+    InstanceState.SHUT_DOWN: frozenset({InstanceState.CLOSED}),
+    InstanceState.CLOSED: frozenset(),
+}
+
+# States whose object has been initialized and not yet shut down or closed.
+_LIVE = frozenset({InstanceState.RUNNING, InstanceState.PREPARED})
+
+
+@dataclass
+class TaskResult:
+    """What one instance produced in one task; committed with the batch."""
+
+    instance_id: int
+    emitted: EmitBuffer
+    mutations: list[StateMutation]
+    stats: InstanceStats
+
+
+class FunctionInstance:
+    """A user function object and its context, for one instance id, in one process.
+
+    ``topics`` tells the schema type of the topics the instance writes to.
+    """
+
+    def __init__(
+        self,
+        config: FunctionConfig,
+        instance_id: int,
+        user: UserFunction,
+        topics: TopicCatalog,
+        version: str = "1",
+    ) -> None:
+        self.config = config
+        self.instance_id = instance_id
+        self.user = user
+        self.version = version
+        self._topics = topics
+        self._serdes: dict[str, Serde] = {}
+        self.input_serdes: dict[str, Serde] = {}
+        self.context = FunctionContext(self)
+        self.state = StateBuffer(_no_state)
+        self.stats = InstanceStats()
+        self.out = EmitBuffer()
+        self._logs: list[Emitted] = []
+        self.pending_metrics: list[tuple[str, float]] = []
+        # Lifecycle (DESIGN.md 2.3). Every call into the user object holds
+        # ``lock``, so calls are never concurrent; after CLOSED nothing is
+        # called. ``interrupt`` is set by fatal() (any thread) or a cancel, and
+        # the task raises it at the next batch boundary.
+        self.lifecycle = InstanceState.CREATED
+        self.lock = threading.RLock()
+        self.epoch = 0  # the query epoch the object was created in
+        self.object_id: int | None = None  # its row in function_objects
+        self.store_key: tuple[str, str] | None = None  # (url, data dir) it was created for
+        self.task_thread: int | None = None
+        self.interrupt: BaseException | None = None
+        self.on_fatal: Callable[[DeathCause], None] | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` ran (or the object ended without being initialized)."""
+        return self.lifecycle is InstanceState.CLOSED
+
+    def _move(self, to: InstanceState) -> None:
+        if to not in _TRANSITIONS[self.lifecycle]:
+            msg = (
+                f"function {self.config.fqfn} instance {self.instance_id}: no lifecycle "
+                f"transition from {self.lifecycle.name} to {to.name}"
+            )
+            raise RuntimeError(msg)
+        self.lifecycle = to
+
+    # --- topics and serdes ----------------------------------------------------------
+    def topic_schema(self, topic: str) -> SchemaType:
+        """The schema type of ``topic``, which the instance writes to."""
+        return self._topics.schema_of(topic)
+
+    def output_serde_for(self, topic: str) -> Serde:
+        """The serde encoding values for ``topic``."""
+        serde = self._serdes.get(topic)
+        if serde is None:
+            name = self.config.output_serde if topic == self.config.output else "auto"
+            serde = self._serdes[topic] = Serde(
+                name, self.topic_schema(topic), topic, self.config.fqfn
+            )
+        return serde
+
+    def input_serde_for(self, topic: str) -> Serde:
+        """The serde decoding values from input ``topic``."""
+        serde = self.input_serdes.get(topic)
+        if serde is None:
+            serde = self.input_serdes[topic] = Serde(
+                self.config.input_serde, self._topics.schema_of(topic), topic, self.config.fqfn
+            )
+        return serde
+
+    # --- emission ---------------------------------------------------------------
+    def emit(self, item: Emitted) -> None:
+        """Buffer an output of the current message."""
+        self.out.append(item)
+
+    def emit_log(self, item: Emitted) -> None:
+        """Buffer a log record; logs are kept even when the message fails."""
+        self._logs.append(item)
+
+    def take_output(self) -> EmitBuffer:
+        """Hand over what was emitted so far (between messages only)."""
+        out, self.out = self.out, EmitBuffer()
+        for item in self._logs:
+            out.append(item)
+        self._logs = []
+        return out
+
+    # --- the task ------------------------------------------------------------------
+    def begin_task(self, reader: StateReader) -> None:
+        """Start a task: fresh buffers over committed state from ``reader``.
+
+        The object's ``initialize(context)`` is called here, by its first task.
+        """
+        self.check_interrupt()
+        if self.lifecycle not in (InstanceState.CREATED, *_LIVE):
+            msg = f"function {self.config.fqfn} instance {self.instance_id}: object is closed"
+            raise RuntimeError(msg)
+        self.task_thread = threading.get_ident()
+        if self.lifecycle is InstanceState.CREATED:
+            self.user.initialize(self.context)
+            self._move(InstanceState.RUNNING)
+        self.state = StateBuffer(reader)
+        self.stats = InstanceStats()
+        self.out = EmitBuffer()
+        self._logs = []
+
+    def end_task(self) -> TaskResult:
+        """Finish the task: everything to commit with the batch.
+
+        An object with a ``sparkfn_end_task()`` method (the sink adapter:
+        ``Sink.flush``) has it called first, still inside the task.
+        """
+        self.context.bind(None, -1)
+        hook = self.user.hook("sparkfn_end_task")
+        if hook is not None:
+            self.pending_metrics.clear()
+            hook()
+            for name, metric in self.pending_metrics:
+                self.stats.record_metric(name, metric)
+            self.pending_metrics.clear()
+        self.task_thread = None
+        return TaskResult(self.instance_id, self.take_output(), self.state.drain(), self.stats)
+
+    def process_rows(self, rows: InputRows) -> None:
+        """Run the per-message function over every row (see :func:`~.attempts.attempt_each`)."""
+        self.context.bind(rows, -1)
+        output = self.config.output
+        failed = attempt_each(
+            self,
+            rows.values,
+            rows.column("key"),
+            rows.column("topic"),
+            None if output else _discard,
+        )
+        for i, error in failed:
+            self._dead_letter(rows, i, error)
+        self.stats.received += rows.n
+        self.stats.last_invocation_ms = int(time.time() * 1000)
+
+    def process_batch(self, batch: pa.RecordBatch) -> None:
+        """Run a vectorized function over ``batch``: the whole batch is one message
+        for :func:`~.attempts.attempt_each`; when every attempt fails, each row is dead-lettered."""
+        self.stats.received += batch.num_rows
+        self.context.bind(None, -1)
+        arg: Any = decode_batch(batch, self.input_serde_for)
+        if self.user.batch_format == "pandas":
+            arg = arg.to_pandas()
+        failed = attempt_each(self, [arg], [None], [None], self._batch_emitter(), batch.num_rows)
+        if failed:
+            rows = InputRows(batch)
+            for i in range(rows.n):
+                self._dead_letter(rows, i, failed[0][1])
+        self.stats.last_invocation_ms = int(time.time() * 1000)
+
+    def _batch_emitter(self) -> EmitResult:
+        """How a vectorized function's result reaches the output topic."""
+        output = self.config.output
+        if not output:
+            return _discard
+
+        def emit(result: Any, key: str | None) -> None:
+            emit_batch_result(result, self.config.fqfn, output, self.output_serde_for, self.out)
+
+        return emit
+
+    def _dead_letter(self, rows: InputRows, i: int, exc: Exception) -> None:
+        """Row ``i`` failed every attempt: to the dead letter topic, if there is one."""
+        dlq = self.config.dead_letter_topic
+        if dlq is None:
+            return
+        self.out.append(rows.dead_letter(i, dlq, exc, 1 + self.config.max_message_retries))
+        self.stats.dead_lettered += 1
+
+    # --- lifecycle ---------------------------------------------------------------
+    def check_interrupt(self) -> None:
+        """Raise the fatal error (or cancel) recorded for this instance, if any."""
+        if self.interrupt is not None:
+            raise self.interrupt
+
+    def fatal(self, exc: BaseException, origin: FatalOrigin = "fatal") -> None:
+        """``context.fatal(exc)``: terminate the instance, from any thread (PIP-297).
+
+        The first call records the death (through ``on_fatal``) and logs it at
+        ERROR; the running task, if any, fails at once when called from its
+        thread, else at its next batch boundary.
+        """
+        thread = threading.current_thread().name
+        cause = DeathCause.from_exception(exc, origin, thread)
+        error = FatalError(
+            f"function {self.config.fqfn} instance {self.instance_id} terminated by "
+            f"context.fatal in thread {thread!r}: {cause}"
+        )
+        if not isinstance(self.interrupt, FatalError):
+            self.interrupt = error
+            _LOG.error("%s", error, exc_info=(type(exc), exc, exc.__traceback__))
+            if self.on_fatal is not None:
+                self.on_fatal(cause)
+        if threading.get_ident() == self.task_thread:
+            raise error from exc
+
+    def prepare_to_shutdown(self) -> None:
+        """Call the object's ``prepare_to_shutdown()`` once; what it returns goes to the output."""
+        if self.lifecycle is not InstanceState.RUNNING:
+            return  # called already, never initialized, or ended
+        self._move(InstanceState.PREPARED)
+        hook = self.user.hook("prepare_to_shutdown")
+        if hook is None:
+            return
+        self.context.bind(None, -1)
+        result = hook()
+        output = self.config.output
+        if result is None or not output:
+            return
+        serde = self.output_serde_for(output)
+        for value in result if isinstance(result, list | tuple) else [result]:
+            if value is not None:
+                self.out.append(Emitted("output", output, serde.encode(value), None))
+
+    def finish(self, *, graceful: bool) -> list[Emitted]:
+        """End the object: on graceful stops ``prepare_to_shutdown()`` (if the final
+        batch did not reach it) and ``shutdown()``; then ``close()``, exactly once.
+
+        Returns what ``prepare_to_shutdown()`` emitted here, for the caller to
+        append. Holds the lock: never concurrent with a task.
+        """
+        with self.lock:
+            if self.lifecycle is InstanceState.CLOSED:
+                return []
+            try:
+                if not graceful or self.lifecycle not in _LIVE:
+                    return []
+                self.out, self._logs = EmitBuffer(), []
+                self.prepare_to_shutdown()
+                emitted = self.take_output().items()
+                self._move(InstanceState.SHUT_DOWN)
+                hook = self.user.hook("shutdown")
+                if hook is not None:
+                    hook()
+                return emitted
+            finally:
+                self.close()
+
+    def close(self) -> None:
+        """Close the user object: once, and only if it was initialized; nothing after it."""
+        with self.lock:
+            if self.lifecycle is InstanceState.CLOSED:
+                return
+            initialized = self.lifecycle is not InstanceState.CREATED
+            self._move(InstanceState.CLOSED)
+            if initialized:
+                self.user.close()
+
+
+def _no_state(key: str) -> CommittedState:
+    return CommittedState(None, None)
+
+
+def _discard(result: Any, key: str | None) -> None:
+    """No output topic: what the function returns goes nowhere."""

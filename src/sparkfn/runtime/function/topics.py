@@ -1,0 +1,56 @@
+"""The topics a function instance writes to, as the instance sees them.
+
+The instance asks a :class:`TopicCatalog` for a topic's schema type before it
+encodes a value for it (outputs, ``context.publish``). On Spark the catalog
+is the store's (:class:`StoreTopicCatalog`); the unit-test harness has its own
+in-memory one, where every topic exists.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sparkfn.api.errors import TopicExistsError
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.message import SchemaType
+
+AUTO_CREATED_PARTITIONS = 1
+AUTO_CREATED_SCHEMA = SchemaType.BYTES
+
+
+class TopicCatalog(Protocol):
+    """The topics an instance may write to."""
+
+    def schema_of(self, topic: str) -> SchemaType:
+        """``topic``'s schema type; raises :class:`~sparkfn.api.errors.TopicNotFoundError`."""
+        ...
+
+    def create(self, topic: str) -> SchemaType:
+        """Create ``topic`` (1 partition, ``bytes``) unless it exists; its schema type."""
+        ...
+
+
+class StoreTopicCatalog:
+    """The topics of a store; schema types are cached, for the life of the instance."""
+
+    def __init__(self, store: Store) -> None:
+        self._admin = TopicAdmin(store)
+        self._schemas: dict[str, SchemaType] = {}
+
+    def schema_of(self, topic: str) -> SchemaType:
+        """``topic``'s schema type; raises :class:`~sparkfn.api.errors.TopicNotFoundError`."""
+        schema = self._schemas.get(topic)
+        if schema is None:
+            schema = self._schemas[topic] = self._admin.get(topic).schema_type
+        return schema
+
+    def create(self, topic: str) -> SchemaType:
+        """Create ``topic`` unless it exists (another task may create it at the same time)."""
+        try:
+            self._admin.create(
+                topic, partitions=AUTO_CREATED_PARTITIONS, schema_type=AUTO_CREATED_SCHEMA
+            )
+        except TopicExistsError:
+            pass
+        return self.schema_of(topic)
