@@ -127,6 +127,7 @@ def test_help_lists_every_config_flag(cli: Cli) -> None:
         "--user-config",
         "--secrets",
         "--retain-ordering",
+        "--auto-create-topics",
         "--pulsar-compat",
         "--trigger-interval",
         "--max-records-per-batch",

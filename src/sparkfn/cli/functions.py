@@ -207,6 +207,16 @@ ProcessingGuarantees = Annotated[
         "GUARANTEE",
     ),
 ]
+AutoCreateTopics = Annotated[
+    bool | None,
+    typer.Option(
+        "--auto-create-topics/--no-auto-create-topics",
+        help="Create a topic that context.publish names on first use (1 partition, bytes) "
+        "instead of failing the message (default: fail).",
+        rich_help_panel=_PROCESSING,
+        show_default=False,
+    ),
+]
 RetainOrdering = Annotated[
     bool | None,
     typer.Option(
@@ -253,6 +263,7 @@ def localrun(
     user_config: UserConfig = None,
     secrets: Secrets = None,
     retain_ordering: RetainOrdering = None,
+    auto_create_topics: AutoCreateTopics = None,
     pulsar_compat: PulsarCompat = None,
     trigger_interval: TriggerInterval = None,
     max_records_per_batch: MaxRecordsPerBatch = None,
@@ -322,6 +333,7 @@ def localrun(
         "secrets": mapping(secrets),
         "failure_policy": mapping(failure_policy),
         "retain_ordering": retain_ordering,
+        "auto_create_topics": auto_create_topics,
         "pulsar_compat": pulsar_compat,
         "trigger_interval": trigger_interval,
         "max_records_per_batch": max_records_per_batch,

@@ -72,6 +72,10 @@ class FunctionConfig(BaseModel):
     inputs: list[str] = Field(default_factory=list)
     topics_pattern: str | None = None
     output: str | None = None
+    # A topic that ``context.publish`` names and that does not exist is created
+    # on first use (1 partition, bytes) when True; else the publish fails with
+    # TopicNotFoundError, a message error.
+    auto_create_topics: bool = False
     log_topic: str | None = None
     # Where a message that failed every attempt goes: this topic, else
     # ``{tenant}/{namespace}/{name}-DLQ`` (created on first use) unless

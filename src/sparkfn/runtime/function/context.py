@@ -186,7 +186,12 @@ class FunctionContext(Context):
         callback: Any = None,
         message_conf: Mapping[str, Any] | None = None,
     ) -> None:
-        """Publish to ``topic_name``; committed with the current message."""
+        """Publish to ``topic_name``; committed with the current message.
+
+        The topic must exist (else a :class:`~sparkfn.api.errors.TopicNotFoundError`
+        naming the function and the topic: a message error like any other),
+        unless the function's ``auto_create_topics`` lets it be created here.
+        """
         inst = self._inst
         topic = str(TopicName.parse(topic_name, field="publish topic"))
         conf = dict(message_conf or {})
@@ -194,6 +199,7 @@ class FunctionContext(Context):
         event_ms = conf.get("event_timestamp")
         event_time = None if event_ms is None else datetime.fromtimestamp(event_ms / 1000, UTC)
         if serde_class_name and not serde_class_name.endswith("IdentitySerDe"):
+            inst.topic_schema(topic)  # the topic must exist, whatever encodes the value
             data = bytes(_load_serde(inst.config.fqfn, serde_class_name).serialize(message))
         else:
             data = inst.output_serde_for(topic).encode(message)

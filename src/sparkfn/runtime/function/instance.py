@@ -29,7 +29,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkfn.api.errors import FatalError
+from sparkfn.api.errors import FatalError, TopicNotFoundError
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.attempts import EmitResult, attempt_each
@@ -138,8 +138,22 @@ class FunctionInstance:
 
     # --- topics and serdes ----------------------------------------------------------
     def topic_schema(self, topic: str) -> SchemaType:
-        """The schema type of ``topic``, which the instance writes to."""
-        return self._topics.schema_of(topic)
+        """The schema type of ``topic``, which the instance writes to.
+
+        A topic that does not exist is created here when the function's
+        ``auto_create_topics`` allows it; otherwise it is a
+        :class:`TopicNotFoundError` naming the function and the topic.
+        """
+        try:
+            return self._topics.schema_of(topic)
+        except TopicNotFoundError:
+            if not self.config.auto_create_topics:
+                msg = (
+                    f"function {self.config.fqfn}: publish to topic {topic}, which does not "
+                    "exist; create it first, or set auto_create_topics to create it on first use"
+                )
+                raise TopicNotFoundError(msg) from None
+        return self._topics.create(topic)
 
     def output_serde_for(self, topic: str) -> Serde:
         """The serde encoding values for ``topic``."""

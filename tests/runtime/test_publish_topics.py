@@ -1,0 +1,103 @@
+"""``context.publish`` to a topic that does not exist (DESIGN 2.2, issue 9 point 2).
+
+Such a publish fails at its first call with a :class:`TopicNotFoundError`
+naming the function and the topic: a message error like any other (counted,
+retried, dead-lettered), never a failure of the query. With
+``auto_create_topics`` the topic is created on first use instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function.rows import DLQ_EXCEPTION
+from sparkfn.runtime.localrun import LocalRun
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+
+FUNCS = Path(__file__).resolve().parent / "funcs"
+TOTAL = 6
+MISSING = "public/default/nowhere"
+
+pytestmark = pytest.mark.slow
+
+
+def _values(store: Store, topic: str) -> list[bytes]:
+    consumer = Consumer(store, topic, initial_position="earliest")
+    out: list[bytes] = []
+    while batch := consumer.receive(max_messages=10_000):
+        out.extend(m.value for m in batch if m.value is not None)
+    return out
+
+
+def _run(spark: Any, store: Store, serde: str | None, **fields: Any) -> tuple[LocalRun, str]:
+    admin = TopicAdmin(store)
+    for topic in ("in", "out", "dlq"):
+        admin.create(topic, partitions=1, schema_type="string")
+    Producer(store, "in").send_batch([Message(f"m{i}".encode()) for i in range(TOTAL)])
+    config = FunctionConfig.build(
+        name=f"publisher-{uuid.uuid4().hex[:8]}",  # fresh objects in Spark's reused workers
+        py=str(FUNCS / "publish_anywhere.py"),
+        classname="publish_anywhere.PublishAnywhere",
+        inputs=["in"],
+        output="out",
+        subscription_position="earliest",
+        max_records_per_batch=2,  # several batches: the query must outlive the first
+        user_config={"publish_to": MISSING, "serde": serde},
+        **fields,
+    )
+    run = LocalRun(config, store=store, spark=spark)
+    run.start(until_drained=True)
+    assert run.wait(180), "the function did not drain its input within 180 s"
+    return run, config.fqfn
+
+
+@pytest.mark.parametrize("serde", [None, "publish_anywhere.Utf8"], ids=["schema", "named-serde"])
+def test_publish_to_a_missing_topic_is_a_message_error(
+    spark: Any, store: Store, serde: str | None
+) -> None:
+    run, fqfn = _run(spark, store, serde, dead_letter_topic="dlq", max_message_retries=1)
+
+    instance = run.status()["instances"][0]["status"]
+    assert instance["state"] == "STOPPED" and instance["error"] == "", instance
+    assert instance["numReceived"] == TOTAL
+    assert instance["numSuccessfullyProcessed"] == 0
+    assert instance["numUserExceptions"] == 2 * TOTAL  # 1 + max_message_retries attempts each
+    assert instance["numDeadLettered"] == TOTAL
+    assert instance["numSystemExceptions"] == 0
+    for exc in instance["latestUserExceptions"]:
+        assert exc["type"] == "TopicNotFoundError"
+        assert fqfn in exc["message"] and MISSING in exc["message"], exc["message"]
+
+    dead = _values(store, "dlq")
+    assert sorted(dead) == sorted(f"m{i}".encode() for i in range(TOTAL))
+    consumer = Consumer(store, "dlq", initial_position="earliest")
+    for message in consumer.receive(max_messages=100):
+        assert message.properties[DLQ_EXCEPTION].startswith("TopicNotFoundError: ")
+        assert MISSING in message.properties[DLQ_EXCEPTION]
+    assert _values(store, "out") == []
+    assert not TopicAdmin(store).exists(MISSING)
+
+
+@pytest.mark.parametrize("serde", [None, "publish_anywhere.Utf8"], ids=["schema", "named-serde"])
+def test_auto_create_topics_creates_the_topic_on_first_publish(
+    spark: Any, store: Store, serde: str | None
+) -> None:
+    run, _ = _run(spark, store, serde, auto_create_topics=True)
+
+    instance = run.status()["instances"][0]["status"]
+    assert instance["state"] == "STOPPED" and instance["error"] == "", instance
+    assert instance["numSuccessfullyProcessed"] == TOTAL
+    assert instance["numUserExceptions"] == 0
+    info = TopicAdmin(store).get(MISSING)
+    assert info.partitions == 1 and info.schema_type.value == "bytes"
+    assert sorted(_values(store, MISSING)) == sorted(f"m{i}".encode() for i in range(TOTAL))
+    assert sorted(_values(store, "out")) == sorted(f"m{i}".encode() for i in range(TOTAL))
