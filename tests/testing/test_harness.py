@@ -390,9 +390,19 @@ def test_a_retry_that_succeeds_counts_once() -> None:
     assert (harness.stats.user_exceptions, harness.stats.processed_successfully) == (1, 1)
 
 
-def test_without_a_dead_letter_topic_a_failed_message_is_dropped() -> None:
+def test_without_a_dead_letter_topic_a_failed_message_goes_to_the_default_one() -> None:
+    harness = FunctionHarness(Flaky())
+    assert harness.send_many(["bad", "ok"]) == ["OK"]
+    assert [value for value, _ in harness.dead_letters] == ["bad"]
+    assert [m.topic for m in harness.messages if m.kind == "dead_letter"] == [
+        "public/default/test-DLQ"
+    ]
+    assert (harness.stats.user_exceptions, harness.stats.dead_lettered) == (1, 1)
+
+
+def test_a_failed_message_is_dropped_only_when_asked() -> None:
     flaky = Flaky()
-    harness = FunctionHarness(flaky)
+    harness = FunctionHarness(flaky, drop_failed_messages=True)
     assert harness.send_many(["bad", "ok"]) == ["OK"]
     assert flaky.calls == ["bad", "ok"]
     assert harness.dead_letters == []

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sparkfn.api.errors import FunctionFailedError
+from sparkfn.api.errors import FunctionFailedError, StaleRunError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
@@ -120,6 +120,9 @@ class LocalRun:
         return ended
 
     def _raise_if_failed(self) -> None:
+        failure = self.supervisor.failure if self.supervisor is not None else None
+        if failure is not None and failure.cause.type == "StaleRunError":
+            raise StaleRunError(failure.cause.message)  # the record is the newer run's now
         record = control.read_control(self.store, self.control_id)
         if record is not None and record.state == control.ERROR:
             deaths = sorted(

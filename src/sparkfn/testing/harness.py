@@ -142,6 +142,7 @@ class FunctionHarness:
         secrets: Mapping[str, str] | None = None,
         log_topic: str | None = None,
         dead_letter_topic: str | None = None,
+        drop_failed_messages: bool = False,
         max_message_retries: int = 0,
         parallelism: int = 1,
         instance_id: int = 0,
@@ -155,6 +156,7 @@ class FunctionHarness:
                 "secrets": secrets is not None,
                 "log_topic": log_topic is not None,
                 "dead_letter_topic": dead_letter_topic is not None,
+                "drop_failed_messages": drop_failed_messages,
                 "max_message_retries": max_message_retries != 0,
                 "parallelism": parallelism != 1,
             }
@@ -177,6 +179,7 @@ class FunctionHarness:
                 secrets=dict(secrets or {}),
                 log_topic=log_topic,
                 dead_letter_topic=dead_letter_topic,
+                drop_failed_messages=drop_failed_messages,
                 max_message_retries=max_message_retries,
                 parallelism=parallelism,
             )

@@ -270,8 +270,8 @@ class FunctionInstance:
         return emit
 
     def _dead_letter(self, rows: InputRows, i: int, exc: Exception) -> None:
-        """Row ``i`` failed every attempt: to the dead letter topic, if there is one."""
-        dlq = self.config.dead_letter_topic
+        """Row ``i`` failed every attempt: to the dead letter topic, unless the user chose to drop it."""
+        dlq = self.config.dead_letter_target
         if dlq is None:
             return
         self.out.append(rows.dead_letter(i, dlq, exc, 1 + self.config.max_message_retries))

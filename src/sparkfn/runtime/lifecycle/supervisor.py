@@ -271,6 +271,9 @@ class Supervisor:
         record = control.read_control(self.store, self.control_id)
         if record is None:
             return
+        if record.epoch > self.epoch:
+            self._fenced(record.epoch)
+            return
         deaths = [r for r in record.instances.values() if r.dead and not r.handled]
         mode = self._stopping
         graceful = mode is StopMode.DRAIN or mode is StopMode.SUSPEND
@@ -282,6 +285,27 @@ class Supervisor:
             self._handle(deaths, ended.error if ended is not None else None, record)
         elif ended is not None:
             self._end(ended.mode, ended.cause, graceful=ended.mode is not StopMode.CANCEL)
+
+    def _fenced(self, newer: int) -> None:
+        """A newer run of the same name began: this one stops, and touches its record no more.
+
+        The record, deaths and state now belong to the newer run, and the
+        sink refuses this run's commits; a restart here would take the
+        function back from it, so the failure policy does not apply.
+        """
+        self.target.halt()
+        self._close(self._all(), graceful=False)
+        cause = DeathCause(
+            "StaleRunError",
+            f"{self.target.kind} {self.fqfn}: run epoch {self.epoch} was replaced by a newer "
+            f"run (epoch {newer}); it stopped without committing more",
+            "",
+            "fenced",
+            threading.current_thread().name,
+        )
+        self.failure = FunctionFailure(self.fqfn, None, cause, False)
+        _LOG.error("%s", cause.message)
+        self._finish(RunState.ERROR)
 
     # --- failures -----------------------------------------------------------------------
     def _handle(

@@ -1,0 +1,119 @@
+"""Runs are fenced by epoch: a newer run of the same function makes the older one's commits fail.
+
+A second ``localrun`` of the same FQFN begins a run (a new epoch) before it
+starts its query; here the test begins it through the same control API, so
+the first run, still running on the shared SparkSession, is the stale one.
+Its next commit must fail, be recorded, and leave no output behind.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkfn.api.errors import StaleRunError
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime import control
+from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.sink import FunctionBatch, FunctionStreamWriter
+from sparkfn.runtime.status import function_status
+from sparkfn.store.store import Store
+from sparkfn.topics import subscription
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def _count(store: Store, topic: str) -> int:
+    consumer = Consumer(store, topic, initial_position="earliest")
+    total = 0
+    while batch := consumer.receive(max_messages=10_000):
+        total += len(batch)
+    return total
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {timeout} s")
+        time.sleep(0.2)
+
+
+def test_an_older_run_cannot_commit_after_a_newer_one_began(spark: Any, store: Store) -> None:
+    admin = TopicAdmin(store)
+    admin.create("in", schema_type="string")
+    admin.create("out", schema_type="string")
+    config = FunctionConfig.build(
+        name="fenced",
+        py=str(ROOT / "examples" / "exclamation.py"),
+        inputs=["in"],
+        output="out",
+        processing_guarantees="effectively_once",
+        subscription_position="earliest",
+        trigger_interval=0.2,
+    )
+    producer = Producer(store, "in")
+    with LocalRun(config, store=store, spark=spark) as old:
+        old.start()
+        producer.send_batch([Message(b"before")])
+        _wait(lambda: _count(store, "out") == 1, 60, "the first output")
+
+        newer = control.begin_run(store, config.fqfn, "function", 1, "a second localrun")
+        producer.send_batch([Message(b"after")])
+        _wait(lambda: old.supervisor is not None and old.supervisor.ended, 60, "fencing")
+
+        assert _count(store, "out") == 1  # the stale run's batch left nothing behind
+        with pytest.raises(StaleRunError, match=f"replaced by a newer run \\(epoch {newer}\\)"):
+            old.wait(timeout=1)
+        # The newer run's record is untouched: no death, not ended by the stale run.
+        record = control.read_control(store, config.fqfn)
+        assert record is not None and record.epoch == newer
+        assert not any(r.dead for r in record.instances.values())
+
+
+def test_the_commit_of_a_stale_epoch_fails_and_is_recorded(store: Store) -> None:
+    """The sink's own check, in its transaction: whatever the supervisor noticed or not."""
+    admin = TopicAdmin(store)
+    admin.create("in", schema_type="string")
+    admin.create("out", schema_type="string")
+    config = FunctionConfig.build(
+        name="stale", py="f.py", inputs=["in"], output="out", subscription_position="earliest"
+    )
+    old = control.begin_run(store, config.fqfn, "function", 1, "first run")
+    Producer(store, "in").send_batch([Message(b"x")])
+    with store.write() as conn:
+        subscription.plan_batch(
+            conn,
+            config.subscription,
+            [admin.get("in")],
+            "earliest",
+            epoch=old,
+            spark_start="{}",
+            spark_end="{}",
+            ends={(admin.get("in").id, 0): 1},
+        )
+    newer = control.begin_run(store, config.fqfn, "function", 1, "second run")
+    writer = FunctionStreamWriter(
+        {
+            "functionConfig": config.model_dump_json(),
+            "storeUrl": store.url,
+            "dataDir": str(store.data_dir),
+            "subscription": config.subscription,
+            "epoch": str(old),
+        }
+    )
+    with pytest.raises(StaleRunError, match=f"a newer run \\(epoch {newer}\\)"):
+        writer.commit([FunctionBatch()], 0)
+    with store.read() as conn:
+        assert subscription.cursors(conn, config.subscription) == {(admin.get("in").id, 0): 0}
+    status = function_status(store, config.fqfn, 1)["instances"][0]["status"]
+    assert status["numSystemExceptions"] == 1
+    assert status["latestSystemExceptions"][0]["type"] == "StaleRunError"
