@@ -174,7 +174,7 @@ class InstanceContext(SourceContext):
         spec = self._runner.config.secrets.get(secret_name)
         if spec is None:
             return None
-        from sparkfn.runtime.instance import resolve_secret
+        from sparkfn.runtime.function.secrets import resolve_secret
 
         return resolve_secret(spec)
 

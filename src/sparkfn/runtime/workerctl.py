@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable
 
 from sparkfn.runtime import control
-from sparkfn.runtime.instance import Emitted, FunctionInstance
+from sparkfn.runtime.function.emit import Emitted
+from sparkfn.runtime.function.instance import FunctionInstance
 from sparkfn.store.store import Store
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
