@@ -262,7 +262,7 @@ def test_a_real_run_shows_on_the_endpoint(spark: object, data_dir: Path, tmp_pat
     assert sample("processed_successfully_total") == 3
     assert sample("user_exceptions_total") == 1
     assert sample("system_exceptions_total") == 0
-    assert sample("dead_lettered_total") == 0
+    assert sample("dead_lettered_total") == 1  # to the default {name}-DLQ topic
     assert sample("restarts_total") == 0
     assert sample("process_latency_ms_count") == 3
     assert sample("process_latency_ms_sum") > 0

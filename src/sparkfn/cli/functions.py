@@ -217,6 +217,16 @@ AutoCreateTopics = Annotated[
         show_default=False,
     ),
 ]
+DropFailedMessages = Annotated[
+    bool | None,
+    typer.Option(
+        "--drop-failed-messages/--no-drop-failed-messages",
+        help="Drop a message that failed every attempt instead of sending it to the "
+        "dead-letter topic (default: {tenant}/{namespace}/{name}-DLQ).",
+        rich_help_panel=_PROCESSING,
+        show_default=False,
+    ),
+]
 RetainOrdering = Annotated[
     bool | None,
     typer.Option(
@@ -264,6 +274,7 @@ def localrun(
     secrets: Secrets = None,
     retain_ordering: RetainOrdering = None,
     auto_create_topics: AutoCreateTopics = None,
+    drop_failed_messages: DropFailedMessages = None,
     pulsar_compat: PulsarCompat = None,
     trigger_interval: TriggerInterval = None,
     max_records_per_batch: MaxRecordsPerBatch = None,
@@ -334,6 +345,7 @@ def localrun(
         "failure_policy": mapping(failure_policy),
         "retain_ordering": retain_ordering,
         "auto_create_topics": auto_create_topics,
+        "drop_failed_messages": drop_failed_messages,
         "pulsar_compat": pulsar_compat,
         "trigger_interval": trigger_interval,
         "max_records_per_batch": max_records_per_batch,
@@ -532,7 +544,11 @@ class _ProgressLines:
 
     def close(self, status: dict[str, Any] | None) -> None:
         if status is not None and not self.closed:
-            self._print(status, _totals(status))
+            counts = _totals(status)
+            self._print(status, counts)
+            target = self.config.dead_letter_target
+            if counts[4] and target is not None:
+                sys.stderr.write(f"{counts[4]} failed message(s) are in topic {target}\n")
         self.closed = True
 
     def _print(self, status: dict[str, Any], counts: tuple[int, ...]) -> None:

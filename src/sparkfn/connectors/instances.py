@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 from sparkfn.api.connector import Source
@@ -254,14 +255,10 @@ class SourceInstances:
 
 def _summed(parts: list[SourceStats]) -> SourceStats:
     total = SourceStats()
+    counters = [f.name for f in fields(SourceStats) if f.type in (int, "int")]
     for s in parts:
-        total.received += s.received
-        total.appended += s.appended
-        total.deduplicated += s.deduplicated
-        total.acked += s.acked
-        total.commits += s.commits
-        total.errors += s.errors
-        total.dropped += s.dropped
+        for name in counters:
+            setattr(total, name, getattr(total, name) + getattr(s, name))
     return total
 
 

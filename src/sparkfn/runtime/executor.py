@@ -24,6 +24,7 @@ DESIGN.md 2.3 are kept here and in :mod:`sparkfn.runtime.workerctl`:
 
 from __future__ import annotations
 
+import logging
 import pickle
 import threading
 from collections.abc import Callable, Iterator
@@ -45,6 +46,8 @@ from sparkfn.runtime.loader import load_function
 from sparkfn.state.store import state_reader
 from sparkfn.store.store import Store
 from sparkfn.topics.message import TIMESTAMP
+
+_LOG = logging.getLogger("sparkfn.executor")
 
 TAGGED_SCHEMA = pa.schema(
     [
@@ -267,12 +270,14 @@ def _fail_task(
                 control.record_death(
                     store, config.fqfn, instance_id, cause, fatal=False, epoch=epoch
                 )
-            except Exception:  # the store itself may be what failed
-                pass
+            except Exception:  # the store itself may be what failed; the task's error stands
+                _LOG.exception(
+                    "function %s: cannot record the death of instance %s", config.fqfn, instance_id
+                )
     try:
         close_all(store, why)
-    except Exception:
-        pass
+    except Exception:  # the task's own error is what Spark must see; this one is logged
+        _LOG.exception("function %s: closing the objects of a failing task failed", config.fqfn)
 
 
 def _in_offset_order(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

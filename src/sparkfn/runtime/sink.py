@@ -50,6 +50,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.log import StagedSegment, commit_segments, stage
+from sparkfn.topics.message import SchemaType
 from sparkfn.topics.spark.commit import (
     discard_staged,
     kill_if_requested,
@@ -120,14 +121,17 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
         return FunctionBatch(staged, summaries)
 
     def _topic(self, admin: TopicAdmin, name: str) -> TopicInfo:
-        """An output topic; the default dead-letter topic is created on first use."""
+        """An output topic; the default dead-letter topic is created on first use (1 partition)."""
         if name != self.config.default_dead_letter_topic:
             return admin.get(name)
         try:
             return admin.get(name)
         except TopicNotFoundError:
+            # Dead letters are the inputs' values as received: the inputs' schema when they share one.
+            kinds = {admin.get(topic).schema_type for topic in self.config.inputs}
+            schema_type = kinds.pop() if len(kinds) == 1 else SchemaType.BYTES
             try:
-                return admin.create(name, partitions=1)
+                return admin.create(name, partitions=1, schema_type=schema_type)
             except TopicExistsError:  # another task created it meanwhile
                 return admin.get(name)
 

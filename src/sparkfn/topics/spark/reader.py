@@ -81,9 +81,8 @@ def _positive_int(opts: Mapping[str, str], name: str, default: int | None) -> in
 def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
     value = opts.get(name.lower(), default).strip().lower()
     if value not in choices:
-        msg = (
-            f"sparkfn data source option {name} must be one of {', '.join(choices)}; got {value!r}"
-        )
+        what = " or ".join(choices) if len(choices) == 2 else f"one of {', '.join(choices)}"
+        msg = f"sparkfn data source option {name} must be {what}; got {value!r}"
         raise ConfigError(msg)
     return value
 
