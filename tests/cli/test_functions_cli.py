@@ -377,35 +377,6 @@ def test_localrun_from_a_yaml_file_with_a_dead_letter_topic(cli: Cli, tmp_path: 
 
 @pytest.mark.slow
 @pytest.mark.long_running(25)
-def test_localrun_without_a_dead_letter_topic_names_the_default_one(
-    cli: Cli, tmp_path: Path
-) -> None:
-    _topics(cli, "words", "upper")
-    _produce(cli, "words", ["ok 1", "bad 1", "ok 2"])
-    code = tmp_path / "rejects_bad.py"
-    code.write_text(REJECTS_BAD)
-
-    done = _run_spark(
-        cli,
-        "--py", str(code),
-        "--classname", "rejects_bad.process",
-        "--name", "upper",
-        "--inputs", "words",
-        "--output", "upper",
-        "--subscription-position", "earliest",
-        "--until-drained",
-        "--spark-master", "local[1]",
-    )  # fmt: skip
-
-    assert done.returncode == 0, _describe(done)
-    assert "1 failed message(s) are in topic public/default/upper-DLQ" in done.stderr
-    dead = _consume(cli, "upper-DLQ")
-    assert [m["value"] for m in dead] == ["bad 1"]
-    assert dead[0]["properties"]["EXCEPTION"].startswith("ValueError")
-
-
-@pytest.mark.slow
-@pytest.mark.long_running(25)
 def test_a_function_that_fails_exits_1_with_the_error(cli: Cli, tmp_path: Path) -> None:
     _topics(cli, "in")
     _produce(cli, "in", ["a", "b"])

@@ -490,6 +490,8 @@ class _LiveTable:
         if status is not None:
             self.update(status)
         self.live.stop()
+        if status is not None:
+            note_dead_letters(self.config, status)
 
     def _table(self, status: dict[str, Any]) -> Table:
         cfg = self.config
@@ -544,11 +546,8 @@ class _ProgressLines:
 
     def close(self, status: dict[str, Any] | None) -> None:
         if status is not None and not self.closed:
-            counts = _totals(status)
-            self._print(status, counts)
-            target = self.config.dead_letter_target
-            if counts[4] and target is not None:
-                sys.stderr.write(f"{counts[4]} failed message(s) are in topic {target}\n")
+            self._print(status, _totals(status))
+            note_dead_letters(self.config, status)
         self.closed = True
 
     def _print(self, status: dict[str, Any], counts: tuple[int, ...]) -> None:
@@ -566,6 +565,15 @@ class _ProgressLines:
             f"received {received}, processed {processed}, user exceptions {user}, "
             f"system exceptions {system}, dead-lettered {dead}, avg latency {latency:.3f} ms\n"
         )
+        sys.stderr.flush()
+
+
+def note_dead_letters(config: FunctionConfig, status: dict[str, Any]) -> None:
+    """The run's last words on failed messages: which topic holds them."""
+    dead = _totals(status)[4]
+    target = config.dead_letter_target
+    if dead and target is not None:
+        sys.stderr.write(f"{dead} failed message(s) are in topic {target}\n")
         sys.stderr.flush()
 
 

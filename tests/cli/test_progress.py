@@ -1,0 +1,55 @@
+"""The localrun display's closing lines, without Spark."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from sparkfn.cli.functions import progress_display
+from sparkfn.config.function import FunctionConfig
+
+
+def _status(dead: int) -> dict[str, Any]:
+    instance = {
+        "state": "STOPPED",
+        "numReceived": 3,
+        "numSuccessfullyProcessed": 3 - dead,
+        "numUserExceptions": dead,
+        "numSystemExceptions": 0,
+        "numDeadLettered": dead,
+        "averageLatency": 1.0,
+        "lastInvocationTime": 0,
+        "numRestarts": 0,
+        "running": False,
+        "error": "",
+    }
+    return {
+        "numInstances": 1,
+        "numRunning": 0,
+        "instances": [{"instanceId": 0, "status": instance}],
+    }
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_the_summary_names_the_dead_letter_topic_that_holds_failed_messages(
+    terminal: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = FunctionConfig.build(name="upper", py="f.py", inputs=["words"])
+    console = Console(file=io.StringIO(), force_terminal=terminal)
+    progress_display(console, config).close(_status(dead=1))
+    assert "1 failed message(s) are in topic public/default/upper-DLQ" in capsys.readouterr().err
+
+
+def test_nothing_is_said_of_dead_letters_when_none_failed_or_they_were_dropped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = FunctionConfig.build(name="upper", py="f.py", inputs=["words"])
+    progress_display(Console(file=io.StringIO()), config).close(_status(dead=0))
+    dropped = FunctionConfig.build(
+        name="upper", py="f.py", inputs=["words"], drop_failed_messages=True
+    )
+    progress_display(Console(file=io.StringIO()), dropped).close(_status(dead=0))
+    assert "failed message" not in capsys.readouterr().err
