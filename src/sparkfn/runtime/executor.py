@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from sparkfn.api.errors import FatalError
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import FunctionConfig, SubscriptionType
-from sparkfn.runtime import control, workerctl
+from sparkfn.runtime import control, objects, workerctl
 from sparkfn.runtime.function.emit import EmitBuffer
 from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
 from sparkfn.runtime.function.rows import InputRows
@@ -121,7 +121,7 @@ def instance_for(
         inst.epoch = epoch
         inst.store_key = (store.url, str(store.data_dir))
         inst.on_fatal = _death_recorder(store, inst)
-        inst.object_id = control.register_object(store, config.fqfn, instance_id, epoch)
+        inst.object_id = objects.register_object(store, config.fqfn, instance_id, epoch)
         with _REGISTRY_LOCK:
             _INSTANCES[key] = inst
             _ORIGINS[key] = origin

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sparkfn.runtime import control
+from sparkfn.runtime import objects
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.instance import FunctionInstance
 from sparkfn.store.store import Store
@@ -54,7 +54,7 @@ def ensure_started(store: Store, registry: Registry, forget: Forget) -> None:
     with _start_lock:
         if key in _started:
             return
-        last = control.last_command_id(store)
+        last = objects.last_command_id(store)
         thread = threading.Thread(
             target=_loop,
             args=(store, last, registry, forget),
@@ -66,12 +66,12 @@ def ensure_started(store: Store, registry: Registry, forget: Forget) -> None:
 
 
 def _loop(store: Store, last: int, registry: Registry, forget: Forget) -> None:
-    pending: list[control.Command] = []
+    pending: list[objects.Command] = []
     key = (store.url, str(store.data_dir), os.getpid())
     idle = 0
     while True:
         try:
-            for command in control.commands_after(store, last):
+            for command in objects.commands_after(store, last):
                 last = command.id
                 pending.append(command)
             pending = [c for c in pending if not apply(store, c, registry, forget)]
@@ -93,7 +93,7 @@ def _has_objects(store: Store, registry: Registry) -> bool:
     return any(inst.store_key == origin for _, inst in registry())
 
 
-def apply(store: Store, command: control.Command, registry: Registry, forget: Forget) -> bool:
+def apply(store: Store, command: objects.Command, registry: Registry, forget: Forget) -> bool:
     """Act on ``command`` for this process's objects; False if some were busy (retry later)."""
     done = True
     for key, inst in registry():
@@ -137,7 +137,7 @@ def close_object(
         error = f"{type(exc).__name__}: {exc}"
         _LOG.exception("function %s: closing instance %s failed", inst.config.fqfn, key[2])
     if inst.object_id is not None:
-        control.mark_closed(store, inst.object_id, why, error)
+        objects.mark_closed(store, inst.object_id, why, error)
 
 
 def append(store: Store, emitted: list[Emitted]) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkfn.api.lifecycle import StopMode
-from sparkfn.runtime import control
+from sparkfn.runtime import control, objects
 from sparkfn.runtime.lifecycle.supervisor import Ended
 from sparkfn.store.store import Store
 from sparkfn.topics.spark.source import current_ends
@@ -85,7 +85,7 @@ class QueryTarget:
 
     def cancel(self, cause: str, epoch: int) -> None:
         """Interrupt running tasks, then stop the query."""
-        control.issue_command(
+        objects.issue_command(
             self.store, self.control_id, "cancel", list(range(self.parallelism)), epoch
         )
         query = self.query
@@ -120,12 +120,12 @@ class QueryTarget:
     ) -> list[str]:
         """Tell every worker process to close the objects; wait for their acknowledgements."""
         command = "graceful_close" if graceful else "close"
-        control.issue_command(self.store, self.control_id, command, instances, epoch)
+        objects.issue_command(self.store, self.control_id, command, instances, epoch)
         deadline = time.monotonic() + timeout
         unclosed: list[str] = []
         while True:
             left = [
-                o for o in control.open_objects(self.store, self.control_id, instances) if o.alive
+                o for o in objects.open_objects(self.store, self.control_id, instances) if o.alive
             ]
             if not left:
                 break
@@ -133,9 +133,9 @@ class QueryTarget:
                 unclosed = [str(o) for o in left]
                 break
             time.sleep(POLL_SECONDS)
-        for gone in control.open_objects(self.store, self.control_id, instances):
+        for gone in objects.open_objects(self.store, self.control_id, instances):
             if gone.alive is False:
-                control.mark_closed(self.store, gone.id, "lost: its process ended", None)
+                objects.mark_closed(self.store, gone.id, "lost: its process ended", None)
         return unclosed
 
     def _active(self) -> bool:
