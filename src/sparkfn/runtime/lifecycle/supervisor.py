@@ -372,6 +372,11 @@ class Supervisor:
         self._close(failed, graceful=False)
         if response is Response.SHUTDOWN_INSTANCE:
             self.target.retire(failed)
+            # Shown ERROR with its cause, whatever a dying instance's own thread
+            # recorded last (a source's runner may report its state late).
+            control.set_state(
+                self.store, self.control_id, control.ERROR, f"shut down: {cause}", failed
+            )
             now = control.read_control(self.store, self.control_id)
             if now is None or not now.live(self.target.parallelism):
                 self._set_all(control.ERROR, f"every instance is shut down: {cause}", [])
