@@ -8,7 +8,6 @@ Its next commit must fail, be recorded, and leave no output behind.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +38,6 @@ def _count(store: Store, topic: str) -> int:
     return total
 
 
-def _wait(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout} s")
-        time.sleep(0.2)
-
-
 def test_an_older_run_cannot_commit_after_a_newer_one_began(spark: Any, store: Store) -> None:
     admin = TopicAdmin(store)
     admin.create("in", schema_type="string")
@@ -64,11 +55,11 @@ def test_an_older_run_cannot_commit_after_a_newer_one_began(spark: Any, store: S
     with LocalRun(config, store=store, spark=spark) as old:
         old.start()
         producer.send_batch([Message(b"before")])
-        _wait(lambda: _count(store, "out") == 1, 60, "the first output")
+        old.wait_for(lambda: _count(store, "out") == 1, 60, "the first output")
 
         newer = control.begin_run(store, config.fqfn, "function", 1, "a second localrun")
         producer.send_batch([Message(b"after")])
-        _wait(lambda: old.supervisor is not None and old.supervisor.ended, 60, "fencing")
+        assert old.supervisor is not None and old.supervisor.wait(60), "not fenced within 60 s"
 
         assert _count(store, "out") == 1  # the stale run's batch left nothing behind
         with pytest.raises(StaleRunError, match=f"replaced by a newer run \\(epoch {newer}\\)"):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from sparkfn.api.errors import StaleRunError
 from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
@@ -91,3 +94,10 @@ def test_ack_on_plan_moves_the_cursor_before_processing(store: Store) -> None:
     assert _cursor(store, tid) == 5  # a failed batch will not be read again
     assert _commit(store)
     assert _cursor(store, tid) == 5
+
+
+def test_a_run_older_than_the_last_planner_is_refused(store: Store) -> None:
+    tid = _setup(store)
+    _plan(store, tid, 4, epoch=3)
+    with pytest.raises(StaleRunError, match=r"a newer run \(epoch 3\)"):
+        _plan(store, tid, 4, epoch=2, batch="stale")

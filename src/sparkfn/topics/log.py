@@ -115,15 +115,17 @@ def commit_segments(
     return assigned
 
 
-def end_offsets(store: Store, topic: TopicInfo) -> dict[int, tuple[int, int]]:
-    """``{partition: (start_offset, end_offset)}`` as committed now."""
+def end_offsets(store: Store | Connection, topic: TopicInfo) -> dict[int, tuple[int, int]]:
+    """``{partition: (start_offset, end_offset)}`` as committed now (or in ``conn``'s transaction)."""
+    if isinstance(store, Store):
+        with store.read() as conn:
+            return end_offsets(conn, topic)
     table = schema.partitions
-    with store.read() as conn:
-        rows = conn.execute(
-            select(table.c.partition, table.c.start_offset, table.c.next_offset).where(
-                table.c.topic_id == topic.id
-            )
-        ).all()
+    rows = store.execute(
+        select(table.c.partition, table.c.start_offset, table.c.next_offset).where(
+            table.c.topic_id == topic.id
+        )
+    ).all()
     return {r.partition: (r.start_offset, r.next_offset) for r in rows}
 
 

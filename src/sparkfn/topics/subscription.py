@@ -35,8 +35,10 @@ from typing import Literal
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
 
+from sparkfn.api.errors import StaleRunError
 from sparkfn.store import schema
 from sparkfn.topics.admin import TopicInfo
+from sparkfn.topics.log import end_offsets
 from sparkfn.topics.message import utc_now
 
 Position = Literal["earliest", "latest"]
@@ -73,16 +75,6 @@ class Plan:
     committed: bool
 
 
-def _partition_bounds(conn: Connection, topic: TopicInfo) -> dict[int, tuple[int, int]]:
-    table = schema.partitions
-    rows = conn.execute(
-        select(table.c.partition, table.c.start_offset, table.c.next_offset).where(
-            table.c.topic_id == topic.id
-        )
-    )
-    return {r.partition: (r.start_offset, r.next_offset) for r in rows}
-
-
 def cursors(conn: Connection, name: str, *, lock: bool = False) -> dict[PartitionKey, int]:
     """Every cursor of subscription ``name`` (``lock``: for update, on PostgreSQL)."""
     query = (
@@ -106,7 +98,7 @@ def ensure(
     found = cursors(conn, name)
     missing = []
     for topic in topics:
-        for part, (first, end) in sorted(_partition_bounds(conn, topic).items()):
+        for part, (first, end) in sorted(end_offsets(conn, topic).items()):
             if (topic.id, part) in found:
                 continue
             cursor = first if position == "earliest" else end
@@ -175,8 +167,15 @@ def plan_batch(
     Each partition is read from its cursor up to ``ends`` (nothing where the
     cursor is already there or past it). Called again for the same batch of
     the same run before it committed, it returns the plan made the first time.
+    A run older than the one that planned last is refused (:class:`StaleRunError`).
     """
     found = read_plan(conn, name)
+    if found is not None and found.epoch > epoch:
+        msg = (
+            f"subscription {name}: a newer run (epoch {found.epoch}) reads it; "
+            f"this run (epoch {epoch}) stops"
+        )
+        raise StaleRunError(msg)
     if (
         found is not None
         and not found.committed

@@ -35,7 +35,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from sqlalchemy import func, select
 
-from sparkfn.api.errors import ConfigError, StaleRunError
+from sparkfn.api.errors import ConfigError
 from sparkfn.config.settings import Settings
 from sparkfn.store import schema
 from sparkfn.store.store import Store
@@ -280,14 +280,12 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 and view.final_seq == end[FINAL_KEY]
             )
             return [FinalMarker(i) for i in (live or [0])] if current else []
-        return list(
-            split_ranges(
-                self.topics,
-                spans,
-                max_per_task=self.max_per_task,
-                live=live,
-                assignment=self.assignment,
-            )
+        return split_ranges(
+            self.topics,
+            spans,
+            max_per_task=self.max_per_task,
+            live=live,
+            assignment=self.assignment,
         )
 
     def _plan(
@@ -303,13 +301,6 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if offset_key(t, p) in data_end
         }
         with self._store().write() as conn:
-            found = subscription.read_plan(conn, self.subscription)
-            if found is not None and found.epoch > self.epoch:
-                msg = (
-                    f"subscription {self.subscription}: a newer run (epoch {found.epoch}) "
-                    f"reads it; this run (epoch {self.epoch}) stops"
-                )
-                raise StaleRunError(msg)
             plan = subscription.plan_batch(
                 conn,
                 self.subscription,
