@@ -43,13 +43,9 @@ def test_the_summary_names_the_dead_letter_topic_that_holds_failed_messages(
     assert "1 failed message(s) are in topic public/default/upper-DLQ" in capsys.readouterr().err
 
 
-def test_nothing_is_said_of_dead_letters_when_none_failed_or_they_were_dropped(
+def test_nothing_is_said_of_dead_letters_when_none_failed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     config = FunctionConfig.build(name="upper", py="f.py", inputs=["words"])
     progress_display(Console(file=io.StringIO()), config).close(_status(dead=0))
-    dropped = FunctionConfig.build(
-        name="upper", py="f.py", inputs=["words"], drop_failed_messages=True
-    )
-    progress_display(Console(file=io.StringIO()), dropped).close(_status(dead=0))
     assert "failed message" not in capsys.readouterr().err
