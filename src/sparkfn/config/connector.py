@@ -24,8 +24,10 @@ from sparkfn.config.function import (
     SubscriptionPosition,
     check_name,
     describe_validation_error,
+    input_topics,
     pulsar_spelling,
     read_yaml_fields,
+    split_commas,
 )
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
@@ -134,9 +136,7 @@ class SinkConfig(_ConnectorBase):
     @field_validator("inputs", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        return value
+        return split_commas(value)
 
     @field_validator("inputs")
     @classmethod
@@ -144,10 +144,7 @@ class SinkConfig(_ConnectorBase):
         if not value:
             msg = "a sink needs at least one input topic"
             raise ValueError(msg)
-        try:
-            return [str(TopicName.parse(t, field="inputs")) for t in value]
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
+        return input_topics(value)
 
     @field_validator("trigger_interval", mode="before")
     @classmethod

@@ -59,6 +59,27 @@ _PULSAR_ALIASES = {
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
 
+def split_commas(value: Any) -> Any:
+    """``"a, b"`` as ``["a", "b"]`` (a CLI or YAML string); other values unchanged."""
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return value
+
+
+def input_topics(value: list[str]) -> list[str]:
+    """Input topic names, fully qualified; ``ValueError`` naming a bad or repeated one."""
+    out = []
+    for topic in value:
+        try:
+            out.append(str(TopicName.parse(topic, field="inputs")))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+    if len(set(out)) != len(out):
+        msg = f"inputs lists a topic twice: {out}"
+        raise ValueError(msg)
+    return out
+
+
 class FunctionConfig(BaseModel):
     """A function's definition. Frozen; build a new one to change it."""
 
@@ -135,23 +156,12 @@ class FunctionConfig(BaseModel):
     @field_validator("inputs", mode="before")
     @classmethod
     def _split_inputs(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [v.strip() for v in value.split(",") if v.strip()]
-        return value
+        return split_commas(value)
 
     @field_validator("inputs")
     @classmethod
     def _normalise_inputs(cls, value: list[str]) -> list[str]:
-        out = []
-        for topic in value:
-            try:
-                out.append(str(TopicName.parse(topic, field="inputs")))
-            except ConfigError as exc:
-                raise ValueError(str(exc)) from None
-        if len(set(out)) != len(out):
-            msg = f"inputs lists a topic twice: {out}"
-            raise ValueError(msg)
-        return out
+        return input_topics(value)
 
     @field_validator("output", "log_topic", "dead_letter_topic")
     @classmethod
