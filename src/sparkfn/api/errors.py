@@ -9,9 +9,17 @@ resembles, so callers may catch either::
     │   └── ConnectorLoadError                 a connector's code cannot be loaded
     ├── PayloadError           (ValueError)   a message value does not fit the topic schema
     ├── NotFoundError          (LookupError)  a named object does not exist
-    │   └── TopicNotFoundError
+    │   ├── TopicNotFoundError
+    │   ├── FunctionNotFoundError
+    │   └── PackageNotFoundError
     ├── AlreadyExistsError     (ValueError)   a named object exists already
-    │   └── TopicExistsError
+    │   ├── TopicExistsError
+    │   └── FunctionExistsError
+    ├── PackageError           (ValueError)   an uploaded function package cannot be used
+    │   ├── PackageTooLargeError               over the upload or expansion limit
+    │   └── UnsafeArchiveError                 a path escapes, is absolute or is a link
+    ├── AuthError              (PermissionError) no valid credentials (HTTP 401)
+    │   └── ForbiddenError                     valid credentials, not allowed (HTTP 403)
     ├── StoreError             (RuntimeError) the metadata store cannot be used
     │   ├── SchemaVersionError                 the store is newer than this sparkfn
     │   └── DataDirError                       the data directory cannot be created or written
@@ -83,6 +91,18 @@ class TopicNotFoundError(NotFoundError):
     reason = "topic_not_found"
 
 
+class FunctionNotFoundError(NotFoundError):
+    """No function of that name is registered (or that version does not exist)."""
+
+    reason = "function_not_found"
+
+
+class PackageNotFoundError(NotFoundError):
+    """No package is stored under that digest or path."""
+
+    reason = "package_not_found"
+
+
 class AlreadyExistsError(SparkfnError, ValueError):
     """A named object exists already."""
 
@@ -93,6 +113,42 @@ class TopicExistsError(AlreadyExistsError):
     """A topic with that name exists already."""
 
     reason = "topic_exists"
+
+
+class FunctionExistsError(AlreadyExistsError):
+    """A function of that name is registered already."""
+
+    reason = "function_already_exists"
+
+
+class PackageError(SparkfnError, ValueError):
+    """An uploaded function package cannot be used (unknown kind, corrupt archive)."""
+
+    reason = "invalid_package"
+
+
+class PackageTooLargeError(PackageError):
+    """An upload, or what an archive expands to, is over its configured limit."""
+
+    reason = "package_too_large"
+
+
+class UnsafeArchiveError(PackageError):
+    """An archive member would land outside its directory: ``..``, an absolute path, a link."""
+
+    reason = "unsafe_archive"
+
+
+class AuthError(SparkfnError, PermissionError):
+    """The request has no valid credentials: missing, expired or tampered token."""
+
+    reason = "unauthorized"
+
+
+class ForbiddenError(AuthError):
+    """The credentials are valid but their role may not do this."""
+
+    reason = "forbidden"
 
 
 class StoreError(SparkfnError, RuntimeError):

@@ -34,7 +34,12 @@ class Migration:
 
 
 def _initial(conn: Connection) -> None:
-    later = (*schema.FUNCTION_TABLES, *schema.LIFECYCLE_TABLES, *schema.SUBSCRIPTION_TABLES)
+    later = (
+        *schema.FUNCTION_TABLES,
+        *schema.LIFECYCLE_TABLES,
+        *schema.SUBSCRIPTION_TABLES,
+        *schema.REGISTRY_TABLES,
+    )
     tables = [t for t in schema.metadata.sorted_tables if t not in later]
     schema.metadata.create_all(conn, tables=tables)
 
@@ -58,6 +63,12 @@ def _subscription_plans(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _registry(conn: Connection) -> None:
+    # New in version 5; freeze the definitions here if they ever change.
+    for table in schema.REGISTRY_TABLES:
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
@@ -65,6 +76,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         4, "queries keep their position in subscriptions: planned batches", _subscription_plans
     ),
+    Migration(5, "the worker's registry: functions, their versions, packages", _registry),
 )
 
 

@@ -315,6 +315,44 @@ subscription_plans = Table(
 
 SUBSCRIPTION_TABLES = (subscription_plans,)
 
+# --- the worker's registry (version 5) ------------------------------------------
+# Functions submitted to a worker: what should run, every version of their
+# config and code, and the packages that code came in (by content digest).
+functions = Table(
+    "functions",
+    metadata,
+    Column("fqfn", String(400), primary_key=True),
+    Column("version", Integer, nullable=False),  # the current one
+    Column("desired", String(16), nullable=False),  # running | stopped
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+function_versions = Table(
+    "function_versions",
+    metadata,
+    Column("fqfn", String(400), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("config", Text, nullable=False),  # JSON of the FunctionConfig
+    Column("package_digest", String(80), nullable=True),
+    Column("created_by", String(256), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("fqfn", "version"),
+)
+
+packages = Table(
+    "packages",
+    metadata,
+    Column("digest", String(80), primary_key=True),  # sha256:<hex>
+    Column("filename", String(256), nullable=False),
+    Column("kind", String(8), nullable=False),  # py | zip | whl
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("uploaded_by", String(256), nullable=False),
+    Column("uploaded_at", DateTime(timezone=True), nullable=False),
+)
+
+REGISTRY_TABLES = (functions, function_versions, packages)
+
 LIFECYCLE_TABLES = (
     function_runs,
     function_instance_runs,
