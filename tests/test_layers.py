@@ -13,7 +13,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "sparkfn"
 
 # Lower layers first; a layer may import only itself and those before it.
-LAYERS = ["api", "config", "store", "topics", "state", "runtime", "connectors", "cli"]
+LAYERS = ["api", "config", "store", "topics", "state", "runtime", "connectors", "worker", "cli"]
 
 
 def _layer(module: str) -> str | None:

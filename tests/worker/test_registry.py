@@ -1,0 +1,55 @@
+"""The worker's registry on both stores: versions kept, names listed, desired state kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkfn.api.errors import FunctionExistsError, FunctionNotFoundError
+from sparkfn.config.function import FunctionConfig
+from sparkfn.store.store import Store
+from sparkfn.worker.registry import Desired, Registry
+
+
+def _config(name: str = "exclaim", **fields: object) -> FunctionConfig:
+    return FunctionConfig.build(name=name, py="examples/exclamation.py", inputs=["in"], **fields)
+
+
+def test_versions_are_kept_and_any_one_can_be_read(store: Store) -> None:
+    registry = Registry(store)
+    first = registry.create(_config(), package_digest="sha256:aa", who="alice")
+    second = registry.update(_config(parallelism=3), package_digest="sha256:bb", who="bob")
+
+    assert (first.version, second.version) == (1, 2)
+    assert registry.get(first.fqfn).config.parallelism == 3
+    old = registry.get(first.fqfn, version=1)
+    assert (old.config, old.package_digest, old.created_by) == (_config(), "sha256:aa", "alice")
+    assert [v.version for v in registry.versions(first.fqfn)] == [2, 1]
+    with pytest.raises(FunctionNotFoundError, match="no version 7"):
+        registry.get(first.fqfn, version=7)
+
+
+def test_a_name_is_registered_once_and_deleted_with_its_versions(store: Store) -> None:
+    registry = Registry(store)
+    registry.create(_config(), package_digest=None, who="alice")
+    with pytest.raises(FunctionExistsError, match="public/default/exclaim exists already"):
+        registry.create(_config(), package_digest=None, who="alice")
+
+    assert len(registry.delete("public/default/exclaim")) == 1
+    with pytest.raises(FunctionNotFoundError, match="public/default/exclaim does not exist"):
+        registry.get("public/default/exclaim")
+    with pytest.raises(FunctionNotFoundError):
+        registry.update(_config(), package_digest=None, who="alice")
+    assert registry.create(_config(), package_digest=None, who="carol").version == 1
+
+
+def test_names_are_listed_per_namespace_and_desired_state_is_kept(store: Store) -> None:
+    registry = Registry(store)
+    for name in ("b", "a"):
+        registry.create(_config(name), package_digest=None, who="alice")
+    registry.create(_config("c", namespace="other"), package_digest=None, who="alice")
+
+    assert registry.names("public", "default") == ["a", "b"]
+    assert registry.names("public", "other") == ["c"]
+    registry.set_desired("public/default/a", Desired.STOPPED)
+    assert registry.record("public/default/a").desired is Desired.STOPPED
+    assert [v.fqfn for v in registry.wanted_running()] == ["public/default/b", "public/other/c"]
