@@ -288,7 +288,12 @@ def read_yaml_fields(path: str | Path, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         msg = f"{what} {path}: expected a mapping at the top; got {type(data).__name__}"
         raise ConfigError(msg)
-    return {_snake(str(k)): v for k, v in data.items()}
+    return snake_fields(data)
+
+
+def snake_fields(mapping: dict[Any, Any]) -> dict[str, Any]:
+    """A config mapping's top-level keys in snake_case (Pulsar's camelCase accepted)."""
+    return {_snake(str(k)): v for k, v in mapping.items()}
 
 
 def check_name(value: str, field: str) -> str:
