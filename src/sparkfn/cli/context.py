@@ -1,8 +1,10 @@
-"""What every command gets from the global options, and how it reports errors.
+"""What every command gets from the global options, and how it prints and reports errors.
 
 The global ``--data-dir`` and ``--store-url`` options become a
 :class:`StoreOptions` on the root Typer context; a command opens the store
-with :func:`open_store`, which closes it again when the command ends.
+with :func:`open_store`, which closes it again when the command ends. Tables
+for people go through :func:`console`, JSON for programs through
+:func:`emit_json`, errors through :func:`report_error`.
 
 Heavy modules (SQLAlchemy, pyarrow) are imported only when a command opens
 the store, so ``sparkfn --help`` and usage errors stay fast.
@@ -10,15 +12,17 @@ the store, so ``sparkfn --help`` and usage errors stay fast.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.console import Console
 
 if TYPE_CHECKING:
     from sparkfn.store.store import Store
@@ -43,6 +47,17 @@ def open_store(ctx: typer.Context) -> Iterator[Store]:
         yield store
     finally:
         store.close()
+
+
+def console() -> Console:
+    """A Rich console on stdout that does not colour numbers and strings by guesswork."""
+    return Console(highlight=False)
+
+
+def emit_json(value: Any) -> None:
+    """``value`` as one line of JSON on stdout, flushed at once for a reading program."""
+    sys.stdout.write(json.dumps(value) + "\n")
+    sys.stdout.flush()
 
 
 _LINE_BREAKS = re.compile(r"\s*\n\s*")

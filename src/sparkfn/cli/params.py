@@ -80,6 +80,16 @@ def parse_properties(items: list[str], option: str = "--property") -> dict[str, 
     return properties
 
 
+def as_utc(value: datetime) -> datetime:
+    """``value`` in UTC; a naive one (SQLite returns those for aware columns) is taken as UTC."""
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def format_time(value: datetime) -> str:
+    """A time for people, in UTC to the millisecond: ``2024-05-01 12:00:00.250``."""
+    return as_utc(value).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
 def format_duration_ms(ms: int | None) -> str:
     """A retention time in milliseconds for people, e.g. ``7d``; ``-`` for none."""
     if ms is None:
