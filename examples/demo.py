@@ -67,10 +67,8 @@ def main() -> int:
             for word, count in sorted(counters.items(), key=lambda kv: (-kv[1], kv[0])):
                 print(f"  {word:<10} {count}")
             status = run.status()
-            processed = sum(i["status"]["numSuccessfullyProcessed"] for i in status["instances"])
-            print(
-                f"\nstatus: {processed} processed, state {status['instances'][0]['status']['state']}"
-            )
+            processed = sum(i.status.num_successfully_processed for i in status.instances)
+            print(f"\nstatus: {processed} processed, state {status.instances[0].status.state}")
         store.close()
         expected_words = sum(len(s.split()) for s in SENTENCES)
         ok = len(received) == len(SENTENCES) and sum(counters.values()) == expected_words

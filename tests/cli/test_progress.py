@@ -3,34 +3,30 @@
 from __future__ import annotations
 
 import io
-from typing import Any
 
 import pytest
 from rich.console import Console
 
+from sparkfn.api.lifecycle import RunState
+from sparkfn.api.status import FunctionInstanceStatus, FunctionInstanceStatusData, FunctionStatus
 from sparkfn.cli.functions import progress_display
 from sparkfn.config.function import FunctionConfig
 
 
-def _status(dead: int) -> dict[str, Any]:
-    instance = {
-        "state": "STOPPED",
-        "numReceived": 3,
-        "numSuccessfullyProcessed": 3 - dead,
-        "numUserExceptions": dead,
-        "numSystemExceptions": 0,
-        "numDeadLettered": dead,
-        "averageLatency": 1.0,
-        "lastInvocationTime": 0,
-        "numRestarts": 0,
-        "running": False,
-        "error": "",
-    }
-    return {
-        "numInstances": 1,
-        "numRunning": 0,
-        "instances": [{"instanceId": 0, "status": instance}],
-    }
+def _status(dead: int) -> FunctionStatus:
+    instance = FunctionInstanceStatusData(
+        state=RunState.STOPPED,
+        num_received=3,
+        num_successfully_processed=3 - dead,
+        num_user_exceptions=dead,
+        num_dead_lettered=dead,
+        average_latency=1.0,
+    )
+    return FunctionStatus(
+        name="public/default/upper",
+        num_instances=1,
+        instances=[FunctionInstanceStatus(instance_id=0, status=instance)],
+    )
 
 
 @pytest.mark.parametrize("terminal", [False, True])

@@ -213,7 +213,7 @@ def test_validation_names_the_sink_the_field_and_the_value(sstore: Store, tmp_pa
     with pytest.raises(ConnectorLoadError):
         run.start()
     assert run.local._spark is None
-    assert run.status()["state"] == "ERROR"
+    assert run.status().state == "ERROR"
 
 
 # --- on Spark --------------------------------------------------------------------------------
@@ -250,9 +250,9 @@ def test_until_drained_writes_every_message_exactly_once_with_calls_in_order(
     assert {c["name"] for c in opened} == {sink.name}
     assert all(c["topics"] == ["public/default/in"] for c in opened)
     status = run.status()
-    assert status["state"] == "STOPPED" and status["unclosedObjects"] == []
-    assert [i["status"]["state"] for i in status["instances"]] == ["STOPPED", "STOPPED"]
-    assert sum(i["status"]["numSuccessfullyProcessed"] for i in status["instances"]) == 60
+    assert status.state == "STOPPED" and status.unclosed_objects == []
+    assert [i.status.state for i in status.instances] == ["STOPPED", "STOPPED"]
+    assert sum(i.status.num_successfully_processed for i in status.instances) == 60
     causes = [t["cause"] for t in run.transitions() if t["instance"] is None]
     assert causes[-2:] == ["drain requested", "drained"]
 
@@ -268,7 +268,7 @@ def test_a_fatal_from_the_sinks_own_thread_ends_the_run_within_10_s(
     run = SinkRun(sink, store=sstore, spark=spark).start()
 
     def committed() -> int:
-        return int(run.status()["instances"][0]["status"]["numSuccessfullyProcessed"])
+        return int(run.status().instances[0].status.num_successfully_processed)
 
     _wait_until(lambda: committed() == len(values), "committing the first messages")
     trigger.touch()
@@ -281,15 +281,15 @@ def test_a_fatal_from_the_sinks_own_thread_ends_the_run_within_10_s(
         run.wait(WAIT)
 
     status = run.status()
-    assert status["state"] == "ERROR"
-    (instance,) = status["instances"]
-    assert instance["status"]["state"] == "ERROR"
-    death = instance["status"]["deathException"]
-    assert (death["type"], death["message"]) == ("ValueError", "boom")
-    assert death["thread"] == "sink-flusher" and death["origin"] == "fatal"
-    assert instance["status"]["numFatalExceptions"] == 1
-    assert instance["status"]["numRestarts"] == 0 and status["numRestarts"] == 0
-    assert status["unclosedObjects"] == []
+    assert status.state == "ERROR"
+    (instance,) = status.instances
+    assert instance.status.state == "ERROR"
+    death = instance.status.death_exception
+    assert (death.type, death.message) == ("ValueError", "boom")
+    assert death.thread == "sink-flusher" and death.origin == "fatal"
+    assert instance.status.num_fatal_exceptions == 1
+    assert instance.status.num_restarts == 0 and status.num_restarts == 0
+    assert status.unclosed_objects == []
     # No batch committed after the fatal, and nothing produced after it reached the sink.
     assert committed() == len(values)
     calls = [c for cs in _calls(tmp_path).values() for c in cs]
@@ -313,17 +313,17 @@ def test_a_write_that_raises_is_fatal(spark: Any, sstore: Store, tmp_path: Path)
     with pytest.raises(ConnectorFailedError, match=r"RuntimeError: cannot write m7"):
         run.wait(WAIT)
     status = run.status()
-    assert status["state"] == "ERROR" and status["numRestarts"] == 0
-    (instance,) = status["instances"]
-    death = instance["status"]["deathException"]
-    assert (death["type"], death["message"]) == ("RuntimeError", "cannot write m7")
-    assert f"raised by write() of sink {sink.fqn}" in death["traceback"]
-    assert instance["status"]["state"] == "ERROR" and instance["status"]["numFatalExceptions"] == 1
-    assert instance["status"]["numUserExceptions"] == 0  # not a message error
+    assert status.state == "ERROR" and status.num_restarts == 0
+    (instance,) = status.instances
+    death = instance.status.death_exception
+    assert (death.type, death.message) == ("RuntimeError", "cannot write m7")
+    assert f"raised by write() of sink {sink.fqn}" in death.traceback
+    assert instance.status.state == "ERROR" and instance.status.num_fatal_exceptions == 1
+    assert instance.status.num_user_exceptions == 0  # not a message error
     # The failing batch (m5..m9) was never flushed nor committed; m0..m4 were.
     written = [line["value"] for line in _written(tmp_path)]
     assert written == [f"m{i}" for i in range(5)]
-    assert instance["status"]["numSuccessfullyProcessed"] == 5
+    assert instance.status.num_successfully_processed == 5
     _check_objects(tmp_path, graceful=False)
     calls = [c for cs in _calls(tmp_path).values() for c in cs]
     assert "m10" not in [c.get("value") for c in calls]

@@ -535,8 +535,8 @@ def test_instances_run_in_parallel_and_stop_together(store: Store) -> None:
         (2, "SUSPENDED"),
     }
     status = group.status()
-    assert status["state"] == "SUSPENDED"
-    assert [i["stats"]["appended"] for i in status["instances"]] == [1, 1, 1]
+    assert status.state == "SUSPENDED"
+    assert [i.stats.appended for i in status.instances] == [1, 1, 1]
 
 
 def test_one_dead_instance_makes_the_source_error_while_the_others_run(sqlite_store: Store) -> None:

@@ -90,8 +90,8 @@ def counters(run: LocalRun) -> dict[str, int]:
 
 def assert_all_processed(run: LocalRun, received: int) -> None:
     stats = run.stats()
-    assert (stats["receivedTotal"], stats["processedSuccessfullyTotal"]) == (received, received)
-    assert (stats["userExceptionsTotal"], stats["systemExceptionsTotal"]) == (0, 0)
+    assert (stats.received_total, stats.processed_successfully_total) == (received, received)
+    assert (stats.user_exceptions_total, stats.system_exceptions_total) == (0, 0)
 
 
 # --- both backends ------------------------------------------------------------------
@@ -242,7 +242,7 @@ def test_json_transform_turns_orders_into_totals(spark: Any, sqlite_store: Store
         "order 2 has no items; skipped",
         "order 4 has no items; skipped",
     ]
-    assert run.stats()["userMetrics"]["order_total"] == {
+    assert run.stats().user_metrics["order_total"].model_dump() == {
         "count": 2,
         "sum": 36.0,
         "min": 6.0,

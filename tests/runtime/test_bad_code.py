@@ -108,9 +108,9 @@ def test_code_that_cannot_load_fails_start_before_the_query_runs(
     _assert_clean(message)
     assert run.query is None
     assert {q.id for q in spark.streams.active} == active_before
-    status = run.status()["instances"][0]["status"]
-    assert status["state"] == "ERROR" and status["error"] == message
-    assert status["numReceived"] == 0
+    status = run.status().instances[0].status
+    assert status.state == "ERROR" and status.error == message
+    assert status.num_received == 0
 
 
 @pytest.mark.slow
@@ -149,16 +149,16 @@ def test_output_the_topic_cannot_take_is_a_user_exception_per_message(
     run.start(until_drained=True)
     assert run.wait(180), "the function did not drain its input within 180 s"  # no failure
 
-    status = run.status()["instances"][0]["status"]
-    assert status["state"] == "STOPPED" and status["error"] == ""
-    assert status["numReceived"] == 4
-    assert status["numUserExceptions"] == 4
-    assert status["numSuccessfullyProcessed"] == 0
-    assert status["numSystemExceptions"] == 0
-    assert len(status["latestUserExceptions"]) == 4
-    for exc in status["latestUserExceptions"]:
-        assert exc["type"] == "TypeError"
-        assert re.fullmatch(expected.format(name=name), exc["message"]), exc["message"]
-        _assert_clean(exc["message"])
-        assert re.fullmatch(r"\d+:\d+", exc["messageId"])
+    status = run.status().instances[0].status
+    assert status.state == "STOPPED" and status.error == ""
+    assert status.num_received == 4
+    assert status.num_user_exceptions == 4
+    assert status.num_successfully_processed == 0
+    assert status.num_system_exceptions == 0
+    assert len(status.latest_user_exceptions) == 4
+    for exc in status.latest_user_exceptions:
+        assert exc.type == "TypeError"
+        assert re.fullmatch(expected.format(name=name), exc.message), exc.message
+        _assert_clean(exc.message)
+        assert re.fullmatch(r"\d+:\d+", exc.message_id)
     assert Consumer(store, "out", initial_position="earliest").receive(100) == []

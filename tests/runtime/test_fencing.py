@@ -105,6 +105,6 @@ def test_the_commit_of_a_stale_epoch_fails_and_is_recorded(store: Store) -> None
         writer.commit([FunctionBatch()], 0)
     with store.read() as conn:
         assert subscription.cursors(conn, config.subscription) == {(admin.get("in").id, 0): 0}
-    status = function_status(store, config.fqfn, 1)["instances"][0]["status"]
-    assert status["numSystemExceptions"] == 1
-    assert status["latestSystemExceptions"][0]["type"] == "StaleRunError"
+    status = function_status(store, config.fqfn, 1).instances[0].status
+    assert status.num_system_exceptions == 1
+    assert status.latest_system_exceptions[0].type == "StaleRunError"

@@ -128,7 +128,7 @@ def _counters(store: Store, name: str) -> collections.Counter[str]:
 
 def _received(store: Store, name: str) -> int:
     status = function_status(store, f"public/default/{name}", 1)
-    return int(status["instances"][0]["status"]["numReceived"])
+    return int(status.instances[0].status.num_received)
 
 
 # --- the child process ---------------------------------------------------------

@@ -167,8 +167,8 @@ def test_drain_processes_everything_pending_then_shuts_down_gracefully(
     assert {f.split(":")[2] for f in finals} == prepared
     assert {o.split(":")[1] for o in finals} == {"0", "1"}
     status = run.status()
-    assert status["state"] == "STOPPED" and status["unclosedObjects"] == []
-    assert [i["status"]["state"] for i in status["instances"]] == ["STOPPED", "STOPPED"]
+    assert status.state == "STOPPED" and status.unclosed_objects == []
+    assert [i.status.state for i in status.instances] == ["STOPPED", "STOPPED"]
     causes = [t["cause"] for t in run.transitions() if t["instance"] is None]
     assert causes[-2:] == ["drain requested", "drained"]
 
@@ -190,7 +190,7 @@ def test_suspend_then_start_processes_every_message_exactly_once(
     _wait_processed(log, 40, run)
     assert run.suspend(WAIT)
     assert run.run_state == "SUSPENDED"
-    assert run.status()["unclosedObjects"] == []
+    assert run.status().unclosed_objects == []
     first = [o for o in _outputs(lstore) if not o.startswith("final:")]
     assert 0 < len(first) < len(values), "suspend should stop before the input ends"
     _check_sequences(log, graceful=True)
@@ -222,7 +222,7 @@ def test_cancel_during_a_batch_closes_once_and_skips_graceful_hooks(
     assert run.cancel(WAIT)
     assert run.run_state == "STOPPED"
     _check_sequences(log, graceful=False)
-    assert run.status()["unclosedObjects"] == []
+    assert run.status().unclosed_objects == []
 
 
 def test_fatal_from_a_function_thread_terminates_within_10_s_without_restart(
@@ -248,11 +248,11 @@ def test_fatal_from_a_function_thread_terminates_within_10_s_without_restart(
     )
     ended = datetime.fromisoformat(error_at).timestamp()
     assert ended - called < 10, f"terminated {ended - called:.1f} s after fatal()"
-    status = run.status()["instances"][0]["status"]
-    death = status["deathException"]
-    assert death["type"] == "ValueError" and death["message"] == "boom"
-    assert death["thread"] == "boom-thread" and death["origin"] == "fatal"
-    assert status["numFatalExceptions"] == 1 and status["numRestarts"] == 0
+    status = run.status().instances[0].status
+    death = status.death_exception
+    assert death.type == "ValueError" and death.message == "boom"
+    assert death.thread == "boom-thread" and death.origin == "fatal"
+    assert status.num_fatal_exceptions == 1 and status.num_restarts == 0
     assert not any(t["to"] == "RESTARTING" for t in run.transitions())
     # No batch commits after the fatal: nothing produced after it is processed.
     committed = len(_outputs(lstore))
@@ -296,7 +296,7 @@ def test_replace_instance_restarts_with_backoff_then_escalates(
     final = [t for t in transitions if t["instance"] is None][-1]
     assert final["to"] == "ERROR" and "escalated" in final["cause"], final
     status = run.status()
-    assert status["instances"][0]["status"]["numRestarts"] == 3
+    assert status.instances[0].status.num_restarts == 3
     # Correct output up to the batch of the 4th crash (offsets 55..59): 0..54 once.
     processed = Counter(o.split(":", 1)[1] for o in _outputs(lstore))
     assert processed == Counter(values[:55])
@@ -320,7 +320,7 @@ def test_shutdown_instance_stops_one_instance_and_the_others_take_its_share(
     )
     run = LocalRun(config, store=lstore, spark=spark).start()
     run.wait_for(
-        lambda: run.status()["instances"][2]["status"]["state"] == "ERROR",
+        lambda: run.status().instances[2].status.state == "ERROR",
         WAIT,
         "instance 2 shut down",
     )
@@ -333,13 +333,13 @@ def test_shutdown_instance_stops_one_instance_and_the_others_take_its_share(
         "every message processed by the other instances",
     )
     status = run.status()
-    assert [i["status"]["state"] for i in status["instances"]] == [
+    assert [i.status.state for i in status.instances] == [
         "RUNNING",
         "RUNNING",
         "ERROR",
         "RUNNING",
     ]
-    assert "instance 2 crashed" in status["instances"][2]["status"]["error"]
+    assert "instance 2 crashed" in status.instances[2].status.error
     assert not any(o.startswith("2:") for o in _outputs(lstore))
     # Restarting the instance gives its share back.
     run.restart_instance(2)
@@ -353,7 +353,7 @@ def test_shutdown_instance_stops_one_instance_and_the_others_take_its_share(
     assert run.drain(WAIT)
     processed = Counter(o.split(":", 1)[1] for o in _outputs(lstore) if not o.startswith("final:"))
     assert processed == Counter(values + more)
-    assert run.status()["instances"][2]["status"]["state"] == "STOPPED"
+    assert run.status().instances[2].status.state == "STOPPED"
 
 
 def test_a_custom_handler_decides_and_its_choice_is_applied(
@@ -402,7 +402,7 @@ def test_stop_returns_at_once_and_the_supervisor_closes_each_object_once(
     # process Spark killed with its cancelled task gets none, by contract).
     names = _check_sequences(log, graceful=False)
     assert any(ns.count("close") == 1 for ns in names.values()), names
-    assert run.status()["unclosedObjects"] == []
+    assert run.status().unclosed_objects == []
 
 
 def test_a_function_and_a_source_of_the_same_name_keep_their_own_records(
@@ -431,7 +431,7 @@ def test_a_function_and_a_source_of_the_same_name_keep_their_own_records(
     assert (source_record.state, source_record.epoch) == ("STOPPED", 1)
     assert sorted(function_record.instances) == [0, 1]
     assert sorted(source_record.instances) == [0]
-    assert [i["status"]["state"] for i in run.status()["instances"]] == ["STOPPED", "STOPPED"]
+    assert [i.status.state for i in run.status().instances] == ["STOPPED", "STOPPED"]
     source_moves = [(t["instance"], t["to"]) for t in source.transitions()]
     assert source_moves.count((None, "STARTING")) == 1
     function_moves = [(t["instance"], t["to"]) for t in run.transitions()]

@@ -116,29 +116,29 @@ def test_failing_messages_are_retried_then_dead_lettered(
 
     # The function kept running to the end of its input.
     status = run.status()
-    instance = status["instances"][0]["status"]
-    assert instance["state"] == "STOPPED" and instance["error"] == ""
-    assert instance["numReceived"] == TOTAL
-    assert instance["numSuccessfullyProcessed"] == TOTAL - len(bad)
+    instance = status.instances[0].status
+    assert instance.state == "STOPPED" and instance.error == ""
+    assert instance.num_received == TOTAL
+    assert instance.num_successfully_processed == TOTAL - len(bad)
 
     # Each bad message was tried 1 + max_message_retries = 3 times, and nothing else failed.
     assert _attempts(attempts) == collections.Counter({mid: 3 for mid in bad.values()})
-    assert instance["numUserExceptions"] == 3 * len(bad)
-    assert instance["numDeadLettered"] == len(bad)
-    assert instance["numSystemExceptions"] == 0
+    assert instance.num_user_exceptions == 3 * len(bad)
+    assert instance.num_dead_lettered == len(bad)
+    assert instance.num_system_exceptions == 0
 
     # The latest exceptions carry type, message, traceback and message id.
-    latest = instance["latestUserExceptions"]
+    latest = instance.latest_user_exceptions
     assert latest, "no latest user exceptions in status"
     by_message = {v: mid for v, mid in bad.items()}
     for exc in latest:
-        assert exc["type"] == "ValueError"
-        value = exc["message"].removeprefix("cannot handle ")
+        assert exc.type == "ValueError"
+        value = exc.message.removeprefix("cannot handle ")
         assert value in bad, exc
-        assert exc["messageId"] == by_message[value]
-        assert exc["exceptionString"] == f"ValueError: cannot handle {value}"
-        assert "Traceback (most recent call last)" in exc["traceback"]
-        assert "flaky_function.py" in exc["traceback"] and "raise ValueError" in exc["traceback"]
+        assert exc.message_id == by_message[value]
+        assert exc.exception_string == f"ValueError: cannot handle {value}"
+        assert "Traceback (most recent call last)" in exc.traceback
+        assert "flaky_function.py" in exc.traceback and "raise ValueError" in exc.traceback
 
     # Outputs, publishes and state changes of the failed attempts are absent.
     _check_no_trace_of_failures(run, store)
@@ -160,9 +160,9 @@ def test_failing_messages_are_retried_then_dead_lettered(
         }
 
     stats = run.stats()
-    assert stats["userExceptionsTotal"] == 3 * len(bad)
-    assert stats["deadLetteredTotal"] == len(bad)
-    assert stats["processedSuccessfullyTotal"] == TOTAL - len(bad)
+    assert stats.user_exceptions_total == 3 * len(bad)
+    assert stats.dead_lettered_total == len(bad)
+    assert stats.processed_successfully_total == TOTAL - len(bad)
 
 
 def test_without_dead_letter_topic_failing_messages_go_to_the_default_dlq(
@@ -172,11 +172,11 @@ def test_without_dead_letter_topic_failing_messages_go_to_the_default_dlq(
     bad = {v: ids[v] for v in ids if v.startswith("bad")}
     run, attempts = _run(spark, store, tmp_path)  # max_message_retries defaults to 0
 
-    instance = run.status()["instances"][0]["status"]
-    assert instance["state"] == "STOPPED" and instance["error"] == ""
+    instance = run.status().instances[0].status
+    assert instance.state == "STOPPED" and instance.error == ""
     assert _attempts(attempts) == collections.Counter({mid: 1 for mid in bad.values()})
-    assert instance["numUserExceptions"] == len(bad)
-    assert instance["numDeadLettered"] == len(bad)
+    assert instance.num_user_exceptions == len(bad)
+    assert instance.num_dead_lettered == len(bad)
     _check_no_trace_of_failures(run, store)
 
     # Nothing is dropped without an explicit choice: {tenant}/{namespace}/{name}-DLQ, made on use.
@@ -200,14 +200,14 @@ def test_failing_messages_are_dropped_and_counted_only_when_asked(
     bad = {v: ids[v] for v in ids if v.startswith("bad")}
     run, attempts = _run(spark, store, tmp_path, drop_failed_messages=True)
 
-    instance = run.status()["instances"][0]["status"]
-    assert instance["state"] == "STOPPED" and instance["error"] == ""
+    instance = run.status().instances[0].status
+    assert instance.state == "STOPPED" and instance.error == ""
     assert _attempts(attempts) == collections.Counter({mid: 1 for mid in bad.values()})
-    assert instance["numReceived"] == TOTAL
-    assert instance["numSuccessfullyProcessed"] == TOTAL - len(bad)
-    assert instance["numUserExceptions"] == len(bad)
-    assert instance["numDeadLettered"] == 0
-    assert {e["messageId"] for e in instance["latestUserExceptions"]} <= set(bad.values())
+    assert instance.num_received == TOTAL
+    assert instance.num_successfully_processed == TOTAL - len(bad)
+    assert instance.num_user_exceptions == len(bad)
+    assert instance.num_dead_lettered == 0
+    assert {e.message_id for e in instance.latest_user_exceptions} <= set(bad.values())
     _check_no_trace_of_failures(run, store)
     assert TopicAdmin(store).list() and not TopicAdmin(store).exists("dlq")
     assert not TopicAdmin(store).exists(f"{run.config.fqfn}-DLQ")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from sparkfn.api.status import FunctionInstanceStatusData
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
@@ -63,8 +64,8 @@ def _outputs(store: Store) -> list[tuple[str | None, str, int, str]]:
     return out
 
 
-def _instance_status(run: LocalRun) -> dict[int, dict[str, Any]]:
-    return {i["instanceId"]: i["status"] for i in run.status()["instances"]}
+def _instance_status(run: LocalRun) -> dict[int, FunctionInstanceStatusData]:
+    return {i.instance_id: i.status for i in run.status().instances}
 
 
 def test_parallelism_4_uses_4_instances(spark: Any, store: Store) -> None:
@@ -85,14 +86,14 @@ def test_parallelism_4_uses_4_instances(spark: Any, store: Store) -> None:
     assert sorted(status) == [0, 1, 2, 3]
     by_instance = collections.Counter(instance for _, _, instance, _ in outputs)
     for instance_id, s in status.items():
-        assert s["numReceived"] > 0, f"instance {instance_id} received nothing: {status}"
-        assert s["numReceived"] == s["numSuccessfullyProcessed"] == by_instance[instance_id]
-        assert s["state"] == "STOPPED" and s["numUserExceptions"] == 0
-    assert sum(s["numReceived"] for s in status.values()) == 400
+        assert s.num_received > 0, f"instance {instance_id} received nothing: {status}"
+        assert s.num_received == s.num_successfully_processed == by_instance[instance_id]
+        assert s.state == "STOPPED" and s.num_user_exceptions == 0
+    assert sum(s.num_received for s in status.values()) == 400
     stats = run.stats()
-    assert stats["receivedTotal"] == stats["processedSuccessfullyTotal"] == 400
-    assert [i["metrics"]["receivedTotal"] for i in stats["instances"]] == [
-        status[i]["numReceived"] for i in range(4)
+    assert stats.received_total == stats.processed_successfully_total == 400
+    assert [i.metrics.received_total for i in stats.instances] == [
+        status[i].num_received for i in range(4)
     ]
 
 
@@ -131,7 +132,7 @@ def test_key_shared_keeps_per_key_order(spark: Any, store: Store) -> None:
     batches = run.query.lastProgress["batchId"] + 1
     assert batches >= (len(keys) * per_key) // 50, f"expected several batches, got {batches}"
     status = _instance_status(run)
-    assert sum(s["numReceived"] for s in status.values()) == len(keys) * per_key
+    assert sum(s.num_received for s in status.values()) == len(keys) * per_key
 
 
 def test_failover_keeps_partition_order(spark: Any, store: Store) -> None:
@@ -166,4 +167,4 @@ def test_failover_keeps_partition_order(spark: Any, store: Store) -> None:
     status = _instance_status(run)
     for instance_id, s in status.items():
         owned = [p for p in range(4) if owners[p] == {instance_id}]
-        assert s["numReceived"] == per_partition * len(owned)
+        assert s.num_received == per_partition * len(owned)

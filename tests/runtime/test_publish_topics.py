@@ -66,16 +66,16 @@ def test_publish_to_a_missing_topic_is_a_message_error(
 ) -> None:
     run, fqfn = _run(spark, store, serde, dead_letter_topic="dlq", max_message_retries=1)
 
-    instance = run.status()["instances"][0]["status"]
-    assert instance["state"] == "STOPPED" and instance["error"] == "", instance
-    assert instance["numReceived"] == TOTAL
-    assert instance["numSuccessfullyProcessed"] == 0
-    assert instance["numUserExceptions"] == 2 * TOTAL  # 1 + max_message_retries attempts each
-    assert instance["numDeadLettered"] == TOTAL
-    assert instance["numSystemExceptions"] == 0
-    for exc in instance["latestUserExceptions"]:
-        assert exc["type"] == "TopicNotFoundError"
-        assert fqfn in exc["message"] and MISSING in exc["message"], exc["message"]
+    instance = run.status().instances[0].status
+    assert instance.state == "STOPPED" and instance.error == "", instance
+    assert instance.num_received == TOTAL
+    assert instance.num_successfully_processed == 0
+    assert instance.num_user_exceptions == 2 * TOTAL  # 1 + max_message_retries attempts each
+    assert instance.num_dead_lettered == TOTAL
+    assert instance.num_system_exceptions == 0
+    for exc in instance.latest_user_exceptions:
+        assert exc.type == "TopicNotFoundError"
+        assert fqfn in exc.message and MISSING in exc.message, exc.message
 
     dead = _values(store, "dlq")
     assert sorted(dead) == sorted(f"m{i}".encode() for i in range(TOTAL))
@@ -93,10 +93,10 @@ def test_auto_create_topics_creates_the_topic_on_first_publish(
 ) -> None:
     run, _ = _run(spark, store, serde, auto_create_topics=True)
 
-    instance = run.status()["instances"][0]["status"]
-    assert instance["state"] == "STOPPED" and instance["error"] == "", instance
-    assert instance["numSuccessfullyProcessed"] == TOTAL
-    assert instance["numUserExceptions"] == 0
+    instance = run.status().instances[0].status
+    assert instance.state == "STOPPED" and instance.error == "", instance
+    assert instance.num_successfully_processed == TOTAL
+    assert instance.num_user_exceptions == 0
     info = TopicAdmin(store).get(MISSING)
     assert info.partitions == 1 and info.schema_type.value == "bytes"
     assert sorted(_values(store, MISSING)) == sorted(f"m{i}".encode() for i in range(TOTAL))

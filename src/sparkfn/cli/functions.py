@@ -62,6 +62,7 @@ from sparkfn.cli.running import (
 from sparkfn.cli.running import option as _field
 
 if TYPE_CHECKING:
+    from sparkfn.api.status import FunctionStatus
     from sparkfn.config.function import FunctionConfig
 
 functions_app = typer.Typer(
@@ -367,7 +368,7 @@ def localrun(
             sigterm=mode,
         )
     if json_status:
-        sys.stdout.write(json.dumps(status) + "\n")
+        sys.stdout.write(json.dumps(status.model_dump(by_alias=True, mode="json")) + "\n")
         sys.stdout.flush()
     if failure is not None:
         raise failure
@@ -423,7 +424,7 @@ def _run(
     metrics_port: int,
     until_drained: bool,
     sigterm: str = "drain",
-) -> tuple[dict[str, Any], Exception | None]:
+) -> tuple[FunctionStatus, Exception | None]:
     """Run the query until it ends or is stopped; the final status and the failure, if any."""
     from sparkfn.api.errors import FunctionFailedError
     from sparkfn.runtime.localrun import LocalRun
@@ -481,10 +482,10 @@ class _LiveTable:
         self.live = Live(console=console, auto_refresh=False, transient=False)
         self.live.start()
 
-    def update(self, status: dict[str, Any]) -> None:
+    def update(self, status: FunctionStatus) -> None:
         self.live.update(self._table(status), refresh=True)
 
-    def close(self, status: dict[str, Any] | None) -> None:
+    def close(self, status: FunctionStatus | None) -> None:
         if not self.live.is_started:
             return
         if status is not None:
@@ -493,7 +494,7 @@ class _LiveTable:
         if status is not None:
             note_dead_letters(self.config, status)
 
-    def _table(self, status: dict[str, Any]) -> Table:
+    def _table(self, status: FunctionStatus) -> Table:
         cfg = self.config
         table = Table(
             "INSTANCE",
@@ -509,18 +510,18 @@ class _LiveTable:
             f"up {elapsed(self.started)}",
             title_justify="left",
         )
-        for instance in status["instances"]:
-            s = instance["status"]
+        for instance in status.instances:
+            s = instance.status
             table.add_row(
-                str(instance["instanceId"]),
-                s["state"],
-                str(s["numReceived"]),
-                str(s["numSuccessfullyProcessed"]),
-                str(s["numUserExceptions"]),
-                str(s["numSystemExceptions"]),
-                str(s["numDeadLettered"]),
-                f"{s['averageLatency']:.3f} ms",
-                _last_invocation(s["lastInvocationTime"]),
+                str(instance.instance_id),
+                s.state.value,
+                str(s.num_received),
+                str(s.num_successfully_processed),
+                str(s.num_user_exceptions),
+                str(s.num_system_exceptions),
+                str(s.num_dead_lettered),
+                f"{s.average_latency:.3f} ms",
+                _last_invocation(s.last_invocation_time),
             )
         return table
 
@@ -535,7 +536,7 @@ class _ProgressLines:
         self.last_counts: tuple[int, ...] = ()
         self.closed = False
 
-    def update(self, status: dict[str, Any]) -> None:
+    def update(self, status: FunctionStatus) -> None:
         now = time.monotonic()
         if now - self.last_line_at < PROGRESS_SECONDS:
             return
@@ -544,20 +545,19 @@ class _ProgressLines:
             self._print(status, counts)
         self.last_line_at = now
 
-    def close(self, status: dict[str, Any] | None) -> None:
+    def close(self, status: FunctionStatus | None) -> None:
         if status is not None and not self.closed:
             self._print(status, _totals(status))
             note_dead_letters(self.config, status)
         self.closed = True
 
-    def _print(self, status: dict[str, Any], counts: tuple[int, ...]) -> None:
+    def _print(self, status: FunctionStatus, counts: tuple[int, ...]) -> None:
         self.last_counts = counts
         received, processed, user, system, dead = counts
-        states = sorted({i["status"]["state"] for i in status["instances"]})
+        states = sorted({i.status.state.value for i in status.instances})
         # Each instance's average is over its successfully processed messages.
         latency_sum = sum(
-            i["status"]["averageLatency"] * i["status"]["numSuccessfullyProcessed"]
-            for i in status["instances"]
+            i.status.average_latency * i.status.num_successfully_processed for i in status.instances
         )
         latency = latency_sum / processed if processed else 0.0
         sys.stderr.write(
@@ -568,7 +568,7 @@ class _ProgressLines:
         sys.stderr.flush()
 
 
-def note_dead_letters(config: FunctionConfig, status: dict[str, Any]) -> None:
+def note_dead_letters(config: FunctionConfig, status: FunctionStatus) -> None:
     """The run's last words on failed messages: which topic holds them."""
     dead = _totals(status)[4]
     target = config.dead_letter_target
@@ -577,12 +577,12 @@ def note_dead_letters(config: FunctionConfig, status: dict[str, Any]) -> None:
         sys.stderr.flush()
 
 
-def _totals(status: dict[str, Any]) -> tuple[int, ...]:
-    keys = (
-        "numReceived",
-        "numSuccessfullyProcessed",
-        "numUserExceptions",
-        "numSystemExceptions",
-        "numDeadLettered",
+def _totals(status: FunctionStatus) -> tuple[int, ...]:
+    instances = [i.status for i in status.instances]
+    return (
+        sum(s.num_received for s in instances),
+        sum(s.num_successfully_processed for s in instances),
+        sum(s.num_user_exceptions for s in instances),
+        sum(s.num_system_exceptions for s in instances),
+        sum(s.num_dead_lettered for s in instances),
     )
-    return tuple(sum(i["status"][key] for i in status["instances"]) for key in keys)

@@ -20,9 +20,12 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, Self, TypeVar
 
 import typer
+
+if TYPE_CHECKING:
+    from sparkfn.api.status import FunctionStatus
 
 
 class _Config(Protocol):
@@ -312,16 +315,16 @@ class QueryRun(Protocol):
 
     def stop(self, mode: str = "cancel", *, timeout: float | None = None) -> bool: ...
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> FunctionStatus: ...
 
 
 class Display(Protocol):
     """Progress on stderr while a run goes."""
 
-    def update(self, status: dict[str, Any]) -> None:
+    def update(self, status: FunctionStatus) -> None:
         """Show the status now (or when it is time to)."""
 
-    def close(self, status: dict[str, Any] | None) -> None:
+    def close(self, status: FunctionStatus | None) -> None:
         """Show the final status, if given, and finish; later calls do nothing."""
 
 
@@ -334,7 +337,7 @@ def run_query(
     display: Callable[[], Display],
     failure_type: type[Exception],
     refresh_seconds: float = 1.0,
-) -> tuple[dict[str, Any], Exception | None]:
+) -> tuple[FunctionStatus, Exception | None]:
     """Start Spark and the run, show progress, act on stop signals, until the run ends.
 
     ``label`` names the run in every line (``public/default/f``, ``sink

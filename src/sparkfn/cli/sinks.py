@@ -58,6 +58,7 @@ from sparkfn.cli.running import (
 from sparkfn.cli.running import option as _field
 
 if TYPE_CHECKING:
+    from sparkfn.api.status import FunctionStatus
     from sparkfn.config.connector import SinkConfig
     from sparkfn.connectors.sink_runtime import SinkRun
 
@@ -219,7 +220,7 @@ def localrun(
         run = SinkRun(config, store=store, spark_master=spark_master)
         status, failure = _run(run, mode, until_drained=until_drained)
     if json_status:
-        sys.stdout.write(json.dumps(status) + "\n")
+        sys.stdout.write(json.dumps(status.model_dump(by_alias=True, mode="json")) + "\n")
         sys.stdout.flush()
     if failure is not None:
         raise failure
@@ -248,7 +249,7 @@ def build_config(fields: dict[str, Any], config_file: Path | None) -> SinkConfig
 
 def _run(
     run: SinkRun, sigterm_mode: str, *, until_drained: bool
-) -> tuple[dict[str, Any], Exception | None]:
+) -> tuple[FunctionStatus, Exception | None]:
     """Run the sink until it ends; signals stop it. The final status and the failure, if any."""
     from sparkfn.api.errors import ConnectorFailedError
 

@@ -233,7 +233,7 @@ def localrun(
         status = run.status()
         found = run.death()
     if json_status:
-        sys.stdout.write(json.dumps(status) + "\n")
+        sys.stdout.write(json.dumps(status.model_dump(by_alias=True, mode="json")) + "\n")
         sys.stdout.flush()
     if found is not None:
         instance_id, record = found

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
 from sparkfn.api.connector import Source
 from sparkfn.api.lifecycle import DeathCause, RunState, StopMode
+from sparkfn.api.status import DeathException, SourceInstanceStatus, SourceStatus
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.runner import SourceRunner, SourceState, SourceStats
 from sparkfn.runtime import control
@@ -228,29 +229,34 @@ class SourceInstances:
         """The instances' counters, summed (replaced runners' included)."""
         return _summed([self._past, *(r.stats for r in self.runners)])
 
-    def status(self) -> dict[str, Any]:
-        """A JSON-friendly status: the source's state and each instance's."""
-        return {
-            "name": self.config.fqn,
-            "state": self.state.value,
-            "instances": [
-                {
-                    "instanceId": r.instance_id,
-                    "state": r.state.value,
-                    "stats": r.stats.as_dict(),
-                    "deathException": None
-                    if r.death is None
-                    else {
-                        "type": r.death.type,
-                        "message": r.death.message,
-                        "origin": r.death.origin,
-                        "thread": r.death.thread,
-                        "traceback": r.death.traceback,
-                    },
-                }
+    def status(
+        self,
+        *,
+        state: RunState | None = None,
+        restarts: Mapping[int, int] | None = None,
+        unclosed: Sequence[str] = (),
+    ) -> SourceStatus:
+        """The source's state and each instance's.
+
+        A supervised run passes what its lifecycle record holds: the
+        recorded ``state`` (default: the instances' :attr:`state`), each
+        instance's ``restarts`` and the objects a stop left ``unclosed``.
+        """
+        return SourceStatus(
+            name=self.config.fqn,
+            state=state or self.state,
+            instances=[
+                SourceInstanceStatus(
+                    instance_id=r.instance_id,
+                    state=r.state,
+                    stats=r.stats.as_status(),
+                    death_exception=DeathException.of(r.death),
+                    num_restarts=(restarts or {}).get(r.instance_id, 0),
+                )
                 for r in self.runners
             ],
-        }
+            unclosed_objects=list(unclosed),
+        )
 
 
 def _summed(parts: list[SourceStats]) -> SourceStats:

@@ -67,6 +67,7 @@ from sparkfn.api.connector import END_OF_STREAM, PushSource, Record, Source, Sou
 from sparkfn.api.errors import FatalError, SparkfnError
 from sparkfn.api.lifecycle import DeathCause, GracefulShutdown, RunState
 from sparkfn.api.lifecycle import StopMode as StopMode
+from sparkfn.api.status import SourceInstanceStats
 from sparkfn.config.connector import SourceConfig
 from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.connectors.appender import TopicAppender
@@ -112,17 +113,17 @@ class SourceStats:
     dropped: int = 0  # records emitted after the instance stopped taking them
     metrics: dict[str, list[float]] = field(default_factory=dict)  # record_metric: [count, sum]
 
-    def as_dict(self) -> dict[str, Any]:
-        """The counters as a JSON-friendly dict."""
-        return {
-            "received": self.received,
-            "appended": self.appended,
-            "deduplicated": self.deduplicated,
-            "acked": self.acked,
-            "commits": self.commits,
-            "errors": self.errors,
-            "dropped": self.dropped,
-        }
+    def as_status(self) -> SourceInstanceStats:
+        """The counters, as an instance's status shows them."""
+        return SourceInstanceStats(
+            received=self.received,
+            appended=self.appended,
+            deduplicated=self.deduplicated,
+            acked=self.acked,
+            commits=self.commits,
+            errors=self.errors,
+            dropped=self.dropped,
+        )
 
 
 TransitionHook = Callable[[str, str, str], None]

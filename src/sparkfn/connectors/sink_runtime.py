@@ -67,6 +67,7 @@ from sparkfn.api.context import Context
 from sparkfn.api.errors import ConfigError, ConnectorFailedError, FatalError, FunctionFailedError
 from sparkfn.api.function import Function
 from sparkfn.api.lifecycle import GracefulShutdown
+from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.connector import SinkConfig
 from sparkfn.config.function import FunctionConfig
 from sparkfn.connectors.registry import load_sink
@@ -349,8 +350,8 @@ class SinkRun:
     ...                               configs={"path": "/tmp/out.jsonl"}), store=store) as run:
     ...     run.start(until_drained=True)
     ...     run.wait(timeout=120)            # raises ConnectorFailedError if it died
-    ...     run.status()["state"]
-    'STOPPED'
+    ...     run.status().state
+    <RunState.STOPPED: 'STOPPED'>
 
     Stop modes, status, stats and transitions are the function runtime's
     (``run.local`` is the :class:`LocalRun`); failures are reported as
@@ -449,12 +450,12 @@ class SinkRun:
         """Stop now; the batch in flight is abandoned (written again per the guarantee); ``close`` only."""
         return self.local.cancel(timeout)
 
-    def status(self) -> dict[str, Any]:
-        """Pulsar-shaped status JSON, with ``state`` and ``deathException`` per instance."""
+    def status(self) -> FunctionStatus:
+        """Pulsar's ``FunctionStatus`` shape, with ``state`` and ``deathException`` per instance."""
         return self.local.status()
 
-    def stats(self) -> dict[str, Any]:
-        """Pulsar-shaped stats JSON (``processedSuccessfullyTotal``: records written)."""
+    def stats(self) -> FunctionStats:
+        """Pulsar's ``FunctionStats`` shape (``processed_successfully_total``: records written)."""
         return self.local.stats()
 
     def transitions(self) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from typing import Any
 from sparkfn.api.connector import Source
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.api.lifecycle import RunState, StopMode
+from sparkfn.api.status import SourceStatus
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.instances import SourceInstances
 from sparkfn.connectors.runner import SourceRunner, SourceStats
@@ -104,17 +105,16 @@ class SourceRun:
         first = min(dead, key=lambda r: r.died_at.timestamp() if r.died_at else float("inf"))
         return first.instance_id, first
 
-    def status(self) -> dict[str, Any]:
-        """A JSON-friendly status: the source's state and each instance's."""
-        status = self.instances.status()
+    def status(self) -> SourceStatus:
+        """The source's recorded state, each instance's, and what a stop left unclosed."""
         record = control.read_control(self.store, self.control_id)
-        if record is not None:
-            status["state"] = record.state
-            for entry in status["instances"]:
-                found = record.instances.get(entry["instanceId"])
-                entry["numRestarts"] = found.restarts if found is not None else 0
-        status["unclosedObjects"] = list(self.supervisor.unclosed)
-        return status
+        if record is None:
+            return self.instances.status(unclosed=self.supervisor.unclosed)
+        return self.instances.status(
+            state=RunState(record.state),
+            restarts={i: r.restarts for i, r in record.instances.items()},
+            unclosed=self.supervisor.unclosed,
+        )
 
     def transitions(self) -> list[dict[str, Any]]:
         """Every recorded state transition of the source and its instances."""

@@ -21,6 +21,7 @@ from typing import Any
 
 from sparkfn.api.errors import FunctionFailedError, StaleRunError
 from sparkfn.api.lifecycle import StopMode
+from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.runtime.lifecycle.causes import short_error
@@ -191,8 +192,8 @@ class LocalRun:
         """Every recorded state transition of the function and its instances."""
         return control.transitions_of(self.store, self.control_id)
 
-    def status(self) -> dict[str, Any]:
-        """Pulsar ``FunctionStatus`` JSON, with ``state`` and ``deathException`` per instance."""
+    def status(self) -> FunctionStatus:
+        """Pulsar's ``FunctionStatus``, with ``state`` and ``deathException`` per instance."""
         unclosed = self.supervisor.unclosed if self.supervisor is not None else []
         return function_status(
             self.store,
@@ -202,8 +203,8 @@ class LocalRun:
             control_id=self.control_id,
         )
 
-    def stats(self) -> dict[str, Any]:
-        """Pulsar ``FunctionStats`` JSON."""
+    def stats(self) -> FunctionStats:
+        """Pulsar's ``FunctionStats``."""
         return function_stats(self.store, self.config.fqfn, self.config.parallelism)
 
     def get_counter(self, key: str) -> int:

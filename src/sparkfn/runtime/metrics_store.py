@@ -15,7 +15,13 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, func, insert, select, update
 
-from sparkfn.runtime.stats import LATEST_EXCEPTIONS_KEPT, InstanceStats, MetricSummary
+from sparkfn.api.status import ExceptionInformation
+from sparkfn.runtime.stats import (
+    LATEST_EXCEPTIONS_KEPT,
+    ExceptionInfo,
+    InstanceStats,
+    MetricSummary,
+)
 from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.message import utc_now
@@ -175,20 +181,12 @@ def instance_recent(
     }
 
 
-def latest_exceptions(store: Store, fqfn: str) -> dict[tuple[int, str], list[dict[str, Any]]]:
+def latest_exceptions(store: Store, fqfn: str) -> dict[tuple[int, str], list[ExceptionInformation]]:
     """``{(instance, kind): [exception, ...]}`` newest last."""
     with store.read() as conn:
         rows = conn.execute(select(_EXC).where(_EXC.c.fqfn == fqfn).order_by(_EXC.c.id)).all()
-    out: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    out: dict[tuple[int, str], list[ExceptionInformation]] = {}
     for r in rows:
-        out.setdefault((r.instance_id, r.kind), []).append(
-            {
-                "exceptionString": f"{r.type}: {r.message}",
-                "timestampMs": r.timestamp_ms,
-                "type": r.type,
-                "message": r.message,
-                "traceback": r.traceback,
-                "messageId": r.message_id,
-            }
-        )
+        info = ExceptionInfo(r.kind, r.type, r.message, r.traceback, r.message_id, r.timestamp_ms)
+        out.setdefault((r.instance_id, r.kind), []).append(info.as_status())
     return out

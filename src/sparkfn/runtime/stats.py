@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+
+from sparkfn.api.status import ExceptionInformation
 
 LATEST_EXCEPTIONS_KEPT = 10
 
@@ -39,16 +40,16 @@ class ExceptionInfo:
             timestamp_ms=int(time.time() * 1000),
         )
 
-    def as_status(self) -> dict[str, Any]:
-        """Pulsar's ``ExceptionInformation`` shape, plus type, traceback and message id."""
-        return {
-            "exceptionString": f"{self.type}: {self.message}",
-            "timestampMs": self.timestamp_ms,
-            "type": self.type,
-            "message": self.message,
-            "traceback": self.traceback,
-            "messageId": self.message_id,
-        }
+    def as_status(self) -> ExceptionInformation:
+        """Pulsar's ``ExceptionInformation``, plus type, traceback and message id."""
+        return ExceptionInformation(
+            exception_string=f"{self.type}: {self.message}",
+            timestamp_ms=self.timestamp_ms,
+            type=self.type,
+            message=self.message,
+            traceback=self.traceback,
+            message_id=self.message_id,
+        )
 
 
 @dataclass

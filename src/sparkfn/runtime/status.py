@@ -1,4 +1,4 @@
-"""Function status and stats in Pulsar's JSON shapes, from the store.
+"""Function status and stats, read from the store, as :mod:`sparkfn.api.status` models.
 
 ``function_status`` follows Pulsar's ``FunctionStatus`` (per instance:
 ``running``, ``error``, ``numRestarts``, ``numReceived``,
@@ -13,8 +13,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
+from sparkfn.api.lifecycle import RunState
+from sparkfn.api.status import (
+    DeathException,
+    FunctionInstanceStats,
+    FunctionInstanceStatsData,
+    FunctionInstanceStatsDataBase,
+    FunctionInstanceStatus,
+    FunctionInstanceStatusData,
+    FunctionStats,
+    FunctionStatus,
+    UserMetricSummary,
+)
 from sparkfn.runtime import control
 from sparkfn.runtime.metrics_store import instance_recent, instance_totals, latest_exceptions
 from sparkfn.store.store import Store
@@ -32,8 +44,8 @@ def function_status(
     *,
     unclosed: Sequence[str] = (),
     control_id: str | None = None,
-) -> dict[str, Any]:
-    """Pulsar's ``FunctionStatus`` JSON for ``fqfn``.
+) -> FunctionStatus:
+    """Pulsar's ``FunctionStatus`` for ``fqfn``.
 
     ``control_id`` names its lifecycle record (default ``fqfn``, a
     function's; see :func:`sparkfn.runtime.control.control_id`).
@@ -42,86 +54,88 @@ def function_status(
     exceptions = latest_exceptions(store, fqfn)
     record = control.read_control(store, control_id or fqfn)
     runs = record.instances if record is not None else {}
-    instances: list[dict[str, Any]] = []
+    instances: list[FunctionInstanceStatus] = []
     for instance_id in range(parallelism):
         total = totals.get(instance_id, {})
         run = runs.get(instance_id)
         state = run.state if run is not None else control.CREATED
         death = run.death if run is not None and state == control.ERROR else None
         error = str(death) if death else (run.cause if run and state == control.ERROR else "")
-        instances.append(
-            {
-                "instanceId": instance_id,
-                "status": {
-                    "running": state in (control.RUNNING, control.STOPPING),
-                    "error": error,
-                    "numRestarts": run.restarts if run is not None else 0,
-                    "numReceived": int(total.get("received", 0)),
-                    "numSuccessfullyProcessed": int(total.get("processed_successfully", 0)),
-                    "numUserExceptions": int(total.get("user_exceptions", 0)),
-                    "latestUserExceptions": exceptions.get((instance_id, "user"), []),
-                    "numSystemExceptions": int(total.get("system_exceptions", 0)),
-                    "latestSystemExceptions": exceptions.get((instance_id, "system"), []),
-                    "numFatalExceptions": run.fatal_exceptions if run is not None else 0,
-                    "numDeadLettered": int(total.get("dead_lettered", 0)),
-                    "averageLatency": _average(total),
-                    "lastInvocationTime": int(total.get("last_invocation_ms") or 0),
-                    "workerId": "localrun",
-                    "state": state,
-                    "deathException": (
-                        {
-                            "type": death.type,
-                            "message": death.message,
-                            "traceback": death.traceback,
-                            "origin": death.origin,
-                            "thread": death.thread,
-                        }
-                        if death
-                        else None
-                    ),
-                },
-            }
+        status = FunctionInstanceStatusData(
+            running=state in (control.RUNNING, control.STOPPING),
+            error=error,
+            num_restarts=run.restarts if run is not None else 0,
+            num_received=int(total.get("received", 0)),
+            num_successfully_processed=int(total.get("processed_successfully", 0)),
+            num_user_exceptions=int(total.get("user_exceptions", 0)),
+            latest_user_exceptions=exceptions.get((instance_id, "user"), []),
+            num_system_exceptions=int(total.get("system_exceptions", 0)),
+            latest_system_exceptions=exceptions.get((instance_id, "system"), []),
+            num_fatal_exceptions=run.fatal_exceptions if run is not None else 0,
+            num_dead_lettered=int(total.get("dead_lettered", 0)),
+            average_latency=_average(total),
+            last_invocation_time=int(total.get("last_invocation_ms") or 0),
+            worker_id="localrun",
+            state=RunState(state),
+            death_exception=DeathException.of(death),
         )
+        instances.append(FunctionInstanceStatus(instance_id=instance_id, status=status))
+    return FunctionStatus(
+        name=fqfn,
+        state=RunState(record.state) if record is not None else control.CREATED,
+        num_instances=parallelism,
+        num_running=sum(1 for i in instances if i.status.running),
+        num_restarts=sum(i.status.num_restarts for i in instances),
+        unclosed_objects=list(unclosed),
+        instances=instances,
+    )
+
+
+class _Counts(TypedDict):
+    """The counters kept both in total and over the last minute."""
+
+    received_total: int
+    processed_successfully_total: int
+    system_exceptions_total: int
+    user_exceptions_total: int
+    avg_process_latency: float
+
+
+def _counts(total: dict[str, Any]) -> _Counts:
     return {
-        "name": fqfn,
-        "state": record.state if record is not None else control.CREATED,
-        "numInstances": parallelism,
-        "numRunning": sum(1 for i in instances if i["status"]["running"]),
-        "numRestarts": sum(i["status"]["numRestarts"] for i in instances),
-        "unclosedObjects": list(unclosed),
-        "instances": instances,
+        "received_total": int(total.get("received", 0)),
+        "processed_successfully_total": int(total.get("processed_successfully", 0)),
+        "system_exceptions_total": int(total.get("system_exceptions", 0)),
+        "user_exceptions_total": int(total.get("user_exceptions", 0)),
+        "avg_process_latency": _average(total),
     }
 
 
-def _metrics(total: dict[str, Any], recent: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "receivedTotal": int(total.get("received", 0)),
-        "processedSuccessfullyTotal": int(total.get("processed_successfully", 0)),
-        "systemExceptionsTotal": int(total.get("system_exceptions", 0)),
-        "userExceptionsTotal": int(total.get("user_exceptions", 0)),
-        "deadLetteredTotal": int(total.get("dead_lettered", 0)),
-        "avgProcessLatency": _average(total),
-        "1min": {
-            "receivedTotal": int(recent.get("received", 0)),
-            "processedSuccessfullyTotal": int(recent.get("processed_successfully", 0)),
-            "systemExceptionsTotal": int(recent.get("system_exceptions", 0)),
-            "userExceptionsTotal": int(recent.get("user_exceptions", 0)),
-            "avgProcessLatency": _average(recent),
-        },
-        "lastInvocation": int(total.get("last_invocation_ms") or 0),
-        "userMetrics": {
-            name: {"count": m.count, "sum": m.sum, "min": m.min, "max": m.max}
+_Data = TypeVar("_Data", bound=FunctionInstanceStatsData)
+
+
+def _metrics(cls: type[_Data], total: dict[str, Any], recent: dict[str, Any]) -> _Data:
+    return cls(
+        **_counts(total),
+        dead_lettered_total=int(total.get("dead_lettered", 0)),
+        one_min=FunctionInstanceStatsDataBase(**_counts(recent)),
+        last_invocation=int(total.get("last_invocation_ms") or 0),
+        user_metrics={
+            name: UserMetricSummary(count=m.count, sum=m.sum, min=m.min, max=m.max)
             for name, m in total.get("user_metrics", {}).items()
         },
-    }
+    )
 
 
-def function_stats(store: Store, fqfn: str, parallelism: int) -> dict[str, Any]:
-    """Pulsar's ``FunctionStats`` JSON: totals, 1-minute variants, per instance."""
+def function_stats(store: Store, fqfn: str, parallelism: int) -> FunctionStats:
+    """Pulsar's ``FunctionStats``: totals, 1-minute variants, per instance."""
     totals = instance_totals(store, fqfn)
     recent = instance_recent(store, fqfn)
     per_instance = [
-        {"instanceId": i, "metrics": _metrics(totals.get(i, {}), recent.get(i, {}))}
+        FunctionInstanceStats(
+            instance_id=i,
+            metrics=_metrics(FunctionInstanceStatsData, totals.get(i, {}), recent.get(i, {})),
+        )
         for i in range(parallelism)
     ]
     whole: dict[str, Any] = {}
@@ -146,4 +160,5 @@ def function_stats(store: Store, fqfn: str, parallelism: int) -> dict[str, Any]:
     for r in recent.values():
         for key, value in r.items():
             whole_recent[key] = whole_recent.get(key, 0) + (value or 0)
-    return {**_metrics(whole, whole_recent), "instances": per_instance}
+    stats = _metrics(FunctionStats, whole, whole_recent)
+    return stats.model_copy(update={"instances": per_instance})
