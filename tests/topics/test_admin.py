@@ -179,8 +179,8 @@ def test_the_largest_partition_count_is_accepted(admin: TopicAdmin) -> None:
 
 
 def test_bad_schema_type_lists_the_allowed_ones(admin: TopicAdmin) -> None:
-    for kind in ["avro", "", "JSON", "str"]:
-        expected = f"schema_type {kind!r} is not one of: bytes, string, json"
+    for kind in ["protobuf", "", "JSON", "str"]:
+        expected = f"schema_type {kind!r} is not one of: bytes, string, json, avro"
         with pytest.raises(ConfigError) as caught:
             admin.create("t", schema_type=kind)
         assert str(caught.value) == expected

@@ -39,6 +39,7 @@ def _initial(conn: Connection) -> None:
         *schema.LIFECYCLE_TABLES,
         *schema.SUBSCRIPTION_TABLES,
         *schema.REGISTRY_TABLES,
+        *schema.TOPIC_SCHEMA_TABLES,
     )
     tables = [t for t in schema.metadata.sorted_tables if t not in later]
     schema.metadata.create_all(conn, tables=tables)
@@ -69,6 +70,12 @@ def _registry(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _topic_schemas(conn: Connection) -> None:
+    # New in version 6; freeze the definition here if it ever changes.
+    for table in schema.TOPIC_SCHEMA_TABLES:
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
@@ -77,6 +84,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         4, "queries keep their position in subscriptions: planned batches", _subscription_plans
     ),
     Migration(5, "the worker's registry: functions, their versions, packages", _registry),
+    Migration(6, "topic schemas: the definition of each avro topic", _topic_schemas),
 )
 
 

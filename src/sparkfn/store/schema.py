@@ -353,6 +353,19 @@ packages = Table(
 
 REGISTRY_TABLES = (functions, function_versions, packages)
 
+# --- topic schemas (version 6) ---------------------------------------------------
+# The schema definition of an ``avro`` topic (Avro JSON), one row per such topic.
+# A table of its own rather than a column of ``topics``: code that reads and
+# writes topics needs only the version-1 tables.
+topic_schemas = Table(
+    "topic_schemas",
+    metadata,
+    Column("topic_id", Integer, ForeignKey("topics.id", ondelete="CASCADE"), primary_key=True),
+    Column("definition", Text, nullable=False),
+)
+
+TOPIC_SCHEMA_TABLES = (topic_schemas,)
+
 LIFECYCLE_TABLES = (
     function_runs,
     function_instance_runs,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import builtins
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection, and_, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from sparkfn.api.errors import ConfigError, TopicExistsError, TopicNotFoundError
+from sparkfn.api.schemas import AvroSchema, Schema
 from sparkfn.config.names import TopicName
 from sparkfn.store import schema
 from sparkfn.store.store import Store
@@ -30,6 +33,8 @@ class TopicInfo:
     retention_ms: int | None
     retention_bytes: int | None
     created_at: datetime
+    # An ``avro`` topic's schema (Avro JSON text); None for the other types.
+    schema_definition: str | None = None
 
     @property
     def key(self) -> str:
@@ -63,6 +68,16 @@ def parse_schema_type(value: str | SchemaType) -> SchemaType:
         raise ConfigError(msg) from None
 
 
+def parse_topic_schema(value: Any) -> tuple[SchemaType, str | None]:
+    """A topic's schema type and definition from a type name (``"json"``) or a
+    ``pulsar.schema`` schema object (``AvroSchema(Record)`` is ``avro`` with its schema)."""
+    if isinstance(value, Schema):
+        info = value.schema_info()
+        kind = parse_schema_type(info.schema_type().lower())
+        return kind, info.schema() if kind is SchemaType.AVRO else None
+    return parse_schema_type(value), None
+
+
 def _retention_ms(
     name: TopicName, retention: timedelta | None, retention_bytes: int | None
 ) -> int | None:
@@ -79,6 +94,24 @@ def _retention_ms(
     return retention_ms
 
 
+def _definition_text(name: TopicName, kind: SchemaType, definition: Any) -> str | None:
+    """An ``avro`` topic's schema as canonical JSON text; ConfigError if missing or invalid."""
+    if kind is not SchemaType.AVRO:
+        if definition is not None:
+            msg = f"topic {name}: only avro topics carry a schema definition (schema {kind.value})"
+            raise ConfigError(msg)
+        return None
+    if definition is None:
+        msg = f"topic {name}: an avro topic needs a schema definition (an Avro record schema)"
+        raise ConfigError(msg)
+    try:
+        schema = AvroSchema(None, definition)
+    except (ValueError, TypeError) as exc:
+        msg = f"topic {name}: schema definition: {exc}"
+        raise ConfigError(msg) from None
+    return json.dumps(json.loads(schema.schema_info().schema()), separators=(",", ":"))
+
+
 def _row_to_info(row: object) -> TopicInfo:
     return TopicInfo(
         id=row.id,  # type: ignore[attr-defined]
@@ -89,6 +122,16 @@ def _row_to_info(row: object) -> TopicInfo:
         retention_bytes=row.retention_bytes,  # type: ignore[attr-defined]
         created_at=row.created_at,  # type: ignore[attr-defined]
     )
+
+
+def _with_definition(conn: Connection, info: TopicInfo) -> TopicInfo:
+    """``info`` with its schema definition, read only for ``avro`` topics (the others have none)."""
+    if info.schema_type is not SchemaType.AVRO:
+        return info
+    definition = conn.execute(
+        select(schema.topic_schemas.c.definition).where(schema.topic_schemas.c.topic_id == info.id)
+    ).scalar_one_or_none()
+    return replace(info, schema_definition=definition)
 
 
 class TopicAdmin:
@@ -109,8 +152,13 @@ class TopicAdmin:
         schema_type: str | SchemaType = SchemaType.BYTES,
         retention: timedelta | None = None,
         retention_bytes: int | None = None,
+        schema_definition: Any = None,
     ) -> TopicInfo:
-        """Create a topic; raises :class:`TopicExistsError` if it exists."""
+        """Create a topic; raises :class:`TopicExistsError` if it exists.
+
+        An ``avro`` topic needs ``schema_definition``: an Avro record schema
+        (a dict or its JSON text), such as a ``pulsar.schema`` record's ``schema()``.
+        """
         name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
         if isinstance(partitions, bool) or not isinstance(partitions, int):
             msg = f"partitions for topic {name} must be an integer; got {partitions!r}"
@@ -122,6 +170,7 @@ class TopicAdmin:
             )
             raise ConfigError(msg)
         kind = parse_schema_type(schema_type)
+        definition = _definition_text(name, kind, schema_definition)
         retention_ms = _retention_ms(name, retention, retention_bytes)
         try:
             with self.store.write() as conn:
@@ -146,6 +195,12 @@ class TopicAdmin:
                         for p in range(partitions)
                     ],
                 )
+                if definition is not None:
+                    conn.execute(
+                        insert(schema.topic_schemas).values(
+                            topic_id=topic_id, definition=definition
+                        )
+                    )
         except IntegrityError as exc:
             msg = f"topic {name} already exists"
             raise TopicExistsError(msg) from exc
@@ -164,12 +219,14 @@ class TopicAdmin:
         if conn is None:
             with self.store.read() as own:
                 row = own.execute(query).first()
+                info = None if row is None else _with_definition(own, _row_to_info(row))
         else:
             row = conn.execute(query).first()
-        if row is None:
+            info = None if row is None else _with_definition(conn, _row_to_info(row))
+        if info is None:
             msg = f"topic {name} does not exist"
             raise TopicNotFoundError(msg)
-        return _row_to_info(row)
+        return info
 
     def exists(self, topic: str | TopicName) -> bool:
         """Whether the topic exists."""
@@ -188,7 +245,8 @@ class TopicAdmin:
             query = query.where(schema.topics.c.namespace == namespace)
         with self.store.read() as conn:
             rows = conn.execute(query).all()
-        return sorted((_row_to_info(r) for r in rows), key=lambda t: t.name)
+            infos = [_with_definition(conn, _row_to_info(r)) for r in rows]
+        return sorted(infos, key=lambda t: t.name)
 
     def stats(self, topic: str | TopicName) -> builtins.list[PartitionStats]:
         """Per-partition start/end offsets, segment count and bytes."""
@@ -252,6 +310,10 @@ class TopicAdmin:
                     )
                 )
             ]
+            if info.schema_type is SchemaType.AVRO:
+                conn.execute(
+                    delete(schema.topic_schemas).where(schema.topic_schemas.c.topic_id == info.id)
+                )
             for table in (
                 schema.segments,
                 schema.subscriptions,

@@ -11,11 +11,14 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
 
 from sparkfn.api.errors import PayloadError
+from sparkfn.api.records import Record, record_to_dict
+from sparkfn.api.schemas import AvroSchema
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 PROPERTIES = pa.map_(pa.string(), pa.string())
@@ -100,13 +103,28 @@ class SchemaType(StrEnum):
     BYTES = "bytes"  # opaque bytes
     STRING = "string"  # UTF-8 text
     JSON = "json"  # UTF-8 JSON document
+    AVRO = "avro"  # Avro binary encoding of the topic's schema definition
 
 
-def encode_value(value: Any, schema_type: SchemaType, *, topic: str) -> bytes:
+@lru_cache(maxsize=64)
+def avro_schema(definition: str) -> AvroSchema:
+    """The codec of an ``avro`` topic's schema definition (JSON text), parsed once."""
+    return AvroSchema(None, definition)
+
+
+def encode_value(
+    value: Any, schema_type: SchemaType, *, topic: str, definition: str | None = None
+) -> bytes:
     """Turn a Python value into the stored bytes for a topic of ``schema_type``.
 
-    Raises :class:`PayloadError` naming the topic and what was found.
+    ``definition`` is an ``avro`` topic's schema, which encodes a dict or a
+    :class:`~sparkfn.api.records.Record`. Raises :class:`PayloadError` naming
+    the topic and what was found.
     """
+    if schema_type is SchemaType.AVRO:
+        return _encode_avro(value, topic, definition)
+    if isinstance(value, Record) and schema_type is SchemaType.JSON:
+        value = record_to_dict(value, enums_by_name=False)
     if schema_type is SchemaType.JSON:
         if isinstance(value, bytes | bytearray):
             check_values([bytes(value)], schema_type, topic=topic)
@@ -132,9 +150,36 @@ def encode_value(value: Any, schema_type: SchemaType, *, topic: str) -> bytes:
     raise PayloadError(msg)
 
 
-def check_values(values: list[bytes | None], schema_type: SchemaType, *, topic: str) -> None:
-    """Validate stored values against the topic schema; raise on the first bad one."""
+def _encode_avro(value: Any, topic: str, definition: str | None) -> bytes:
+    if isinstance(value, bytes | bytearray):
+        check_values([bytes(value)], SchemaType.AVRO, topic=topic, definition=definition)
+        return bytes(value)
+    if definition is None:
+        msg = f"topic {topic} (schema avro) has no schema definition to encode a value with"
+        raise PayloadError(msg)
+    try:
+        return avro_schema(definition).encode(value)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        msg = f"topic {topic} (schema avro): value {value!r:.80} does not fit the topic's schema: {type(exc).__name__}: {exc}"
+        raise PayloadError(msg) from exc
+
+
+def check_values(
+    values: list[bytes | None],
+    schema_type: SchemaType,
+    *,
+    topic: str,
+    definition: str | None = None,
+) -> None:
+    """Validate stored values against the topic schema; raise on the first bad one.
+
+    An ``avro`` value must decode with ``definition`` and be nothing more.
+    """
     if schema_type is SchemaType.BYTES:
+        return
+    if schema_type is SchemaType.AVRO:
+        if definition is not None:
+            _check_avro(values, topic, avro_schema(definition))
         return
     for index, data in enumerate(values):
         if data is None:
@@ -148,6 +193,17 @@ def check_values(values: list[bytes | None], schema_type: SchemaType, *, topic: 
                 f"topic {topic} (schema {schema_type.value}): message {index} value "
                 f"{data[:60]!r} is not valid {schema_type.value}: {exc}"
             )
+            raise PayloadError(msg) from exc
+
+
+def _check_avro(values: list[bytes | None], topic: str, schema: AvroSchema) -> None:
+    for index, data in enumerate(values):
+        if data is None:
+            continue
+        try:
+            schema.validate(data)
+        except ValueError as exc:
+            msg = f"topic {topic} (schema avro): message {index} value {data[:60]!r} is not valid avro for the topic's schema: {exc}"
             raise PayloadError(msg) from exc
 
 
@@ -187,11 +243,14 @@ class ReceivedMessage:
         """``partition:offset``, the message's identity within its topic."""
         return f"{self.partition}:{self.offset}"
 
-    def as_json(self, schema_type: SchemaType) -> dict[str, Any]:
-        """A JSON-friendly dict; the value decoded per the topic schema."""
+    def as_json(self, schema_type: SchemaType, definition: str | None = None) -> dict[str, Any]:
+        """A JSON-friendly dict; the value decoded per the topic schema (and an
+        ``avro`` topic's ``definition``: without it, the value is shown in hex)."""
         value: Any = self.value
         if self.value is not None:
-            if schema_type is SchemaType.JSON:
+            if schema_type is SchemaType.AVRO and definition is not None:
+                value = avro_schema(definition).decode(self.value)
+            elif schema_type is SchemaType.JSON:
                 value = json.loads(self.value)
             elif schema_type is SchemaType.STRING:
                 value = self.value.decode()

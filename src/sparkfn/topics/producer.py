@@ -57,7 +57,7 @@ class Producer:
     ) -> str | None:
         """Send one message; returns its id ``partition:offset`` or ``None`` if de-duplicated."""
         message = Message(
-            value=encode_value(value, self.topic.schema_type, topic=str(self.topic.name)),
+            value=self._encode(value),
             key=key,
             properties=properties or {},
             event_time=event_time,
@@ -67,8 +67,13 @@ class Producer:
 
     def encode(self, values: Iterable[Any]) -> list[Message]:
         """Wrap plain values as messages, validated against the topic schema."""
-        topic = str(self.topic.name)
-        return [Message(encode_value(v, self.topic.schema_type, topic=topic)) for v in values]
+        return [Message(self._encode(v)) for v in values]
+
+    def _encode(self, value: Any) -> bytes:
+        topic = self.topic
+        return encode_value(
+            value, topic.schema_type, topic=str(topic.name), definition=topic.schema_definition
+        )
 
     def _route(self, message: Message, partition: int | None) -> int:
         if partition is not None:
@@ -93,7 +98,10 @@ class Producer:
         # Messages may be built by hand, not through encode_value: the topic's
         # schema must hold for them too, or consumers fail to decode them.
         check_values(
-            [m.value for m in messages], self.topic.schema_type, topic=str(self.topic.name)
+            [m.value for m in messages],
+            self.topic.schema_type,
+            topic=str(self.topic.name),
+            definition=self.topic.schema_definition,
         )
         routed: dict[int, list[tuple[int, Message]]] = {}
         for index, message in enumerate(messages):

@@ -115,8 +115,13 @@ def to_stored_table(batch: pa.RecordBatch, topic: TopicInfo) -> pa.Table:
         except pa.ArrowInvalid as exc:
             msg = f"topic {topic.name} (schema string): a value is not valid UTF-8: {exc}"
             raise PayloadError(msg) from exc
-    if topic.schema_type is SchemaType.JSON:
-        check_values(value.to_pylist(), topic.schema_type, topic=str(topic.name))
+    if topic.schema_type in (SchemaType.JSON, SchemaType.AVRO):
+        check_values(
+            value.to_pylist(),
+            topic.schema_type,
+            topic=str(topic.name),
+            definition=topic.schema_definition,
+        )
     n = batch.num_rows
     return pa.Table.from_arrays(
         [
