@@ -53,8 +53,10 @@ if TYPE_CHECKING:
         TopicNotFoundError,
         UnsafeArchiveError,
     )
-    from sparkfn.api.function import Function, IdentitySerDe, SerDe, VectorizedFunction, vectorized
+    from sparkfn.api.function import Function, VectorizedFunction, vectorized
     from sparkfn.api.lifecycle import DeathCause, FailureInfo, GracefulShutdown, Response
+    from sparkfn.api.message_id import MessageId
+    from sparkfn.api.serde import IdentitySerDe, PickleSerDe, SerDe
     from sparkfn.api.status import (
         DeathException,
         ExceptionInformation,
@@ -121,13 +123,15 @@ _LAZY = {
     "FunctionStatus": "sparkfn.api.status",
     "GracefulShutdown": "sparkfn.api.lifecycle",
     "HarnessClosedError": "sparkfn.api.errors",
-    "IdentitySerDe": "sparkfn.api.function",
+    "IdentitySerDe": "sparkfn.api.serde",
     "LocalRun": "sparkfn.runtime.localrun",
     "Message": "sparkfn.topics.message",
+    "MessageId": "sparkfn.api.message_id",
     "NotFoundError": "sparkfn.api.errors",
     "PartitionStats": "sparkfn.topics.admin",
     "PayloadError": "sparkfn.api.errors",
     "ProcessingGuarantee": "sparkfn.config.function",
+    "PickleSerDe": "sparkfn.api.serde",
     "Producer": "sparkfn.topics.producer",
     "PushSource": "sparkfn.api.connector",
     "ReceivedMessage": "sparkfn.topics.message",
@@ -135,7 +139,7 @@ _LAZY = {
     "Response": "sparkfn.api.lifecycle",
     "SchemaType": "sparkfn.topics.message",
     "SchemaVersionError": "sparkfn.api.errors",
-    "SerDe": "sparkfn.api.function",
+    "SerDe": "sparkfn.api.serde",
     "Settings": "sparkfn.config.settings",
     "Sink": "sparkfn.api.connector",
     "SinkConfig": "sparkfn.config.connector",
@@ -220,12 +224,14 @@ __all__ = [
     "IdentitySerDe",
     "LocalRun",
     "Message",
+    "MessageId",
     "NotFoundError",
     "PackageError",
     "PackageNotFoundError",
     "PackageTooLargeError",
     "PartitionStats",
     "PayloadError",
+    "PickleSerDe",
     "ProcessingGuarantee",
     "Producer",
     "PushSource",

@@ -156,7 +156,7 @@ def test_the_context_describes_the_message_and_the_function(
 
     def spy(input: str, context: Context) -> None:
         seen.update(
-            id=context.get_message_id(),
+            id=str(context.get_message_id()),
             key=context.get_message_key(),
             partition_key=context.get_partition_key(),
             event_time=context.get_message_eventtime(),
@@ -196,8 +196,8 @@ def test_the_context_describes_the_message_and_the_function(
         "name": "spy",
         "fqfn": "public/default/spy",
         "instance": (2, 3),
-        "inputs": ["public/default/a", "public/default/b"],
-        "output": "public/default/out",
+        "inputs": ["persistent://public/default/a", "persistent://public/default/b"],
+        "output": "persistent://public/default/out",
         "color": "red",
         "config": {"color": "red"},
         "token": "t0ken",

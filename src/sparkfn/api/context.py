@@ -16,14 +16,29 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
+from sparkfn.api.message_id import MessageId
+from sparkfn.api.publish import Publication, read_publish
+
 
 class Context(ABC):
     """What a function can ask about and do (Pulsar names)."""
 
     # --- the current message -------------------------------------------
     @abstractmethod
-    def get_message_id(self) -> str:
-        """The current message's id, ``partition:offset``."""
+    def get_message_id(self) -> MessageId | None:
+        """The current message's id; ``str()`` of it is ``partition:offset``.
+
+        ``None`` outside a message (in ``initialize``, or in a vectorized call).
+        """
+
+    @abstractmethod
+    def get_message_partition_index(self) -> int | None:
+        """The partition of its topic the current message came from."""
+
+    @abstractmethod
+    def get_message_sequence_id(self) -> int | None:
+        """The current message's position in its partition (its offset), as Pulsar's
+        sequence id is its position: it grows with every message of the partition."""
 
     @abstractmethod
     def get_message_key(self) -> str | None:
@@ -76,11 +91,17 @@ class Context(ABC):
 
     @abstractmethod
     def get_input_topics(self) -> list[str]:
-        """The function's input topics."""
+        """The function's input topics, ``persistent://tenant/ns/topic``."""
 
     @abstractmethod
     def get_output_topic(self) -> str | None:
-        """The function's output topic, if any."""
+        """The function's output topic, ``persistent://tenant/ns/topic``, if any."""
+
+    @abstractmethod
+    def get_output_serde_class_name(self) -> str | None:
+        """The class name of the serde that encodes the output (``serde.IdentitySerDe``
+        under Pulsar compatibility), or the output's encoding (``bytes``, ``string``,
+        ``json``, ``avro``); ``None`` without an output topic."""
 
     @abstractmethod
     def get_logger(self) -> logging.Logger:
@@ -97,10 +118,10 @@ class Context(ABC):
 
     @abstractmethod
     def get_secret(self, secret_name: str) -> str | None:
-        """A secret named in the function's ``secrets``, or ``None``."""
+        """The secret ``secret_name`` of the function's ``secrets``, as its secrets
+        provider resolves the configured value; ``None`` if it is not configured."""
 
     # --- output ------------------------------------------------------------
-    @abstractmethod
     def publish(
         self,
         topic_name: str,
@@ -113,9 +134,32 @@ class Context(ABC):
     ) -> None:
         """Publish ``message`` to any topic, committed with the current message.
 
-        ``message_conf`` may hold ``partition_key``, ``event_timestamp`` (ms)
-        and ``properties``, as in Pulsar.
+        ``serde_class_name`` (``module.Class``, or Pulsar's ``serde.PickleSerDe``)
+        encodes the message; by default the topic's own encoding does.
+        ``message_conf`` holds ``properties``, ``partition_key``,
+        ``event_timestamp`` (ms) and Pulsar's other ``send_async`` keys (see
+        :mod:`sparkfn.api.publish`); ``properties``, when given, replaces its
+        properties. ``compression_type`` is accepted and not needed.
+        ``callback(result, message_id)`` is called with ``Result.Ok`` once
+        the message's ``process`` call has returned (its publishes are then
+        part of the batch; a failed call discards them and calls no
+        callback); the id is ``None``, as offsets are given at commit.
         """
+        self._publish(
+            read_publish(
+                topic_name,
+                message,
+                serde_class_name,
+                properties,
+                compression_type,
+                callback,
+                message_conf,
+            )
+        )
+
+    @abstractmethod
+    def _publish(self, publication: Publication) -> None:
+        """Buffer what :meth:`publish` was asked, its arguments already checked."""
 
     @abstractmethod
     def record_metric(self, metric_name: str, metric_value: float) -> None:
@@ -123,7 +167,11 @@ class Context(ABC):
 
     @abstractmethod
     def ack(self, msgid: Any, topic: str) -> None:
-        """Acknowledge a message. sparkfn acknowledges by batch commit; kept for compatibility."""
+        """Acknowledge a message of input ``topic``; a ``ValueError`` if it is not an input.
+
+        sparkfn acknowledges every message with its batch's commit, so this
+        checks the topic and does nothing more.
+        """
 
     # --- lifecycle -----------------------------------------------------------
     @abstractmethod

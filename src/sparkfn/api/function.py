@@ -114,27 +114,3 @@ def vectorized(fn: F | None = None, *, batch_format: BatchFormat = "arrow") -> A
         return target
 
     return mark(fn) if fn is not None else mark
-
-
-class SerDe(ABC):
-    """A named serde: turns message bytes into the value a function sees, and back."""
-
-    @abstractmethod
-    def serialize(self, value: Any) -> bytes:
-        """Value → bytes for the topic."""
-
-    @abstractmethod
-    def deserialize(self, data: bytes) -> Any:
-        """Bytes from the topic → value for the function."""
-
-
-class IdentitySerDe(SerDe):
-    """Bytes in, bytes out (str is encoded as UTF-8)."""
-
-    def serialize(self, value: Any) -> bytes:
-        """Return ``value`` as bytes."""
-        return value.encode() if isinstance(value, str) else bytes(value)
-
-    def deserialize(self, data: bytes) -> Any:
-        """Return ``data`` unchanged."""
-        return data

@@ -111,6 +111,11 @@ class FunctionConfig(BaseModel):
     parallelism: int = Field(default=1, ge=1, le=256)
     user_config: dict[str, Any] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict)
+    # What ``context.get_secret`` makes of a ``secrets`` value (see
+    # sparkfn.runtime.function.secrets): Pulsar's ClearTextSecretsProvider
+    # (the value is the secret) under pulsar_compat, else sparkfn's
+    # SecretReferenceProvider (the value is ``env:VAR``, ``VAR`` or ``file:PATH#key``).
+    secrets_provider_classname: str | None = None
     retain_ordering: bool = False
     cleanup_subscription: bool = True
     # Run a file written for Pulsar (``from pulsar import Function``) unchanged.

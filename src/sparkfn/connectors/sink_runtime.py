@@ -266,15 +266,14 @@ class SinkFunction(Function, GracefulShutdown):
         """``write`` the message as a :class:`Record`; a failure is fatal."""
         sink = self._check_open()
         message_id = context.get_message_id()
-        partition, _, _ = message_id.partition(":")
         record = Record(
             value=input,
             key=context.get_message_key(),
             properties=context.get_message_properties(),
             event_time=context.get_message_eventtime(),
             topic=context.get_current_message_topic_name().removeprefix("persistent://"),
-            message_id=message_id or None,
-            partition=int(partition) if partition else None,
+            message_id=None if message_id is None else str(message_id),
+            partition=None if message_id is None else message_id.partition(),
         )
         try:
             sink.write(record)

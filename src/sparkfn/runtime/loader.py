@@ -9,7 +9,6 @@ Python worker process.
 from __future__ import annotations
 
 import inspect
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,9 +18,12 @@ from typing import Any
 
 from sparkfn._usercode import import_file, import_module, resolve_classname
 from sparkfn.api.errors import FunctionLoadError
-from sparkfn.api.function import VECTORIZED_ATTR, SerDe, VectorizedFunction
+from sparkfn.api.function import VECTORIZED_ATTR, VectorizedFunction
 from sparkfn.config.function import FunctionConfig
-from sparkfn.topics.message import SchemaType
+from sparkfn.runtime.function.secrets import secrets_provider
+from sparkfn.runtime.function.serde import Serde
+
+__all__ = ["COMPAT_DIR", "Serde", "UserFunction", "load_function", "user_function"]
 
 COMPAT_DIR = Path(__file__).resolve().parent.parent / "_compat"
 
@@ -76,7 +78,27 @@ def _resolve_target(config: FunctionConfig) -> Any:
             msg = f"function {fqfn}: no classname given and {config.py} defines no 'process'"
             raise FunctionLoadError(msg)
         return module.process
+    if "." not in classname and (module is None or not hasattr(module, classname)):
+        # Pulsar's rule: a classname without a dot names a module, whose
+        # process(input) is the function.
+        return _module_process(fqfn, module, classname)
     return resolve_classname(f"function {fqfn}", module, classname, FunctionLoadError)
+
+
+def _module_process(fqfn: str, module: ModuleType | None, classname: str) -> Any:
+    """``module.process`` for a classname that names a module (the py file's, or an importable one)."""
+    if module is None or module.__name__ != classname:
+        module = import_module(f"function {fqfn}", classname, FunctionLoadError)
+    process = getattr(module, "process", None)
+    if not callable(process):
+        public = sorted(n for n in vars(module) if not n.startswith("_"))
+        msg = (
+            f"function {fqfn}: classname {classname!r} names module {module.__name__}, which "
+            f"defines neither process() nor {classname!r} (it defines: "
+            f"{', '.join(public) or 'nothing'})"
+        )
+        raise FunctionLoadError(msg)
+    return process
 
 
 def user_function(fqfn: str, target: Any) -> UserFunction:
@@ -116,8 +138,12 @@ def user_function(fqfn: str, target: Any) -> UserFunction:
 
 
 def load_function(config: FunctionConfig) -> UserFunction:
-    """Load ``config``'s code; raise :class:`FunctionLoadError` naming what is wrong."""
+    """Load ``config``'s code; raise :class:`FunctionLoadError` naming what is wrong.
+
+    Its secrets provider is checked here too, so a wrong one fails before any message.
+    """
     target = _resolve_target(config)
+    secrets_provider(config.fqfn, config.secrets_provider_classname, config.pulsar_compat)
     if not (inspect.isclass(target) or callable(target) or hasattr(target, "process")):
         msg = (
             f"function {config.fqfn}: classname {config.classname!r} is a "
@@ -125,73 +151,3 @@ def load_function(config: FunctionConfig) -> UserFunction:
         )
         raise FunctionLoadError(msg)
     return user_function(config.fqfn, target)
-
-
-# --- serdes ----------------------------------------------------------------------
-
-
-class Serde:
-    """Decodes input bytes for the function and encodes its results, per topic."""
-
-    def __init__(self, name: str, schema_type: SchemaType, topic: str, fqfn: str) -> None:
-        self.topic = topic
-        self.fqfn = fqfn
-        self.schema_type = schema_type
-        self.custom: SerDe | None = None
-        if name not in ("auto", "bytes", "string", "json"):
-            self.custom = _load_serde(fqfn, name)
-            self.kind = "custom"
-        else:
-            self.kind = schema_type.value if name == "auto" else name
-
-    def decode(self, data: bytes | None) -> Any:
-        """Topic bytes → the value the function sees."""
-        if data is None:
-            return None
-        if self.custom is not None:
-            return self.custom.deserialize(data)
-        if self.kind == "string":
-            return data.decode("utf-8")
-        if self.kind == "json":
-            return json.loads(data)
-        return data
-
-    def encode(self, value: Any) -> bytes:
-        """A function result → topic bytes; raises ``TypeError`` naming the function and topic."""
-        if self.custom is not None:
-            return bytes(self.custom.serialize(value))
-        if self.kind == "json":
-            try:
-                return json.dumps(value, separators=(",", ":")).encode()
-            except (TypeError, ValueError) as exc:
-                msg = (
-                    f"function {self.fqfn} returned a {type(value).__name__} for topic {self.topic} "
-                    f"(json) that is not JSON-serialisable: {exc}"
-                )
-                raise TypeError(msg) from exc
-        if isinstance(value, str):
-            return value.encode()
-        if isinstance(value, bytes | bytearray | memoryview):
-            data = bytes(value)
-            if self.kind == "string":
-                data.decode("utf-8")
-            return data
-        msg = (
-            f"function {self.fqfn} returned a {type(value).__name__} ({value!r:.60}) for topic "
-            f"{self.topic} (schema {self.kind}); expected str or bytes"
-        )
-        raise TypeError(msg)
-
-
-def _load_serde(fqfn: str, name: str) -> SerDe:
-    module_name, _, attr = name.replace(":", ".").rpartition(".")
-    module = import_module(f"function {fqfn}", module_name, FunctionLoadError)
-    cls = getattr(module, attr, None)
-    if cls is None:
-        msg = f"function {fqfn}: serde {name!r}: module {module_name} has no {attr!r}"
-        raise FunctionLoadError(msg)
-    serde = cls() if inspect.isclass(cls) else cls
-    if not (hasattr(serde, "serialize") and hasattr(serde, "deserialize")):
-        msg = f"function {fqfn}: serde {name!r} needs serialize() and deserialize() methods"
-        raise FunctionLoadError(msg)
-    return serde  # type: ignore[return-value]

@@ -128,10 +128,13 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
             return admin.get(name)
         except TopicNotFoundError:
             # Dead letters are the inputs' values as received: the inputs' schema when they share one.
-            kinds = {admin.get(topic).schema_type for topic in self.config.inputs}
-            schema_type = kinds.pop() if len(kinds) == 1 else SchemaType.BYTES
+            inputs = [admin.get(topic) for topic in self.config.inputs]
+            schemas = {(info.schema_type, info.schema_definition) for info in inputs}
+            kind, definition = schemas.pop() if len(schemas) == 1 else (SchemaType.BYTES, None)
             try:
-                return admin.create(name, partitions=1, schema_type=schema_type)
+                return admin.create(
+                    name, partitions=1, schema_type=kind, schema_definition=definition
+                )
             except TopicExistsError:  # another task created it meanwhile
                 return admin.get(name)
 

@@ -45,7 +45,7 @@ from sparkfn.runtime.loader import (
 )
 from sparkfn.runtime.stats import InstanceStats, MetricSummary
 from sparkfn.state.buffer import CommittedState, StateMutation
-from sparkfn.topics.admin import parse_schema_type
+from sparkfn.topics.admin import parse_topic_schema
 from sparkfn.topics.message import READ_SCHEMA, SchemaType, encode_value, utc_now
 
 
@@ -109,7 +109,9 @@ class FunctionHarness:
     Topic schemas decide how values are encoded and decoded, as on real
     topics: ``input_schema`` for every input, ``output_schema`` for the
     output, ``topic_schemas`` for any other topic by name; topics named
-    nowhere (those a function publishes to) take ``output_schema``.
+    nowhere (those a function publishes to) take ``output_schema``. A
+    schema is a type name or a ``pulsar.schema`` schema: ``AvroSchema(Rec)``
+    is an ``avro`` topic with ``Rec``'s schema.
 
     Lifecycle: ``initialize(context)`` is called before the first message,
     ``close()`` once by :meth:`close` (or leaving a ``with`` block), and only
@@ -135,9 +137,9 @@ class FunctionHarness:
         name: str = "test",
         inputs: Sequence[str] = ("in",),
         output: str | None = "out",
-        input_schema: str | SchemaType = "string",
-        output_schema: str | SchemaType = "string",
-        topic_schemas: Mapping[str, str | SchemaType] | None = None,
+        input_schema: Any = "string",
+        output_schema: Any = "string",
+        topic_schemas: Mapping[str, Any] | None = None,
         user_config: Mapping[str, Any] | None = None,
         secrets: Mapping[str, str] | None = None,
         log_topic: str | None = None,
@@ -191,7 +193,7 @@ class FunctionHarness:
             )
             raise ConfigError(msg)
         self._schemas = self._topic_schemas(input_schema, output_schema, topic_schemas)
-        self._default_schema = parse_schema_type(output_schema)
+        self._default_schema = parse_topic_schema(output_schema)
         self._instance = FunctionInstance(self.config, instance_id, user, _Topics(self._schema_of))
         self._decoders: dict[str, Serde] = {}
         self._offsets: dict[str, Iterator[int]] = {}
@@ -203,25 +205,26 @@ class FunctionHarness:
     # --- configuration -----------------------------------------------------------
     def _topic_schemas(
         self,
-        input_schema: str | SchemaType,
-        output_schema: str | SchemaType,
-        topic_schemas: Mapping[str, str | SchemaType] | None,
-    ) -> dict[str, SchemaType]:
-        schemas = {topic: parse_schema_type(input_schema) for topic in self.config.inputs}
+        input_schema: Any,
+        output_schema: Any,
+        topic_schemas: Mapping[str, Any] | None,
+    ) -> dict[str, tuple[SchemaType, str | None]]:
+        schemas = {topic: parse_topic_schema(input_schema) for topic in self.config.inputs}
         if self.config.output is not None:
-            schemas[self.config.output] = parse_schema_type(output_schema)
+            schemas[self.config.output] = parse_topic_schema(output_schema)
         for topic, schema in (topic_schemas or {}).items():
-            schemas[_topic(topic)] = parse_schema_type(schema)
+            schemas[_topic(topic)] = parse_topic_schema(schema)
         return schemas
 
-    def _schema_of(self, topic: str) -> SchemaType:
+    def _schema_of(self, topic: str) -> tuple[SchemaType, str | None]:
         return self._schemas.get(topic, self._default_schema)
 
     def _decoder(self, topic: str) -> Serde:
         serde = self._decoders.get(topic)
         if serde is None:
             name = self.config.output_serde if topic == self.config.output else "auto"
-            serde = Serde(name, self._schema_of(topic), topic, self.config.fqfn)
+            kind, definition = self._schema_of(topic)
+            serde = Serde(name, kind, topic, self.config.fqfn, definition=definition)
             self._decoders[topic] = serde
         return serde
 
@@ -321,7 +324,7 @@ class FunctionHarness:
         serde = self._instance.input_serde_for(topic)
         if serde.custom is not None:
             return serde.encode(value)
-        return encode_value(value, serde.schema_type, topic=topic)
+        return encode_value(value, serde.schema_type, topic=topic, definition=serde.definition)
 
     def _run(self, rows: list[dict[str, Any]]) -> list[Any]:
         batch = pa.RecordBatch.from_pylist(rows, schema=READ_SCHEMA)
@@ -450,14 +453,17 @@ class FunctionHarness:
 class _Topics:
     """The harness's topics for its instance: every topic exists, none is created."""
 
-    def __init__(self, schemas: Callable[[str], SchemaType]) -> None:
+    def __init__(self, schemas: Callable[[str], tuple[SchemaType, str | None]]) -> None:
         self._schemas = schemas
 
     def schema_of(self, topic: str) -> SchemaType:
-        return self._schemas(topic)
+        return self._schemas(topic)[0]
 
     def create(self, topic: str) -> SchemaType:
-        return self._schemas(topic)
+        return self._schemas(topic)[0]
+
+    def definition_of(self, topic: str) -> str | None:
+        return self._schemas(topic)[1]
 
 
 def _topic(name: str) -> str:

@@ -21,7 +21,7 @@ class Flaky(Function):
         context.publish("side", f"side {input}")
         if input.startswith("bad"):
             with open(context.get_user_config_value("attempts_file"), "a") as attempts:
-                attempts.write(context.get_message_id() + "\n")
+                attempts.write(f"{context.get_message_id()}\n")
             msg = f"cannot handle {input}"
             raise ValueError(msg)
         return input.upper()

@@ -36,7 +36,7 @@ class GuaranteeCounter(Function):
         for word in input.split():
             context.incr_counter(word, 1)
         context.incr_counter("messages", 1)
-        message_id = context.get_message_id()
+        message_id = str(context.get_message_id())
         if message_id == context.get_user_config_value("wait_at"):
             deadline = time.monotonic() + 300
             paths = context.get_user_config_value("wait_for") or []

@@ -17,7 +17,7 @@ class InstanceProbe(Function):
     def process(self, input: Any, context: Context) -> Any:
         key = context.get_message_key()
         message_id = context.get_message_id()
-        partition, offset = (int(x) for x in message_id.split(":"))
+        partition, offset = message_id.partition(), message_id.entry_id()
         instance = context.get_instance_id()
         mode = context.get_user_config_value("order_by")
         if mode == "key":

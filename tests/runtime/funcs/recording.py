@@ -88,7 +88,7 @@ class Recording(Function, GracefulShutdown):
             time.sleep(0.05)
 
     def process(self, input: Any, context: Context) -> str:
-        offset = int(context.get_message_id().split(":")[1])
+        offset = context.get_message_id().entry_id()
         self._record("process", value=input, offset=offset)
         if self.config.get("sleep"):
             time.sleep(float(self.config["sleep"]))

@@ -39,10 +39,11 @@ def attempt_each(
     returns goes to ``emit`` with the value's key or, when ``emit`` is
     ``None``, to the output topic through its serde.
 
-    A failed attempt leaves no trace: its state changes, outputs and
-    metrics are discarded and its exception is counted among the user
-    exceptions. A success counts ``messages`` processed messages and one
-    latency. A :class:`FatalError` is not a message error: it ends the task.
+    A failed attempt leaves no trace: its state changes, outputs, metrics
+    and publish callbacks are discarded and its exception is counted among
+    the user exceptions. A success calls its publish callbacks and counts
+    ``messages`` processed messages and one latency. A :class:`FatalError`
+    is not a message error: it ends the task.
 
     This is the hot path, one iteration per message: it keeps what it
     needs in locals and appends an output straight into the columns.
@@ -53,6 +54,7 @@ def attempt_each(
     state = inst.state
     savepoint = state.savepoint
     pending = inst.pending_metrics
+    callbacks = context.callbacks
     stats = inst.stats
     out = inst.out
     out_kind, out_topic, out_value = out.kind, out.topic, out.value
@@ -63,7 +65,7 @@ def attempt_each(
     if emit is None:
         out_serde = inst.output_serde_for(output)
         encode = out_serde.encode
-        utf8_out = out_serde.custom is None and out_serde.kind in ("string", "bytes")
+        utf8_out = out_serde.kind in ("string", "bytes", "identity")
     decode: Decode = as_is
     decode_topic: str | None = None
     utf8_in = False
@@ -86,6 +88,8 @@ def attempt_each(
                 savepoint.clear()
             if pending:
                 pending.clear()
+            if callbacks:
+                callbacks.clear()
             mark = out.sealed + len(out_value)  # len(out), without a call
             started = perf()
             try:
@@ -120,6 +124,8 @@ def attempt_each(
             if pending:
                 for name, metric in pending:
                     stats.record_metric(name, metric)
+            if callbacks:
+                context.run_callbacks()
             break
     stats.processed_successfully += processed
     stats.latency_ms_sum += latency * 1000

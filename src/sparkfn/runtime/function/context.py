@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from sparkfn.api.context import Context
+from sparkfn.api.errors import ConfigError
+from sparkfn.api.message_id import MessageId
+from sparkfn.api.publish import Publication, PublishCallback, Result
 from sparkfn.config.names import TopicName
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.rows import InputRows
-from sparkfn.runtime.function.secrets import resolve_secret
-from sparkfn.runtime.loader import _load_serde
+from sparkfn.runtime.function.secrets import secrets_provider
 
 if TYPE_CHECKING:
     from sparkfn.runtime.function.instance import FunctionInstance
@@ -61,6 +63,10 @@ class FunctionContext(Context):
         )
         self._logger.parent = logging.getLogger("sparkfn.function")
         self._logger.addHandler(_LogCapture(instance))
+        self._secrets: Any = None  # the secrets provider, made on first use
+        # The publish callbacks of the message's current attempt: called when
+        # it succeeds (run_callbacks), dropped when it fails.
+        self.callbacks: list[PublishCallback] = []
 
     def fatal(self, exc: BaseException) -> None:
         """Terminate this instance with ``exc`` (PIP-297); see :meth:`Context.fatal`."""
@@ -92,9 +98,19 @@ class FunctionContext(Context):
         return self._rows.column(name)[self.index]
 
     # --- the current message -------------------------------------------
-    def get_message_id(self) -> str:
-        """The current message's id, ``partition:offset``."""
-        return self.current_message_id() or ""
+    def get_message_id(self) -> MessageId | None:
+        """The current message's id (``str()``: ``partition:offset``)."""
+        if self._rows is None or self.index < 0:
+            return None
+        return MessageId(self._field("partition"), self._field("offset"))
+
+    def get_message_partition_index(self) -> int | None:
+        """The partition of the current message."""
+        return self._field("partition")  # type: ignore[no-any-return]
+
+    def get_message_sequence_id(self) -> int | None:
+        """The current message's offset in its partition."""
+        return self._field("offset")  # type: ignore[no-any-return]
 
     def get_message_key(self) -> str | None:
         """The current message's key."""
@@ -148,12 +164,25 @@ class FunctionContext(Context):
         return self._inst.config.parallelism
 
     def get_input_topics(self) -> list[str]:
-        """The input topics."""
-        return list(self._inst.config.inputs)
+        """The input topics, ``persistent://tenant/ns/topic`` (and ``topics_pattern``, if any)."""
+        config = self._inst.config
+        topics = [f"persistent://{topic}" for topic in config.inputs]
+        return topics + [config.topics_pattern] if config.topics_pattern else topics
 
     def get_output_topic(self) -> str | None:
-        """The output topic."""
-        return self._inst.config.output
+        """The output topic, ``persistent://tenant/ns/topic``."""
+        output = self._inst.config.output
+        return None if output is None else f"persistent://{output}"
+
+    def get_output_serde_class_name(self) -> str | None:
+        """The output serde's class name, or the output topic's encoding."""
+        config = self._inst.config
+        if config.output is None:
+            return None
+        serde = self._inst.output_serde_for(config.output)
+        if serde.custom is not None or serde.record is not None:
+            return config.output_serde
+        return "serde.IdentitySerDe" if serde.kind == "identity" else serde.kind
 
     def get_logger(self) -> logging.Logger:
         """This instance's logger."""
@@ -168,51 +197,75 @@ class FunctionContext(Context):
         """The ``user_config`` mapping."""
         return dict(self._inst.config.user_config)
 
-    def get_secret(self, secret_name: str) -> str | None:
-        """Resolve a secret: ``env:VAR`` / ``VAR`` from the environment, ``file:PATH#key`` from a JSON/YAML file."""
-        spec = self._inst.config.secrets.get(secret_name)
+    def get_secret(self, secret_name: str) -> Any:
+        """The secret, as the function's secrets provider resolves its configured value."""
+        config = self._inst.config
+        spec = config.secrets.get(secret_name)
         if spec is None:
             return None
-        return resolve_secret(spec)
+        if self._secrets is None:
+            self._secrets = secrets_provider(
+                config.fqfn, config.secrets_provider_classname, config.pulsar_compat
+            )
+        return self._secrets.provide_secret(secret_name, spec)
 
     # --- output ------------------------------------------------------------
-    def publish(
-        self,
-        topic_name: str,
-        message: Any,
-        serde_class_name: str | None = None,
-        properties: Mapping[str, str] | None = None,
-        compression_type: Any = None,
-        callback: Any = None,
-        message_conf: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Publish to ``topic_name``; committed with the current message.
+    def _publish(self, publication: Publication) -> None:
+        """Encode and buffer a publish; committed with the current message.
 
         The topic must exist (else a :class:`~sparkfn.api.errors.TopicNotFoundError`
         naming the function and the topic: a message error like any other),
         unless the function's ``auto_create_topics`` lets it be created here.
         """
         inst = self._inst
-        topic = str(TopicName.parse(topic_name, field="publish topic"))
-        conf = dict(message_conf or {})
-        props = {**dict(conf.get("properties") or {}), **dict(properties or {})}
-        event_ms = conf.get("event_timestamp")
-        event_time = None if event_ms is None else datetime.fromtimestamp(event_ms / 1000, UTC)
-        if serde_class_name and not serde_class_name.endswith("IdentitySerDe"):
-            inst.topic_schema(topic)  # the topic must exist, whatever encodes the value
-            data = bytes(_load_serde(inst.config.fqfn, serde_class_name).serialize(message))
+        topic = str(TopicName.parse(publication.topic_name, field="publish topic"))
+        if publication.serde_class_name is None:
+            data = inst.output_serde_for(topic).encode(publication.message)
         else:
-            data = inst.output_serde_for(topic).encode(message)
-        inst.emit(Emitted("publish", topic, data, conf.get("partition_key"), props, event_time))
-        if callable(callback):
-            callback(None, None)
+            data = inst.encode_with(publication.serde_class_name, topic, publication.message)
+        inst.emit(
+            Emitted(
+                "publish",
+                topic,
+                data,
+                publication.key,
+                publication.properties,
+                publication.event_time,
+            )
+        )
+        if publication.callback is not None:
+            self.callbacks.append(publication.callback)
+
+    def run_callbacks(self) -> None:
+        """The message's attempt succeeded: tell its publish callbacks ``Result.Ok``.
+
+        A callback that raises is logged; the message stays processed.
+        """
+        callbacks = list(self.callbacks)
+        self.callbacks.clear()
+        for callback in callbacks:
+            try:
+                callback(Result.Ok, None)
+            except Exception:
+                self._logger.exception("publish callback %r failed", callback)
 
     def record_metric(self, metric_name: str, metric_value: float) -> None:
         """Observe a user metric value."""
         self._inst.pending_metrics.append((metric_name, float(metric_value)))
 
     def ack(self, msgid: Any, topic: str) -> None:
-        """No-op: sparkfn acknowledges by batch commit."""
+        """Check ``topic`` is an input (``ValueError`` if not); the batch commit acknowledges."""
+        config = self._inst.config
+        name = re.sub(r"-partition-\d+$", "", str(topic))
+        try:
+            name = str(TopicName.parse(name))
+        except ConfigError:
+            name = ""
+        pattern = config.topics_pattern
+        if name and (name in config.inputs or (pattern and re.fullmatch(pattern, name))):
+            return
+        msg = f"Invalid topicname {topic}"
+        raise ValueError(msg)
 
     # --- state -------------------------------------------------------------
     def incr_counter(self, key: str, amount: int) -> None:

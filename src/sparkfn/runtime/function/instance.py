@@ -36,12 +36,13 @@ from sparkfn.runtime.function.attempts import EmitResult, attempt_each
 from sparkfn.runtime.function.context import FatalOrigin, FunctionContext
 from sparkfn.runtime.function.emit import EmitBuffer, Emitted
 from sparkfn.runtime.function.rows import InputRows
+from sparkfn.runtime.function.serde import Serde
 from sparkfn.runtime.function.topics import TopicCatalog
 from sparkfn.runtime.function.vectorized import decode_batch, emit_batch_result
-from sparkfn.runtime.loader import Serde, UserFunction
+from sparkfn.runtime.loader import UserFunction
 from sparkfn.runtime.stats import InstanceStats
 from sparkfn.state.buffer import CommittedState, StateBuffer, StateMutation, StateReader
-from sparkfn.topics.message import SchemaType
+from sparkfn.topics.message import SchemaType, check_values
 
 _LOG = logging.getLogger("sparkfn.lifecycle")
 
@@ -103,6 +104,7 @@ class FunctionInstance:
         self._topics = topics
         self._serdes: dict[str, Serde] = {}
         self.input_serdes: dict[str, Serde] = {}
+        self._named_serdes: dict[tuple[str, str], Serde] = {}  # publish's, by (name, topic)
         self.context = FunctionContext(self)
         self.state = StateBuffer(_no_state)
         self.stats = InstanceStats()
@@ -160,19 +162,40 @@ class FunctionInstance:
         serde = self._serdes.get(topic)
         if serde is None:
             name = self.config.output_serde if topic == self.config.output else "auto"
-            serde = self._serdes[topic] = Serde(
-                name, self.topic_schema(topic), topic, self.config.fqfn
-            )
+            serde = self._serdes[topic] = self._serde(name, self.topic_schema(topic), topic)
         return serde
 
     def input_serde_for(self, topic: str) -> Serde:
         """The serde decoding values from input ``topic``."""
         serde = self.input_serdes.get(topic)
         if serde is None:
-            serde = self.input_serdes[topic] = Serde(
-                self.config.input_serde, self._topics.schema_of(topic), topic, self.config.fqfn
-            )
+            schema = self._topics.schema_of(topic)
+            serde = self.input_serdes[topic] = self._serde(self.config.input_serde, schema, topic)
         return serde
+
+    def _serde(self, name: str, schema: SchemaType, topic: str) -> Serde:
+        definition = self._topics.definition_of(topic) if schema is SchemaType.AVRO else None
+        return Serde(
+            name,
+            schema,
+            topic,
+            self.config.fqfn,
+            definition=definition,
+            pulsar_compat=self.config.pulsar_compat,
+        )
+
+    def encode_with(self, serde_class_name: str, topic: str, value: Any) -> bytes:
+        """``value`` encoded for ``topic`` by the serde (or Record class) that
+        ``serde_class_name`` names (``context.publish``); the bytes must suit the topic."""
+        key = (serde_class_name, topic)
+        serde = self._named_serdes.get(key)
+        if serde is None:
+            schema = self.topic_schema(topic)
+            serde = self._named_serdes[key] = self._serde(serde_class_name, schema, topic)
+        data = serde.encode(value)
+        if serde.custom is not None:
+            check_values([data], serde.schema_type, topic=topic, definition=serde.definition)
+        return data
 
     # --- emission ---------------------------------------------------------------
     def emit(self, item: Emitted) -> None:
@@ -314,6 +337,8 @@ class FunctionInstance:
             return
         self.context.bind(None, -1)
         result = hook()
+        if self.context.callbacks:
+            self.context.run_callbacks()
         output = self.config.output
         if result is None or not output:
             return

@@ -1,7 +1,8 @@
 """The topics a function instance writes to, as the instance sees them.
 
-The instance asks a :class:`TopicCatalog` for a topic's schema type before it
-encodes a value for it (outputs, ``context.publish``). On Spark the catalog
+The instance asks a :class:`TopicCatalog` for a topic's schema type (and an
+``avro`` topic's schema definition) before it encodes a value for it
+(outputs, ``context.publish``) or decodes one from it (inputs). On Spark the catalog
 is the store's (:class:`StoreTopicCatalog`); the unit-test harness has its own
 in-memory one, where every topic exists.
 """
@@ -12,7 +13,7 @@ from typing import Protocol
 
 from sparkfn.api.errors import TopicExistsError
 from sparkfn.store.store import Store
-from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.message import SchemaType
 
 AUTO_CREATED_PARTITIONS = 1
@@ -30,20 +31,31 @@ class TopicCatalog(Protocol):
         """Create ``topic`` (1 partition, ``bytes``) unless it exists; its schema type."""
         ...
 
+    def definition_of(self, topic: str) -> str | None:
+        """An ``avro`` topic's schema definition (Avro JSON); ``None`` for other types."""
+        ...
+
 
 class StoreTopicCatalog:
     """The topics of a store; schema types are cached, for the life of the instance."""
 
     def __init__(self, store: Store) -> None:
         self._admin = TopicAdmin(store)
-        self._schemas: dict[str, SchemaType] = {}
+        self._topics: dict[str, TopicInfo] = {}
+
+    def _info(self, topic: str) -> TopicInfo:
+        info = self._topics.get(topic)
+        if info is None:
+            info = self._topics[topic] = self._admin.get(topic)
+        return info
 
     def schema_of(self, topic: str) -> SchemaType:
         """``topic``'s schema type; raises :class:`~sparkfn.api.errors.TopicNotFoundError`."""
-        schema = self._schemas.get(topic)
-        if schema is None:
-            schema = self._schemas[topic] = self._admin.get(topic).schema_type
-        return schema
+        return self._info(topic).schema_type
+
+    def definition_of(self, topic: str) -> str | None:
+        """An ``avro`` topic's schema definition."""
+        return self._info(topic).schema_definition
 
     def create(self, topic: str) -> SchemaType:
         """Create ``topic`` unless it exists (another task may create it at the same time)."""

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkfn.runtime.function.emit import EmitBuffer, Emitted
-from sparkfn.runtime.loader import Serde
+from sparkfn.runtime.function.serde import Serde
 from sparkfn.topics.message import PROPERTIES, properties_from_json
 
 _SEEN_COLUMNS = ("key", "value", "properties", "event_time", "topic", "partition", "offset")
@@ -97,7 +97,7 @@ def _combined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def _encoded_column(values: pa.Array, serde: Serde) -> pa.Array | None:
     """``values`` as topic bytes, or None when they need the serde value by value."""
-    if serde.custom is not None or serde.kind == "json":
+    if serde.kind in ("custom", "json", "avro"):
         return None
     kind = values.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
