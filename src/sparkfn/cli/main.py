@@ -31,6 +31,7 @@ from sparkfn.cli.functions import functions_app
 from sparkfn.cli.sinks import sinks_app
 from sparkfn.cli.sources import sources_app
 from sparkfn.cli.topics import topics_app
+from sparkfn.cli.worker import worker_app
 from sparkfn.config.settings import DATA_DIR_ENV, STORE_URL_ENV
 
 app = typer.Typer(
@@ -44,6 +45,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(functions_app, name="functions")
 app.add_typer(sources_app, name="sources")
 app.add_typer(sinks_app, name="sinks")
+app.add_typer(worker_app, name="worker")
 
 
 @app.callback()

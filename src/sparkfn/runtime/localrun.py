@@ -55,9 +55,12 @@ class LocalRun:
         spark_master: str = "local[*]",
         spark: Any = None,
         kind: str = "function",
+        scheduler_pool: str | None = None,
     ) -> None:
         self.config = config
         self.kind = kind
+        # A worker runs every function in a Spark FAIR-scheduler pool of its own.
+        self.scheduler_pool = scheduler_pool
         self._own_store = store is None
         self.store = store or Store.open(store_url, data_dir)
         self.spark_master = spark_master
@@ -90,6 +93,11 @@ class LocalRun:
             raise
 
         def start_query(epoch: int) -> Any:
+            if self.scheduler_pool is not None:
+                # A local property of the starting thread; the query's thread inherits it.
+                self.spark.sparkContext.setLocalProperty(
+                    "spark.scheduler.pool", self.scheduler_pool
+                )
             self.query = start_function_query(
                 self.spark,
                 self.store,

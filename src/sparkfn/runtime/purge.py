@@ -1,0 +1,71 @@
+"""Forgetting a function: what deleting it removes from the store and the data dir.
+
+A deleted function leaves nothing that a new function of the same name
+would inherit: its state, statistics, exceptions, lifecycle records and
+Spark checkpoint go; its subscription goes too when ``cleanup_subscription``
+is set (Pulsar's default), so a new function of that name starts from its
+``subscription_position``; kept, the new one resumes where this one stopped.
+Topics, their messages and uploaded packages stay.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+
+from sqlalchemy import delete
+
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime import control
+from sparkfn.runtime.query import checkpoint_dir
+from sparkfn.store import schema
+from sparkfn.store.store import Store
+from sparkfn.topics.subscription import delete_subscription
+
+# Rows keyed by the function's FQFN (state, stats) or by its lifecycle record's id.
+_BY_FQFN = (
+    schema.function_state,
+    schema.function_instance_stats,
+    schema.function_batch_stats,
+    schema.function_exceptions,
+)
+_BY_CONTROL_ID = (
+    schema.function_runs,
+    schema.function_instance_runs,
+    schema.function_transitions,
+    schema.function_commands,
+    schema.function_objects,
+)
+
+
+@dataclass(frozen=True)
+class Purged:
+    """What :func:`purge_function` removed."""
+
+    rows: int
+    subscription_cursors: int
+    checkpoint_removed: bool
+
+
+def purge_function(store: Store, config: FunctionConfig, *, kind: str = "function") -> Purged:
+    """Remove everything the store and the data dir keep for ``config``'s function.
+
+    Call it only when no run of the function is active (stop it first).
+    """
+    cid = control.control_id(kind, config.fqfn)
+    rows = cursors = 0
+    with store.write() as conn:
+        for table in _BY_FQFN:
+            rows += conn.execute(delete(table).where(table.c.fqfn == config.fqfn)).rowcount
+        for table in _BY_CONTROL_ID:
+            rows += conn.execute(delete(table).where(table.c.fqfn == cid)).rowcount
+        # The last planned batch goes either way: it carries the old runs' epoch,
+        # which a new run (its epochs start again at 1) would take for a newer one.
+        plans = schema.subscription_plans
+        rows += conn.execute(delete(plans).where(plans.c.name == config.subscription)).rowcount
+        if config.cleanup_subscription:
+            cursors = delete_subscription(conn, config.subscription)
+    location = checkpoint_dir(store, config, kind)
+    existed = location.exists()
+    shutil.rmtree(location, ignore_errors=True)
+    return Purged(rows=rows, subscription_cursors=cursors, checkpoint_removed=existed)

@@ -1,0 +1,79 @@
+"""How the REST API reports errors: a stable ``reason``, a message and the right HTTP status.
+
+Every error body is ``{"reason": "...", "message": "..."}``. The reason is the
+raising class's own (:mod:`sparkfn.api.errors`), so clients branch on it
+rather than on the message text.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from sparkfn.api.errors import (
+    AlreadyExistsError,
+    AuthError,
+    ConfigError,
+    ForbiddenError,
+    NotFoundError,
+    PackageError,
+    PackageTooLargeError,
+    PayloadError,
+    SparkfnError,
+    StaleRunError,
+)
+
+# Most specific first: the first class the error is an instance of decides.
+STATUS_OF: tuple[tuple[type[SparkfnError], int], ...] = (
+    (ForbiddenError, 403),
+    (AuthError, 401),
+    (PackageTooLargeError, 413),
+    (NotFoundError, 404),
+    (AlreadyExistsError, 409),
+    (StaleRunError, 409),
+    (ConfigError, 400),
+    (PackageError, 400),
+    (PayloadError, 400),
+)
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response."""
+
+    reason: str
+    message: str
+
+
+def status_of(exc: SparkfnError) -> int:
+    """The HTTP status for ``exc``: 4xx for what the caller can fix, else 500."""
+    for cls, status in STATUS_OF:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def error_response(status: int, reason: str, message: str) -> JSONResponse:
+    """A JSON error response."""
+    return JSONResponse(ErrorBody(reason=reason, message=message).model_dump(), status_code=status)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Report sparkfn errors and request validation errors as :class:`ErrorBody`."""
+
+    async def sparkfn_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, SparkfnError)
+        return error_response(status_of(exc), exc.reason, str(exc))
+
+    async def invalid_request(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error.get("loc", ()))
+            found = error.get("input")
+            problems.append(f"{where}: {error.get('msg')} (got {found!r})")
+        return error_response(400, "invalid_request", "; ".join(problems))
+
+    app.add_exception_handler(SparkfnError, sparkfn_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)

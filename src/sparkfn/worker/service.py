@@ -1,0 +1,277 @@
+"""The worker: keeps submitted functions running in one process, over one SparkSession.
+
+Every registered function has a :class:`~sparkfn.runtime.localrun.LocalRun`
+here (the same query and supervisor ``localrun`` uses), started on the
+worker's shared SparkSession in a scheduler pool of its own, so one busy
+function cannot starve the others. What should run is kept in the store
+(:class:`~sparkfn.worker.registry.Registry`): a worker that comes back after
+a stop or a SIGKILL starts those functions again, and each resumes from its
+subscription, so under ``effectively_once`` nothing is lost or repeated.
+
+The REST app (:mod:`sparkfn.worker.app`) is a thin layer over this class;
+it can be driven directly too::
+
+    worker = Worker(WorkerSettings.resolve(data_dir=tmp))
+    worker.open()
+    worker.create(config, package_digest=None, who="alice")
+    print(worker.status("public/default/exclaim"))
+    worker.shutdown()
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from sparkfn.api.errors import FunctionFailedError, FunctionNotFoundError
+from sparkfn.api.lifecycle import StopMode
+from sparkfn.api.status import FunctionStats, FunctionStatus
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.purge import purge_function
+from sparkfn.runtime.query import validate
+from sparkfn.runtime.spark import spark_session
+from sparkfn.state.buffer import CommittedState
+from sparkfn.state.store import get_state, put_state
+from sparkfn.store.store import Store
+from sparkfn.worker.registry import Desired, FunctionVersion, Registry
+from sparkfn.worker.settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+# Every function gets a pool of its own under Spark's FAIR scheduler.
+SPARK_CONF = {"spark.scheduler.mode": "FAIR"}
+
+
+class Worker:
+    """The functions one worker process runs, and the operations on them."""
+
+    def __init__(self, settings: WorkerSettings, *, spark: Any = None) -> None:
+        self.settings = settings
+        self.store: Store | None = None
+        self._spark = spark
+        self._runs: dict[str, LocalRun] = {}
+        self._lock = threading.RLock()
+        self._closing = False
+
+    # --- the process -------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open the store (creating the data dir and the schema if they are new)."""
+        self.store = Store.open(self.settings.store_url, self.settings.data_dir)
+
+    def restore(self) -> list[str]:
+        """Start every function that should run; returns their FQFNs."""
+        started = []
+        for version in self.registry.wanted_running():
+            try:
+                self._start(version.config)
+                started.append(version.fqfn)
+            except Exception as exc:  # one broken function must not keep the others down
+                log.error("function %s could not start again: %s", version.fqfn, exc)
+        return started
+
+    @property
+    def registry(self) -> Registry:
+        """The registry of the worker's store."""
+        return Registry(self.open_store())
+
+    @property
+    def spark(self) -> Any:
+        """The SparkSession every function of this worker shares (created on first use)."""
+        if self._spark is None:
+            self._spark = spark_session(
+                master=self.settings.spark_master, app_name="sparkfn worker", conf=SPARK_CONF
+            )
+        return self._spark
+
+    def running(self) -> list[str]:
+        """FQFNs of the functions whose runs have not ended."""
+        with self._lock:
+            return sorted(f for f, run in self._runs.items() if not _ended(run))
+
+    def shutdown(self, mode: StopMode | None = None) -> None:
+        """Stop every run (by default as ``shutdown_mode`` says) and close the store.
+
+        What should run stays recorded, so the next worker starts them again.
+        """
+        stop_mode = mode or self.settings.shutdown_mode
+        with self._lock:
+            self._closing = True  # a start racing with this one fails instead of outliving it
+            runs = list(self._runs.values())
+            self._runs.clear()
+        for run in runs:
+            run.stop(stop_mode, timeout=0)
+        for run in runs:
+            if not run.stop(stop_mode, timeout=self.settings.shutdown_timeout):
+                log.warning(
+                    "function %s did not %s in time; cancelling it", run.config.fqfn, stop_mode
+                )
+                run.stop(StopMode.CANCEL, timeout=self.settings.shutdown_timeout)
+        log.info("worker stopped %d function(s) (%s)", len(runs), stop_mode)
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    # --- functions ---------------------------------------------------------------
+
+    def create(
+        self, config: FunctionConfig, *, package_digest: str | None, who: str
+    ) -> FunctionVersion:
+        """Register ``config`` (version 1) and start it."""
+        validate(self.open_store(), config)  # bad topics or code fail before anything is kept
+        version = self.registry.create(config, package_digest=package_digest, who=who)
+        self._start(version.config)
+        return version
+
+    def update(
+        self,
+        config: FunctionConfig,
+        *,
+        package_digest: str | None,
+        who: str,
+        mode: StopMode = StopMode.DRAIN,
+    ) -> FunctionVersion:
+        """Make ``config`` the next version; the running one ends by ``mode`` before it starts.
+
+        ``drain`` and ``suspend`` both commit everything the old version took,
+        and the new one resumes from the same subscription: nothing is lost or
+        repeated across the switch under ``effectively_once``.
+        """
+        current = self.registry.get(config.fqfn)
+        validate(self.open_store(), config)
+        version = self.registry.update(config, package_digest=package_digest, who=who)
+        self._end(current.fqfn, mode)
+        if self.registry.record(config.fqfn).desired is Desired.RUNNING:
+            self._start(version.config)
+        return version
+
+    def delete(self, fqfn: str) -> FunctionVersion:
+        """Cancel the function's run and forget it: versions, state, stats, checkpoint, and,
+        with ``cleanup_subscription``, its subscription."""
+        current = self.registry.get(fqfn)
+        self._end(fqfn, StopMode.CANCEL)
+        self.registry.delete(fqfn)
+        purge_function(self.open_store(), current.config)
+        return current
+
+    def start(self, fqfn: str, instance_id: int | None = None) -> None:
+        """Start the function (it stays started across worker restarts), or one stopped instance."""
+        current = self.registry.get(fqfn)
+        if instance_id is not None:
+            self._live(fqfn, instance_id).restart_instance(instance_id)
+            return
+        self.registry.set_desired(fqfn, Desired.RUNNING)
+        with self._lock:
+            run = self._runs.get(fqfn)
+            if run is not None and not _ended(run):
+                return
+        self._start(current.config)
+
+    def stop(
+        self, fqfn: str, instance_id: int | None = None, *, mode: StopMode = StopMode.SUSPEND
+    ) -> None:
+        """Stop the function by ``mode`` (it stays stopped across worker restarts), or one instance.
+
+        Stopping returns at once; status shows the run ending.
+        """
+        self.registry.get(fqfn)
+        if instance_id is not None:
+            self._live(fqfn, instance_id).stop_instance(instance_id)
+            return
+        self.registry.set_desired(fqfn, Desired.STOPPED)
+        with self._lock:
+            run = self._runs.get(fqfn)
+        if run is not None:
+            run.stop(mode, timeout=0)
+
+    def restart(self, fqfn: str, instance_id: int | None = None) -> None:
+        """Suspend and start again (the whole function), or restart one instance."""
+        current = self.registry.get(fqfn)
+        if instance_id is not None:
+            run = self._live(fqfn, instance_id)
+            run.stop_instance(instance_id)
+            run.restart_instance(instance_id)
+            return
+        self._end(fqfn, StopMode.SUSPEND)
+        self.registry.set_desired(fqfn, Desired.RUNNING)
+        self._start(current.config)
+
+    def status(self, fqfn: str) -> FunctionStatus:
+        """Pulsar's ``FunctionStatus`` of the current version, running or not."""
+        return self._run_or_view(fqfn).status()
+
+    def stats(self, fqfn: str) -> FunctionStats:
+        """Pulsar's ``FunctionStats`` of the function."""
+        return self._run_or_view(fqfn).stats()
+
+    def get_state(self, fqfn: str, key: str) -> CommittedState | None:
+        """A committed state entry of the function, or None."""
+        self.registry.get(fqfn)
+        return get_state(self.open_store(), fqfn, key)
+
+    def put_state(self, fqfn: str, key: str, value: bytes | None, counter: int | None) -> None:
+        """Set a state entry from outside the function (Pulsar's ``putstate``)."""
+        self.registry.get(fqfn)
+        put_state(self.open_store(), fqfn, key, value=value, counter=counter)
+
+    # --- internals ---------------------------------------------------------------
+
+    def open_store(self) -> Store:
+        """The worker's store; ``RuntimeError`` before :meth:`open` or after :meth:`shutdown`."""
+        if self.store is None:
+            msg = "the worker is not open"
+            raise RuntimeError(msg)
+        return self.store
+
+    def _start(self, config: FunctionConfig) -> LocalRun:
+        run = LocalRun(
+            config, store=self.open_store(), spark=self.spark, scheduler_pool=config.fqfn
+        )
+        with self._lock:
+            if self._closing:
+                msg = f"the worker is shutting down; function {config.fqfn} was not started"
+                raise RuntimeError(msg)
+            self._runs[config.fqfn] = run
+        run.start()
+        return run
+
+    def _end(self, fqfn: str, mode: StopMode) -> None:
+        """Stop the function's run by ``mode`` and wait until it has ended."""
+        with self._lock:
+            run = self._runs.pop(fqfn, None)
+        if run is None:
+            return
+        if not run.stop(mode, timeout=self.settings.shutdown_timeout):
+            run.stop(StopMode.CANCEL, timeout=self.settings.shutdown_timeout)
+        try:
+            run.wait(0)
+        except FunctionFailedError as exc:  # its death is in its status; the caller moves on
+            log.warning("function %s ended with an error: %s", fqfn, exc)
+
+    def _live(self, fqfn: str, instance_id: int) -> LocalRun:
+        with self._lock:
+            run = self._runs.get(fqfn)
+        if run is None or _ended(run):
+            msg = f"function {fqfn} is not running, so instance {instance_id} cannot be changed"
+            raise FunctionNotFoundError(msg)
+        if not 0 <= instance_id < run.config.parallelism:
+            msg = (
+                f"function {fqfn} has no instance {instance_id} "
+                f"(instances 0 to {run.config.parallelism - 1})"
+            )
+            raise FunctionNotFoundError(msg)
+        return run
+
+    def _run_or_view(self, fqfn: str) -> LocalRun:
+        with self._lock:
+            run = self._runs.get(fqfn)
+        if run is not None:
+            return run
+        # Not run here (stopped): a run object that is never started reads its records.
+        return LocalRun(self.registry.get(fqfn).config, store=self.open_store())
+
+
+def _ended(run: LocalRun) -> bool:
+    return run.supervisor is None or run.supervisor.ended

@@ -1,0 +1,126 @@
+"""A real worker process over HTTP: submit a function, watch it work, survive a SIGKILL."""
+
+from __future__ import annotations
+
+import collections
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from worker_process import WorkerProcess
+
+from sparkfn.runtime import control
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+
+EXCLAIM = Path(__file__).resolve().parents[2] / "examples" / "exclamation.py"
+CONFIG = {
+    "inputs": ["in"],
+    "output": "out",
+    "processingGuarantees": "EFFECTIVELY_ONCE",
+    "subscriptionPosition": "Earliest",
+}
+
+
+def _produce(store: Store, first: int, count: int) -> None:
+    Producer(store, "in").send_batch(
+        [Message(f"m{i:03d}".encode()) for i in range(first, first + count)]
+    )
+
+
+def _outputs(store: Store) -> collections.Counter[str]:
+    consumer = Consumer(store, "out", initial_position="earliest")
+    out: collections.Counter[str] = collections.Counter()
+    while batch := consumer.receive(max_messages=10_000):
+        out.update(m.value.decode() for m in batch if m.value is not None)
+    return out
+
+
+def _register(client: httpx.Client, name: str, **more: Any) -> httpx.Response:
+    with EXCLAIM.open("rb") as code:
+        return client.post(
+            f"/public/default/{name}",
+            data={"functionConfig": json.dumps({**CONFIG, **more})},
+            files={"data": ("exclamation.py", code, "text/x-python")},
+        )
+
+
+def _wait_processed(
+    client: httpx.Client, name: str, count: int, timeout: float = 120
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status = client.get(f"/public/default/{name}/status").json()
+        done = sum(i["status"]["numSuccessfullyProcessed"] for i in status.get("instances", []))
+        if done >= count:
+            return status
+        time.sleep(0.5)
+    pytest.fail(f"{name} processed fewer than {count} within {timeout} s: {status}")
+
+
+@pytest.mark.long_running(90)
+def test_a_submitted_function_runs_and_resumes_after_a_sigkill(
+    worker_process: WorkerProcess, store: Store
+) -> None:
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=2, schema_type="string")
+    admin.create("out", schema_type="string")
+    _produce(store, 0, 10)
+
+    with worker_process.client() as client:
+        created = _register(client, "exclaim")
+        assert created.status_code == 200, created.text
+        info = created.json()
+        assert (info["fqfn"], info["version"]) == ("public/default/exclaim", 1)
+        assert info["packageDigest"].startswith("sha256:")
+        assert client.get("/public/default").json() == ["exclaim"]
+
+        status = _wait_processed(client, "exclaim", 10)
+        assert status["numInstances"] == 1 and status["numRunning"] == 1
+        assert status["instances"][0]["status"]["state"] == "RUNNING"
+
+    worker_process.stop(signal.SIGKILL)
+    _produce(store, 10, 10)
+    worker_process.start()
+    with worker_process.client() as client:
+        _wait_processed(client, "exclaim", 10)
+        deadline = time.monotonic() + 120
+        while _outputs(store) != collections.Counter(f"m{i:03d}!" for i in range(20)):
+            assert time.monotonic() < deadline, f"outputs: {_outputs(store)}"
+            time.sleep(0.5)
+    # SIGTERM suspends the function: it resumes exactly there with the next worker.
+    assert worker_process.stop() in (0, -signal.SIGTERM), worker_process.output()
+    record = control.read_control(store, "public/default/exclaim")
+    assert record is not None and record.state == control.SUSPENDED, worker_process.output()
+
+
+def test_errors_carry_a_reason_and_the_right_status(
+    worker_process: WorkerProcess, store: Store
+) -> None:
+    TopicAdmin(store).create("in", schema_type="string")
+    with worker_process.client() as client:
+        missing = client.get("/public/default/nope/status")
+        assert missing.status_code == 404
+        assert missing.json()["reason"] == "function_not_found"
+
+        bad = _register(client, "bad", processingGuarantees="SOMETIMES")
+        assert bad.status_code == 400
+        assert bad.json()["reason"] == "invalid_config"
+        assert "processing_guarantees" in bad.json()["message"]
+        assert "sometimes" in bad.json()["message"]
+
+        unknown_topic = _register(client, "lost", inputs=["nowhere"])
+        assert unknown_topic.status_code == 400
+        assert unknown_topic.json()["reason"] == "invalid_config"
+        assert (
+            "inputs topic public/default/nowhere does not exist" in unknown_topic.json()["message"]
+        )
+        assert client.get("/public/default").json() == []

@@ -1,0 +1,80 @@
+"""A real worker process: ``sparkfn worker start`` on a free port, driven over HTTP."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class WorkerProcess:
+    """One ``sparkfn worker start`` child and an HTTP client for it."""
+
+    data_dir: Path
+    store_url: str
+    port: int = field(default_factory=_free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> WorkerProcess:
+        self.log = self.data_dir / f"worker-{time.monotonic_ns()}.log"
+        command = [
+            sys.executable,
+            "-m",
+            "sparkfn.cli.main",
+            "--data-dir",
+            str(self.data_dir),
+            "--store-url",
+            self.store_url,
+            "worker",
+            "start",
+            "--port",
+            str(self.port),
+        ]
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"the worker exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                httpx.get(self.url + "/admin/v3/functions/public/default", timeout=2)
+                return self
+            except httpx.TransportError:
+                time.sleep(0.3)
+        pytest.fail(f"the worker did not answer within {timeout} s:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log else ""
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url + "/admin/v3/functions", timeout=120)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 120.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
