@@ -1,0 +1,284 @@
+"""The function routes of the worker's REST API, on Pulsar's v3 paths (``/admin/v3/functions/...``).
+
+Routes, as Pulsar's ``FunctionsApiV3Resource`` has them, plus sparkfn's
+``drain`` and ``suspend``:
+
+==========  =====================================================  ==========================
+verb        path (under ``/admin/v3/functions``)                   what
+==========  =====================================================  ==========================
+POST        ``/{tenant}/{namespace}/{name}``                       register (multipart)
+PUT         ``/{tenant}/{namespace}/{name}``                       update: a new version
+DELETE      ``/{tenant}/{namespace}/{name}``                       deregister
+GET         ``/{tenant}/{namespace}/{name}[?version=N]``           config of a version
+GET         ``/{tenant}/{namespace}``                              names in the namespace
+GET         ``/{tenant}/{namespace}/{name}[/{instanceId}]/status`` ``FunctionStatus``
+GET         ``/{tenant}/{namespace}/{name}[/{instanceId}]/stats``  ``FunctionStats``
+POST        ``/{tenant}/{namespace}/{name}[/{instanceId}]/start``  also ``stop``, ``restart``
+POST        ``/{tenant}/{namespace}/{name}/drain``                 also ``suspend``
+GET, POST   ``/{tenant}/{namespace}/{name}/state/{key}``           query or put state
+==========  =====================================================  ==========================
+
+Register and update take Pulsar's multipart fields: ``functionConfig`` (the
+config as JSON, Pulsar's camelCase or sparkfn's snake_case), ``data`` (the
+package file) or ``url`` (``sha256:<hex>`` of a package uploaded before).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+from fastapi import APIRouter, File, Form, Query, UploadFile
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from sparkfn.api.errors import ConfigError, FunctionNotFoundError
+from sparkfn.api.lifecycle import StopMode
+from sparkfn.api.status import (
+    FunctionInstanceStats,
+    FunctionInstanceStatsData,
+    FunctionInstanceStatus,
+    FunctionInstanceStatusData,
+    FunctionStats,
+    FunctionStatus,
+)
+from sparkfn.config.function import FunctionConfig, snake_fields
+from sparkfn.worker.packages import PackageStore
+from sparkfn.worker.registry import FunctionVersion
+from sparkfn.worker.service import Worker
+
+ANONYMOUS = "anonymous"
+FUNCTION = "/{tenant}/{namespace}/{name}"
+INSTANCE = FUNCTION + "/{instance_id}"
+
+ConfigJson = Annotated[str, Form(alias="functionConfig", description="The config as JSON.")]
+PackageFile = Annotated[UploadFile | None, File(alias="data", description="The package.")]
+PackageUrl = Annotated[str | None, Form(alias="url", description="sha256:<hex> of an upload.")]
+
+
+class FunctionInfo(BaseModel):
+    """One version of a registered function (JSON keys in camelCase, as Pulsar's)."""
+
+    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+    fqfn: str
+    version: int
+    package_digest: str | None
+    created_by: str
+    created_at: datetime
+    config: dict[str, Any]
+
+    @classmethod
+    def of(cls, version: FunctionVersion) -> FunctionInfo:
+        """The API's view of ``version``."""
+        return cls(
+            fqfn=version.fqfn,
+            version=version.version,
+            package_digest=version.package_digest,
+            created_by=version.created_by,
+            created_at=version.created_at,
+            config=version.config.model_dump(mode="json"),
+        )
+
+
+class StateValue(BaseModel):
+    """Pulsar's ``FunctionState``: a key's value (string or base64 bytes) or counter."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    key: str
+    string_value: str | None = None
+    byte_value: bytes | None = None
+    number_value: int | None = None
+    version: int | None = None
+
+
+def functions_router(worker: Worker) -> APIRouter:
+    """The ``/admin/v3/functions`` routes."""
+    router = APIRouter(tags=["functions"])
+    packages = PackageStore(
+        worker.open_store(),
+        worker.settings.packages_dir,
+        max_upload_bytes=worker.settings.max_upload_bytes,
+    )
+
+    def build(
+        tenant: str,
+        namespace: str,
+        name: str,
+        config_json: str,
+        data: UploadFile | None,
+        url: str | None,
+    ) -> tuple[FunctionConfig, str | None]:
+        try:
+            given = json.loads(config_json) if config_json.strip() else {}
+        except json.JSONDecodeError as exc:
+            msg = f"function {tenant}/{namespace}/{name}: functionConfig is not JSON: {exc}"
+            raise ConfigError(msg) from None
+        if not isinstance(given, dict):
+            msg = f"function {tenant}/{namespace}/{name}: functionConfig must be a JSON object"
+            raise ConfigError(msg)
+        fields = {**snake_fields(given), "tenant": tenant, "namespace": namespace, "name": name}
+        digest = None
+        if data is not None:
+            package = packages.save(data.file, data.filename or "function.py", who=ANONYMOUS)
+            digest, fields["py"] = package.digest, str(package.entry)
+        elif url:
+            package = packages.get(url)
+            digest, fields["py"] = package.digest, str(package.entry)
+        elif fields.get("py"):
+            msg = (
+                f"function {tenant}/{namespace}/{name}: py names a file on the client; "
+                "upload it as the multipart field data, or name an uploaded package with url"
+            )
+            raise ConfigError(msg)
+        return FunctionConfig.build(**fields), digest
+
+    @router.post(FUNCTION, response_model=FunctionInfo)
+    def register(
+        tenant: str,
+        namespace: str,
+        name: str,
+        config_json: ConfigJson = "{}",
+        data: PackageFile = None,
+        url: PackageUrl = None,
+    ) -> FunctionInfo:
+        config, digest = build(tenant, namespace, name, config_json, data, url)
+        return FunctionInfo.of(worker.create(config, package_digest=digest, who=ANONYMOUS))
+
+    @router.put(FUNCTION, response_model=FunctionInfo)
+    def update(
+        tenant: str,
+        namespace: str,
+        name: str,
+        config_json: ConfigJson = "{}",
+        data: PackageFile = None,
+        url: PackageUrl = None,
+        mode: Annotated[StopMode, Form()] = StopMode.DRAIN,
+    ) -> FunctionInfo:
+        fqfn = f"{tenant}/{namespace}/{name}"
+        current = worker.registry.get(fqfn)
+        if data is None and not url:
+            url = current.package_digest  # a config-only update keeps the code
+        config, digest = build(tenant, namespace, name, config_json, data, url)
+        return FunctionInfo.of(
+            worker.update(config, package_digest=digest, who=ANONYMOUS, mode=mode)
+        )
+
+    @router.delete(FUNCTION, response_model=FunctionInfo)
+    def deregister(tenant: str, namespace: str, name: str) -> FunctionInfo:
+        return FunctionInfo.of(worker.delete(f"{tenant}/{namespace}/{name}"))
+
+    @router.get(FUNCTION, response_model=FunctionInfo)
+    def get(
+        tenant: str, namespace: str, name: str, version: Annotated[int | None, Query(ge=1)] = None
+    ) -> FunctionInfo:
+        return FunctionInfo.of(worker.registry.get(f"{tenant}/{namespace}/{name}", version))
+
+    @router.get("/{tenant}/{namespace}", response_model=list[str])
+    def list_functions(tenant: str, namespace: str) -> list[str]:
+        return worker.registry.names(tenant, namespace)
+
+    @router.get(FUNCTION + "/status", response_model=FunctionStatus)
+    def status(tenant: str, namespace: str, name: str) -> FunctionStatus:
+        return worker.status(f"{tenant}/{namespace}/{name}")
+
+    @router.get(INSTANCE + "/status", response_model=FunctionInstanceStatusData)
+    def instance_status(
+        tenant: str, namespace: str, name: str, instance_id: int
+    ) -> FunctionInstanceStatusData:
+        whole = worker.status(f"{tenant}/{namespace}/{name}")
+        return _pick(whole.instances, instance_id, whole.name).status
+
+    @router.get(FUNCTION + "/stats", response_model=FunctionStats)
+    def stats(tenant: str, namespace: str, name: str) -> FunctionStats:
+        return worker.stats(f"{tenant}/{namespace}/{name}")
+
+    @router.get(INSTANCE + "/stats", response_model=FunctionInstanceStatsData)
+    def instance_stats(
+        tenant: str, namespace: str, name: str, instance_id: int
+    ) -> FunctionInstanceStatsData:
+        fqfn = f"{tenant}/{namespace}/{name}"
+        return _pick(worker.stats(fqfn).instances, instance_id, fqfn).metrics
+
+    for action in ("start", "stop", "restart"):
+        router.add_api_route(FUNCTION + f"/{action}", _action(worker, action), methods=["POST"])
+        router.add_api_route(INSTANCE + f"/{action}", _action(worker, action), methods=["POST"])
+    for mode in (StopMode.DRAIN, StopMode.SUSPEND):
+        router.add_api_route(FUNCTION + f"/{mode.value}", _stopper(worker, mode), methods=["POST"])
+
+    @router.get(FUNCTION + "/state/{key}", response_model=StateValue)
+    def query_state(tenant: str, namespace: str, name: str, key: str) -> StateValue:
+        fqfn = f"{tenant}/{namespace}/{name}"
+        found = worker.get_state(fqfn, key)
+        if found is None:
+            msg = f"function {fqfn} has no state under key {key!r}"
+            raise FunctionNotFoundError(msg)
+        return _state_value(key, found.value, found.counter)
+
+    @router.post(FUNCTION + "/state/{key}", response_model=StateValue)
+    def put_state(
+        tenant: str, namespace: str, name: str, key: str, state: Annotated[str, Form()]
+    ) -> StateValue:
+        fqfn = f"{tenant}/{namespace}/{name}"
+        try:
+            given = StateValue.model_validate_json(state)
+        except ValueError as exc:
+            msg = f"function {fqfn}: state for key {key!r} is not a FunctionState JSON: {exc}"
+            raise ConfigError(msg) from None
+        value = given.byte_value
+        if given.string_value is not None:
+            value = given.string_value.encode()
+        worker.put_state(fqfn, key, value, given.number_value)
+        found = worker.get_state(fqfn, key)
+        assert found is not None
+        return _state_value(key, found.value, found.counter)
+
+    return router
+
+
+def _action(worker: Worker, action: str) -> Any:
+    def act(tenant: str, namespace: str, name: str, instance_id: int | None = None) -> Response:
+        fqfn = f"{tenant}/{namespace}/{name}"
+        getattr(worker, action)(fqfn, instance_id)
+        return Response(status_code=204)
+
+    act.__name__ = f"{action}_function"
+    return act
+
+
+def _stopper(worker: Worker, mode: StopMode) -> Any:
+    def stop(tenant: str, namespace: str, name: str) -> Response:
+        worker.stop(f"{tenant}/{namespace}/{name}", mode=mode)
+        return Response(status_code=204)
+
+    stop.__name__ = f"{mode.value}_function"
+    return stop
+
+
+Instance = TypeVar("Instance", FunctionInstanceStatus, FunctionInstanceStats)
+
+
+def _pick(items: list[Instance], instance_id: int, fqfn: str) -> Instance:
+    for item in items:
+        if item.instance_id == instance_id:
+            return item
+    msg = f"function {fqfn} has no instance {instance_id} (instances 0 to {len(items) - 1})"
+    raise FunctionNotFoundError(msg)
+
+
+def _state_value(key: str, value: bytes | None, counter: int | None) -> StateValue:
+    text = None
+    if value is not None:
+        try:
+            text = value.decode()
+        except UnicodeDecodeError:
+            text = None
+    return StateValue(
+        key=key,
+        string_value=text,
+        byte_value=value if text is None else None,
+        number_value=counter,
+    )
