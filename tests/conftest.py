@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import psycopg
@@ -164,14 +165,24 @@ def store_url(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[str]:
         _drop_schema(server, schema)
 
 
-@pytest.fixture
-def store(store_url: str, data_dir: Path) -> Iterator[Store]:
-    """An open store on ``store_url`` with segments under ``data_dir``."""
-    opened = Store.open(store_url, data_dir)
+def _opened(url: str, data_dir: Path) -> Iterator[Store]:
+    opened = Store.open(url, data_dir)
     try:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture
+def store(store_url: str, data_dir: Path) -> Iterator[Store]:
+    """An open store on ``store_url`` with segments under ``data_dir``."""
+    yield from _opened(store_url, data_dir)
+
+
+@pytest.fixture
+def sqlite_store(data_dir: Path) -> Iterator[Store]:
+    """A SQLite store, for tests whose use of the store needs no second backend."""
+    yield from _opened(f"sqlite:///{data_dir}/sparkfn.db", data_dir)
 
 
 @pytest.fixture(scope="session")
@@ -182,3 +193,21 @@ def spark() -> Iterator[object]:
     session = spark_session(master="local[2]", app_name="sparkfn-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def run_until_drained(spark: object) -> Callable[..., Any]:
+    """``run(config, store, timeout=180)``: a :class:`~sparkfn.LocalRun` of ``config`` on the
+    session's Spark until its input is drained; returns the finished run."""
+    from sparkfn.runtime.localrun import LocalRun
+
+    def run(config: Any, store: Store, timeout: float = 180.0) -> LocalRun:
+        local = LocalRun(config, store=store, spark=spark)
+        try:
+            drained = local.start(until_drained=True).wait(timeout=timeout)
+        finally:
+            local.close()
+        assert drained, f"{config.fqfn} did not drain in {timeout} s"
+        return local
+
+    return run

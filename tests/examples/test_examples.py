@@ -29,16 +29,6 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RUN_TIMEOUT_S = 180
 
 
-@pytest.fixture
-def sqlite_store(data_dir: Path) -> Iterator[Store]:
-    """A SQLite store, for examples that need not run on both backends."""
-    opened = Store.open(f"sqlite:///{data_dir}/sparkfn.db", data_dir)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 def produce(
     store: Store,
     topic: str,

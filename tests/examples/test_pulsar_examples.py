@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ from sparkfn.testing import FunctionHarness
 from sparkfn.topics.message import avro_schema
 
 FUNCS = Path(__file__).resolve().parent / "pulsar_funcs"
-RUN_TIMEOUT_S = 180
 READING = {
     "type": "record",
     "name": "Reading",
@@ -38,16 +36,12 @@ READING = {
 
 def config(module: str, classname: str | None = None, **fields: Any) -> FunctionConfig:
     """A Pulsar-compatible config for ``pulsar_funcs/<module>.py``; ``in`` -> ``out``."""
+    fields.setdefault("name", module.replace("_", "-"))
+    fields.setdefault("py", str(FUNCS / f"{module}.py"))
     fields.setdefault("inputs", ["in"])
     fields.setdefault("output", "out")
     fields.setdefault("subscription_position", "earliest")
-    return FunctionConfig.build(
-        name=module.replace("_", "-"),
-        py=str(FUNCS / f"{module}.py"),
-        classname=classname or module,
-        pulsar_compat=True,
-        **fields,
-    )
+    return FunctionConfig.build(classname=classname or module, pulsar_compat=True, **fields)
 
 
 def harness(module: str, classname: str | None = None, **fields: Any) -> FunctionHarness:
@@ -83,14 +77,7 @@ def test_a_zip_of_the_exclamation_runs_by_module_and_class(tmp_path: Path) -> No
     archive = tmp_path / "exclamation.zip"
     with zipfile.ZipFile(archive, "w") as zipped:
         zipped.write(FUNCS / "exclaim.py", "exclaim_in_zip.py")
-    function = FunctionConfig.build(
-        name="zipped",
-        py=str(archive),
-        classname="exclaim_in_zip.Exclaim",
-        inputs=["in"],
-        output="out",
-        pulsar_compat=True,
-    )
+    function = config("exclaim", "exclaim_in_zip.Exclaim", name="zipped", py=str(archive))
     try:
         run = FunctionHarness(function, input_schema="bytes", output_schema="bytes")
         assert run.send(b"zip") == [b"zip!"]
@@ -229,26 +216,21 @@ def test_avro_schema_function_receives_and_returns_records() -> None:
 
 
 @pytest.fixture
-def sqlite_store(data_dir: Path) -> Iterator[Store]:
-    opened = Store.open(f"sqlite:///{data_dir}/sparkfn.db", data_dir)
-    try:
-        yield opened
-    finally:
-        opened.close()
+def localrun(sqlite_store: Store, run_until_drained: Any) -> Any:
+    """``localrun(config, inputs)``: the function's topics created with sparkfn's defaults,
+    ``inputs`` sent, the function run on Spark until they are drained."""
 
+    def run(function: FunctionConfig, inputs: list[Any]) -> LocalRun:
+        admin = TopicAdmin(sqlite_store)
+        for topic in [*function.inputs, function.output, function.log_topic]:
+            if topic is not None and not admin.exists(topic):
+                admin.create(topic)
+        producer = Producer(sqlite_store, function.inputs[0])
+        for value in inputs:
+            producer.send(value, key=f"k-{value!r}")
+        finished: LocalRun = run_until_drained(function, sqlite_store)
+        return finished
 
-def localrun(spark: Any, store: Store, function: FunctionConfig, inputs: list[Any]) -> LocalRun:
-    """Create the function's topics with sparkfn's defaults, send ``inputs``, run to the end."""
-    admin = TopicAdmin(store)
-    for topic in [*function.inputs, function.output, function.log_topic]:
-        if topic is not None and not admin.exists(topic):
-            admin.create(topic)
-    producer = Producer(store, function.inputs[0])
-    for value in inputs:
-        producer.send(value, key=f"k-{value!r}")
-    with LocalRun(function, store=store, spark=spark) as run:
-        run.start(until_drained=True)
-        assert run.wait(timeout=RUN_TIMEOUT_S), f"{function.fqfn} did not drain"
     return run
 
 
@@ -266,25 +248,25 @@ slow = pytest.mark.slow
 
 
 @slow
-def test_localrun_classic_exclamation_on_default_topics(spark: Any, sqlite_store: Store) -> None:
+def test_localrun_classic_exclamation_on_default_topics(localrun: Any, sqlite_store: Store) -> None:
     function = config("classic_exclamation", "classic_exclamation.ClassicExclamation")
-    run = localrun(spark, sqlite_store, function, [b"hello", "pulsar"])
+    run = localrun(function, [b"hello", "pulsar"])
     assert [m.value for m in received(sqlite_store, "out")] == [b"hello!", b"pulsar!"]
     assert totals(run) == (2, 2, 0)
 
 
 @slow
-def test_localrun_native_function_named_by_its_module(spark: Any, sqlite_store: Store) -> None:
-    run = localrun(spark, sqlite_store, config("native_exclamation"), [b"a", b"b"])
+def test_localrun_native_function_named_by_its_module(localrun: Any, sqlite_store: Store) -> None:
+    run = localrun(config("native_exclamation"), [b"a", b"b"])
     assert [m.value for m in received(sqlite_store, "out")] == [b"a!", b"b!"]
     assert totals(run) == (2, 2, 0)
 
 
 @slow
-def test_localrun_publish_with_message_conf(spark: Any, sqlite_store: Store) -> None:
+def test_localrun_publish_with_message_conf(localrun: Any, sqlite_store: Store) -> None:
     TopicAdmin(sqlite_store).create("copies")
     function = config("publish_with_conf", "publish_with_conf.PublishWithConf", output=None)
-    run = localrun(spark, sqlite_store, function, [b"m"])
+    run = localrun(function, [b"m"])
     [message] = received(sqlite_store, "copies")
     assert (message.value, message.key) == (b"m!", "k-b'm'")
     assert message.properties == {"input_topic": "persistent://public/default/in"}
@@ -293,9 +275,9 @@ def test_localrun_publish_with_message_conf(spark: Any, sqlite_store: Store) -> 
 
 
 @slow
-def test_localrun_secrets_wordcount_and_user_exception(spark: Any, sqlite_store: Store) -> None:
+def test_localrun_secrets_wordcount_and_user_exception(localrun: Any, sqlite_store: Store) -> None:
     secret = config("greet_secret", "greet_secret.GreetSecret", secrets={"username": "alice"})
-    run = localrun(spark, sqlite_store, secret, [b"x"])
+    run = localrun(secret, [b"x"])
     assert [m.value for m in received(sqlite_store, "out")] == [b"alice!"]
     assert totals(run) == (1, 1, 0)
 
@@ -306,7 +288,7 @@ def test_localrun_secrets_wordcount_and_user_exception(spark: Any, sqlite_store:
         output="counted",
         log_topic="logs",
     )
-    run = localrun(spark, sqlite_store, words, [b"to be", b"be"])
+    run = localrun(words, [b"to be", b"be"])
     assert {k: s.counter for k, s in run.state().items()} == {"to": 1, "be": 2}
     assert [m.value for m in received(sqlite_store, "logs")] == [
         b"to seen 1 times",
@@ -315,21 +297,21 @@ def test_localrun_secrets_wordcount_and_user_exception(spark: Any, sqlite_store:
     ]
 
     failing = config("always_fails", "always_fails.AlwaysFails", inputs=["doomed"], output="never")
-    run = localrun(spark, sqlite_store, failing, [b"x"])
+    run = localrun(failing, [b"x"])
     assert totals(run) == (1, 0, 1)
     [dead] = received(sqlite_store, "public/default/always-fails-DLQ")
     assert (dead.value, dead.properties["EXCEPTION"]) == (b"x", "Exception: not today")
 
 
 @slow
-def test_localrun_custom_serde_and_avro_records(spark: Any, sqlite_store: Store) -> None:
+def test_localrun_custom_serde_and_avro_records(localrun: Any, sqlite_store: Store) -> None:
     tally = config(
         "tally_pair",
         "tally_pair.AddTally",
         input_serde="tally_pair.TallySerDe",
         output_serde="tally_pair.TallySerDe",
     )
-    run = localrun(spark, sqlite_store, tally, [b"1/1"])
+    run = localrun(tally, [b"1/1"])
     assert [m.value for m in received(sqlite_store, "out")] == [b"2/3"]
     assert totals(run) == (1, 1, 0)
 
@@ -343,7 +325,7 @@ def test_localrun_custom_serde_and_avro_records(spark: Any, sqlite_store: Store)
         output="bumped",
         input_serde="bump_reading.Reading",
     )
-    run = localrun(spark, sqlite_store, bump, [{"baseValue": 5, "objectValue": "kiln"}])
+    run = localrun(bump, [{"baseValue": 5, "objectValue": "kiln"}])
     decode = avro_schema(admin.get("bumped").schema_definition or "").decode
     assert [decode(m.value) for m in received(sqlite_store, "bumped")] == [
         {"baseValue": 15, "objectValue": "kiln"}

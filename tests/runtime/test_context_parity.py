@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sparkfn import Consumer, FunctionConfig, LocalRun, Producer, Store, TopicAdmin
+from sparkfn import Consumer, FunctionConfig, Producer, Store, TopicAdmin
 from sparkfn.runtime.function.context import FunctionContext
 from sparkfn.testing import FunctionHarness
 
@@ -86,19 +85,22 @@ EXPECTED = {
 }
 
 
+PROBE: dict[str, Any] = {
+    "name": "probe",
+    "py": str(FUNCS / "context_probe.py"),
+    "classname": "context_probe.ContextProbe",
+    "inputs": ["in"],
+    "output": "out",
+    "log_topic": "logs",
+    "user_config": {"greeting": "hello"},
+    "secrets": {"token": "s3cret"},
+    "pulsar_compat": True,
+    "subscription_position": "earliest",
+}
+
+
 def probe_config() -> FunctionConfig:
-    return FunctionConfig.build(
-        name="probe",
-        py=str(FUNCS / "context_probe.py"),
-        classname="context_probe.ContextProbe",
-        inputs=["in"],
-        output="out",
-        log_topic="logs",
-        user_config={"greeting": "hello"},
-        secrets={"token": "s3cret"},
-        pulsar_compat=True,
-        subscription_position="earliest",
-    )
+    return FunctionConfig.build(**PROBE)
 
 
 def test_every_method_of_pulsars_context_exists_with_its_parameters() -> None:
@@ -130,26 +132,15 @@ def test_the_harness_context_behaves_as_pulsars() -> None:
     assert side.event_time == datetime.fromtimestamp(1, UTC)
 
 
-@pytest.fixture
-def sqlite_store(data_dir: Path) -> Iterator[Store]:
-    opened = Store.open(f"sqlite:///{data_dir}/sparkfn.db", data_dir)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 @pytest.mark.slow
-def test_localrun_on_spark_reports_the_same(spark: Any, sqlite_store: Store) -> None:
+def test_localrun_on_spark_reports_the_same(sqlite_store: Store, run_until_drained: Any) -> None:
     admin = TopicAdmin(sqlite_store)
     for topic in ("in", "out", "logs", "side"):
         admin.create(topic)  # sparkfn's defaults: 1 partition, bytes
     Producer(sqlite_store, "in").send(
         b"ping", key="k1", properties={"origin": "test"}, event_time=EVENT_TIME
     )
-    with LocalRun(probe_config(), store=sqlite_store, spark=spark) as run:
-        run.start(until_drained=True)
-        assert run.wait(timeout=180), "the probe did not drain"
+    run = run_until_drained(probe_config(), sqlite_store)
     [output] = Consumer(sqlite_store, "out", initial_position="earliest").receive()
     assert json.loads(output.value or b"") == EXPECTED
     [side] = Consumer(sqlite_store, "side", initial_position="earliest").receive()
