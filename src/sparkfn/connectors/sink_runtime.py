@@ -406,7 +406,7 @@ class SinkRun:
         try:
             validate_sink(self.store, self.sink)
         except Exception as exc:
-            _record_start_error(self.store, self.config, exc)
+            self.local.record_start_error(exc)
             raise
         try:
             self.local.start(until_drained=until_drained, checkpoint=checkpoint)
@@ -475,12 +475,3 @@ class SinkRun:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def _record_start_error(store: Store, config: FunctionConfig, exc: Exception) -> None:
-    """A sink that cannot start shows ``ERROR`` with the reason in its status (as LocalRun does)."""
-    from sparkfn.runtime import control
-
-    control.begin_run(store, config.fqfn, "sink", config.parallelism, "")
-    ids = [control.FUNCTION, *range(config.parallelism)]
-    control.set_state(store, config.fqfn, control.ERROR, str(exc), ids)

@@ -6,10 +6,13 @@ instance present in the task and yields *tagged rows*: ``output``,
 ``summary`` row per instance carrying the task's state mutations and stats.
 The function sink commits all of them in one transaction per batch.
 
-User objects live in :data:`_INSTANCES`, one per (function, version, instance)
+User objects live in :data:`_INSTANCES`, one per (run, version, instance)
 per Python worker process, created and initialized on first use, so a
-reused worker keeps its objects across batches. The lifecycle rules of
-DESIGN.md 2.3 are kept here and in :mod:`sparkfn.runtime.workerctl`:
+reused worker keeps its objects across batches. A run is named by its
+control id (:func:`sparkfn.runtime.control.control_id`), so a function and a
+sink of the same FQFN never share objects, deaths or commands. The
+lifecycle rules of DESIGN.md 2.3 are kept here and in
+:mod:`sparkfn.runtime.workerctl`:
 
 * a task holds the object's lock for its whole run, so calls never overlap;
 * a task that fails ends its worker process (PySpark exits after a failed
@@ -103,10 +106,21 @@ def close_all(store: Store, why: str) -> None:
 
 
 def instance_for(
-    config: FunctionConfig, instance_id: int, store: Store, version: str, epoch: int = 0
+    config: FunctionConfig,
+    instance_id: int,
+    store: Store,
+    version: str,
+    epoch: int = 0,
+    control_id: str | None = None,
 ) -> FunctionInstance:
-    """The process-wide instance object, loaded on first use."""
-    key = (config.fqfn, version, instance_id)
+    """The process-wide instance object, loaded on first use.
+
+    ``control_id`` names the run's lifecycle record (default the FQFN, a
+    function's): deaths and objects are recorded there and commands to it
+    reach the object.
+    """
+    cid = control_id or config.fqfn
+    key = (cid, version, instance_id)
     origin = f"{store.url} {store.data_dir}"
     inst = _INSTANCES.get(key)
     if inst is not None and (inst.config != config or _ORIGINS.get(key) != origin or inst.closed):
@@ -115,13 +129,13 @@ def instance_for(
         workerctl.close_object(store, key, inst, "replaced", _forget)
         inst = None
     if inst is None:
-        _refuse_dead(store, config.fqfn, instance_id, epoch)
+        _refuse_dead(store, cid, instance_id, epoch)
         topics = StoreTopicCatalog(store)
         inst = FunctionInstance(config, instance_id, load_function(config), topics, version)
         inst.epoch = epoch
         inst.store_key = (store.url, str(store.data_dir))
-        inst.on_fatal = _death_recorder(store, inst)
-        inst.object_id = objects.register_object(store, config.fqfn, instance_id, epoch)
+        inst.on_fatal = _death_recorder(store, cid, inst)
+        inst.object_id = objects.register_object(store, cid, instance_id, epoch)
         with _REGISTRY_LOCK:
             _INSTANCES[key] = inst
             _ORIGINS[key] = origin
@@ -129,20 +143,23 @@ def instance_for(
     return inst
 
 
-def _death_recorder(store: Store, inst: FunctionInstance) -> Callable[[DeathCause], None]:
+def _death_recorder(
+    store: Store, control_id: str, inst: FunctionInstance
+) -> Callable[[DeathCause], None]:
     def record(cause: DeathCause) -> None:
-        fqfn, instance_id = inst.config.fqfn, inst.instance_id
-        control.record_death(store, fqfn, instance_id, cause, fatal=True, epoch=inst.epoch)
+        control.record_death(
+            store, control_id, inst.instance_id, cause, fatal=True, epoch=inst.epoch
+        )
 
     return record
 
 
-def _refuse_dead(store: Store, fqfn: str, instance_id: int, epoch: int) -> None:
+def _refuse_dead(store: Store, control_id: str, instance_id: int, epoch: int) -> None:
     """A Spark task retry must not revive an instance that died in this epoch."""
-    record = control.read_control(store, fqfn)
+    record = control.read_control(store, control_id)
     found = record.instances.get(instance_id) if record is not None else None
     if found is not None and found.dead and found.epoch == epoch and found.death is not None:
-        msg = f"function {fqfn} instance {instance_id} is dead ({found.death}); not revived"
+        msg = f"function {control_id} instance {instance_id} is dead ({found.death}); not revived"
         raise FatalError(msg)
 
 
@@ -179,9 +196,20 @@ def summary_batch(result: TaskResult, *, final: bool = False) -> pa.RecordBatch:
 
 
 def make_run_function(
-    config: FunctionConfig, store_url: str, data_dir: str, version: str, epoch: int = 0
+    config: FunctionConfig,
+    store_url: str,
+    data_dir: str,
+    version: str,
+    epoch: int = 0,
+    control_id: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function ``mapInArrow`` calls once per task (pickled to executors)."""
+    """The function ``mapInArrow`` calls once per task (pickled to executors).
+
+    ``control_id`` names the run's lifecycle record (default the FQFN, a
+    function's; a sink's is ``sink:<fqfn>``, see
+    :func:`sparkfn.runtime.control.control_id`).
+    """
+    cid = control_id or config.fqfn
 
     sort_input = config.subscription_type is SubscriptionType.KEY_SHARED
 
@@ -203,7 +231,7 @@ def make_run_function(
                     current = instance_id
                     inst = active.get(instance_id)
                     if inst is None:
-                        inst = _enter(config, instance_id, store, version, epoch)
+                        inst = _enter(config, instance_id, store, version, epoch, cid)
                         active[instance_id] = inst
                     inst.check_interrupt()
                     if marker:
@@ -226,7 +254,7 @@ def make_run_function(
                     yield emitted_batch(result.emitted, instance_id)
                 yield summary_batch(result, final=instance_id in final)
         except BaseException as exc:
-            _fail_task(store, config, current, exc, epoch)
+            _fail_task(store, cid, current, exc, epoch)
             raise
         finally:
             for inst in active.values():
@@ -237,11 +265,16 @@ def make_run_function(
 
 
 def _enter(
-    config: FunctionConfig, instance_id: int, store: Store, version: str, epoch: int
+    config: FunctionConfig,
+    instance_id: int,
+    store: Store,
+    version: str,
+    epoch: int,
+    control_id: str,
 ) -> FunctionInstance:
     """The instance's object, locked for this task, with the task begun."""
     while True:
-        inst = instance_for(config, instance_id, store, version, epoch)
+        inst = instance_for(config, instance_id, store, version, epoch, control_id)
         inst.lock.acquire()
         if not inst.closed:
             inst.epoch = max(inst.epoch, epoch)  # an object kept across a restart
@@ -256,7 +289,7 @@ def _enter(
 
 
 def _fail_task(
-    store: Store, config: FunctionConfig, instance_id: int | None, exc: BaseException, epoch: int
+    store: Store, control_id: str, instance_id: int | None, exc: BaseException, epoch: int
 ) -> None:
     """A task is failing: record the instance's death unless it is already
     recorded (fatal, cancel), then close this process's objects."""
@@ -268,16 +301,16 @@ def _fail_task(
             cause = DeathCause.from_exception(exc, "failure", threading.current_thread().name)
             try:
                 control.record_death(
-                    store, config.fqfn, instance_id, cause, fatal=False, epoch=epoch
+                    store, control_id, instance_id, cause, fatal=False, epoch=epoch
                 )
             except Exception:  # the store itself may be what failed; the task's error stands
                 _LOG.exception(
-                    "function %s: cannot record the death of instance %s", config.fqfn, instance_id
+                    "function %s: cannot record the death of instance %s", control_id, instance_id
                 )
     try:
         close_all(store, why)
     except Exception:  # the task's own error is what Spark must see; this one is logged
-        _LOG.exception("function %s: closing the objects of a failing task failed", config.fqfn)
+        _LOG.exception("function %s: closing the objects of a failing task failed", control_id)
 
 
 def _in_offset_order(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

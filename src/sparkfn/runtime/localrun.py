@@ -35,12 +35,6 @@ from sparkfn.store.store import Store
 
 __all__ = ["LocalRun", "short_error"]
 
-# Kinds whose records are kept under their kind-qualified control id
-# (control.control_id). A sink's query records deaths and objects from the
-# executor, which keys them by the FQFN until it is given the control id; a
-# sink therefore keeps the FQFN as its id until then.
-_QUALIFIED_KINDS = ("function",)
-
 
 class LocalRun:
     """One function's query, started and watched from this process."""
@@ -67,8 +61,8 @@ class LocalRun:
         self._spark = spark
         self.query: Any = None
         self.supervisor: FunctionSupervisor | None = None
-        qualified = kind if kind in _QUALIFIED_KINDS else "function"
-        self.control_id = control.control_id(qualified, config.fqfn)
+        # A function's records are kept under its FQFN, a sink's under sink:<fqfn>.
+        self.control_id = control.control_id(kind, config.fqfn)
 
     @property
     def spark(self) -> Any:
@@ -87,9 +81,7 @@ class LocalRun:
             # Fail on bad topics or code before paying for a JVM.
             validate(self.store, self.config)
         except Exception as exc:
-            control.begin_run(self.store, self.control_id, self.kind, self.config.parallelism, "")
-            ids = [control.FUNCTION, *range(self.config.parallelism)]
-            control.set_state(self.store, self.control_id, control.ERROR, str(exc), ids)
+            self.record_start_error(exc)
             raise
 
         def start_query(epoch: int) -> Any:
@@ -104,7 +96,7 @@ class LocalRun:
                 self.config,
                 checkpoint=checkpoint,
                 epoch=epoch,
-                control_id=self.control_id,
+                kind=self.kind,
             )
             return self.query
 
@@ -118,6 +110,12 @@ class LocalRun:
         )
         self.supervisor.start(until_drained=until_drained)
         return self
+
+    def record_start_error(self, exc: Exception) -> None:
+        """A run that cannot start shows ``ERROR`` with ``exc`` in its status."""
+        control.begin_run(self.store, self.control_id, self.kind, self.config.parallelism, "")
+        ids = [control.FUNCTION, *range(self.config.parallelism)]
+        control.set_state(self.store, self.control_id, control.ERROR, str(exc), ids)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the run to end; True if it ended. Raises :class:`FunctionFailedError` if it ended in ERROR."""
@@ -213,7 +211,9 @@ class LocalRun:
 
     def stats(self) -> FunctionStats:
         """Pulsar's ``FunctionStats``."""
-        return function_stats(self.store, self.config.fqfn, self.config.parallelism)
+        return function_stats(
+            self.store, self.config.fqfn, self.config.parallelism, control_id=self.control_id
+        )
 
     def get_counter(self, key: str) -> int:
         """A committed counter of the function."""

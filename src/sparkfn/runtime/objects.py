@@ -1,7 +1,8 @@
 """Commands to Spark's Python workers, and the user objects they create and close.
 
 The supervisor issues a command (close, graceful close, cancel) for some
-instances of a run; the control thread in each Python worker process
+instances of a run (named by its control id, :func:`sparkfn.runtime.control.control_id`,
+kept in the tables' ``fqfn`` column); the control thread in each Python worker process
 (:mod:`sparkfn.runtime.workerctl`) reads the commands newer than the last it
 saw, acts on its objects, and marks them closed here, so the supervisor
 knows every object was closed or names those that were not.
@@ -26,13 +27,13 @@ objects = schema.function_objects
 
 
 def issue_command(
-    store: Store, fqfn: str, command: str, instance_ids: Iterable[int], epoch: int
+    store: Store, control_id: str, command: str, instance_ids: Iterable[int], epoch: int
 ) -> int:
     """Ask every worker process to act on the objects of ``instance_ids``; returns the command id."""
     with store.write() as conn:
         result = conn.execute(
             insert(commands).values(
-                fqfn=fqfn,
+                fqfn=control_id,
                 instances=json.dumps(sorted(instance_ids)),
                 command=command,
                 epoch=epoch,
@@ -47,7 +48,7 @@ class Command:
     """A command as a worker process reads it."""
 
     id: int
-    fqfn: str
+    control_id: str  # the run's
     instances: list[int]
     command: str
     epoch: int
@@ -71,12 +72,12 @@ def last_command_id(store: Store) -> int:
 HOST = socket.gethostname()
 
 
-def register_object(store: Store, fqfn: str, instance_id: int, epoch: int) -> int:
+def register_object(store: Store, control_id: str, instance_id: int, epoch: int) -> int:
     """A worker process created a user object; returns its id."""
     with store.write() as conn:
         result = conn.execute(
             insert(objects).values(
-                fqfn=fqfn,
+                fqfn=control_id,
                 instance_id=instance_id,
                 epoch=epoch,
                 host=HOST,
@@ -113,14 +114,14 @@ class OpenObject:
         return f"instance {self.instance_id} in {where}{gone}"
 
 
-def open_objects(store: Store, fqfn: str, instance_ids: Iterable[int]) -> list[OpenObject]:
+def open_objects(store: Store, control_id: str, instance_ids: Iterable[int]) -> list[OpenObject]:
     """Objects of these instances that are not closed."""
     wanted = list(instance_ids)
     with store.read() as conn:
         rows = conn.execute(
             select(objects).where(
                 and_(
-                    objects.c.fqfn == fqfn,
+                    objects.c.fqfn == control_id,
                     objects.c.closed_at.is_(None),
                     objects.c.instance_id.in_(wanted),
                 )

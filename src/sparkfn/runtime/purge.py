@@ -22,14 +22,13 @@ from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.subscription import delete_subscription
 
-# Rows keyed by the function's FQFN (state, stats) or by its lifecycle record's id.
-_BY_FQFN = (
-    schema.function_state,
+# Rows keyed by the function's FQFN (state) or by its run's control id (stats,
+# lifecycle records: a sink's are its own, see control.control_id).
+_BY_FQFN = (schema.function_state,)
+_BY_CONTROL_ID = (
     schema.function_instance_stats,
     schema.function_batch_stats,
     schema.function_exceptions,
-)
-_BY_CONTROL_ID = (
     schema.function_runs,
     schema.function_instance_runs,
     schema.function_transitions,

@@ -20,6 +20,7 @@ from typing import Any
 
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig, ProcessingGuarantee, SubscriptionType
+from sparkfn.runtime import control
 from sparkfn.runtime.executor import SPARK_TAGGED_SCHEMA, make_run_function
 from sparkfn.runtime.loader import load_function
 from sparkfn.runtime.sink import FunctionSinkDataSource
@@ -29,10 +30,15 @@ from sparkfn.topics.admin import TopicAdmin
 ADMISSION = "sparkfn.runtime.admission:RunAdmission"
 
 
-def checkpoint_dir(store: Store, config: FunctionConfig) -> Path:
-    """Where the function's Spark checkpoint lives (an optimisation: the subscription is the position)."""
+def checkpoint_dir(store: Store, config: FunctionConfig, kind: str = "function") -> Path:
+    """Where the Spark checkpoint of a function (or a sink: ``kind``) lives.
+
+    ``<data dir>/functions/<tenant>/<namespace>/<name>/checkpoint`` (``sinks/``
+    for a sink, so that a function and a sink of the same name never share
+    one). An optimisation only: the subscription is the position.
+    """
     return (
-        store.data_dir / "functions" / config.tenant / config.namespace / config.name / "checkpoint"
+        store.data_dir / f"{kind}s" / config.tenant / config.namespace / config.name / "checkpoint"
     )
 
 
@@ -112,7 +118,7 @@ def start_function_query(
     version: str = "1",
     checkpoint: Path | None = None,
     epoch: int = 0,
-    control_id: str | None = None,
+    kind: str = "function",
 ) -> Any:
     """Start the function's streaming query; returns the ``StreamingQuery``.
 
@@ -121,11 +127,12 @@ def start_function_query(
     data dir) only saves Spark work: a new or lost one resumes from the
     subscription. ``until_drained`` uses ``Trigger.AvailableNow``
     (unsupervised runs); a supervised run drains through its control record
-    (``control_id``, default the FQFN) instead, and passes the ``epoch`` of
-    the run, which the sink's commit checks.
+    instead, and passes the ``epoch`` of the run, which the sink's commit
+    checks. ``kind`` (``function`` or ``sink``) names the record
+    (:func:`sparkfn.runtime.control.control_id`), the checkpoint and the query.
     """
     inputs = validate(store, config)
-    control = control_id or config.fqfn
+    control_id = control.control_id(kind, config.fqfn)
     _activate(spark)
     spark.dataSource.register(FunctionSinkDataSource)
     apply_spark_conf(spark, config)
@@ -139,7 +146,7 @@ def start_function_query(
         .option("epoch", str(epoch))
         .option("instances", str(config.parallelism))
         .option("assignment", config.subscription_type.value)
-        .option("controlId", control)
+        .option("controlId", control_id)
         .option("admission", ADMISSION)
         # What the Context can expose; publish_time, producer and sequence_id it cannot.
         .option("columns", "key,value,properties,event_time,topic,partition,offset")
@@ -155,7 +162,7 @@ def start_function_query(
     if config.subscription_type is SubscriptionType.KEY_SHARED:
         frame = frame.repartition(config.parallelism, "instance_id")
     tagged = frame.mapInArrow(
-        make_run_function(config, store.url, str(store.data_dir), version, epoch),
+        make_run_function(config, store.url, str(store.data_dir), version, epoch, control_id),
         SPARK_TAGGED_SCHEMA,
     )
     writer = (
@@ -164,9 +171,9 @@ def start_function_query(
         .option("functionConfig", config.model_dump_json())
         .option("subscription", config.subscription)
         .option("epoch", str(epoch))
-        .option("controlId", control)
-        .option("checkpointLocation", str(checkpoint or checkpoint_dir(store, config)))
-        .queryName(config.fqfn.replace("/", "_"))
+        .option("controlId", control_id)
+        .option("checkpointLocation", str(checkpoint or checkpoint_dir(store, config, kind)))
+        .queryName(control_id.replace("/", "_"))
     )
     if until_drained:
         writer = writer.trigger(availableNow=True)

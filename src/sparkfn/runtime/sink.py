@@ -8,7 +8,9 @@ fails with :class:`~sparkfn.api.errors.StaleRunError` and is recorded as a
 system exception), moves the function's **subscription** past the batch's
 input (:func:`sparkfn.topics.subscription.commit_plan`), commits the
 segments of every topic (outputs, publishes, dead letters, logs), applies
-the batch's state mutations and adds its stats. A batch whose input the
+the batch's state mutations and adds its stats (kept, like the lifecycle
+records, under the run's control id: a sink's are its own even when a
+function has the same FQFN). A batch whose input the
 subscription has already passed (a replay after a crash, under any
 checkpoint) is discarded, so outputs and state changes land exactly once.
 
@@ -190,7 +192,7 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
             commit_segments(store, conn, admin.get(topic, conn), segs, commit_id)
         summaries = [s for b in batches for s in b.summaries]
         apply_mutations(conn, fqfn, merge_mutations(s.mutations for s in summaries))
-        commit_stats(conn, fqfn, [(s.instance_id, s.stats) for s in summaries])
+        commit_stats(conn, self.control_id, [(s.instance_id, s.stats) for s in summaries])
         if record is not None and any(s.final for s in summaries):
             control.record_final_commit(conn, self.control_id)
         return True
@@ -200,7 +202,7 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
         stats = InstanceStats()
         stats.record_exception(ExceptionInfo.from_exception("system", exc, None))
         with store.write() as conn:
-            commit_stats(conn, self.config.fqfn, [(0, stats)])
+            commit_stats(conn, self.control_id, [(0, stats)])
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Driver: a task failed; delete what the others staged."""

@@ -47,12 +47,13 @@ def function_status(
 ) -> FunctionStatus:
     """Pulsar's ``FunctionStatus`` for ``fqfn``.
 
-    ``control_id`` names its lifecycle record (default ``fqfn``, a
+    ``control_id`` names its lifecycle record and stats (default ``fqfn``, a
     function's; see :func:`sparkfn.runtime.control.control_id`).
     """
-    totals = instance_totals(store, fqfn)
-    exceptions = latest_exceptions(store, fqfn)
-    record = control.read_control(store, control_id or fqfn)
+    key = control_id or fqfn
+    totals = instance_totals(store, key)
+    exceptions = latest_exceptions(store, key)
+    record = control.read_control(store, key)
     runs = record.instances if record is not None else {}
     instances: list[FunctionInstanceStatus] = []
     for instance_id in range(parallelism):
@@ -127,10 +128,16 @@ def _metrics(cls: type[_Data], total: dict[str, Any], recent: dict[str, Any]) ->
     )
 
 
-def function_stats(store: Store, fqfn: str, parallelism: int) -> FunctionStats:
-    """Pulsar's ``FunctionStats``: totals, 1-minute variants, per instance."""
-    totals = instance_totals(store, fqfn)
-    recent = instance_recent(store, fqfn)
+def function_stats(
+    store: Store, fqfn: str, parallelism: int, *, control_id: str | None = None
+) -> FunctionStats:
+    """Pulsar's ``FunctionStats``: totals, 1-minute variants, per instance.
+
+    ``control_id`` names the run whose stats they are (default ``fqfn``, a function's).
+    """
+    key = control_id or fqfn
+    totals = instance_totals(store, key)
+    recent = instance_recent(store, key)
     per_instance = [
         FunctionInstanceStats(
             instance_id=i,

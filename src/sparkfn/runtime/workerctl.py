@@ -43,7 +43,8 @@ _LOG = logging.getLogger("sparkfn.workerctl")
 _started: dict[tuple[str, str, int], threading.Thread] = {}
 _start_lock = threading.Lock()
 
-# The process's live objects; executor.py owns the dict, this module reads it.
+# The process's live objects by (control id, version, instance id); executor.py
+# owns the dict, this module reads it.
 Registry = Callable[[], list[tuple[tuple[str, str, int], FunctionInstance]]]
 Forget = Callable[[tuple[str, str, int], FunctionInstance], None]
 
@@ -98,7 +99,7 @@ def apply(store: Store, command: objects.Command, registry: Registry, forget: Fo
     done = True
     for key, inst in registry():
         if (
-            inst.config.fqfn != command.fqfn
+            key[0] != command.control_id
             or inst.instance_id not in command.instances
             or inst.epoch > command.epoch
         ):
@@ -106,7 +107,7 @@ def apply(store: Store, command: objects.Command, registry: Registry, forget: Fo
         if command.command == "cancel":
             if inst.interrupt is None:
                 inst.interrupt = CancelledError(
-                    f"function {command.fqfn} instance {inst.instance_id}: cancelled"
+                    f"function {inst.config.fqfn} instance {inst.instance_id}: cancelled"
                 )
             continue
         if not inst.lock.acquire(timeout=LOCK_WAIT_SECONDS):
