@@ -39,7 +39,7 @@ from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.runner import SourceRunner, SourceState, SourceStats
 from sparkfn.runtime import control
 from sparkfn.runtime.lifecycle.states import FINAL_STATES
-from sparkfn.runtime.lifecycle.supervisor import Ended
+from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.store.store import Store
 
 # (instance_id, old state, new state, cause)

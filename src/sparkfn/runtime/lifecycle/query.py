@@ -1,4 +1,4 @@
-"""A function's or a sink's Spark query as a :class:`~.supervisor.RunTarget`.
+"""A function's or a sink's Spark query as a :class:`~.target.RunTarget`.
 
 The query's instances are not threads of this process: they are Spark tasks
 in Python worker processes, reached through the run's control record
@@ -26,7 +26,7 @@ from typing import Any
 
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.runtime import control, objects
-from sparkfn.runtime.lifecycle.supervisor import Ended
+from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.store.store import Store
 from sparkfn.topics.spark.source import current_ends
 

@@ -1,9 +1,9 @@
 """One supervisor for functions, sinks and sources (DESIGN.md 2.3).
 
-A :class:`Supervisor` runs one :class:`RunTarget` (a Spark query for a
-function or a sink, :class:`~.query.QueryTarget`; the instance threads of a
-source, :class:`~sparkfn.connectors.instances.SourceInstances`) and keeps the
-promises the target cannot keep alone:
+A :class:`Supervisor` runs one :class:`~.target.RunTarget` (a Spark query
+for a function or a sink, :class:`~.query.QueryTarget`; the instance threads
+of a source, :class:`~sparkfn.connectors.instances.SourceInstances`) and keeps
+the promises the target cannot keep alone:
 
 * **start**: record the run (a new epoch), launch the target, ``RUNNING``;
 * **stop** (``drain``, ``suspend``, ``cancel``): :meth:`Supervisor.stop`
@@ -32,68 +32,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.api.lifecycle import DeathCause, Response, RunState, StopMode
 from sparkfn.config.policy import FailurePolicy
 from sparkfn.runtime import control
-from sparkfn.runtime.lifecycle.causes import short_error
+from sparkfn.runtime.lifecycle.causes import escalated, failure_of, fenced
 from sparkfn.runtime.lifecycle.policy import Handler, RestartHistory, decide, load_handler
 from sparkfn.runtime.lifecycle.states import can_move
+from sparkfn.runtime.lifecycle.target import RunTarget
 from sparkfn.store.store import Store
 
 _LOG = logging.getLogger("sparkfn.supervisor")
 POLL_SECONDS = 0.2
-
-
-@dataclass(frozen=True)
-class Ended:
-    """The target stopped by itself: ``error`` if it failed as a whole (a Spark error)."""
-
-    mode: StopMode
-    cause: str
-    error: str | None = None
-
-
-class RunTarget(Protocol):
-    """What a :class:`Supervisor` runs. Every method is called on the supervisor's
-    thread, except :meth:`stop_point` (on the thread that asks to stop)."""
-
-    kind: str  # function, sink, source
-    name: str  # the FQFN, for messages
-    parallelism: int
-    restarts_whole: bool  # a relaunch restarts every instance (a query), or only the revived
-
-    def launch(self, epoch: int, instances: list[int]) -> None:
-        """Start (again) in ``epoch``; ``instances`` are the ones to (re)start."""
-
-    def stop_point(self, mode: StopMode) -> Any:
-        """Where a graceful stop ends, taken when it is asked (drain: the input's ends)."""
-
-    def begin_stop(self, mode: StopMode, point: Any, cause: str) -> bool:
-        """Start a drain or suspend; ``False`` if nothing runs (the run ends now)."""
-
-    def stopped(self, record: control.RunControl) -> bool:
-        """Whether the graceful stop asked by :meth:`begin_stop` is complete."""
-
-    def cancel(self, cause: str, epoch: int) -> None:
-        """Stop now (what is in flight is abandoned)."""
-
-    def halt(self) -> None:
-        """An instance died: stop what must stop before its objects are closed."""
-
-    def retire(self, instances: list[int]) -> None:
-        """Stop these instances only; the others keep running."""
-
-    def finished(self) -> Ended | None:
-        """``None`` while the target runs."""
-
-    def close(
-        self, instances: list[int], *, graceful: bool, epoch: int, timeout: float
-    ) -> list[str]:
-        """Close the instances' objects within ``timeout`` s; names the ones that were not."""
 
 
 class Supervisor:
@@ -295,14 +247,8 @@ class Supervisor:
         """
         self.target.halt()
         self._close(self._all(), graceful=False)
-        cause = DeathCause(
-            "StaleRunError",
-            f"{self.target.kind} {self.fqfn}: run epoch {self.epoch} was replaced by a newer "
-            f"run (epoch {newer}); it stopped without committing more",
-            "",
-            "fenced",
-            threading.current_thread().name,
-        )
+        thread = threading.current_thread().name
+        cause = fenced(self.target.kind, self.fqfn, self.epoch, newer, thread)
         self.failure = FunctionFailure(self.fqfn, None, cause, False)
         _LOG.error("%s", cause.message)
         self._finish(RunState.ERROR)
@@ -311,16 +257,9 @@ class Supervisor:
     def _handle(
         self, deaths: list[control.InstanceRecord], error: str | None, record: control.RunControl
     ) -> None:
-        if deaths:
-            failed = sorted(d.instance_id for d in deaths)
-            first = min(deaths, key=lambda d: (d.died_at is None, d.died_at or 0))
-            cause = first.death or DeathCause("Error", "unknown")
-            fatal = any(d.fatal for d in deaths)
-        else:
-            failed = record.live(self.target.parallelism)
-            cause = DeathCause("QueryFailed", short_error(error or ""), error or "", "failure", "")
-            fatal = False
-        failure = FunctionFailure(self.fqfn, failed[0] if len(failed) == 1 else None, cause, fatal)
+        live = record.live(self.target.parallelism)
+        failure, failed = failure_of(self.fqfn, deaths, error, live)
+        cause = failure.cause
         self.failure = failure
         self.history = RestartHistory(self.history.times, time.monotonic())
         decision = decide(
@@ -339,14 +278,7 @@ class Supervisor:
         )
         response = decision.response
         if decision.escalated:
-            cause = DeathCause(
-                cause.type,
-                f"{cause.message} (escalated: more than {self.policy.max_restarts} restarts "
-                f"within {self.policy.restart_window:g} s)",
-                cause.traceback,
-                cause.origin,
-                cause.thread,
-            )
+            cause = escalated(cause, self.policy)
         shutdown = response in (Response.SHUTDOWN_FUNCTION, Response.SHUTDOWN_WORKER)
         if shutdown:
             # Terminated now (the reader admits nothing for ended instances); closing follows.
