@@ -117,6 +117,10 @@ class FunctionConfig(BaseModel):
     # SecretReferenceProvider (the value is ``env:VAR``, ``VAR`` or ``file:PATH#key``).
     secrets_provider_classname: str | None = None
     retain_ordering: bool = False
+    # Pulsar's forwardSourceMessageProperty: a returned value's message carries
+    # the input message's properties (as the key, always); a trigger finds its
+    # output by them.
+    forward_source_message_property: bool = True
     cleanup_subscription: bool = True
     # Run a file written for Pulsar (``from pulsar import Function``) unchanged.
     pulsar_compat: bool = False

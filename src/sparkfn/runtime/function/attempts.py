@@ -29,6 +29,7 @@ def attempt_each(
     topics: Sequence[str | None],
     emit: EmitResult | None,
     messages: int = 1,
+    properties: Sequence[str | None] | None = None,
 ) -> list[tuple[int, Exception]]:
     """Call the function on each of ``values``, up to ``1 + max_message_retries``
     times each, until an attempt succeeds; returns ``(index, last exception)``
@@ -37,7 +38,8 @@ def attempt_each(
     ``values[i]`` is decoded with the input serde of ``topics[i]`` (a
     ``None`` topic: given to the function as it is). What the function
     returns goes to ``emit`` with the value's key or, when ``emit`` is
-    ``None``, to the output topic through its serde.
+    ``None``, to the output topic through its serde, with the value's key
+    and ``properties[i]`` (JSON object text; ``None``: none).
 
     A failed attempt leaves no trace: its state changes, outputs, metrics
     and publish callbacks are discarded and its exception is counted among
@@ -70,6 +72,7 @@ def attempt_each(
     decode_topic: str | None = None
     utf8_in = False
     attempts = 1 + inst.config.max_message_retries
+    props = properties if properties is not None else [None] * len(values)
     perf = time.perf_counter
     failed: list[tuple[int, Exception]] = []
     processed = 0
@@ -106,7 +109,7 @@ def attempt_each(
                         out_kind.append("output")
                         out_topic.append(output)
                         out_key.append(keys[i])
-                        out_props.append(None)
+                        out_props.append(props[i])
                         out_time.append(None)
             except Exception as exc:
                 if isinstance(exc, FatalError):

@@ -260,6 +260,9 @@ class FunctionInstance:
             rows.column("key"),
             rows.column("topic"),
             None if output else _discard,
+            properties=rows.properties_json()
+            if self.config.forward_source_message_property
+            else None,
         )
         for i, error in failed:
             self._dead_letter(rows, i, error)

@@ -7,7 +7,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkfn.runtime.function.emit import Emitted
-from sparkfn.topics.message import properties_list
+from sparkfn.topics.message import properties_list, properties_to_json
 
 # Properties a dead-lettered message carries (Pulsar's names where it has them).
 DLQ_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
@@ -36,6 +36,11 @@ class InputRows:
                 col = [properties_list(text) for text in col]
             self._cols[name] = col
         return col
+
+    def properties_json(self) -> list[str | None]:
+        """Each row's properties as JSON object text (``None``: none), as outputs carry them."""
+        array = self._batch.column(self._batch.schema.names.index("properties"))
+        return properties_to_json(array).to_pylist()  # type: ignore[no-any-return]
 
     def message_id(self, i: int) -> str:
         """Row ``i``'s message id, ``partition:offset``."""
