@@ -10,6 +10,7 @@ Topics, their messages and uploaded packages stay.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import dataclass
 
@@ -67,4 +68,6 @@ def purge_function(store: Store, config: FunctionConfig, *, kind: str = "functio
     location = checkpoint_dir(store, config, kind)
     existed = location.exists()
     shutil.rmtree(location, ignore_errors=True)
+    with contextlib.suppress(OSError):  # the function's own directory, once empty
+        location.parent.rmdir()
     return Purged(rows=rows, subscription_cursors=cursors, checkpoint_removed=existed)

@@ -30,11 +30,13 @@ from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.purge import purge_function
-from sparkfn.runtime.query import validate
+from sparkfn.runtime.query import resolve_inputs, validate
 from sparkfn.runtime.spark import spark_session
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
 from sparkfn.store.store import Store
+from sparkfn.topics import subscription
+from sparkfn.topics.admin import TopicAdmin
 from sparkfn.worker.registry import Desired, FunctionVersion, Registry
 from sparkfn.worker.settings import WorkerSettings
 
@@ -53,6 +55,7 @@ class Worker:
         self._spark = spark
         self._runs: dict[str, LocalRun] = {}
         self._lock = threading.RLock()
+        self._starting = threading.Lock()
         self._closing = False
 
     # --- the process -------------------------------------------------------------
@@ -226,16 +229,39 @@ class Worker:
         return self.store
 
     def _start(self, config: FunctionConfig) -> LocalRun:
-        run = LocalRun(
-            config, store=self.open_store(), spark=self.spark, scheduler_pool=config.fqfn
-        )
-        with self._lock:
-            if self._closing:
-                msg = f"the worker is shutting down; function {config.fqfn} was not started"
-                raise RuntimeError(msg)
-            self._runs[config.fqfn] = run
-        run.start()
-        return run
+        # One start at a time: the restore at startup and a request may both
+        # want a function started, and two queries must never share it.
+        with self._starting:
+            with self._lock:
+                current = self._runs.get(config.fqfn)
+                if current is not None and not _ended(current) and current.config == config:
+                    return current
+            self._subscribe(config)
+            run = LocalRun(
+                config, store=self.open_store(), spark=self.spark, scheduler_pool=config.fqfn
+            )
+            with self._lock:
+                if self._closing:
+                    msg = f"the worker is shutting down; function {config.fqfn} was not started"
+                    raise RuntimeError(msg)
+                self._runs[config.fqfn] = run
+            run.start()
+            return run
+
+    def _subscribe(self, config: FunctionConfig) -> None:
+        """Create the function's subscription now if it has none.
+
+        Its ``subscription_position`` then means "as of this call": a message
+        produced once ``create`` or ``start`` has returned is processed, even
+        if the query takes seconds to start.
+        """
+        store = self.open_store()
+        admin = TopicAdmin(store)
+        topics = [admin.get(name) for name in resolve_inputs(store, config)]
+        with store.write() as conn:
+            subscription.ensure(
+                conn, config.subscription, topics, config.subscription_position.value
+            )
 
     def _end(self, fqfn: str, mode: StopMode) -> None:
         """Stop the function's run by ``mode`` and wait until it has ended."""

@@ -1,0 +1,124 @@
+"""Versions on a real worker: an update under load loses and repeats nothing; delete forgets all."""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from worker_process import WorkerProcess
+
+from sparkfn.state.store import all_state
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+BASE = {"inputs": ["in"], "output": "out", "processingGuarantees": "EFFECTIVELY_ONCE"}
+
+
+def _send(client: httpx.Client, verb: str, name: str, code: Path, **config: Any) -> dict[str, Any]:
+    with code.open("rb") as f:
+        response = client.request(
+            verb,
+            f"/public/default/{name}",
+            data={"functionConfig": json.dumps({**BASE, **config})},
+            files={"data": (code.name, f, "text/x-python")},
+        )
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def _outputs(store: Store) -> collections.Counter[str]:
+    consumer = Consumer(store, "out", initial_position="earliest")
+    out: collections.Counter[str] = collections.Counter()
+    while batch := consumer.receive(max_messages=10_000):
+        out.update(m.value.decode() for m in batch if m.value is not None)
+    return out
+
+
+def _await_outputs(store: Store, expected: collections.Counter[str], timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while (found := _outputs(store)) != expected:
+        missing, extra = expected - found, found - expected
+        assert not extra, f"outputs no input asked for, or repeated: {dict(extra)}"
+        assert time.monotonic() < deadline, (
+            f"{len(missing)} outputs missing: {sorted(missing)[:10]}"
+        )
+        time.sleep(0.5)
+
+
+def _setup(store: Store) -> None:
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=2, schema_type="string")
+    admin.create("out", schema_type="string")
+
+
+@pytest.mark.long_running(120)
+def test_an_update_to_a_new_parallelism_under_load_loses_and_repeats_nothing(
+    worker_process: WorkerProcess, store: Store
+) -> None:
+    _setup(store)
+    producer = Producer(store, "in")
+    sent = 300
+    stop = threading.Event()
+
+    def produce() -> None:
+        for i in range(sent):
+            producer.send(f"m{i:03d}")
+            time.sleep(0.02)
+            if stop.is_set():
+                return
+
+    with worker_process.client() as client:
+        first = _send(client, "POST", "exclaim", EXAMPLES / "exclamation.py", parallelism=1)
+        feeder = threading.Thread(target=produce)
+        feeder.start()
+        try:
+            time.sleep(2)  # the update lands while messages flow
+            second = _send(client, "PUT", "exclaim", EXAMPLES / "exclamation.py", parallelism=2)
+        finally:
+            feeder.join()
+        assert (first["version"], second["version"]) == (1, 2)
+        _await_outputs(store, collections.Counter(f"m{i:03d}!" for i in range(sent)))
+
+        status = client.get("/public/default/exclaim/status").json()
+        assert status["numInstances"] == 2
+        old = client.get("/public/default/exclaim", params={"version": 1}).json()
+        assert (old["version"], old["config"]["parallelism"]) == (1, 1)
+        assert client.get("/public/default/exclaim").json()["config"]["parallelism"] == 2
+
+
+@pytest.mark.long_running(90)
+def test_delete_forgets_the_function_and_a_new_one_of_its_name_starts_afresh(
+    worker_process: WorkerProcess, store: Store, data_dir: Path
+) -> None:
+    _setup(store)
+    producer = Producer(store, "in")
+    producer.send_batch([Message(f"a{i}".encode()) for i in range(5)])
+    with worker_process.client() as client:
+        _send(
+            client, "POST", "exclaim", EXAMPLES / "exclamation.py", subscriptionPosition="Earliest"
+        )
+        _await_outputs(store, collections.Counter(f"a{i}!" for i in range(5)))
+
+        gone = client.delete("/public/default/exclaim")
+        assert gone.status_code == 200, gone.text
+        assert client.get("/public/default/exclaim").json()["reason"] == "function_not_found"
+        assert not (data_dir / "functions" / "public" / "default" / "exclaim").exists()
+        assert all_state(store, "public/default/exclaim") == {}
+
+        producer.send_batch([Message(f"b{i}".encode()) for i in range(5)])  # before the new one
+        _send(client, "POST", "exclaim", EXAMPLES / "exclamation.py")  # position: latest
+        producer.send_batch([Message(f"c{i}".encode()) for i in range(10)])
+        expected = collections.Counter(
+            [*(f"a{i}!" for i in range(5)), *(f"c{i}!" for i in range(10))]
+        )
+        _await_outputs(store, expected)
