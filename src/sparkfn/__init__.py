@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from sparkfn.config.names import TopicName
     from sparkfn.config.policy import FailurePolicy
     from sparkfn.config.settings import Settings
-    from sparkfn.connectors.sink_runtime import SinkRun
+    from sparkfn.connectors.sink_run import SinkRun
     from sparkfn.runtime.localrun import LocalRun
     from sparkfn.runtime.spark import spark_session
     from sparkfn.store.store import Store
@@ -143,7 +143,7 @@ _LAZY = {
     "Settings": "sparkfn.config.settings",
     "Sink": "sparkfn.api.connector",
     "SinkConfig": "sparkfn.config.connector",
-    "SinkRun": "sparkfn.connectors.sink_runtime",
+    "SinkRun": "sparkfn.connectors.sink_run",
     "Source": "sparkfn.api.connector",
     "SourceConfig": "sparkfn.config.connector",
     "SourceInstanceStats": "sparkfn.api.status",

@@ -28,14 +28,13 @@ import pytest
 
 from sparkfn.api.errors import ConfigError, ConnectorFailedError, ConnectorLoadError, FatalError
 from sparkfn.config.connector import SinkConfig
-from sparkfn.connectors.sink_runtime import (
+from sparkfn.connectors.sink_config import (
     ADAPTER_CLASSNAME,
     SINK_CONFIG_KEY,
-    SinkRun,
     sink_config_of,
     sink_function_config,
-    validate_sink,
 )
+from sparkfn.connectors.sink_run import SinkRun, validate_sink
 from sparkfn.runtime.loader import load_function
 from sparkfn.store.store import Store
 from sparkfn.testing import FunctionHarness
@@ -212,7 +211,7 @@ def test_validation_names_the_sink_the_field_and_the_value(sstore: Store, tmp_pa
     run = SinkRun(SinkConfig.build(name="s", sink_type="nope", inputs=["in"]), store=sstore)
     with pytest.raises(ConnectorLoadError):
         run.start()
-    assert run.local._spark is None
+    assert run._spark is None
     assert run.status().state == "ERROR"
 
 

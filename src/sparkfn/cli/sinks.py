@@ -60,7 +60,7 @@ from sparkfn.cli.running import option as _field
 if TYPE_CHECKING:
     from sparkfn.api.status import FunctionStatus
     from sparkfn.config.connector import SinkConfig
-    from sparkfn.connectors.sink_runtime import SinkRun
+    from sparkfn.connectors.sink_run import SinkRun
 
 sinks_app = typer.Typer(name="sinks", help="Run sinks.", no_args_is_help=True)
 
@@ -212,7 +212,7 @@ def localrun(
         "failure_policy": mapping(failure_policy),
     }
     config = build_config(fields, sink_config_file)
-    from sparkfn.connectors.sink_runtime import SinkRun, validate_sink
+    from sparkfn.connectors.sink_run import SinkRun, validate_sink
 
     with open_store(ctx) as store:
         # Fail before paying for a JVM: a missing topic, code that does not load.

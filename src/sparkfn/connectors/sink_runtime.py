@@ -1,21 +1,13 @@
-"""Sinks on Spark: a sink runs as a function whose only object is the sink.
+"""Sinks on Spark: the adapter that runs a sink as a function's only object.
 
 A sink needs what a function already has on Spark: a streaming query over its
 input topics, instances, admission control, one commit per batch, stop modes,
 ``context.fatal`` from any thread, a failure policy and ``close()`` exactly
-once. So a sink is run *as* a function: :func:`sink_function_config` turns a
-:class:`SinkConfig` into a :class:`FunctionConfig` whose code is
-:class:`SinkFunction` (an adapter, found by its ``classname``) and whose
-``user_config[SINK_CONFIG_KEY]`` (``"__sparkfn_sink__"``) holds the whole sink
-config as JSON (``SinkConfig.model_dump(mode="json")``; a ``py`` path made
-absolute). Nothing else in the function runtime knows it runs a sink.
-
->>> config = sink_function_config(SinkConfig(name="archive", sink_type="file",
-...     inputs=["raw"], configs={"path": "/data/out-{instance}.jsonl"}))
->>> config.classname
-'sparkfn.connectors.sink_runtime.SinkFunction'
->>> with SinkRun(SinkConfig(...), store=store) as run:    # like LocalRun
-...     run.start(until_drained=True).wait(120)
+once. So a sink is run *as* a function: :func:`~.sink_config.sink_function_config`
+turns a :class:`SinkConfig` into a :class:`FunctionConfig` whose code is
+:class:`SinkFunction` (this module's adapter, found by its ``classname``),
+and :class:`~.sink_run.SinkRun` runs it like ``LocalRun``. Nothing else in
+the function runtime knows it runs a sink.
 
 How the adapter maps the sink's calls onto a function object's lifecycle
 (DESIGN.md 2.3; one adapter, so one sink object, per instance per Spark
@@ -58,93 +50,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from pathlib import Path
-from types import TracebackType
 from typing import Any, NoReturn
 
 from sparkfn.api.connector import Record, Sink, SinkContext
 from sparkfn.api.context import Context
-from sparkfn.api.errors import ConfigError, ConnectorFailedError, FatalError, FunctionFailedError
+from sparkfn.api.errors import FatalError
 from sparkfn.api.function import Function
 from sparkfn.api.lifecycle import GracefulShutdown
-from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.connector import SinkConfig
-from sparkfn.config.function import FunctionConfig
 from sparkfn.connectors.registry import load_sink
+from sparkfn.connectors.sink_config import ADAPTER_CLASSNAME, SINK_CONFIG_KEY, embedded_sink
 from sparkfn.runtime.function.context import FunctionContext
-from sparkfn.store.store import Store
-
-SINK_CONFIG_KEY = "__sparkfn_sink__"
-"""The ``user_config`` key of a sink's function config that holds the sink's config."""
-
-ADAPTER_CLASSNAME = "sparkfn.connectors.sink_runtime.SinkFunction"
-"""The ``classname`` of every sink's function config."""
-
-
-def sink_function_config(sink: SinkConfig) -> FunctionConfig:
-    """The function config that runs ``sink`` on Spark.
-
-    It has the sink's name, inputs, parallelism, guarantees, failure policy,
-    subscription position, batch cap, trigger interval and secrets, no
-    output, and :class:`SinkFunction` for code; the sink's config rides in
-    ``user_config[SINK_CONFIG_KEY]``.
-    """
-    if sink.py:
-        # Absolute, so that Spark's Python workers find it whatever their directory.
-        sink = sink.model_copy(update={"py": str(Path(sink.py).expanduser().resolve())})
-    return FunctionConfig.build(
-        tenant=sink.tenant,
-        namespace=sink.namespace,
-        name=sink.name,
-        classname=ADAPTER_CLASSNAME,
-        inputs=list(sink.inputs),
-        output=None,
-        parallelism=sink.parallelism,
-        processing_guarantees=sink.processing_guarantees,
-        failure_policy=sink.failure_policy,
-        subscription_position=sink.subscription_position,
-        max_records_per_batch=sink.max_records_per_batch,
-        trigger_interval=sink.trigger_interval,
-        secrets=dict(sink.secrets),
-        user_config={SINK_CONFIG_KEY: sink.model_dump(mode="json")},
-    )
-
-
-def sink_config_of(config: FunctionConfig) -> SinkConfig:
-    """The sink config a function config made by :func:`sink_function_config` carries."""
-    return _embedded_sink(config.user_config.get(SINK_CONFIG_KEY), config.fqfn)
-
-
-def _embedded_sink(embedded: Any, fqfn: str) -> SinkConfig:
-    if not isinstance(embedded, Mapping):
-        msg = (
-            f"function {fqfn}: {ADAPTER_CLASSNAME} runs sinks only; its user_config has no "
-            f"{SINK_CONFIG_KEY!r} (make the config with sink_function_config)"
-        )
-        raise ConfigError(msg)
-    built: SinkConfig = SinkConfig.build(**dict(embedded))
-    return built
-
-
-def validate_sink(store: Store, sink: SinkConfig) -> None:
-    """Everything that can be checked before Spark starts, as a :class:`ConfigError`
-    naming the sink, the field and the value: the input topics exist, the code
-    loads (a built-in ``sink_type`` exists; a ``py`` file imports; a
-    ``classname`` names a :class:`Sink` class that can be created)."""
-    from sparkfn.api.errors import TopicNotFoundError
-    from sparkfn.topics.admin import TopicAdmin
-
-    admin = TopicAdmin(store)
-    for topic in sink.inputs:
-        try:
-            admin.get(topic)
-        except TopicNotFoundError:
-            msg = f"sink {sink.fqn}: inputs topic {topic} does not exist; create it first"
-            raise ConfigError(msg) from None
-    load_sink(sink)
-
-
-# --- the adapter, in Spark's Python workers ------------------------------------------------
 
 
 class _FunctionSinkContext(SinkContext):
@@ -231,7 +147,7 @@ class SinkFunction(Function, GracefulShutdown):
     def initialize(self, context: Context) -> None:
         """Load the sink's code and ``open`` it (a failing ``open`` is reported at the next call)."""
         self.context = context
-        config = _embedded_sink(
+        config = embedded_sink(
             context.get_user_config_value(SINK_CONFIG_KEY), context.get_function_id()
         )
         self.sink_config = config
@@ -337,141 +253,3 @@ def _note(exc: BaseException, sink: SinkConfig, call: str) -> None:
     note = f"raised by {call} of sink {sink.fqn}"
     if note not in getattr(exc, "__notes__", ()):
         exc.add_note(note)
-
-
-# --- running a sink like LocalRun -------------------------------------------------------
-
-
-class SinkRun:
-    """One sink's query, started and watched from this process, like :class:`LocalRun`.
-
-    >>> with SinkRun(SinkConfig.build(name="archive", sink_type="file", inputs=["raw"],
-    ...                               configs={"path": "/tmp/out.jsonl"}), store=store) as run:
-    ...     run.start(until_drained=True)
-    ...     run.wait(timeout=120)            # raises ConnectorFailedError if it died
-    ...     run.status().state
-    <RunState.STOPPED: 'STOPPED'>
-
-    Stop modes, status, stats and transitions are the function runtime's
-    (``run.local`` is the :class:`LocalRun`); failures are reported as
-    :class:`ConnectorFailedError` naming the sink.
-    """
-
-    def __init__(
-        self,
-        sink: SinkConfig,
-        *,
-        store: Store | None = None,
-        data_dir: str | Path | None = None,
-        store_url: str | None = None,
-        spark_master: str = "local[*]",
-        spark: Any = None,
-    ) -> None:
-        from sparkfn.runtime.localrun import LocalRun
-
-        self.sink = sink
-        self.config = sink_function_config(sink)
-        self.local = LocalRun(
-            self.config,
-            store=store,
-            data_dir=data_dir,
-            store_url=store_url,
-            spark_master=spark_master,
-            spark=spark,
-            kind="sink",
-        )
-
-    @property
-    def store(self) -> Store:
-        """The store the sink runs on."""
-        return self.local.store
-
-    @property
-    def spark(self) -> Any:
-        """The SparkSession (created on first use)."""
-        return self.local.spark
-
-    @property
-    def spark_master(self) -> str:
-        """The Spark master URL."""
-        return self.local.spark_master
-
-    @property
-    def query(self) -> Any:
-        """The running ``StreamingQuery``, if started."""
-        return self.local.query
-
-    def start(self, *, until_drained: bool = False, checkpoint: Path | None = None) -> SinkRun:
-        """Validate (topics, the sink's code) and start; ``until_drained``: write what is there, then stop."""
-        try:
-            validate_sink(self.store, self.sink)
-        except Exception as exc:
-            self.local.record_start_error(exc)
-            raise
-        try:
-            self.local.start(until_drained=until_drained, checkpoint=checkpoint)
-        except FunctionFailedError as exc:
-            raise self._failed(exc) from None
-        return self
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the run to end; True if it ended. Raises :class:`ConnectorFailedError` if it ended in ERROR."""
-        try:
-            return self.local.wait(timeout)
-        except FunctionFailedError as exc:
-            raise self._failed(exc) from None
-
-    def _failed(self, exc: FunctionFailedError) -> ConnectorFailedError:
-        text = str(exc)
-        prefix = f"function {self.config.fqfn}"
-        if text.startswith(prefix):
-            text = f"sink {self.sink.fqn}" + text[len(prefix) :]
-        return ConnectorFailedError(text)
-
-    @property
-    def run_state(self) -> str:
-        """The sink's state (``CREATED`` before the first start)."""
-        return self.local.run_state
-
-    def stop(self, mode: str = "cancel", *, timeout: float | None = None) -> bool:
-        """Stop the run (``drain``, ``suspend`` or ``cancel``); idempotent. True once ended."""
-        return self.local.stop(mode, timeout=timeout)
-
-    def drain(self, timeout: float | None = None) -> bool:
-        """Write everything present now, ``prepare_to_shutdown``, ``shutdown``, ``close``; ``STOPPED``."""
-        return self.local.drain(timeout)
-
-    def suspend(self, timeout: float | None = None) -> bool:
-        """Stop admitting input, finish the batch in flight, shut down gracefully; ``SUSPENDED``."""
-        return self.local.suspend(timeout)
-
-    def cancel(self, timeout: float | None = None) -> bool:
-        """Stop now; the batch in flight is abandoned (written again per the guarantee); ``close`` only."""
-        return self.local.cancel(timeout)
-
-    def status(self) -> FunctionStatus:
-        """Pulsar's ``FunctionStatus`` shape, with ``state`` and ``deathException`` per instance."""
-        return self.local.status()
-
-    def stats(self) -> FunctionStats:
-        """Pulsar's ``FunctionStats`` shape (``processed_successfully_total``: records written)."""
-        return self.local.stats()
-
-    def transitions(self) -> list[dict[str, Any]]:
-        """Every recorded state transition of the sink and its instances."""
-        return self.local.transitions()
-
-    def close(self) -> None:
-        """Cancel the run if it still runs, and close the store if this run opened it."""
-        self.local.close()
-
-    def __enter__(self) -> SinkRun:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -17,7 +17,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from sparkfn.api.errors import FunctionFailedError, StaleRunError
 from sparkfn.api.lifecycle import StopMode
@@ -235,7 +235,7 @@ class LocalRun:
         if self._own_store:
             self.store.close()
 
-    def __enter__(self) -> LocalRun:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

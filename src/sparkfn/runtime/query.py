@@ -15,6 +15,7 @@ stack trace.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -57,23 +58,33 @@ def resolve_inputs(store: Store, config: FunctionConfig) -> list[str]:
     return topics
 
 
-def validate(store: Store, config: FunctionConfig) -> list[str]:
-    """Check the topics exist and the code loads; returns the input topics."""
+def check_topics_exist(store: Store, owner: str, topics: Iterable[tuple[str, str | None]]) -> None:
+    """A :class:`ConfigError` naming ``owner`` (``function x``, ``sink x``), the
+    field and the topic for the first ``(field, topic)`` whose topic does not exist."""
     admin = TopicAdmin(store)
-    inputs = resolve_inputs(store, config)
-    for field, topic in [
-        *(("inputs", t) for t in inputs),
-        ("output", config.output),
-        ("log_topic", config.log_topic),
-        ("dead_letter_topic", config.dead_letter_topic),
-    ]:
+    for field, topic in topics:
         if topic is None:
             continue
         try:
             admin.get(topic)
         except TopicNotFoundError:
-            msg = f"function {config.fqfn}: {field} topic {topic} does not exist; create it first"
+            msg = f"{owner}: {field} topic {topic} does not exist; create it first"
             raise ConfigError(msg) from None
+
+
+def validate(store: Store, config: FunctionConfig) -> list[str]:
+    """Check the topics exist and the code loads; returns the input topics."""
+    inputs = resolve_inputs(store, config)
+    check_topics_exist(
+        store,
+        f"function {config.fqfn}",
+        [
+            *(("inputs", t) for t in inputs),
+            ("output", config.output),
+            ("log_topic", config.log_topic),
+            ("dead_letter_topic", config.dead_letter_topic),
+        ],
+    )
     load_function(config)
     return inputs
 
