@@ -9,16 +9,18 @@ The data dir and store URL follow :class:`sparkfn.config.settings.Settings`
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import describe_validation_error, read_yaml_fields
 from sparkfn.config.settings import Settings
+from sparkfn.worker.tokens import TokenKeys
 
 ENV_PREFIX = "SPARKFN_WORKER_"
 DEFAULT_PORT = 6750
@@ -42,6 +44,40 @@ class WorkerSettings(BaseModel):
     shutdown_timeout: float = Field(default=60.0, gt=0)
     max_upload_bytes: int = Field(default=100 * MIB, ge=1)
     max_expanded_bytes: int = Field(default=500 * MIB, ge=1)
+    # Bearer-token auth (sparkfn.worker.auth): off by default, which only a
+    # loopback address may serve unless allow_unauthenticated says so.
+    auth_enabled: bool = False
+    token_secret_key: SecretStr | None = None  # HS256
+    token_public_key: str | None = None  # RS256: PEM file (verifies)
+    token_private_key: str | None = None  # RS256: PEM file (signs; `sparkfn tokens create`)
+    allow_unauthenticated: bool = False
+
+    @model_validator(mode="after")
+    def _check_auth(self) -> WorkerSettings:
+        if self.auth_enabled or self.has_token_key:
+            self.token_keys()  # a key that cannot be used fails here, before anything starts
+        if not (self.auth_enabled or self.allow_unauthenticated or is_loopback(self.host)):
+            msg = (
+                f"host {self.host!r} is not a loopback address and auth is off: anyone who "
+                "reaches it could run code on this machine; set auth_enabled with a token key, "
+                "or allow_unauthenticated to serve without auth anyway"
+            )
+            raise ValueError(msg)
+        return self
+
+    @property
+    def has_token_key(self) -> bool:
+        """Whether a token key (secret, public or private) is configured."""
+        return bool(self.token_secret_key or self.token_public_key or self.token_private_key)
+
+    def token_keys(self) -> TokenKeys:
+        """The keys that verify (and, with a secret or private key, sign) tokens."""
+        secret = self.token_secret_key.get_secret_value() if self.token_secret_key else None
+        return TokenKeys.load(
+            secret_key=secret,
+            public_key=self.token_public_key,
+            private_key=self.token_private_key,
+        )
 
     @property
     def packages_dir(self) -> Path:
@@ -73,3 +109,13 @@ class WorkerSettings(BaseModel):
             return cls(**fields)
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc, "worker settings")) from None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback address (``0.0.0.0`` is not: it is every address)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost: it may resolve to anything
