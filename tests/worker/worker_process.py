@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import httpx
 import pytest
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -26,7 +27,9 @@ class WorkerProcess:
 
     data_dir: Path
     store_url: str
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
+    # Added to this process's environment, e.g. SPARKFN_WORKER_* settings.
+    env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
 
@@ -50,7 +53,9 @@ class WorkerProcess:
             str(self.port),
         ]
         with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **self.env}
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -30,6 +30,7 @@ from sparkfn.cli.context import StoreOptions, report_error
 from sparkfn.cli.functions import functions_app
 from sparkfn.cli.sinks import sinks_app
 from sparkfn.cli.sources import sources_app
+from sparkfn.cli.tokens import tokens_app
 from sparkfn.cli.topics import topics_app
 from sparkfn.cli.worker import worker_app
 from sparkfn.config.settings import DATA_DIR_ENV, STORE_URL_ENV
@@ -46,6 +47,7 @@ app.add_typer(functions_app, name="functions")
 app.add_typer(sources_app, name="sources")
 app.add_typer(sinks_app, name="sinks")
 app.add_typer(worker_app, name="worker")
+app.add_typer(tokens_app, name="tokens")
 
 
 @app.callback()

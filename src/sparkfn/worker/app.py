@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
+from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
 from sparkfn.worker.functions_api import functions_router
 from sparkfn.worker.http import ErrorBody, install_error_handlers
 from sparkfn.worker.service import Worker
@@ -40,8 +41,11 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
             400: {"model": ErrorBody},
             404: {"model": ErrorBody},
             409: {"model": ErrorBody},
+            **(AUTH_RESPONSES if worker.settings.auth_enabled else {}),
         },
+        dependencies=app_dependencies(worker.settings),
     )
     install_error_handlers(app)
+    install_auth(app, worker.settings)  # every route, including those included below
     app.include_router(functions_router(worker), prefix="/admin/v3/functions")
     return app

@@ -45,11 +45,12 @@ from sparkfn.api.status import (
     FunctionStatus,
 )
 from sparkfn.config.function import FunctionConfig, snake_fields
+from sparkfn.worker.auth import Caller, check_function_topics, check_package_reference
 from sparkfn.worker.packages import PackageStore
 from sparkfn.worker.registry import FunctionVersion
 from sparkfn.worker.service import Worker
+from sparkfn.worker.tokens import Principal
 
-ANONYMOUS = "anonymous"
 FUNCTION = "/{tenant}/{namespace}/{name}"
 INSTANCE = FUNCTION + "/{instance_id}"
 
@@ -105,6 +106,7 @@ def functions_router(worker: Worker) -> APIRouter:
     )
 
     def build(
+        caller: Principal,
         tenant: str,
         namespace: str,
         name: str,
@@ -123,9 +125,10 @@ def functions_router(worker: Worker) -> APIRouter:
         fields = {**snake_fields(given), "tenant": tenant, "namespace": namespace, "name": name}
         digest = None
         if data is not None:
-            package = packages.save(data.file, data.filename or "function.py", who=ANONYMOUS)
+            package = packages.save(data.file, data.filename or "function.py", who=caller.subject)
             digest, fields["py"] = package.digest, str(package.entry)
         elif url:
+            check_package_reference(caller, url, "url")
             package = packages.get(url)
             digest, fields["py"] = package.digest, str(package.entry)
         elif fields.get("py"):
@@ -134,10 +137,13 @@ def functions_router(worker: Worker) -> APIRouter:
                 "upload it as the multipart field data, or name an uploaded package with url"
             )
             raise ConfigError(msg)
-        return FunctionConfig.build(**fields), digest
+        config = FunctionConfig.build(**fields)
+        check_function_topics(caller, config)
+        return config, digest
 
     @router.post(FUNCTION, response_model=FunctionInfo)
     def register(
+        caller: Caller,
         tenant: str,
         namespace: str,
         name: str,
@@ -145,11 +151,12 @@ def functions_router(worker: Worker) -> APIRouter:
         data: PackageFile = None,
         url: PackageUrl = None,
     ) -> FunctionInfo:
-        config, digest = build(tenant, namespace, name, config_json, data, url)
-        return FunctionInfo.of(worker.create(config, package_digest=digest, who=ANONYMOUS))
+        config, digest = build(caller, tenant, namespace, name, config_json, data, url)
+        return FunctionInfo.of(worker.create(config, package_digest=digest, who=caller.subject))
 
     @router.put(FUNCTION, response_model=FunctionInfo)
     def update(
+        caller: Caller,
         tenant: str,
         namespace: str,
         name: str,
@@ -162,9 +169,9 @@ def functions_router(worker: Worker) -> APIRouter:
         current = worker.registry.get(fqfn)
         if data is None and not url:
             url = current.package_digest  # a config-only update keeps the code
-        config, digest = build(tenant, namespace, name, config_json, data, url)
+        config, digest = build(caller, tenant, namespace, name, config_json, data, url)
         return FunctionInfo.of(
-            worker.update(config, package_digest=digest, who=ANONYMOUS, mode=mode)
+            worker.update(config, package_digest=digest, who=caller.subject, mode=mode)
         )
 
     @router.delete(FUNCTION, response_model=FunctionInfo)

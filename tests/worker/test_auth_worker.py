@@ -1,0 +1,116 @@
+"""Auth end to end: a real worker process with auth on, tokens from ``sparkfn tokens create``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from test_tokens import forge
+from worker_process import WorkerProcess
+
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.worker.tokens import Principal, Role, TokenKeys
+
+SECRET = "an-end-to-end-secret-of-forty-bytes-long"
+AUTH_ENV = {"SPARKFN_WORKER_AUTH_ENABLED": "true", "SPARKFN_WORKER_TOKEN_SECRET_KEY": SECRET}
+EXCLAIM = Path(__file__).resolve().parents[2] / "examples" / "exclamation.py"
+
+
+def _sparkfn(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sparkfn.cli.main", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _cli_token(data_dir: Path, *args: str) -> dict[str, str]:
+    made = _sparkfn("--data-dir", str(data_dir), "tokens", "create", *args, env=AUTH_ENV)
+    assert made.returncode == 0, made.stderr
+    return {"Authorization": f"Bearer {made.stdout.strip()}"}
+
+
+def _refusal(response: httpx.Response, status: int) -> str:
+    assert response.status_code == status, response.text
+    assert response.json()["reason"] == ("unauthorized" if status == 401 else "forbidden")
+    return str(response.json()["message"])
+
+
+@pytest.mark.long_running(60)
+def test_a_worker_with_auth_on_serves_tokens_by_role_and_tenant(
+    store_url: str, data_dir: Path, store: Store
+) -> None:
+    admin = TopicAdmin(store)
+    for topic in ("acme/default/in", "acme/default/out", "public/default/in"):
+        admin.create(topic, schema_type="string")
+    superuser = _cli_token(data_dir, "--subject", "ops", "--role", "superuser", "--expiry", "1h")
+    acme = _cli_token(
+        data_dir, "--subject", "ci", "--role", "tenant_admin", "--tenant", "acme", "--expiry", "1h"
+    )
+    keys = TokenKeys.load(secret_key=SECRET)
+    expired = keys.issue(
+        Principal("ops", Role.SUPERUSER), timedelta(hours=1), now=datetime(2020, 1, 1, tzinfo=UTC)
+    )
+    worker = WorkerProcess(data_dir, store_url, env=AUTH_ENV).start()
+    try:
+        with worker.client() as client:
+            assert "no token" in _refusal(client.get("/acme/default"), 401)
+            late = client.get("/acme/default", headers={"Authorization": f"Bearer {expired}"})
+            assert "expired at 2020-01-01T01:00:00+00:00" in _refusal(late, 401)
+            token = acme["Authorization"].removeprefix("Bearer ")
+            forged = {"Authorization": f"Bearer {forge(token, tenant='public')}"}
+            assert "signature does not verify" in _refusal(
+                client.get("/public/default", headers=forged), 401
+            )
+
+            assert "may not use tenant 'public'" in _refusal(
+                client.get("/public/default", headers=acme), 403
+            )
+            outside = _register(client, acme, inputs=["public/default/in"])
+            assert "inputs public/default/in is outside tenant 'acme'" in _refusal(outside, 403)
+
+            created = _register(client, acme, inputs=["acme/default/in"])
+            assert created.status_code == 200, created.text
+            assert created.json()["createdBy"] == "ci"
+            assert client.get("/acme/default", headers=acme).json() == ["exclaim"]
+            assert client.get("/acme/default", headers=superuser).json() == ["exclaim"]
+            got = client.get("/acme/default/exclaim", headers=acme).json()
+            assert (got["createdBy"], got["config"]["inputs"]) == ("ci", ["acme/default/in"])
+            stopped = client.post("/acme/default/exclaim/stop", headers=acme)
+            assert stopped.status_code == 204, stopped.text
+    finally:
+        worker.stop()
+
+
+def _register(client: httpx.Client, headers: dict[str, str], inputs: list[str]) -> httpx.Response:
+    config = {
+        "inputs": inputs,
+        "output": "acme/default/out",
+        "subscriptionPosition": "Earliest",
+    }
+    with EXCLAIM.open("rb") as code:
+        return client.post(
+            "/acme/default/exclaim",
+            data={"functionConfig": json.dumps(config)},
+            files={"data": ("exclamation.py", code, "text/x-python")},
+            headers=headers,
+        )
+
+
+def test_a_worker_on_a_public_address_without_auth_refuses_to_start(data_dir: Path) -> None:
+    started = _sparkfn(
+        "--data-dir", str(data_dir), "worker", "start", "--host", "0.0.0.0", "--port", "0", env={}
+    )
+    assert started.returncode == 1, started.stderr
+    assert "error [invalid_config]" in started.stderr
+    assert "host '0.0.0.0' is not a loopback address and auth is off" in started.stderr
+    assert "allow_unauthenticated" in started.stderr
