@@ -30,6 +30,16 @@ _TOTALS = schema.function_instance_stats
 _RECENT = schema.function_batch_stats
 _EXC = schema.function_exceptions
 RECENT_KEPT = timedelta(minutes=5)
+# The counts kept both as lifetime totals and per batch (for the 1-minute variants).
+_COUNTS = (
+    "received",
+    "processed_successfully",
+    "user_exceptions",
+    "system_exceptions",
+    "latency_ms_sum",
+    "latency_count",
+)
+_TOTAL_COUNTS = (*_COUNTS, "dead_lettered")  # kept as lifetime totals only
 
 
 def commit_stats(
@@ -49,13 +59,7 @@ def commit_stats(
                 insert(_TOTALS).values(
                     fqfn=fqfn,
                     instance_id=instance_id,
-                    received=stats.received,
-                    processed_successfully=stats.processed_successfully,
-                    user_exceptions=stats.user_exceptions,
-                    system_exceptions=stats.system_exceptions,
-                    dead_lettered=stats.dead_lettered,
-                    latency_ms_sum=stats.latency_ms_sum,
-                    latency_count=stats.latency_count,
+                    **_counts(stats, _TOTAL_COUNTS),
                     last_invocation_ms=stats.last_invocation_ms,
                     user_metrics=_dump_metrics(stats.user_metrics),
                     batches=1,
@@ -70,14 +74,10 @@ def commit_stats(
                 update(_TOTALS)
                 .where(where)
                 .values(
-                    received=_TOTALS.c.received + stats.received,
-                    processed_successfully=_TOTALS.c.processed_successfully
-                    + stats.processed_successfully,
-                    user_exceptions=_TOTALS.c.user_exceptions + stats.user_exceptions,
-                    system_exceptions=_TOTALS.c.system_exceptions + stats.system_exceptions,
-                    dead_lettered=_TOTALS.c.dead_lettered + stats.dead_lettered,
-                    latency_ms_sum=_TOTALS.c.latency_ms_sum + stats.latency_ms_sum,
-                    latency_count=_TOTALS.c.latency_count + stats.latency_count,
+                    **{
+                        name: _TOTALS.c[name] + value
+                        for name, value in _counts(stats, _TOTAL_COUNTS).items()
+                    },
                     last_invocation_ms=stats.last_invocation_ms or row.last_invocation_ms,
                     user_metrics=_dump_metrics(metrics),
                     batches=_TOTALS.c.batches + 1,
@@ -86,15 +86,7 @@ def commit_stats(
             )
         conn.execute(
             insert(_RECENT).values(
-                fqfn=fqfn,
-                instance_id=instance_id,
-                committed_at=now,
-                received=stats.received,
-                processed_successfully=stats.processed_successfully,
-                user_exceptions=stats.user_exceptions,
-                system_exceptions=stats.system_exceptions,
-                latency_ms_sum=stats.latency_ms_sum,
-                latency_count=stats.latency_count,
+                fqfn=fqfn, instance_id=instance_id, committed_at=now, **_counts(stats, _COUNTS)
             )
         )
         if stats.latest_exceptions:
@@ -133,6 +125,10 @@ def _trim_exceptions(conn: Connection, fqfn: str, instance_id: int) -> None:
             conn.execute(delete(_EXC).where(and_(where, _EXC.c.id.not_in(keep_ids))))
 
 
+def _counts(stats: InstanceStats, names: Sequence[str]) -> dict[str, Any]:
+    return {name: getattr(stats, name) for name in names}
+
+
 def _dump_metrics(metrics: dict[str, MetricSummary]) -> str:
     return json.dumps({name: asdict(m) for name, m in metrics.items()})
 
@@ -158,24 +154,16 @@ def instance_recent(
 ) -> dict[int, dict[str, Any]]:
     """Per instance sums over the last ``window`` (the ``1min`` variants)."""
     since = utc_now() - window
-    cols = [
-        "received",
-        "processed_successfully",
-        "user_exceptions",
-        "system_exceptions",
-        "latency_ms_sum",
-        "latency_count",
-    ]
     with store.read() as conn:
         rows = conn.execute(
-            select(_RECENT.c.instance_id, *[func.sum(getattr(_RECENT.c, c)).label(c) for c in cols])
+            select(_RECENT.c.instance_id, *[func.sum(_RECENT.c[c]).label(c) for c in _COUNTS])
             .where(and_(_RECENT.c.fqfn == fqfn, _RECENT.c.committed_at >= since))
             .group_by(_RECENT.c.instance_id)
         ).all()
     # PostgreSQL's SUM of an integer column is a Decimal: convert back.
     return {
         r.instance_id: {
-            c: (float if c == "latency_ms_sum" else int)(getattr(r, c) or 0) for c in cols
+            c: (float if c == "latency_ms_sum" else int)(getattr(r, c) or 0) for c in _COUNTS
         }
         for r in rows
     }
