@@ -70,8 +70,10 @@ SPARK_TAGGED_SCHEMA = (
     "event_time timestamp, instance_id int, payload binary"
 )
 
-_INSTANCES: dict[tuple[str, str, int], FunctionInstance] = {}
-_ORIGINS: dict[tuple[str, str, int], str] = {}  # the store each instance was loaded for
+# An object's key: (the control id of its run, the function's version, the instance id).
+InstanceKey = tuple[str, str, int]
+_INSTANCES: dict[InstanceKey, FunctionInstance] = {}
+_ORIGINS: dict[InstanceKey, str] = {}  # the store each instance was loaded for
 
 
 @dataclass(frozen=True)
@@ -87,12 +89,12 @@ class TaskSummary:
 _REGISTRY_LOCK = threading.Lock()
 
 
-def _registry() -> list[tuple[tuple[str, str, int], FunctionInstance]]:
+def _registry() -> list[tuple[InstanceKey, FunctionInstance]]:
     with _REGISTRY_LOCK:
         return list(_INSTANCES.items())
 
 
-def _forget(key: tuple[str, str, int], inst: FunctionInstance) -> None:
+def _forget(key: InstanceKey, inst: FunctionInstance) -> None:
     with _REGISTRY_LOCK:
         if _INSTANCES.get(key) is inst:
             del _INSTANCES[key]
@@ -106,21 +108,15 @@ def close_all(store: Store, why: str) -> None:
 
 
 def instance_for(
-    config: FunctionConfig,
-    instance_id: int,
-    store: Store,
-    version: str,
-    epoch: int = 0,
-    control_id: str | None = None,
+    config: FunctionConfig, key: InstanceKey, store: Store, epoch: int = 0
 ) -> FunctionInstance:
-    """The process-wide instance object, loaded on first use.
+    """The process-wide object of ``key``, loaded on first use.
 
-    ``control_id`` names the run's lifecycle record (default the FQFN, a
-    function's): deaths and objects are recorded there and commands to it
-    reach the object.
+    The key's control id names the run's lifecycle record (a function's
+    FQFN, a sink's ``sink:<fqfn>``): deaths and objects are recorded there
+    and commands to it reach the object.
     """
-    cid = control_id or config.fqfn
-    key = (cid, version, instance_id)
+    cid, version, instance_id = key
     origin = f"{store.url} {store.data_dir}"
     inst = _INSTANCES.get(key)
     if inst is not None and (inst.config != config or _ORIGINS.get(key) != origin or inst.closed):
@@ -231,7 +227,7 @@ def make_run_function(
                     current = instance_id
                     inst = active.get(instance_id)
                     if inst is None:
-                        inst = _enter(config, instance_id, store, version, epoch, cid)
+                        inst = _enter(config, (cid, version, instance_id), store, epoch)
                         active[instance_id] = inst
                     inst.check_interrupt()
                     if marker:
@@ -264,17 +260,10 @@ def make_run_function(
     return run_function
 
 
-def _enter(
-    config: FunctionConfig,
-    instance_id: int,
-    store: Store,
-    version: str,
-    epoch: int,
-    control_id: str,
-) -> FunctionInstance:
+def _enter(config: FunctionConfig, key: InstanceKey, store: Store, epoch: int) -> FunctionInstance:
     """The instance's object, locked for this task, with the task begun."""
     while True:
-        inst = instance_for(config, instance_id, store, version, epoch, control_id)
+        inst = instance_for(config, key, store, epoch)
         inst.lock.acquire()
         if not inst.closed:
             inst.epoch = max(inst.epoch, epoch)  # an object kept across a restart
