@@ -9,7 +9,7 @@ from rich.console import Console
 
 from sparkfn.api.lifecycle import RunState
 from sparkfn.api.status import FunctionInstanceStatus, FunctionInstanceStatusData, FunctionStatus
-from sparkfn.cli.functions import progress_display
+from sparkfn.cli.progress import progress_display
 from sparkfn.config.function import FunctionConfig
 
 

@@ -9,15 +9,8 @@ from pathlib import Path
 import pytest
 import typer
 
-from sparkfn.cli.running import (
-    StopSignals,
-    config_fields,
-    default_name,
-    enum_value,
-    mapping,
-    split_topics,
-    stop_mode,
-)
+from sparkfn.cli.configs import config_fields, default_name, enum_value, mapping, split_topics
+from sparkfn.cli.running import StopSignals, stop_mode
 
 
 def test_stop_mode_takes_any_case_and_names_the_flag_otherwise() -> None:

@@ -4,7 +4,8 @@ The global ``--data-dir`` and ``--store-url`` options become a
 :class:`StoreOptions` on the root Typer context; a command opens the store
 with :func:`open_store`, which closes it again when the command ends. Tables
 for people go through :func:`console`, JSON for programs through
-:func:`emit_json`, errors through :func:`report_error`.
+:func:`emit_json`, progress lines through :func:`note` and errors through
+:func:`report_error`.
 
 Heavy modules (SQLAlchemy, pyarrow) are imported only when a command opens
 the store, so ``sparkfn --help`` and usage errors stay fast.
@@ -58,6 +59,12 @@ def emit_json(value: Any) -> None:
     """``value`` as one line of JSON on stdout, flushed at once for a reading program."""
     sys.stdout.write(json.dumps(value) + "\n")
     sys.stdout.flush()
+
+
+def note(text: str) -> None:
+    """One line on stderr, plain: stderr may be a log file, where Rich would wrap."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 _LINE_BREAKS = re.compile(r"\s*\n\s*")

@@ -14,6 +14,7 @@ error ("Invalid value for '--retention': ...").
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta
 
 import typer
@@ -88,6 +89,12 @@ def as_utc(value: datetime) -> datetime:
 def format_time(value: datetime) -> str:
     """A time for people, in UTC to the millisecond: ``2024-05-01 12:00:00.250``."""
     return as_utc(value).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def elapsed(started: float) -> str:
+    """``H:MM:SS`` since ``started`` (a ``time.monotonic()`` reading)."""
+    seconds = int(time.monotonic() - started)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 def format_duration_ms(ms: int | None) -> str:

@@ -1,124 +1,36 @@
-"""What the ``localrun`` commands share.
+"""How the ``localrun`` commands stop and run.
 
-``functions``, ``sinks`` and ``sources`` take their config the same way
-(flags as text, over an optional YAML file, validated by the config model so
-every bad value is reported alike), stop the same way (SIGTERM in the mode
-``--sigterm`` names, the first Ctrl+C drains, the next stop signal cancels,
-one more gives up waiting) and report the same way (plain lines on stderr,
-the final status as JSON on stdout). Functions and sinks both run a Spark
-query through a run object (:class:`QueryRun`); :func:`run_query` drives it.
+``functions``, ``sinks`` and ``sources`` stop the same way (SIGTERM in the
+mode ``--sigterm`` names, the first Ctrl+C drains, the next stop signal
+cancels, one more gives up waiting: :class:`StopSignals`) and report the same
+way (plain lines on stderr, the final status as JSON on stdout:
+:func:`finish`). Functions and sinks both run a Spark query through a run
+object (:class:`QueryRun`); :func:`run_query` drives it. Their config comes
+from :mod:`sparkfn.cli.configs`, their options from :mod:`sparkfn.cli.options`
+and :mod:`sparkfn.cli.localrun`.
 """
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
-from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import typer
+from rich.console import Console
+
+from sparkfn.cli.context import emit_json, note
+from sparkfn.cli.progress import REFRESH_SECONDS, Display, progress_display
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from sparkfn.api.status import FunctionStatus
-
-
-class _Config(Protocol):
-    """What the function, source and sink configs have in common here."""
-
-    @property
-    def py(self) -> str | None: ...
-
-    @classmethod
-    def from_yaml(cls, path: Path, **overrides: Any) -> Self: ...
-
-    @classmethod
-    def build(cls, **fields: Any) -> Self: ...
-
-    def model_copy(self, *, update: dict[str, Any]) -> Self: ...
-
-
-ConfigT = TypeVar("ConfigT", bound=_Config)
-
-SPARK_MASTER_ENV = "SPARKFN_SPARK_MASTER"
-
-# Pulsar spells some enum values differently; the configs take sparkfn's.
-_PULSAR_SPELLINGS = {"atleast_once": "at_least_once", "atmost_once": "at_most_once"}
-
-
-def option(flag: str, help_text: str, panel: str, metavar: str | None = None) -> Any:
-    """A ``typer.Option`` in a help panel: the shape of every config flag."""
-    return typer.Option(flag, help=help_text, rich_help_panel=panel, metavar=metavar)
-
-
-def note(text: str) -> None:
-    """One line on stderr, plain: stderr may be a log file, where Rich would wrap."""
-    sys.stderr.write(text + "\n")
-    sys.stderr.flush()
-
-
-def elapsed(started: float) -> str:
-    """``H:MM:SS`` since ``started`` (a ``time.monotonic()`` reading)."""
-    seconds = int(time.monotonic() - started)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-# --- the "Run" options all three commands take ------------------------------------
-
-RUN_PANEL = "Run"
-
-# Taken as text and validated by the config, like every config field.
-Parallelism = Annotated[
-    str | None, option("--parallelism", "Number of instances (1 to 256).", RUN_PANEL, "N")
-]
-TriggerInterval = Annotated[
-    str | None,
-    option(
-        "--trigger-interval",
-        "Time between micro-batches: 500ms, 2s, 1m (default: as fast as possible).",
-        RUN_PANEL,
-        "DURATION",
-    ),
-]
-FailurePolicyOption = Annotated[
-    str | None,
-    option(
-        "--failure-policy",
-        "What happens after an instance dies, as a JSON object: on_failure, on_fatal, "
-        "handler, max_restarts, restart_window, backoff_initial, ... (docs/lifecycle.md).",
-        RUN_PANEL,
-        "JSON",
-    ),
-]
-SparkMaster = Annotated[
-    str,
-    typer.Option(
-        "--spark-master",
-        envvar=SPARK_MASTER_ENV,
-        show_envvar=True,
-        help="Spark master URL.",
-        rich_help_panel=RUN_PANEL,
-        metavar="URL",
-    ),
-]
-Sigterm = Annotated[
-    str,
-    typer.Option(
-        "--sigterm",
-        help="How SIGTERM stops the run: drain, suspend or cancel. Ctrl+C drains; "
-        "a second stop signal cancels.",
-        rich_help_panel=RUN_PANEL,
-        metavar="MODE",
-    ),
-]
-
-
-# --- reading flag values ----------------------------------------------------------
+    from sparkfn.config.function import FunctionConfig
+    from sparkfn.store.store import Store
 
 
 def stop_mode(text: str, flag: str = "--sigterm") -> str:
@@ -130,117 +42,6 @@ def stop_mode(text: str, flag: str = "--sigterm") -> str:
         msg = f"{text!r} is not one of: {', '.join(StopMode)}"
         raise typer.BadParameter(msg, param_hint=f"'{flag}'")
     return mode
-
-
-def split_topics(values: list[str] | None) -> list[str] | None:
-    """``["a,b", "c"]`` → ``["a", "b", "c"]``; nothing given → ``None``."""
-    if not values:
-        return None
-    return [topic.strip() for value in values for topic in value.split(",") if topic.strip()]
-
-
-def mapping(text: str | None) -> Any:
-    """A JSON or YAML object as a dict; anything else unchanged, for the config to reject."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        import yaml
-
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            return text
-    return value if isinstance(value, dict) else text
-
-
-def enum_value(text: Any, allowed: Iterable[str]) -> Any:
-    """``Shared``, ``ATLEAST_ONCE``, ``key-shared`` → sparkfn's value; unknown text unchanged."""
-    if not isinstance(text, str):
-        return text
-    value = text.strip().lower().replace("-", "_")
-    value = _PULSAR_SPELLINGS.get(value, value)
-    return value if value in set(allowed) else text
-
-
-def config_fields(
-    fields: Mapping[str, Any],
-    *,
-    integers: Iterable[str] = (),
-    enums: Mapping[str, Iterable[str]] | None = None,
-) -> dict[str, Any]:
-    """The flags that were given, with numbers as numbers and enum spellings normalised.
-
-    A number reads as one in the config's error ("(got 0)", not "(got '0')");
-    text that is not a number or a known value is left for the config to
-    reject by name.
-    """
-    given = {k: v for k, v in fields.items() if v is not None}
-    for key in integers:
-        value = given.get(key)
-        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-            given[key] = int(value)
-    for key, allowed in (enums or {}).items():
-        if key in given:
-            given[key] = enum_value(given[key], allowed)
-    return given
-
-
-def default_name(fields: dict[str, Any], config_file: Path | None, type_key: str = "") -> None:
-    """Name the function or connector as Pulsar does when neither flags nor file do.
-
-    After the last part of the class name, else (sparkfn) the ``--py`` file's
-    name, else the built-in connector type (``type_key``: ``source_type``).
-    """
-    if fields.get("name"):
-        return
-    from_file = _peek_yaml(config_file) if config_file else {}
-    if from_file.get("name"):
-        return
-
-    def given(key: str, camel: str = "") -> Any:
-        first, *rest = key.split("_")
-        camel = camel or first + "".join(word.title() for word in rest)  # Pulsar's spelling
-        return fields.get(key) or from_file.get(key) or from_file.get(camel)
-
-    classname, py = given("classname", "className"), given("py")
-    kind = given(type_key) if type_key else None
-    if isinstance(classname, str) and classname.strip():
-        derived = classname.strip().rpartition(".")[2]
-    elif isinstance(py, str) and py.strip():
-        derived = Path(py.strip()).stem
-    elif isinstance(kind, str) and kind.strip():
-        derived = kind.strip()
-    else:
-        return
-    if derived:
-        fields["name"] = derived
-
-
-def _peek_yaml(path: Path) -> dict[str, Any]:
-    """The file's top-level mapping, or nothing: reading it for real reports its errors."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def load_config(model: type[ConfigT], fields: dict[str, Any], config_file: Path | None) -> ConfigT:
-    """``model`` from the flags' ``fields`` over ``config_file``, with ``py`` made absolute.
-
-    Absolute, so that Spark's Python workers find the code from any directory.
-    """
-    if config_file is not None:
-        config = model.from_yaml(config_file, **fields)
-    else:
-        config = model.build(**fields)
-    if not config.py:
-        return config
-    return config.model_copy(update={"py": str(Path(config.py).expanduser().resolve())})
 
 
 # --- stopping ---------------------------------------------------------------------
@@ -261,7 +62,15 @@ class StopSignals:
         self.sigterm_mode = sigterm_mode
         self.wake = threading.Event()
         self.requests: list[tuple[str, str]] = []  # (mode, signal name)
+        self._taken = 0  # how many requests next_requests returned
         self._previous: dict[signal.Signals, Any] = {}
+
+    def __enter__(self) -> Self:
+        self.install()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.restore()
 
     def install(self) -> None:
         """Take over both signals (again after SparkContext installed its SIGINT handler)."""
@@ -278,6 +87,14 @@ class StopSignals:
         """Record a stop request as a signal would (for an interrupted JVM start)."""
         self.requests.append((mode, name))
         self.wake.set()
+
+    def next_requests(self, timeout: float) -> list[tuple[str, str]]:
+        """Wait up to ``timeout`` seconds for a stop request; the requests not returned before."""
+        self.wake.wait(timeout)
+        self.wake.clear()
+        new = self.requests[self._taken :]
+        self._taken += len(new)  # a handler may append meanwhile: that one comes next time
+        return new
 
     def names(self) -> str:
         """The signals received, in order: ``SIGINT, SIGTERM``."""
@@ -301,6 +118,12 @@ class QueryRun(Protocol):
     """What :func:`run_query` needs of a run (``LocalRun``, ``SinkRun``)."""
 
     @property
+    def config(self) -> FunctionConfig: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
     def spark(self) -> Any: ...
 
     @property
@@ -318,36 +141,33 @@ class QueryRun(Protocol):
     def status(self) -> FunctionStatus: ...
 
 
-class Display(Protocol):
-    """Progress on stderr while a run goes."""
-
-    def update(self, status: FunctionStatus) -> None:
-        """Show the status now (or when it is time to)."""
-
-    def close(self, status: FunctionStatus | None) -> None:
-        """Show the final status, if given, and finish; later calls do nothing."""
-
-
 def run_query(
     run: QueryRun,
-    *,
     label: str,
-    signals: StopSignals,
+    starting: str,
+    *,
+    sigterm: str,
     until_drained: bool,
-    display: Callable[[], Display],
-    failure_type: type[Exception],
-    refresh_seconds: float = 1.0,
+    metrics_port: int = 0,
 ) -> tuple[FunctionStatus, Exception | None]:
     """Start Spark and the run, show progress, act on stop signals, until the run ends.
 
-    ``label`` names the run in every line (``public/default/f``, ``sink
-    public/default/s``). Returns the final status and the run's failure (an
-    instance of ``failure_type``), if it failed; whatever happens, nothing is
-    left running. The caller installs ``signals`` before calling.
+    ``label`` names the run in every line (``function public/default/f``,
+    ``sink public/default/s``); ``starting`` is the first line, after the
+    metrics server (on ``metrics_port``, if not 0) is up. Returns the final
+    status and the run's failure (``FunctionFailedError`` or
+    ``ConnectorFailedError``), if it failed; whatever happens, nothing is
+    left running and the signals are given back.
     """
+    from sparkfn.api.errors import ConnectorFailedError, FunctionFailedError
+
     failure: Exception | None = None
     shown: Display | None = None
     with ExitStack() as stack:
+        signals = stack.enter_context(StopSignals(sigterm))
+        if metrics_port:
+            _serve_metrics(stack, run, metrics_port)
+        note(starting)
         try:
             stack.callback(_stop_spark, start_spark(run, label))
         except KeyboardInterrupt:
@@ -361,19 +181,14 @@ def run_query(
             return run.status(), None
         try:
             run.start(until_drained=until_drained)
-            shown = display()
+            shown = progress_display(Console(stderr=True, highlight=False), run.config)
             stack.callback(shown.close, None)
-            acted = 0
-            while not run.wait(timeout=0):  # raises failure_type if the run failed
-                signals.wake.wait(refresh_seconds)
-                signals.wake.clear()
-                while acted < len(signals.requests):
-                    mode, name = signals.requests[acted]
-                    acted += 1
+            while not run.wait(timeout=0):  # raises the failure if the run failed
+                for mode, name in signals.next_requests(REFRESH_SECONDS):
                     note(f"stopping {label}: {mode} ({name})")
                     run.stop(mode, timeout=0)
                 shown.update(run.status())
-        except failure_type as exc:
+        except (FunctionFailedError, ConnectorFailedError) as exc:
             failure = exc
         status = run.status()
         if shown is not None:
@@ -381,6 +196,26 @@ def run_query(
     if signals.requests and failure is None:
         note(f"stopped {label} ({signals.names()}): {run.run_state}")
     return status, failure
+
+
+def _serve_metrics(stack: ExitStack, run: QueryRun, port: int) -> None:
+    """Serve the run's Prometheus metrics until ``stack`` closes.
+
+    Started before the JVM, so that a busy port costs nothing.
+    """
+    from sparkfn.runtime.prometheus import serve_metrics
+
+    server = serve_metrics(port, run.store, run.config)
+    stack.callback(server.close)
+    note(f"serving metrics of {run.config.fqfn} on port {server.port} (/metrics)")
+
+
+def finish(status: BaseModel, failure: Exception | None, *, json_status: bool) -> None:
+    """A run's last words: its final status as a JSON line on stdout if asked, then its failure."""
+    if json_status:
+        emit_json(status.model_dump(by_alias=True, mode="json"))
+    if failure is not None:
+        raise failure
 
 
 def start_spark(run: QueryRun, label: str) -> Any:

@@ -1,0 +1,201 @@
+"""The config a ``localrun`` command runs: its flags over an optional YAML file.
+
+``functions``, ``sources`` and ``sinks`` build their config alike
+(:func:`build_config`): the flags are taken as text, made what the config
+model's fields want where that is plain (a number, Pulsar's spelling of an
+enum value, ``KEY=VALUE`` settings), laid over the YAML file, the function or
+connector named as Pulsar names it when nothing names it, and validated by the
+model, so every bad value is reported alike: the function or connector, the
+field, the problem and the value.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import UnionType
+from typing import Any, Protocol, Self, TypeVar
+
+import typer
+
+
+class _Config(Protocol):
+    """What the function, source and sink configs have in common here."""
+
+    @property
+    def py(self) -> str | None: ...
+
+    @classmethod
+    def from_yaml(cls, path: Path, **overrides: Any) -> Self: ...
+
+    @classmethod
+    def build(cls, **fields: Any) -> Self: ...
+
+    def model_copy(self, *, update: dict[str, Any]) -> Self: ...
+
+
+ConfigT = TypeVar("ConfigT", bound=_Config)
+
+_PULSAR_SPELLINGS = {"atleast_once": "at_least_once", "atmost_once": "at_most_once"}
+
+
+def split_topics(values: list[str] | None) -> list[str] | None:
+    """``["a,b", "c"]`` → ``["a", "b", "c"]``; nothing given → ``None``."""
+    if not values:
+        return None
+    return [topic.strip() for value in values for topic in value.split(",") if topic.strip()]
+
+
+def mapping(text: str | None) -> Any:
+    """A JSON or YAML object as a dict; anything else unchanged, for the config to reject."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        import yaml
+
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return text
+    return value if isinstance(value, dict) else text
+
+
+def enum_value(text: Any, allowed: Iterable[str]) -> Any:
+    """``Shared``, ``ATLEAST_ONCE``, ``key-shared`` → sparkfn's value; unknown text unchanged."""
+    if not isinstance(text, str):
+        return text
+    value = text.strip().lower().replace("-", "_")
+    value = _PULSAR_SPELLINGS.get(value, value)
+    return value if value in set(allowed) else text
+
+
+def config_fields(
+    fields: Mapping[str, Any],
+    *,
+    integers: Iterable[str] = (),
+    enums: Mapping[str, Iterable[str]] | None = None,
+) -> dict[str, Any]:
+    """The flags that were given, with numbers as numbers and enum spellings normalised.
+
+    A number reads as one in the config's error ("(got 0)", not "(got '0')");
+    text that is not a number or a known value is left for the config to
+    reject by name.
+    """
+    given = {k: v for k, v in fields.items() if v is not None}
+    for key in integers:
+        value = given.get(key)
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            given[key] = int(value)
+    for key, allowed in (enums or {}).items():
+        if key in given:
+            given[key] = enum_value(given[key], allowed)
+    return given
+
+
+def default_name(fields: dict[str, Any], config_file: Path | None, type_key: str = "") -> None:
+    """Name the function or connector as Pulsar does when neither flags nor file do.
+
+    After the last part of the class name, else (sparkfn) the ``--py`` file's
+    name, else the built-in connector type (``type_key``: ``source_type``).
+    """
+    if fields.get("name"):
+        return
+    from_file = _peek_yaml(config_file) if config_file else {}
+    if from_file.get("name"):
+        return
+
+    def given(key: str, camel: str = "") -> Any:
+        first, *rest = key.split("_")
+        camel = camel or first + "".join(word.title() for word in rest)  # Pulsar's spelling
+        return fields.get(key) or from_file.get(key) or from_file.get(camel)
+
+    classname, py = given("classname", "className"), given("py")
+    kind = given(type_key) if type_key else None
+    if isinstance(classname, str) and classname.strip():
+        derived = classname.strip().rpartition(".")[2]
+    elif isinstance(py, str) and py.strip():
+        derived = Path(py.strip()).stem
+    elif isinstance(kind, str) and kind.strip():
+        derived = kind.strip()
+    else:
+        return
+    if derived:
+        fields["name"] = derived
+
+
+def _peek_yaml(path: Path) -> dict[str, Any]:
+    """The file's top-level mapping, or nothing: reading it for real reports its errors."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_config(model: type[ConfigT], fields: dict[str, Any], config_file: Path | None) -> ConfigT:
+    """``model`` from the flags' ``fields`` over ``config_file``, with ``py`` made absolute.
+
+    Absolute, so that Spark's Python workers find the code from any directory.
+    """
+    if config_file is not None:
+        config = model.from_yaml(config_file, **fields)
+    else:
+        config = model.build(**fields)
+    if not config.py:
+        return config
+    return config.model_copy(update={"py": str(Path(config.py).expanduser().resolve())})
+
+
+def build_config(
+    model: type[ConfigT],
+    kind: str,
+    fields: Mapping[str, Any],
+    config_file: Path | None,
+    type_key: str = "",
+) -> ConfigT:
+    """``model`` from the flags' ``fields`` (``None`` where not given) over ``config_file``.
+
+    ``kind`` (``function``, ``source``, ``sink``) names the config in errors;
+    without a name, a connector is named after its built-in type
+    (``type_key``: ``source_type``) last.
+    """
+    from sparkfn.api.errors import ConfigError
+    from sparkfn.cli.params import parse_properties
+
+    integers, enums, mappings = _field_kinds(model)
+    given = config_fields(fields, integers=integers, enums=enums)
+    default_name(given, config_file, type_key)
+    for key in mappings:
+        if isinstance(given.get(key), list):  # KEY=VALUE settings, as --spark-conf takes
+            try:
+                given[key] = parse_properties(given[key], "--" + key.replace("_", "-"))
+            except typer.BadParameter as exc:
+                msg = f"{kind} {given.get('name', '?')}: invalid config: {key}: {exc.message}"
+                raise ConfigError(msg) from None
+    return load_config(model, given, config_file)
+
+
+def _field_kinds(model: type[Any]) -> tuple[list[str], dict[str, list[str]], list[str]]:
+    """The fields of a pydantic ``model`` that want an integer, an enum (its values), a mapping."""
+    integers: list[str] = []
+    enums: dict[str, list[str]] = {}
+    mappings: list[str] = []
+    for key, info in model.model_fields.items():
+        annotation = info.annotation
+        union = typing.get_origin(annotation) in (typing.Union, UnionType)
+        types = typing.get_args(annotation) if union else (annotation,)
+        for kind in types:
+            if kind is int:
+                integers.append(key)
+            elif isinstance(kind, type) and issubclass(kind, enum.Enum):
+                enums[key] = [str(member.value) for member in kind]
+            elif typing.get_origin(kind) is dict:
+                mappings.append(key)
+    return integers, enums, mappings

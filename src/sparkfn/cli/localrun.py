@@ -1,0 +1,197 @@
+"""What the ``localrun`` commands take besides their config, and how functions and sinks run.
+
+The options here are each command's own: the YAML config file, how the run
+ends and is shown, where Spark runs. With the config flags of
+:mod:`sparkfn.cli.options` they make each command's list (:data:`FUNCTION_LOCALRUN`,
+:data:`SOURCE_LOCALRUN`, :data:`SINK_LOCALRUN`). ``functions`` and ``sinks
+localrun`` then do the same (:func:`localrun_query`): build the config, check
+what can be checked before Spark starts, run the query, print its end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from sparkfn.cli.configs import build_config
+from sparkfn.cli.context import open_store
+from sparkfn.cli.flags import RUN_PANEL, Flag, PerKind
+from sparkfn.cli.options import FUNCTION_CONFIG, SINK_CONFIG, SOURCE_CONFIG
+from sparkfn.cli.running import QueryRun, finish, run_query, stop_mode
+
+if TYPE_CHECKING:
+    from sparkfn.config.connector import SinkConfig
+    from sparkfn.config.function import FunctionConfig
+    from sparkfn.store.store import Store
+
+SPARK_MASTER_ENV = "SPARKFN_SPARK_MASTER"
+
+CONFIG_FILE = Flag(
+    "--{kind}-config-file",
+    "YAML {kind} config (Pulsar's camelCase keys too); flags override it.",
+    "PATH",
+    parses=Path | None,
+    config=False,
+    dest="config_file",
+)
+
+
+def _run_option(
+    name: str,
+    help_text: PerKind,
+    metavar: str | None,
+    parses: Any,
+    default: Any,
+    *,
+    read: Callable[[Any], Any] | None = None,
+    **typer_settings: Any,
+) -> Flag:
+    """An option of the command's own (not a config field), in the Run panel."""
+    return Flag(
+        name,
+        help_text,
+        metavar,
+        RUN_PANEL,
+        parses=parses,
+        default=default,
+        read=read,
+        config=False,
+        typer_settings=typer_settings,
+    )
+
+
+UNTIL_DRAINED = _run_option(
+    "--until-drained",
+    {
+        "function": "Process what the inputs hold now, then stop (exit 1 if the function failed).",
+        "sink": "Write what the inputs hold now, then stop (exit 1 if the sink failed).",
+    },
+    None,
+    bool,
+    False,
+)
+SPARK_MASTER = _run_option(
+    "--spark-master",
+    "Spark master URL.",
+    "URL",
+    str,
+    "local[*]",
+    envvar=SPARK_MASTER_ENV,
+    show_envvar=True,
+)
+METRICS_PORT = _run_option(
+    "--metrics-port",
+    "Serve Prometheus metrics at http://HOST:PORT/metrics (0: do not).",
+    "PORT",
+    int,
+    0,
+    min=0,
+    max=65535,
+)
+SIGTERM = _run_option(
+    "--sigterm",
+    "How SIGTERM stops the run: drain, suspend or cancel. Ctrl+C drains; a second stop signal cancels.",
+    "MODE",
+    str,
+    "drain",
+    read=stop_mode,
+)
+JSON_STATUS = _run_option(
+    "--json-status",
+    {
+        "function": "Print the final status (Pulsar's FunctionStatus JSON) on stdout.",
+        "source": "Print the final status (JSON, per instance) on stdout.",
+        "sink": "Print the final status (Pulsar-shaped JSON, per instance) on stdout.",
+    },
+    None,
+    bool,
+    False,
+)
+
+FUNCTION_LOCALRUN = (
+    *FUNCTION_CONFIG,
+    CONFIG_FILE,
+    UNTIL_DRAINED,
+    SPARK_MASTER,
+    METRICS_PORT,
+    SIGTERM,
+    JSON_STATUS,
+)
+SOURCE_LOCALRUN = (*SOURCE_CONFIG, CONFIG_FILE, SIGTERM, JSON_STATUS)
+SINK_LOCALRUN = (*SINK_CONFIG, CONFIG_FILE, UNTIL_DRAINED, SIGTERM, SPARK_MASTER, JSON_STATUS)
+
+
+def localrun_query(
+    ctx: typer.Context,
+    kind: str,
+    fields: Mapping[str, Any],
+    *,
+    config_file: Path | None,
+    spark_master: str,
+    sigterm: str,
+    until_drained: bool,
+    json_status: bool,
+    metrics_port: int = 0,
+) -> None:
+    """``functions`` or ``sinks localrun`` (``kind``): build the config, check it, run it.
+
+    Everything that can be checked before Spark starts is (the config, the
+    topics, the code), so a mistake costs no JVM start.
+    """
+    config = _query_config(kind, fields, config_file)
+    with open_store(ctx) as store:
+        run, label, starting = _checked_run(config, store, spark_master)
+        status, failure = run_query(
+            run,
+            label,
+            starting,
+            sigterm=sigterm,
+            until_drained=until_drained,
+            metrics_port=metrics_port,
+        )
+    finish(status, failure, json_status=json_status)
+
+
+def _query_config(
+    kind: str, fields: Mapping[str, Any], config_file: Path | None
+) -> FunctionConfig | SinkConfig:
+    """The function's or the sink's config from its flags and file."""
+    if kind == "sink":
+        from sparkfn.config.connector import SinkConfig
+
+        return build_config(SinkConfig, kind, fields, config_file, "sink_type")
+    from sparkfn.config.function import FunctionConfig
+
+    return build_config(FunctionConfig, kind, fields, config_file)
+
+
+def _checked_run(
+    config: FunctionConfig | SinkConfig, store: Store, spark_master: str
+) -> tuple[QueryRun, str, str]:
+    """The run of ``config`` once its topics and code are found; its label and first line.
+
+    pyspark's Python modules load here; the JVM only starts in :func:`run_query`.
+    """
+    from sparkfn.config.connector import SinkConfig
+
+    run: QueryRun
+    if isinstance(config, SinkConfig):
+        from sparkfn.connectors.sink_run import SinkRun, validate_sink
+
+        validate_sink(store, config)
+        run = SinkRun(config, store=store, spark_master=spark_master)
+        what = config.sink_type or config.classname or config.py
+        label, detail = f"sink {config.fqn}", f" ({what})"
+        flow = f"{', '.join(config.inputs)} -> {what}"
+    else:
+        from sparkfn.runtime.localrun import LocalRun
+        from sparkfn.runtime.query import validate
+
+        validate(store, config)
+        run = LocalRun(config, store=store, spark_master=spark_master)
+        label, detail = f"function {config.fqfn}", ""
+        flow = f"{', '.join(config.inputs) or config.topics_pattern} -> {config.output or '-'}"
+    return run, label, f"starting {label}{detail} on {spark_master}: {flow}"

@@ -1,0 +1,169 @@
+"""The progress of a function's or sink's query run, shown on stderr while it runs.
+
+On a terminal, a table of per-instance counts is redrawn in place; elsewhere
+(a log file, a pipe) a line of totals is written every few seconds while they
+change. The run's last words name the topic that holds its failed messages.
+``sinks localrun`` shows the same table (``PROCESSED`` counts records
+written).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from sparkfn.cli.params import elapsed
+
+if TYPE_CHECKING:
+    from sparkfn.api.status import FunctionStatus
+    from sparkfn.config.function import FunctionConfig
+
+# How often the live table is refreshed (and the query polled), in seconds.
+REFRESH_SECONDS = 1.0
+# How often a plain progress line may be printed when stderr is not a terminal.
+PROGRESS_SECONDS = 5.0
+
+
+class Display(Protocol):
+    """Progress on stderr while a run goes."""
+
+    def update(self, status: FunctionStatus) -> None:
+        """Show the status now (or when it is time to)."""
+
+    def close(self, status: FunctionStatus | None) -> None:
+        """Show the final status, if given, and finish; later calls do nothing."""
+
+
+def progress_display(console: Console, config: FunctionConfig) -> Display:
+    """Per-instance counts of a query run: a live table on a terminal, else progress lines."""
+    started = time.monotonic()
+    if console.is_terminal:
+        return _LiveTable(console, config, started)
+    return _ProgressLines(config, started)
+
+
+def _last_invocation(ms: int) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000).strftime("%H:%M:%S")
+
+
+class _LiveTable:
+    """Per-instance counts in a table redrawn in place on a terminal."""
+
+    def __init__(self, console: Console, config: FunctionConfig, started: float) -> None:
+        self.config = config
+        self.started = started
+        self.live = Live(console=console, auto_refresh=False, transient=False)
+        self.live.start()
+
+    def update(self, status: FunctionStatus) -> None:
+        self.live.update(self._table(status), refresh=True)
+
+    def close(self, status: FunctionStatus | None) -> None:
+        if not self.live.is_started:
+            return
+        if status is not None:
+            self.update(status)
+        self.live.stop()
+        if status is not None:
+            note_dead_letters(self.config, status)
+
+    def _table(self, status: FunctionStatus) -> Table:
+        cfg = self.config
+        table = Table(
+            "INSTANCE",
+            "STATE",
+            "RECEIVED",
+            "PROCESSED",
+            "USER EXC",
+            "SYSTEM EXC",
+            "DEAD-LETTERED",
+            "AVG LATENCY",
+            "LAST INVOCATION",
+            title=f"{cfg.fqfn}  {', '.join(cfg.inputs) or '-'} -> {cfg.output or '-'}  "
+            f"up {elapsed(self.started)}",
+            title_justify="left",
+        )
+        for instance in status.instances:
+            s = instance.status
+            table.add_row(
+                str(instance.instance_id),
+                s.state.value,
+                str(s.num_received),
+                str(s.num_successfully_processed),
+                str(s.num_user_exceptions),
+                str(s.num_system_exceptions),
+                str(s.num_dead_lettered),
+                f"{s.average_latency:.3f} ms",
+                _last_invocation(s.last_invocation_time),
+            )
+        return table
+
+
+class _ProgressLines:
+    """One line of totals every few seconds while they change, for logs and pipes."""
+
+    def __init__(self, config: FunctionConfig, started: float) -> None:
+        self.config = config
+        self.started = started
+        self.last_line_at = 0.0
+        self.last_counts: tuple[int, ...] = ()
+        self.closed = False
+
+    def update(self, status: FunctionStatus) -> None:
+        now = time.monotonic()
+        if now - self.last_line_at < PROGRESS_SECONDS:
+            return
+        counts = _totals(status)
+        if counts != self.last_counts:
+            self._print(status, counts)
+        self.last_line_at = now
+
+    def close(self, status: FunctionStatus | None) -> None:
+        if status is not None and not self.closed:
+            self._print(status, _totals(status))
+            note_dead_letters(self.config, status)
+        self.closed = True
+
+    def _print(self, status: FunctionStatus, counts: tuple[int, ...]) -> None:
+        self.last_counts = counts
+        received, processed, user, system, dead = counts
+        states = sorted({i.status.state.value for i in status.instances})
+        # Each instance's average is over its successfully processed messages.
+        latency_sum = sum(
+            i.status.average_latency * i.status.num_successfully_processed for i in status.instances
+        )
+        latency = latency_sum / processed if processed else 0.0
+        sys.stderr.write(
+            f"[{elapsed(self.started)}] {self.config.fqfn} {'/'.join(states)}: "
+            f"received {received}, processed {processed}, user exceptions {user}, "
+            f"system exceptions {system}, dead-lettered {dead}, avg latency {latency:.3f} ms\n"
+        )
+        sys.stderr.flush()
+
+
+def note_dead_letters(config: FunctionConfig, status: FunctionStatus) -> None:
+    """The run's last words on failed messages: which topic holds them."""
+    dead = _totals(status)[4]
+    target = config.dead_letter_target
+    if dead and target is not None:
+        sys.stderr.write(f"{dead} failed message(s) are in topic {target}\n")
+        sys.stderr.flush()
+
+
+def _totals(status: FunctionStatus) -> tuple[int, ...]:
+    instances = [i.status for i in status.instances]
+    return (
+        sum(s.num_received for s in instances),
+        sum(s.num_successfully_processed for s in instances),
+        sum(s.num_user_exceptions for s in instances),
+        sum(s.num_system_exceptions for s in instances),
+        sum(s.num_dead_lettered for s in instances),
+    )
