@@ -110,13 +110,5 @@ class SourceStats:
     metrics: dict[str, list[float]] = field(default_factory=dict)  # record_metric: [count, sum]
 
     def as_status(self) -> SourceInstanceStats:
-        """The counters, as an instance's status shows them."""
-        return SourceInstanceStats(
-            received=self.received,
-            appended=self.appended,
-            deduplicated=self.deduplicated,
-            acked=self.acked,
-            commits=self.commits,
-            errors=self.errors,
-            dropped=self.dropped,
-        )
+        """The counters, as an instance's status shows them (the same names)."""
+        return SourceInstanceStats.model_validate(self, from_attributes=True)
