@@ -45,6 +45,7 @@ from sparkfn.runtime.function.emit import EmitBuffer
 from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
 from sparkfn.runtime.function.rows import InputRows
 from sparkfn.runtime.function.topics import StoreTopicCatalog
+from sparkfn.runtime.isolation import use_package
 from sparkfn.runtime.loader import load_function
 from sparkfn.state.store import state_reader
 from sparkfn.store.store import Store
@@ -262,6 +263,7 @@ def make_run_function(
 
 def _enter(config: FunctionConfig, key: InstanceKey, store: Store, epoch: int) -> FunctionInstance:
     """The instance's object, locked for this task, with the task begun."""
+    use_package(config.py)  # the process may have run another function's task before
     while True:
         inst = instance_for(config, key, store, epoch)
         inst.lock.acquire()

@@ -22,6 +22,7 @@ from sparkfn.api.function import VECTORIZED_ATTR, VectorizedFunction
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.secrets import secrets_provider
 from sparkfn.runtime.function.serde import Serde
+from sparkfn.runtime.isolation import enter_package, package_paths
 
 __all__ = ["COMPAT_DIR", "Serde", "UserFunction", "load_function", "user_function"]
 
@@ -69,10 +70,14 @@ def _resolve_target(config: FunctionConfig) -> Any:
     if config.pulsar_compat and str(COMPAT_DIR) not in sys.path:
         sys.path.insert(0, str(COMPAT_DIR))
     module: ModuleType | None = None
-    if config.py:
+    classname = config.classname
+    if package_paths(config.py):  # a package directory, entered by load_function
+        if not classname:
+            msg = f"function {fqfn}: py {config.py} is a package; classname must name its code"
+            raise FunctionLoadError(msg)
+    elif config.py:
         path = Path(config.py).expanduser().resolve()
         module = import_file(f"function {fqfn}", path, FunctionLoadError)
-    classname = config.classname
     if not classname:
         if module is None or not hasattr(module, "process"):
             msg = f"function {fqfn}: no classname given and {config.py} defines no 'process'"
@@ -141,13 +146,16 @@ def load_function(config: FunctionConfig) -> UserFunction:
     """Load ``config``'s code; raise :class:`FunctionLoadError` naming what is wrong.
 
     Its secrets provider is checked here too, so a wrong one fails before any message.
+    The function's package is entered first (:mod:`sparkfn.runtime.isolation`), so
+    it imports its own modules and libraries, not another function's.
     """
-    target = _resolve_target(config)
-    secrets_provider(config.fqfn, config.secrets_provider_classname, config.pulsar_compat)
-    if not (inspect.isclass(target) or callable(target) or hasattr(target, "process")):
-        msg = (
-            f"function {config.fqfn}: classname {config.classname!r} is a "
-            f"{type(target).__name__}, not a class or function"
-        )
-        raise FunctionLoadError(msg)
-    return user_function(config.fqfn, target)
+    with enter_package(config.py):
+        target = _resolve_target(config)
+        secrets_provider(config.fqfn, config.secrets_provider_classname, config.pulsar_compat)
+        if not (inspect.isclass(target) or callable(target) or hasattr(target, "process")):
+            msg = (
+                f"function {config.fqfn}: classname {config.classname!r} is a "
+                f"{type(target).__name__}, not a class or function"
+            )
+            raise FunctionLoadError(msg)
+        return user_function(config.fqfn, target)
