@@ -76,6 +76,12 @@ def _topic_schemas(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _package_paths(conn: Connection) -> None:
+    # New in version 7; freeze the definition here if it ever changes.
+    for table in schema.PACKAGE_PATH_TABLES:
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
@@ -85,6 +91,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(5, "the worker's registry: functions, their versions, packages", _registry),
     Migration(6, "topic schemas: the definition of each avro topic", _topic_schemas),
+    Migration(7, "package upload paths: the digest each uploaded path names", _package_paths),
 )
 
 

@@ -366,6 +366,21 @@ topic_schemas = Table(
 
 TOPIC_SCHEMA_TABLES = (topic_schemas,)
 
+# --- package upload paths (version 7) ------------------------------------------
+# Pulsar's ``functions upload --path`` names an upload; sparkfn keeps the name
+# pointing at the digest of the last package uploaded under it, so register
+# and download can name a package by that path as well as by its digest.
+package_paths = Table(
+    "package_paths",
+    metadata,
+    Column("path", String(1000), primary_key=True),
+    Column("digest", String(80), nullable=False),  # sha256:<hex>, a packages row
+    Column("uploaded_by", String(256), nullable=False),
+    Column("uploaded_at", DateTime(timezone=True), nullable=False),
+)
+
+PACKAGE_PATH_TABLES = (package_paths,)
+
 LIFECYCLE_TABLES = (
     function_runs,
     function_instance_runs,

@@ -20,7 +20,8 @@ GET, POST   ``/{tenant}/{namespace}/{name}/state/{key}``           query or put 
 
 Register and update take Pulsar's multipart fields: ``functionConfig`` (the
 config as JSON, Pulsar's camelCase or sparkfn's snake_case), ``data`` (the
-package file) or ``url`` (``sha256:<hex>`` of a package uploaded before).
+package file) or ``url`` (the path or ``sha256:<hex>`` digest of a package
+uploaded before, see :mod:`sparkfn.worker.packages_api`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ INSTANCE = FUNCTION + "/{instance_id}"
 
 ConfigJson = Annotated[str, Form(alias="functionConfig", description="The config as JSON.")]
 PackageFile = Annotated[UploadFile | None, File(alias="data", description="The package.")]
-PackageUrl = Annotated[str | None, Form(alias="url", description="sha256:<hex> of an upload.")]
+PackageUrl = Annotated[
+    str | None, Form(alias="url", description="An upload's path or sha256:<hex> digest.")
+]
 
 
 class FunctionInfo(BaseModel):
@@ -99,11 +102,7 @@ class StateValue(BaseModel):
 def functions_router(worker: Worker) -> APIRouter:
     """The ``/admin/v3/functions`` routes."""
     router = APIRouter(tags=["functions"])
-    packages = PackageStore(
-        worker.open_store(),
-        worker.settings.packages_dir,
-        max_upload_bytes=worker.settings.max_upload_bytes,
-    )
+    packages = PackageStore.from_settings(worker.open_store(), worker.settings)
 
     def build(
         caller: Principal,
@@ -129,7 +128,7 @@ def functions_router(worker: Worker) -> APIRouter:
             digest, fields["py"] = package.digest, str(package.entry)
         elif url:
             check_package_reference(caller, url, "url")
-            package = packages.get(url)
+            package = packages.resolve(url)
             digest, fields["py"] = package.digest, str(package.entry)
         elif fields.get("py"):
             msg = (

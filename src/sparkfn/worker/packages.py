@@ -1,21 +1,32 @@
 """Function packages uploaded to a worker, kept by content digest.
 
-An upload is streamed to a temporary file in the packages directory while
-its SHA-256 is computed; over ``max_upload_bytes`` it is refused with
-:class:`PackageTooLargeError` and nothing stays on disk. A package is stored
-once per digest, under ``<packages dir>/<hex>/<file name>``, and recorded in
-the store's ``packages`` table; each function version names the digest of
-its package, so an old version can always be shown and started again.
+A package is a single ``.py``, a ``.zip`` with the function and its
+dependencies, or a wheel (``.whl``); the kind follows the file name. An
+upload is streamed into a staging directory under the packages directory
+while its SHA-256 is computed, refused past ``max_upload_bytes``, then laid
+out for import (:mod:`sparkfn.worker.layout`: a zip is unpacked, its
+dependencies installed, ...) and only then moved to ``<packages dir>/<hex>/``
+and recorded in the store's ``packages`` table. A refused upload leaves no
+file and no row. A package is stored once per digest; each function version
+names the digest of its package, so an old version can always be shown and
+started again.
 
-The package kind follows the file name: ``.py`` (a single function file).
+An upload may also be given a *path* (Pulsar's ``functions upload --path``):
+the name then points at the package's digest (``package_paths``), and a
+register, an update or a download may name the package by it.
+
+>>> packages = PackageStore.from_settings(store, settings)
+>>> package = packages.save(open("fn.zip", "rb"), "fn.zip", who="alice", path="team/fn.zip")
+>>> packages.resolve("team/fn.zip").digest == package.digest
+True
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+import shutil
 import tempfile
-from collections.abc import Iterator
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,10 +38,20 @@ from sparkfn.api.errors import PackageError, PackageNotFoundError, PackageTooLar
 from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.message import utc_now
+from sparkfn.worker.layout import lay_out
+from sparkfn.worker.settings import WorkerSettings
 
 CHUNK = 1024 * 1024
-KINDS = {".py": "py"}
+KINDS = {".py": "py", ".zip": "zip", ".whl": "whl"}
+DIGEST_PREFIX = "sha256:"
+MAX_PATH = 1000  # characters of an upload path (the package_paths column)
 _packages = schema.packages
+_paths = schema.package_paths
+# Moving a laid-out package into place and recording it: one at a time per
+# process, so two uploads of the same bytes end with one directory and one row.
+_PUBLISH = threading.Lock()
+# The upload paths naming each digest.
+PathsByDigest = dict[str, list[str]]
 
 
 @dataclass(frozen=True)
@@ -43,53 +64,75 @@ class Package:
     size_bytes: int
     uploaded_by: str
     uploaded_at: datetime
-    path: Path  # the stored file
+    path: Path  # the file as uploaded
 
     @property
     def entry(self) -> Path:
-        """What a function config's ``py`` names for this package."""
-        return self.path
+        """What a function config's ``py`` names for this package: the ``.py`` file,
+        or the package's directory (a zip's or wheel's, see :mod:`sparkfn.worker.layout`)."""
+        return self.path if self.kind == "py" else self.path.parent
 
 
 class PackageStore:
     """Uploaded packages of one worker's store and data dir."""
 
-    def __init__(self, store: Store, root: Path, *, max_upload_bytes: int) -> None:
+    def __init__(
+        self,
+        store: Store,
+        root: Path,
+        *,
+        max_upload_bytes: int,
+        max_expanded_bytes: int,
+        index_url: str = "",
+    ) -> None:
         self.store = store
         self.root = root
         self.max_upload_bytes = max_upload_bytes
+        self.max_expanded_bytes = max_expanded_bytes
+        self.index_url = index_url
 
-    def save(self, stream: BinaryIO, filename: str, *, who: str) -> Package:
-        """Store what ``stream`` holds as ``filename``; the stored package (the same one if known)."""
+    @classmethod
+    def from_settings(cls, store: Store, settings: WorkerSettings) -> PackageStore:
+        """The packages of a worker with ``settings``, recorded in ``store``."""
+        return cls(
+            store,
+            settings.packages_dir.resolve(),
+            max_upload_bytes=settings.max_upload_bytes,
+            max_expanded_bytes=settings.max_expanded_bytes,
+            index_url=settings.package_index_url,
+        )
+
+    def save(
+        self, stream: BinaryIO, filename: str, *, who: str, path: str | None = None
+    ) -> Package:
+        """Store what ``stream`` holds as ``filename``; the stored package (the same one if known).
+
+        With ``path``, that name points at the package from now on.
+        """
         name = _clean_name(filename)
         kind = _kind(name)
+        if path is not None:
+            _check_path(path)
         self.root.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(dir=self.root, prefix=".upload-")
-        temp = Path(temp_name)
+        stage = Path(tempfile.mkdtemp(dir=self.root, prefix=".upload-"))
         try:
-            digest, size = self._copy(stream, os.fdopen(fd, "wb"), name)
+            upload = stage / name
+            digest, size = self._copy(stream, upload, name)
             found = self._row(digest)
-            if found is not None:
-                return found
-            target = self.root / digest.removeprefix("sha256:") / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temp.replace(target)
-            with self.store.write() as conn:
-                conn.execute(
-                    _packages.insert().values(
-                        digest=digest,
-                        filename=name,
-                        kind=kind,
-                        size_bytes=size,
-                        uploaded_by=who,
-                        uploaded_at=utc_now(),
-                    )
+            if found is None:
+                lay_out(
+                    kind,
+                    upload,
+                    stage,
+                    max_expanded_bytes=self.max_expanded_bytes,
+                    index_url=self.index_url,
                 )
-            package = self._row(digest)
-            assert package is not None
-            return package
+                found = self._publish(stage, digest, name, kind, size, who)
+            if path is not None:
+                self._name(path, digest, who)
+            return found
         finally:
-            temp.unlink(missing_ok=True)
+            shutil.rmtree(stage, ignore_errors=True)
 
     def get(self, digest: str) -> Package:
         """The package stored under ``digest``; :class:`PackageNotFoundError` if none."""
@@ -99,29 +142,42 @@ class PackageStore:
             raise PackageNotFoundError(msg)
         return found
 
+    def resolve(self, ref: str) -> Package:
+        """The package ``ref`` names: a digest (``sha256:<hex>``) or an upload's path."""
+        if ref.startswith(DIGEST_PREFIX):
+            return self.get(ref)
+        with self.store.read() as conn:
+            digest = conn.execute(select(_paths.c.digest).where(_paths.c.path == ref)).scalar()
+        if digest is None:
+            msg = f"no package was uploaded under the path {ref!r} (nor is it a sha256: digest)"
+            raise PackageNotFoundError(msg)
+        return self.get(digest)
+
     def list(self) -> list[Package]:
         """Every stored package, newest first."""
         with self.store.read() as conn:
             rows = conn.execute(select(_packages).order_by(_packages.c.uploaded_at.desc())).all()
         return [self._package(row) for row in rows]
 
-    def read(self, digest: str) -> Iterator[bytes]:
-        """The stored file's bytes, in chunks."""
-        path = self.get(digest).path
-        with path.open("rb") as f:
-            while chunk := f.read(CHUNK):
-                yield chunk
+    def paths(self) -> PathsByDigest:
+        """The upload paths naming each digest."""
+        with self.store.read() as conn:
+            rows = conn.execute(select(_paths.c.path, _paths.c.digest).order_by(_paths.c.path))
+            named: PathsByDigest = {}
+            for row in rows:
+                named.setdefault(row.digest, []).append(row.path)
+        return named
 
-    def _copy(self, stream: BinaryIO, out: BinaryIO, name: str) -> tuple[str, int]:
+    def _copy(self, stream: BinaryIO, target: Path, name: str) -> tuple[str, int]:
         sha = hashlib.sha256()
         size = 0
-        with out:
+        with target.open("wb") as out:
             while chunk := stream.read(CHUNK):
                 size += len(chunk)
                 if size > self.max_upload_bytes:
                     msg = (
                         f"package {name} is larger than the worker's limit of "
-                        f"{self.max_upload_bytes} bytes"
+                        f"{self.max_upload_bytes} bytes (max_upload_bytes)"
                     )
                     raise PackageTooLargeError(msg)
                 sha.update(chunk)
@@ -129,7 +185,43 @@ class PackageStore:
         if size == 0:
             msg = f"package {name} is empty"
             raise PackageError(msg)
-        return f"sha256:{sha.hexdigest()}", size
+        return f"{DIGEST_PREFIX}{sha.hexdigest()}", size
+
+    def _publish(
+        self, stage: Path, digest: str, name: str, kind: str, size: int, who: str
+    ) -> Package:
+        """Move the laid-out ``stage`` to the digest's directory and record the package."""
+        target = self.root / digest.removeprefix(DIGEST_PREFIX)
+        with _PUBLISH:
+            found = self._row(digest)
+            if found is not None:  # the same bytes were uploaded meanwhile
+                return found
+            if target.exists():  # left by a worker that died before recording it
+                shutil.rmtree(target)
+            stage.rename(target)
+            try:
+                with self.store.write() as conn:
+                    conn.execute(
+                        _packages.insert().values(
+                            digest=digest,
+                            filename=name,
+                            kind=kind,
+                            size_bytes=size,
+                            uploaded_by=who,
+                            uploaded_at=utc_now(),
+                        )
+                    )
+            except BaseException:
+                shutil.rmtree(target, ignore_errors=True)
+                raise
+        return self.get(digest)
+
+    def _name(self, path: str, digest: str, who: str) -> None:
+        values = {"digest": digest, "uploaded_by": who, "uploaded_at": utc_now()}
+        with self.store.write() as conn:
+            updated = conn.execute(_paths.update().where(_paths.c.path == path).values(**values))
+            if updated.rowcount == 0:
+                conn.execute(_paths.insert().values(path=path, **values))
 
     def _row(self, digest: str) -> Package | None:
         with self.store.read() as conn:
@@ -144,7 +236,7 @@ class PackageStore:
             size_bytes=row.size_bytes,
             uploaded_by=row.uploaded_by,
             uploaded_at=row.uploaded_at,
-            path=self.root / row.digest.removeprefix("sha256:") / row.filename,
+            path=self.root / row.digest.removeprefix(DIGEST_PREFIX) / row.filename,
         )
 
 
@@ -164,3 +256,12 @@ def _kind(name: str) -> str:
         )
         raise PackageError(msg)
     return KINDS[suffix]
+
+
+def _check_path(path: str) -> None:
+    if not path.strip() or len(path) > MAX_PATH or path.startswith(DIGEST_PREFIX):
+        msg = (
+            f"upload path {path!r} is not usable: give 1 to {MAX_PATH} "
+            f"characters not starting with {DIGEST_PREFIX}"
+        )
+        raise PackageError(msg)

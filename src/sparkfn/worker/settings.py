@@ -44,6 +44,10 @@ class WorkerSettings(BaseModel):
     shutdown_timeout: float = Field(default=60.0, gt=0)
     max_upload_bytes: int = Field(default=100 * MIB, ge=1)
     max_expanded_bytes: int = Field(default=500 * MIB, ge=1)
+    # Where a package's requirements are found at registration, besides the
+    # wheels inside it: pip's own configuration when empty; "none" for no
+    # index at all; else the URL of a package index.
+    package_index_url: str = ""
     # Bearer-token auth (sparkfn.worker.auth): off by default, which only a
     # loopback address may serve unless allow_unauthenticated says so.
     auth_enabled: bool = False
