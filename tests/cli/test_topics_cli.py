@@ -626,3 +626,25 @@ def test_a_pydantic_validation_error_becomes_one_error_line(
     err = capsys.readouterr().err
     assert err.startswith("error [invalid_config]: Config: parallelism: ")
     assert err.count("\n") == 1
+
+
+def test_an_avro_topic_is_created_with_its_schema_from_a_file(cli: Cli, tmp_path: Path) -> None:
+    schema = {
+        "type": "record",
+        "name": "Order",
+        "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}],
+    }
+    path = tmp_path / "order.avsc"
+    path.write_text(json.dumps(schema))
+    created = cli.ok("topics", "create", "orders", "--schema-type", "avro", "--schema", f"@{path}")
+    assert "schema avro" in created.stdout
+    cli.ok("topics", "produce", "orders", "-m", '{"id": 1, "item": "tea"}')
+    consumed = cli.ok("topics", "consume", "orders", "--json")
+    assert json.loads(consumed.stdout)["value"] == {"id": 1, "item": "tea"}
+    refused = cli.fail("topics", "produce", "orders", "-m", '{"id": "one"}')
+    assert "orders" in refused.stderr
+
+    missing = cli.fail("topics", "create", "nothing", "--schema-type", "avro")
+    assert "schema" in missing.stderr
+    unreadable = cli.fail("topics", "create", "t2", "--schema-type", "avro", "--schema", "@/nope")
+    assert "error [invalid_config]: --schema @/nope: cannot read /nope" in unreadable.stderr

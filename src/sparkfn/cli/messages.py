@@ -30,6 +30,7 @@ from sparkfn.cli.params import format_time, parse_event_time, parse_properties
 
 if TYPE_CHECKING:
     from sparkfn.topics.message import ReceivedMessage, SchemaType
+    from sparkfn.topics.producer import Producer
 
 PositionName = Literal["earliest", "latest"]
 
@@ -84,6 +85,28 @@ def _checked(values: list[tuple[str, bytes]], schema_type: SchemaType, topic: st
             )
             raise PayloadError(msg) from exc
     return [data for _, data in values]
+
+
+def _avro_values(values: list[tuple[str, bytes]], sender: Producer) -> list[bytes]:
+    """An avro topic's values, each given as a JSON object, encoded with the topic's schema."""
+    from sparkfn.api.errors import PayloadError
+
+    encoded = []
+    for where, data in values:
+        try:
+            record = json.loads(data)
+        except ValueError as exc:
+            msg = (
+                f"topic {sender.topic.name} (schema avro): {where}: value {data[:60]!r} "
+                f"is not a JSON object to encode: {exc}"
+            )
+            raise PayloadError(msg) from None
+        try:
+            encoded.append(sender.encode([record])[0].value or b"")
+        except PayloadError as exc:
+            msg = f"{where}: {exc}"
+            raise PayloadError(msg) from exc
+    return encoded
 
 
 def produce(
@@ -166,7 +189,10 @@ def produce(
         elif file is not None:
             where, lines = _read_lines(file)
             raw = [(f"{where} line {n}", line) for n, line in lines]
-        values = _checked(raw, sender.topic.schema_type, name)
+        if sender.topic.schema_type.value == "avro":
+            values = _avro_values(raw, sender)
+        else:
+            values = _checked(raw, sender.topic.schema_type, name)
         batch = [
             Message(
                 value=value,
@@ -279,7 +305,8 @@ def consume(
         def show(messages: list[ReceivedMessage]) -> None:
             if json_output:
                 for m in messages:
-                    sys.stdout.write(json.dumps(m.as_json(schema_type)) + "\n")
+                    shown = m.as_json(schema_type, consumer.topic.schema_definition)
+                    sys.stdout.write(json.dumps(shown) + "\n")
                 sys.stdout.flush()
             else:
                 out.print(_message_table(messages, schema_type))

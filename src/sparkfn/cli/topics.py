@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 
+from sparkfn.api.errors import ConfigError
 from sparkfn.cli.context import console, emit_json, open_store, report_error
 from sparkfn.cli.messages import consume, produce
 from sparkfn.cli.options import TopicArgument
@@ -51,7 +53,7 @@ topics_app = typer.Typer(
 
 # The values of sparkfn.topics.message.SchemaType, spelled out so that the
 # help does not import pyarrow; a test keeps the two equal.
-SchemaTypeName = Literal["bytes", "string", "json"]
+SchemaTypeName = Literal["bytes", "string", "json", "avro"]
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -78,6 +80,14 @@ def create(
         SchemaTypeName,
         typer.Option("--schema-type", help="How values are checked and decoded."),
     ] = "bytes",
+    schema: Annotated[
+        str | None,
+        typer.Option(
+            "--schema",
+            metavar="AVRO_SCHEMA",
+            help="For --schema-type avro: the Avro record schema as JSON, or @FILE to read it.",
+        ),
+    ] = None,
     retention: Annotated[
         timedelta | None,
         typer.Option(
@@ -109,6 +119,7 @@ def create(
             schema_type=schema_type,
             retention=retention,
             retention_bytes=retention_size,
+            schema_definition=_schema_text(schema),
         )
     if json_output:
         emit_json(_topic_json(info))
@@ -118,6 +129,18 @@ def create(
         f"schema {info.schema_type.value}",
         markup=False,
     )
+
+
+def _schema_text(given: str | None) -> str | None:
+    """``--schema``: the text itself, or the file named after ``@``."""
+    if given is None or not given.startswith("@"):
+        return given
+    path = Path(given[1:]).expanduser()
+    try:
+        return path.read_text()
+    except OSError as exc:
+        msg = f"--schema {given}: cannot read {path}: {exc.strerror}"
+        raise ConfigError(msg) from None
 
 
 @topics_app.command("list")

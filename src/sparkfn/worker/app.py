@@ -1,7 +1,8 @@
 """The worker's REST API: the FastAPI app over a :class:`~sparkfn.worker.service.Worker`.
 
 Each group of routes lives in a module of its own; :mod:`sparkfn.worker.functions_api`
-has the function routes on Pulsar's v3 paths. Errors are
+has the function routes on Pulsar's v3 paths, :mod:`sparkfn.worker.packages_api`
+the package routes. Errors are
 :class:`~sparkfn.worker.http.ErrorBody` with a stable ``reason``.
 """
 
@@ -16,6 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
 from sparkfn.worker.functions_api import functions_router
 from sparkfn.worker.http import ErrorBody, install_error_handlers
+from sparkfn.worker.packages_api import BodyLimit, packages_router
 from sparkfn.worker.service import Worker
 
 
@@ -41,11 +43,14 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
             400: {"model": ErrorBody},
             404: {"model": ErrorBody},
             409: {"model": ErrorBody},
+            413: {"model": ErrorBody},
             **(AUTH_RESPONSES if worker.settings.auth_enabled else {}),
         },
         dependencies=app_dependencies(worker.settings),
     )
     install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_upload_bytes=worker.settings.max_upload_bytes)
     install_auth(app, worker.settings)  # every route, including those included below
+    app.include_router(packages_router(worker))
     app.include_router(functions_router(worker), prefix="/admin/v3/functions")
     return app
