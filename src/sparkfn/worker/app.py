@@ -17,6 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
 from sparkfn.worker.functions_api import functions_router
 from sparkfn.worker.http import ErrorBody, install_error_handlers
+from sparkfn.worker.ops_api import ops_router
 from sparkfn.worker.packages_api import BodyLimit, packages_router
 from sparkfn.worker.service import Worker
 
@@ -53,4 +54,5 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     install_auth(app, worker.settings)  # every route, including those included below
     app.include_router(packages_router(worker))
     app.include_router(functions_router(worker), prefix="/admin/v3/functions")
+    app.include_router(ops_router(worker))
     return app

@@ -169,21 +169,27 @@ class Registry:
 
     def wanted_running(self) -> list[FunctionVersion]:
         """The current version of every function that should run."""
-        with self.store.read() as conn:
-            rows = conn.execute(
-                select(_versions)
-                .select_from(
-                    _versions.join(
-                        _functions,
-                        and_(
-                            _functions.c.fqfn == _versions.c.fqfn,
-                            _functions.c.version == _versions.c.version,
-                        ),
-                    )
+        return self.current(Desired.RUNNING)
+
+    def current(self, desired: Desired | None = None) -> list[FunctionVersion]:
+        """The current version of every function (or of those ``desired`` so), by FQFN."""
+        query = (
+            select(_versions)
+            .select_from(
+                _versions.join(
+                    _functions,
+                    and_(
+                        _functions.c.fqfn == _versions.c.fqfn,
+                        _functions.c.version == _versions.c.version,
+                    ),
                 )
-                .where(_functions.c.desired == Desired.RUNNING.value)
-                .order_by(_versions.c.fqfn)
-            ).all()
+            )
+            .order_by(_versions.c.fqfn)
+        )
+        if desired is not None:
+            query = query.where(_functions.c.desired == desired.value)
+        with self.store.read() as conn:
+            rows = conn.execute(query).all()
         return [_version(row) for row in rows]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from sparkfn.api.errors import FunctionFailedError, FunctionNotFoundError
@@ -57,6 +58,12 @@ class Worker:
         self._lock = threading.RLock()
         self._starting = threading.Lock()
         self._closing = False
+        self.started_at = time.time()
+        # Set once restore() has run (readiness waits for it), with what it started.
+        self.restored = threading.Event()
+        self.restored_functions: list[str] = []
+        self.function_starts = 0  # runs this worker started: restore, create, start, ...
+        self.spark_error: str | None = None  # why Spark did not start, if it did not
 
     # --- the process -------------------------------------------------------------
 
@@ -65,20 +72,39 @@ class Worker:
         self.store = Store.open(self.settings.store_url, self.settings.data_dir)
 
     def restore(self) -> list[str]:
-        """Start every function that should run; returns their FQFNs."""
-        started = []
-        for version in self.registry.wanted_running():
+        """Start Spark and every function that should run; returns their FQFNs.
+
+        When it returns, :attr:`restored` is set (the worker is ready, if
+        the store and Spark answer), even if some function could not start.
+        """
+        started: list[str] = []
+        try:
             try:
-                self._start(version.config)
-                started.append(version.fqfn)
-            except Exception as exc:  # one broken function must not keep the others down
-                log.error("function %s could not start again: %s", version.fqfn, exc)
+                self.spark  # noqa: B018 -- started now: readiness means Spark is up
+            except Exception as exc:
+                self.spark_error = f"{type(exc).__name__}: {exc}"
+                log.error("Spark did not start (master %s): %s", self.settings.spark_master, exc)
+                return started
+            for version in self.registry.wanted_running():
+                try:
+                    self._start(version.config)
+                    started.append(version.fqfn)
+                except Exception as exc:  # one broken function must not keep the others down
+                    log.error("function %s could not start again: %s", version.fqfn, exc)
+        finally:
+            self.restored_functions = started
+            self.restored.set()
         return started
 
     @property
     def registry(self) -> Registry:
         """The registry of the worker's store."""
         return Registry(self.open_store())
+
+    @property
+    def spark_if_started(self) -> Any:
+        """The worker's SparkSession if it has one yet, else None (never starts one)."""
+        return self._spark
 
     @property
     def spark(self) -> Any:
@@ -245,6 +271,7 @@ class Worker:
                     msg = f"the worker is shutting down; function {config.fqfn} was not started"
                     raise RuntimeError(msg)
                 self._runs[config.fqfn] = run
+                self.function_starts += 1
             run.start()
             return run
 
