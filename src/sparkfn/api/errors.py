@@ -6,12 +6,14 @@ resembles, so callers may catch either::
     SparkfnError
     ├── ConfigError            (ValueError)   invalid configuration, name or option
     │   ├── FunctionLoadError                  a function's code cannot be loaded
-    │   └── ConnectorLoadError                 a connector's code cannot be loaded
+    │   ├── ConnectorLoadError                 a connector's code cannot be loaded
+    │   └── NoOutputTopicError                 a trigger of a function with no output topic
     ├── PayloadError           (ValueError)   a message value does not fit the topic schema
     ├── NotFoundError          (LookupError)  a named object does not exist
     │   ├── TopicNotFoundError
     │   ├── FunctionNotFoundError
-    │   └── PackageNotFoundError
+    │   ├── PackageNotFoundError
+    │   └── SubscriptionNotFoundError
     ├── AlreadyExistsError     (ValueError)   a named object exists already
     │   ├── TopicExistsError
     │   └── FunctionExistsError
@@ -25,6 +27,10 @@ resembles, so callers may catch either::
     │   └── DataDirError                       the data directory cannot be created or written
     ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
     │   └── StaleRunError                      a newer run replaced this one (fenced)
+    ├── FunctionNotRunningError (RuntimeError) the request needs the function running
+    ├── TriggerError           (RuntimeError) a triggered value gave no output
+    │   ├── TriggerTimeoutError (TimeoutError)  none within the timeout (HTTP 408)
+    │   └── TriggerFailedError                 the function failed on it every attempt
     ├── FunctionFailure        (RuntimeError) an instance's death, as a failure handler gets it
     ├── FatalError             (RuntimeError) a task of an instance ended by ``context.fatal``
     ├── ConnectorFailedError   (RuntimeError) a source or sink instance died
@@ -73,6 +79,12 @@ class ConnectorLoadError(ConfigError):
     reason = "connector_load_error"
 
 
+class NoOutputTopicError(ConfigError):
+    """A trigger of a function that has no output topic, so no output to return."""
+
+    reason = "no_output_topic"
+
+
 class PayloadError(SparkfnError, ValueError):
     """A message value does not match its topic's schema type."""
 
@@ -101,6 +113,12 @@ class PackageNotFoundError(NotFoundError):
     """No package is stored under that digest or path."""
 
     reason = "package_not_found"
+
+
+class SubscriptionNotFoundError(NotFoundError):
+    """The topic has no subscription of that name."""
+
+    reason = "subscription_not_found"
 
 
 class AlreadyExistsError(SparkfnError, ValueError):
@@ -179,6 +197,30 @@ class StaleRunError(FunctionFailedError):
     """A run of a function was replaced by a newer one (a higher epoch); its commits are refused."""
 
     reason = "stale_run"
+
+
+class FunctionNotRunningError(SparkfnError, RuntimeError):
+    """The request needs the function running here (a trigger, say) and it is not."""
+
+    reason = "function_not_running"
+
+
+class TriggerError(SparkfnError, RuntimeError):
+    """A value sent to a function by ``trigger`` gave no output."""
+
+    reason = "trigger_error"
+
+
+class TriggerTimeoutError(TriggerError, TimeoutError):
+    """No output of the triggered value arrived within the timeout."""
+
+    reason = "trigger_timeout"
+
+
+class TriggerFailedError(TriggerError):
+    """The function failed on the triggered value in every attempt (it was dead-lettered)."""
+
+    reason = "trigger_failed"
 
 
 class FunctionFailure(SparkfnError, RuntimeError):

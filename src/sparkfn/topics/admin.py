@@ -281,6 +281,21 @@ class TopicAdmin:
             for p in parts
         ]
 
+    def subscriptions(self, topic: str | TopicName) -> dict[str, dict[int, int]]:
+        """Each subscription of the topic (by name, sorted): its cursor, the next offset
+        it reads, per partition."""
+        info = self.get(topic)
+        table = schema.subscriptions
+        found: dict[str, dict[int, int]] = {}
+        with self.store.read() as conn:
+            for row in conn.execute(
+                select(table.c.name, table.c.partition, table.c.cursor)
+                .where(table.c.topic_id == info.id)
+                .order_by(table.c.name, table.c.partition)
+            ):
+                found.setdefault(row.name, {})[row.partition] = row.cursor
+        return found
+
     def set_retention(
         self, topic: str | TopicName, *, retention: timedelta | None, retention_bytes: int | None
     ) -> TopicInfo:

@@ -19,7 +19,10 @@ from sparkfn.worker.functions_api import functions_router
 from sparkfn.worker.http import ErrorBody, install_error_handlers
 from sparkfn.worker.ops_api import ops_router
 from sparkfn.worker.packages_api import BodyLimit, packages_router
+from sparkfn.worker.produce_api import produce_router
 from sparkfn.worker.service import Worker
+from sparkfn.worker.topics_api import topics_router
+from sparkfn.worker.trigger import trigger_router
 
 
 def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
@@ -54,5 +57,8 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     install_auth(app, worker.settings)  # every route, including those included below
     app.include_router(packages_router(worker))
     app.include_router(functions_router(worker), prefix="/admin/v3/functions")
+    app.include_router(trigger_router(worker), prefix="/admin/v3/functions")
+    app.include_router(topics_router(worker), prefix="/admin/v2/persistent")
+    app.include_router(produce_router(worker), prefix="/topics/persistent")
     app.include_router(ops_router(worker))
     return app

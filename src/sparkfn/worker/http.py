@@ -17,12 +17,15 @@ from sparkfn.api.errors import (
     AuthError,
     ConfigError,
     ForbiddenError,
+    FunctionNotRunningError,
     NotFoundError,
     PackageError,
     PackageTooLargeError,
     PayloadError,
     SparkfnError,
     StaleRunError,
+    TriggerFailedError,
+    TriggerTimeoutError,
 )
 
 # Most specific first: the first class the error is an instance of decides.
@@ -33,6 +36,9 @@ STATUS_OF: tuple[tuple[type[SparkfnError], int], ...] = (
     (NotFoundError, 404),
     (AlreadyExistsError, 409),
     (StaleRunError, 409),
+    (FunctionNotRunningError, 409),
+    (TriggerTimeoutError, 408),
+    (TriggerFailedError, 422),
     (ConfigError, 400),
     (PackageError, 400),
     (PayloadError, 400),
