@@ -575,8 +575,9 @@ def test_the_docstring_examples_hold() -> None:
 
     import sparkfn.testing
     import sparkfn.testing.harness
+    import sparkfn.testing.topics
 
-    for module in (sparkfn.testing, sparkfn.testing.harness):
+    for module in (sparkfn.testing, sparkfn.testing.harness, sparkfn.testing.topics):
         result = doctest.testmod(module, raise_on_error=False)
         assert result.attempted > 0, module.__name__
         assert result.failed == 0, module.__name__

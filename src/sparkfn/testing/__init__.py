@@ -10,12 +10,8 @@ and state behave as in a real run; see :class:`FunctionHarness`.
 """
 
 from sparkfn.api.errors import HarnessClosedError
-from sparkfn.testing.harness import (
-    FunctionHarness,
-    HarnessState,
-    ProducedMessage,
-    TopicMessages,
-)
+from sparkfn.testing.harness import FunctionHarness, HarnessState
+from sparkfn.testing.topics import ProducedMessage, TopicMessages
 
 __all__ = [
     "FunctionHarness",

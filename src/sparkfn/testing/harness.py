@@ -4,9 +4,10 @@ The harness drives the same per-message engine the Spark runtime runs
 (:class:`~sparkfn.runtime.function.instance.FunctionInstance`), so retries, dead
 letters, "a failed message leaves no trace", state read-your-writes and
 metrics behave as they do in a real run. What it replaces is only what is
-around the engine: topics are in-memory lists, state is an in-memory dict,
-and each :meth:`FunctionHarness.send` (or :meth:`~FunctionHarness.send_many`)
-is one batch that commits when it returns.
+around the engine: topics are in-memory lists (:mod:`.topics`), state is
+an in-memory dict (:mod:`.state`), and each :meth:`FunctionHarness.send`
+(or :meth:`~FunctionHarness.send_many`) is one batch that commits when it
+returns.
 
 >>> def exclaim(input):
 ...     return input + "!"
@@ -24,8 +25,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import Enum
 from types import ModuleType, TracebackType
@@ -35,18 +35,13 @@ import pyarrow as pa
 
 from sparkfn.api.errors import ConfigError, HarnessClosedError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.config.names import TopicName
 from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
 from sparkfn.runtime.function.rows import DLQ_REAL_TOPIC, InputRows
-from sparkfn.runtime.loader import (
-    Serde,
-    load_function,
-    user_function,
-)
+from sparkfn.runtime.loader import load_function, user_function
 from sparkfn.runtime.stats import InstanceStats, MetricSummary
-from sparkfn.state.buffer import CommittedState, StateMutation
-from sparkfn.topics.admin import parse_topic_schema
-from sparkfn.topics.message import READ_SCHEMA, SchemaType, encode_value, utc_now
+from sparkfn.testing.state import InMemoryState
+from sparkfn.testing.topics import HarnessTopics, ProducedMessage, TopicMessages, topic_name
+from sparkfn.topics.message import READ_SCHEMA, encode_value, utc_now
 
 
 class HarnessState(Enum):
@@ -54,45 +49,6 @@ class HarnessState(Enum):
 
     OPEN = "open"  # messages may be sent; the function is initialized on the first one
     CLOSED = "closed"  # close() was called; nothing more is called on the function
-
-
-@dataclass(frozen=True)
-class ProducedMessage:
-    """A message the function produced and the harness committed, value decoded."""
-
-    kind: str  # "output", "publish", "dead_letter" or "log"
-    topic: str  # tenant/namespace/topic
-    value: Any
-    key: str | None = None
-    properties: dict[str, str] = field(default_factory=dict)
-    event_time: datetime | None = None
-
-
-class TopicMessages(Mapping[str, list[Any]]):
-    """Decoded values per topic; look topics up by any spelling of their name.
-
-    >>> published = TopicMessages({"public/default/fruits": ["apple"]})
-    >>> published["fruits"] == published["persistent://public/default/fruits"] == ["apple"]
-    True
-    """
-
-    def __init__(self, values: dict[str, list[Any]]) -> None:
-        self._values = values
-
-    def __getitem__(self, topic: str) -> list[Any]:
-        return self._values[_topic(topic)]
-
-    def __contains__(self, topic: object) -> bool:
-        return isinstance(topic, str) and _topic(topic) in self._values
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __repr__(self) -> str:
-        return f"TopicMessages({self._values!r})"
 
 
 class FunctionHarness:
@@ -192,41 +148,13 @@ class FunctionHarness:
                 f"(parallelism {self.config.parallelism}); got {instance_id}"
             )
             raise ConfigError(msg)
-        self._schemas = self._topic_schemas(input_schema, output_schema, topic_schemas)
-        self._default_schema = parse_topic_schema(output_schema)
-        self._instance = FunctionInstance(self.config, instance_id, user, _Topics(self._schema_of))
-        self._decoders: dict[str, Serde] = {}
+        self._topics = HarnessTopics(self.config, input_schema, output_schema, topic_schemas)
+        self._instance = FunctionInstance(self.config, instance_id, user, self._topics)
         self._offsets: dict[str, Iterator[int]] = {}
-        self._committed: dict[str, CommittedState] = {}
+        self._state = InMemoryState()
         self._stats = InstanceStats()
         self._messages: list[ProducedMessage] = []
         self.lifecycle = HarnessState.OPEN
-
-    # --- configuration -----------------------------------------------------------
-    def _topic_schemas(
-        self,
-        input_schema: Any,
-        output_schema: Any,
-        topic_schemas: Mapping[str, Any] | None,
-    ) -> dict[str, tuple[SchemaType, str | None]]:
-        schemas = {topic: parse_topic_schema(input_schema) for topic in self.config.inputs}
-        if self.config.output is not None:
-            schemas[self.config.output] = parse_topic_schema(output_schema)
-        for topic, schema in (topic_schemas or {}).items():
-            schemas[_topic(topic)] = parse_topic_schema(schema)
-        return schemas
-
-    def _schema_of(self, topic: str) -> tuple[SchemaType, str | None]:
-        return self._schemas.get(topic, self._default_schema)
-
-    def _decoder(self, topic: str) -> Serde:
-        serde = self._decoders.get(topic)
-        if serde is None:
-            name = self.config.output_serde if topic == self.config.output else "auto"
-            kind, definition = self._schema_of(topic)
-            serde = Serde(name, kind, topic, self.config.fqfn, definition=definition)
-            self._decoders[topic] = serde
-        return serde
 
     # --- sending -----------------------------------------------------------------
     def send(
@@ -309,7 +237,7 @@ class FunctionHarness:
                 msg = f"function {self.config.fqfn} has no named inputs; pass topic= to send"
                 raise ConfigError(msg)
             return self.config.inputs[0]
-        name = _topic(topic)
+        name = topic_name(topic)
         if self.config.inputs and name not in self.config.inputs:
             msg = (
                 f"function {self.config.fqfn}: topic {name} is not one of its inputs "
@@ -329,19 +257,15 @@ class FunctionHarness:
     def _run(self, rows: list[dict[str, Any]]) -> list[Any]:
         batch = pa.RecordBatch.from_pylist(rows, schema=READ_SCHEMA)
         instance = self._instance
-        instance.begin_task(self._read_state)
+        instance.begin_task(self._state.read)
         if instance.user.vectorized:
             instance.process_batch(batch)
         else:
             instance.process_rows(InputRows(batch))
         return self._commit(instance.end_task())
 
-    def _read_state(self, key: str) -> CommittedState:
-        return self._committed.get(key, CommittedState(None, None))
-
     def _commit(self, result: TaskResult) -> list[Any]:
-        for mutation in result.mutations:
-            _apply(self._committed, mutation)
+        self._state.commit(result.mutations)
         self._stats.merge(result.stats)
         outputs = []
         for item in result.emitted.items():
@@ -349,9 +273,9 @@ class FunctionHarness:
                 value: Any = None if item.value is None else item.value.decode()
             elif item.kind == "dead_letter":
                 real = item.properties.get(DLQ_REAL_TOPIC, "")
-                value = self._instance.input_serde_for(_topic(real)).decode(item.value)
+                value = self._instance.input_serde_for(topic_name(real)).decode(item.value)
             else:
-                value = self._decoder(item.topic).decode(item.value)
+                value = self._topics.decoder(item.topic).decode(item.value)
             self._messages.append(
                 ProducedMessage(
                     item.kind, item.topic, value, item.key, item.properties, item.event_time
@@ -395,12 +319,12 @@ class FunctionHarness:
     @property
     def counters(self) -> dict[str, int]:
         """Committed counters."""
-        return {k: s.counter for k, s in self._committed.items() if s.counter is not None}
+        return self._state.counters
 
     @property
     def state(self) -> dict[str, bytes]:
         """Committed state values."""
-        return {k: s.value for k, s in self._committed.items() if s.value is not None}
+        return self._state.values
 
     @property
     def stats(self) -> InstanceStats:
@@ -414,21 +338,17 @@ class FunctionHarness:
 
     def get_counter(self, key: str) -> int:
         """A committed counter (0 if never set)."""
-        return self._read_state(key).counter or 0
+        return self._state.read(key).counter or 0
 
     def get_state(self, key: str) -> bytes | None:
         """A committed state value, or ``None``."""
-        return self._read_state(key).value
+        return self._state.read(key).value
 
     def put_state(
         self, key: str, value: str | bytes | None = None, counter: int | None = None
     ) -> None:
         """Set a key outright, as an operator's ``putstate`` does, before or between sends."""
-        data = value.encode() if isinstance(value, str) else value
-        if data is None and counter is None:
-            self._committed.pop(key, None)
-        else:
-            self._committed[key] = CommittedState(counter, data)
+        self._state.put(key, value.encode() if isinstance(value, str) else value, counter)
 
     # --- lifecycle -----------------------------------------------------------------
     def close(self) -> None:
@@ -450,26 +370,6 @@ class FunctionHarness:
         self.close()
 
 
-class _Topics:
-    """The harness's topics for its instance: every topic exists, none is created."""
-
-    def __init__(self, schemas: Callable[[str], tuple[SchemaType, str | None]]) -> None:
-        self._schemas = schemas
-
-    def schema_of(self, topic: str) -> SchemaType:
-        return self._schemas(topic)[0]
-
-    def create(self, topic: str) -> SchemaType:
-        return self._schemas(topic)[0]
-
-    def definition_of(self, topic: str) -> str | None:
-        return self._schemas(topic)[1]
-
-
-def _topic(name: str) -> str:
-    return str(TopicName.parse(name))
-
-
 def _qualified_name(target: Any) -> str:
     """A ``module.Name`` for the config, naming what the harness was given."""
     if isinstance(target, ModuleType):
@@ -477,18 +377,3 @@ def _qualified_name(target: Any) -> str:
     kind = target if inspect.isclass(target) or callable(target) else type(target)
     module = getattr(kind, "__module__", None) or "__main__"
     return f"{module}.{getattr(kind, '__qualname__', type(target).__name__)}"
-
-
-def _apply(state: dict[str, CommittedState], mutation: StateMutation) -> None:
-    """Apply a net mutation as the store's commit does (delete, add, set)."""
-    old = None if mutation.delete else state.get(mutation.key)
-    counter = None if old is None else old.counter
-    if mutation.counter_delta:
-        counter = (counter or 0) + mutation.counter_delta
-    value = old.value if old is not None else None
-    if mutation.sets_value:
-        value = mutation.value  # type: ignore[assignment]
-    if counter is None and value is None:
-        state.pop(mutation.key, None)
-    else:
-        state[mutation.key] = CommittedState(counter, value)
