@@ -17,6 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
 from sparkfn.worker.functions_api import functions_router
 from sparkfn.worker.http import ErrorBody, install_error_handlers
+from sparkfn.worker.openapi import complete_openapi
 from sparkfn.worker.ops_api import ops_router
 from sparkfn.worker.packages_api import BodyLimit, packages_router
 from sparkfn.worker.produce_api import produce_router
@@ -61,4 +62,5 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     app.include_router(topics_router(worker), prefix="/admin/v2/persistent")
     app.include_router(produce_router(worker), prefix="/topics/persistent")
     app.include_router(ops_router(worker))
+    complete_openapi(app)
     return app

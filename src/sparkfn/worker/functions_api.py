@@ -209,11 +209,16 @@ def functions_router(worker: Worker) -> APIRouter:
         fqfn = f"{tenant}/{namespace}/{name}"
         return _pick(worker.stats(fqfn).instances, instance_id, fqfn).metrics
 
+    no_content: dict[str, Any] = {
+        "methods": ["POST"],
+        "status_code": 204,
+        "response_class": Response,
+    }
     for action in ("start", "stop", "restart"):
-        router.add_api_route(FUNCTION + f"/{action}", _action(worker, action), methods=["POST"])
-        router.add_api_route(INSTANCE + f"/{action}", _action(worker, action), methods=["POST"])
+        router.add_api_route(FUNCTION + f"/{action}", _action(worker, action), **no_content)
+        router.add_api_route(INSTANCE + f"/{action}", _action(worker, action), **no_content)
     for mode in (StopMode.DRAIN, StopMode.SUSPEND):
-        router.add_api_route(FUNCTION + f"/{mode.value}", _stopper(worker, mode), methods=["POST"])
+        router.add_api_route(FUNCTION + f"/{mode.value}", _stopper(worker, mode), **no_content)
 
     @router.get(FUNCTION + "/state/{key}", response_model=StateValue)
     def query_state(tenant: str, namespace: str, name: str, key: str) -> StateValue:

@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 
 from sparkfn.api.errors import (
     AlreadyExistsError,
@@ -43,6 +44,13 @@ STATUS_OF: tuple[tuple[type[SparkfnError], int], ...] = (
     (PackageError, 400),
     (PayloadError, 400),
 )
+
+
+# Starlette's own answers (no route, wrong method), as ErrorBody reasons.
+HTTP_REASONS = {
+    404: ("route_not_found", "no route has this path"),
+    405: ("method_not_allowed", "the route has no such method"),
+}
 
 
 class ErrorBody(BaseModel):
@@ -81,5 +89,15 @@ def install_error_handlers(app: FastAPI) -> None:
             problems.append(f"{where}: {error.get('msg')} (got {found!r})")
         return error_response(400, "invalid_request", "; ".join(problems))
 
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        reason, message = HTTP_REASONS.get(exc.status_code, ("http_error", str(exc.detail)))
+        response = error_response(
+            exc.status_code, reason, f"{message}: {request.method} {request.url.path}"
+        )
+        response.headers.update(exc.headers or {})  # a 405's Allow
+        return response
+
     app.add_exception_handler(SparkfnError, sparkfn_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(HTTPException, http_error)
