@@ -21,6 +21,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import SchemaType
+from sparkfn.topics.producer import Producer
 from sparkfn.worker.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
@@ -234,3 +235,16 @@ def test_peek_after_a_subscription_and_examine_from_either_end(
     assert "partition=0..1" in _error(client.get(examine), 400, "invalid_config")
     _error(client.get(examine, params={**latest, "messagePosition": 5}), 404, "not_found")
     _error(client.get(examine, params={"partition": 2}), 400, "invalid_config")
+
+
+def test_an_avro_records_bytes_read_back_as_base64(client: httpx.Client, worker: Worker) -> None:
+    schema = {
+        "type": "record",
+        "name": "Blob",
+        "fields": [{"name": "id", "type": "long"}, {"name": "data", "type": "bytes"}],
+    }
+    client.put(f"{ADMIN}/blobs", json={"schemaType": "avro", "schema": schema})
+    Producer(worker.open_store(), "acme/sales/blobs").send({"id": 1, "data": b"\xff\x00"})
+    found = client.get(f"{ADMIN}/blobs/examinemessage")
+    assert found.status_code == 200, found.text
+    assert found.json()["value"] == {"id": 1, "data": base64.b64encode(b"\xff\x00").decode()}

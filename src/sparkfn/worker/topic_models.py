@@ -146,8 +146,8 @@ class PartitionedTopicStats(TopicStats):
 
 class TopicMessage(ApiModel):
     """A message read back. ``value`` is decoded by the topic's schema (a ``bytes``
-    topic's value as UTF-8 text, or null when it is not text); ``valueBase64``
-    is the stored bytes."""
+    topic's value as UTF-8 text, or null when it is not text; an avro record's
+    bytes fields as base64); ``valueBase64`` is the stored bytes."""
 
     topic: str
     message_id: str  # partition:offset
@@ -172,7 +172,9 @@ class TopicMessage(ApiModel):
                 except UnicodeDecodeError:
                     value = None
             else:
-                value = message.as_json(info.schema_type, info.schema_definition)["value"]
+                value = _jsonable(
+                    message.as_json(info.schema_type, info.schema_definition)["value"]
+                )
         return cls(
             topic=persistent(info),
             message_id=message.message_id,
@@ -240,3 +242,14 @@ def backlog(stats: PartitionStats, cursors: dict[int, int]) -> int:
 def as_utc(moment: datetime) -> datetime:
     """``moment`` with a UTC zone (SQLite hands back naive UTC datetimes)."""
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _jsonable(value: Any) -> Any:
+    """A decoded value with its bytes (an avro ``bytes`` or ``fixed`` field) as base64 text."""
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(item) for item in value]
+    return value
