@@ -1,8 +1,11 @@
 """FunctionConfig: everything that defines a function, validated.
 
 The same fields come from a YAML file (``--function-config-file``), CLI flags
-of the same names and, later, the REST body. Field names follow Pulsar's
-function config (snake_case); sparkfn's own fields are at the end.
+of the same names and the worker's REST body. Field names follow Pulsar's
+function config (snake_case); sparkfn's own fields are at the end. Every field
+of Pulsar's ``FunctionConfig`` is read too, in camelCase or snake_case: mapped
+to sparkfn's where sparkfn has the concept, else accepted with a warning
+(:mod:`sparkfn.config.pulsar`).
 
 >>> FunctionConfig(name="wc", py="wordcount.py", classname="wordcount.WordCount",
 ...                inputs=["sentences"], output="counts")
@@ -10,7 +13,9 @@ function config (snake_case); sparkfn's own fields are at the end.
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -22,6 +27,14 @@ from sparkfn.api.errors import ConfigError
 from sparkfn.config.durations import parse_duration_seconds
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
+from sparkfn.config.pulsar import function_fields
+from sparkfn.config.pulsar_fields import CLASS_NAME
+from sparkfn.config.reading import describe_validation_error as describe_validation_error
+from sparkfn.config.reading import read_yaml_fields as read_yaml_fields
+from sparkfn.config.reading import read_yaml_mapping
+from sparkfn.config.reading import snake_fields as snake_fields
+
+_LOG = logging.getLogger("sparkfn.config")
 
 
 class ProcessingGuarantee(StrEnum):
@@ -116,6 +129,8 @@ class FunctionConfig(BaseModel):
     # (the value is the secret) under pulsar_compat, else sparkfn's
     # SecretReferenceProvider (the value is ``env:VAR``, ``VAR`` or ``file:PATH#key``).
     secrets_provider_classname: str | None = None
+    # What the provider's init(config) receives (Pulsar's --secrets-provider-config).
+    secrets_provider_config: dict[str, Any] | None = None
     retain_ordering: bool = False
     # Pulsar's forwardSourceMessageProperty: a returned value's message carries
     # the input message's properties (as the key, always); a trigger finds its
@@ -136,6 +151,9 @@ class FunctionConfig(BaseModel):
     # ``serialize(obj) -> bytes`` and ``deserialize(bytes) -> obj``.
     input_serde: str = "auto"
     output_serde: str = "auto"
+    # One input's serde over input_serde, by topic name or by a regex of
+    # topics_pattern (Pulsar's customSerdeInputs, customSchemaInputs, inputSpecs).
+    input_serdes: dict[str, str] = Field(default_factory=dict)
     # What happens after an instance dies (see sparkfn.config.policy).
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
 
@@ -154,13 +172,23 @@ class FunctionConfig(BaseModel):
     @field_validator("input_serde", "output_serde")
     @classmethod
     def _check_serde(cls, value: str, info: Any) -> str:
-        if value in BUILTIN_SERDES or re.match(r"^[A-Za-z_][\w.]*[.:][A-Za-z_]\w*$", value):
-            return value
-        msg = (
-            f"{info.field_name} {value!r} is neither one of {', '.join(BUILTIN_SERDES)} "
-            "nor a module.Class name"
-        )
-        raise ValueError(msg)
+        return check_serde(value, info.field_name)
+
+    @field_validator("input_serdes")
+    @classmethod
+    def _check_input_serdes(cls, value: dict[str, str]) -> dict[str, str]:
+        out = {}
+        for key, serde in value.items():
+            try:
+                name = str(TopicName.parse(key, field="input_serdes"))
+            except ConfigError:
+                try:
+                    name = re.compile(key).pattern
+                except re.error:
+                    msg = f"input_serdes key {key!r} is neither a topic name nor a regex"
+                    raise ValueError(msg) from None
+            out[name] = check_serde(serde, f"input_serdes[{key}]")
+        return out
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -258,22 +286,67 @@ class FunctionConfig(BaseModel):
         """The subscription name: given, else Pulsar's default ``tenant/ns/name``."""
         return self.subscription_name or self.fqfn
 
+    def input_serde_of(self, topic: str) -> str:
+        """The serde of input ``topic``: its own in ``input_serdes`` (by name, else the
+        first regex key that matches it), else ``input_serde``."""
+        serde = self.input_serdes.get(topic)
+        if serde is not None:
+            return serde
+        for key, named in self.input_serdes.items():
+            if key not in self.inputs and re.fullmatch(key, topic):
+                return named
+        return self.input_serde
+
     @classmethod
     def build(cls, **fields: Any) -> FunctionConfig:
-        """Validate ``fields``; raise :class:`ConfigError` naming every bad field."""
-        clean = {k: v for k, v in fields.items() if v is not None}
+        """Validate ``fields``; raise :class:`ConfigError` naming every bad field.
+
+        Pulsar's fields are read as :meth:`assemble` reads them; the warnings
+        about the ones sparkfn ignores go to the ``sparkfn.config`` logger.
+        """
+        config, warnings = cls.assemble(fields)
+        _log_warnings(warnings)
+        return config
+
+    @classmethod
+    def assemble(cls, *layers: Mapping[str, Any]) -> tuple[FunctionConfig, tuple[str, ...]]:
+        """The config of ``layers`` (later ones win), and a warning line per Pulsar field
+        that means nothing on Spark; :class:`ConfigError` naming every bad field.
+
+        >>> FunctionConfig.assemble({"name": "f", "py": "f.py", "inputs": "in"},
+        ...                         {"runtime": "PYTHON"})[1]
+        ('runtime: sparkfn runs Python functions, in Spark's Python workers; ignored',)
+        """
+        translated = function_fields(*layers)
         try:
-            return cls(**clean)
+            config = cls(**translated.fields)
         except ValidationError as exc:
-            name = clean.get("name", "?")
+            name = translated.fields.get("name", "?")
             raise ConfigError(describe_validation_error(exc, f"function {name}")) from None
+        return config, translated.warnings
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> FunctionConfig:
-        """Load a YAML file (Pulsar's camelCase keys accepted too); ``overrides`` win."""
-        fields = read_yaml_fields(path, "function config file")
-        fields.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.build(**fields)
+        """Load a YAML file (Pulsar's camelCase keys accepted too); ``overrides`` win.
+
+        Warnings about ignored Pulsar fields go to the ``sparkfn.config`` logger.
+        """
+        config, warnings = cls.assemble(read_yaml_mapping(path, "function config file"), overrides)
+        _log_warnings(warnings)
+        return config
+
+
+def _log_warnings(warnings: tuple[str, ...]) -> None:
+    for warning in warnings:
+        _LOG.warning("%s", warning)
+
+
+def check_serde(value: str, field: str) -> str:
+    """A serde name: one of :data:`BUILTIN_SERDES` or ``module.Class``; else ValueError."""
+    if value in BUILTIN_SERDES or CLASS_NAME.match(value):
+        return value
+    msg = f"{field} {value!r} is neither one of {', '.join(BUILTIN_SERDES)} nor a module.Class name"
+    raise ValueError(msg)
 
 
 def pulsar_spelling(value: Any) -> Any:
@@ -282,27 +355,6 @@ def pulsar_spelling(value: Any) -> Any:
         lowered = value.strip().lower()
         return _PULSAR_ALIASES.get(lowered, lowered)
     return value
-
-
-def read_yaml_fields(path: str | Path, what: str) -> dict[str, Any]:
-    """A YAML config file's top-level mapping, keys in snake_case (Pulsar's camelCase too)."""
-    try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    except OSError as exc:
-        msg = f"{what} {path}: cannot read it: {exc.strerror}"
-        raise ConfigError(msg) from exc
-    except yaml.YAMLError as exc:
-        msg = f"{what} {path}: not valid YAML: {exc}"
-        raise ConfigError(msg) from exc
-    if not isinstance(data, dict):
-        msg = f"{what} {path}: expected a mapping at the top; got {type(data).__name__}"
-        raise ConfigError(msg)
-    return snake_fields(data)
-
-
-def snake_fields(mapping: dict[Any, Any]) -> dict[str, Any]:
-    """A config mapping's top-level keys in snake_case (Pulsar's camelCase accepted)."""
-    return {_snake(str(k)): v for k, v in mapping.items()}
 
 
 def check_name(value: str, field: str) -> str:
@@ -314,22 +366,3 @@ def check_name(value: str, field: str) -> str:
         )
         raise ValueError(msg)
     return value
-
-
-def _snake(key: str) -> str:
-    aliases = {"className": "classname", "processingGuarantees": "processing_guarantees"}
-    if key in aliases:
-        return aliases[key]
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
-
-
-def describe_validation_error(exc: ValidationError, what: str) -> str:
-    """One readable line per invalid field: ``what: field: problem (got value)``."""
-    lines = []
-    for error in exc.errors():
-        field = ".".join(str(p) for p in error["loc"]) or "config"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        got = error.get("input")
-        shown = "" if isinstance(got, dict) or error["type"] == "missing" else f" (got {got!r})"
-        lines.append(f"{field}: {message}{shown}")
-    return f"{what}: invalid config: " + "; ".join(lines)

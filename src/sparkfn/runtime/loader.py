@@ -151,7 +151,12 @@ def load_function(config: FunctionConfig) -> UserFunction:
     """
     with enter_package(config.py):
         target = _resolve_target(config)
-        secrets_provider(config.fqfn, config.secrets_provider_classname, config.pulsar_compat)
+        secrets_provider(
+            config.fqfn,
+            config.secrets_provider_classname,
+            config.pulsar_compat,
+            config.secrets_provider_config,
+        )
         if not (inspect.isclass(target) or callable(target) or hasattr(target, "process")):
             msg = (
                 f"function {config.fqfn}: classname {config.classname!r} is a "

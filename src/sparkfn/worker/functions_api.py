@@ -27,12 +27,13 @@ uploaded before, see :mod:`sparkfn.worker.packages_api`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from sparkfn.api.errors import ConfigError, FunctionNotFoundError
@@ -45,7 +46,7 @@ from sparkfn.api.status import (
     FunctionStats,
     FunctionStatus,
 )
-from sparkfn.config.function import FunctionConfig, snake_fields
+from sparkfn.config.function import FunctionConfig
 from sparkfn.worker.auth import Caller, check_function_topics, check_package_reference
 from sparkfn.worker.packages import PackageStore
 from sparkfn.worker.registry import FunctionVersion
@@ -73,9 +74,12 @@ class FunctionInfo(BaseModel):
     created_by: str
     created_at: datetime
     config: dict[str, Any]
+    # One line per field of the given functionConfig that sparkfn ignores (Pulsar's
+    # autoAck, runtime, ...), naming it; register and update only.
+    warnings: list[str] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, version: FunctionVersion) -> FunctionInfo:
+    def of(cls, version: FunctionVersion, warnings: Sequence[str] = ()) -> FunctionInfo:
         """The API's view of ``version``."""
         return cls(
             fqfn=version.fqfn,
@@ -84,6 +88,7 @@ class FunctionInfo(BaseModel):
             created_by=version.created_by,
             created_at=version.created_at,
             config=version.config.model_dump(mode="json"),
+            warnings=list(warnings),
         )
 
 
@@ -112,7 +117,7 @@ def functions_router(worker: Worker) -> APIRouter:
         config_json: str,
         data: UploadFile | None,
         url: str | None,
-    ) -> tuple[FunctionConfig, str | None]:
+    ) -> tuple[FunctionConfig, str | None, tuple[str, ...]]:
         try:
             given = json.loads(config_json) if config_json.strip() else {}
         except json.JSONDecodeError as exc:
@@ -121,7 +126,8 @@ def functions_router(worker: Worker) -> APIRouter:
         if not isinstance(given, dict):
             msg = f"function {tenant}/{namespace}/{name}: functionConfig must be a JSON object"
             raise ConfigError(msg)
-        fields = {**snake_fields(given), "tenant": tenant, "namespace": namespace, "name": name}
+        # The path names the function; the body is read as FunctionConfig.from_yaml reads a file.
+        fields: dict[str, Any] = {"tenant": tenant, "namespace": namespace, "name": name}
         digest = None
         if data is not None:
             package = packages.save(data.file, data.filename or "function.py", who=caller.subject)
@@ -130,15 +136,15 @@ def functions_router(worker: Worker) -> APIRouter:
             check_package_reference(caller, url, "url")
             package = packages.resolve(url)
             digest, fields["py"] = package.digest, str(package.entry)
-        elif fields.get("py"):
+        elif given.get("py"):
             msg = (
                 f"function {tenant}/{namespace}/{name}: py names a file on the client; "
                 "upload it as the multipart field data, or name an uploaded package with url"
             )
             raise ConfigError(msg)
-        config = FunctionConfig.build(**fields)
+        config, warnings = FunctionConfig.assemble(given, fields)
         check_function_topics(caller, config)
-        return config, digest
+        return config, digest, warnings
 
     @router.post(FUNCTION, response_model=FunctionInfo)
     def register(
@@ -150,8 +156,9 @@ def functions_router(worker: Worker) -> APIRouter:
         data: PackageFile = None,
         url: PackageUrl = None,
     ) -> FunctionInfo:
-        config, digest = build(caller, tenant, namespace, name, config_json, data, url)
-        return FunctionInfo.of(worker.create(config, package_digest=digest, who=caller.subject))
+        config, digest, warnings = build(caller, tenant, namespace, name, config_json, data, url)
+        version = worker.create(config, package_digest=digest, who=caller.subject)
+        return FunctionInfo.of(version, warnings)
 
     @router.put(FUNCTION, response_model=FunctionInfo)
     def update(
@@ -168,10 +175,9 @@ def functions_router(worker: Worker) -> APIRouter:
         current = worker.registry.get(fqfn)
         if data is None and not url:
             url = current.package_digest  # a config-only update keeps the code
-        config, digest = build(caller, tenant, namespace, name, config_json, data, url)
-        return FunctionInfo.of(
-            worker.update(config, package_digest=digest, who=caller.subject, mode=mode)
-        )
+        config, digest, warnings = build(caller, tenant, namespace, name, config_json, data, url)
+        version = worker.update(config, package_digest=digest, who=caller.subject, mode=mode)
+        return FunctionInfo.of(version, warnings)
 
     @router.delete(FUNCTION, response_model=FunctionInfo)
     def deregister(tenant: str, namespace: str, name: str) -> FunctionInfo:

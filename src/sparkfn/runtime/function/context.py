@@ -205,7 +205,10 @@ class FunctionContext(Context):
             return None
         if self._secrets is None:
             self._secrets = secrets_provider(
-                config.fqfn, config.secrets_provider_classname, config.pulsar_compat
+                config.fqfn,
+                config.secrets_provider_classname,
+                config.pulsar_compat,
+                config.secrets_provider_config,
             )
         return self._secrets.provide_secret(secret_name, spec)
 

@@ -170,7 +170,8 @@ class FunctionInstance:
         serde = self.input_serdes.get(topic)
         if serde is None:
             schema = self._topics.schema_of(topic)
-            serde = self.input_serdes[topic] = self._serde(self.config.input_serde, schema, topic)
+            name = self.config.input_serde_of(topic)
+            serde = self.input_serdes[topic] = self._serde(name, schema, topic)
         return serde
 
     def _serde(self, name: str, schema: SchemaType, topic: str) -> Serde:

@@ -37,7 +37,8 @@ class SecretsProvider(ABC):
     """Pulsar's secrets provider interface."""
 
     def init(self, config: Any) -> None:  # noqa: B027 - optional hook, as in Pulsar
-        """Called once with the provider's configuration (sparkfn passes ``None``)."""
+        """Called once with the provider's configuration: ``secrets_provider_config``
+        (Pulsar's ``--secrets-provider-config``), ``None`` when not given."""
 
     @abstractmethod
     def provide_secret(self, secret_name: str, path_to_secret: Any) -> Any:
@@ -99,9 +100,12 @@ _BUILTIN: dict[str, type[SecretsProvider]] = {
 }
 
 
-def secrets_provider(fqfn: str, classname: str | None, pulsar_compat: bool) -> Any:
+def secrets_provider(
+    fqfn: str, classname: str | None, pulsar_compat: bool, provider_config: Any = None
+) -> Any:
     """The provider ``classname`` names (default: Pulsar's under ``pulsar_compat``, else
-    sparkfn's), initialized; a :class:`FunctionLoadError` naming the function if it cannot be."""
+    sparkfn's), initialized with ``provider_config`` (``secrets_provider_config``); a
+    :class:`FunctionLoadError` naming the function if it cannot be."""
     if classname is None:
         classname = "ClearTextSecretsProvider" if pulsar_compat else "SecretReferenceProvider"
     target: Any = _BUILTIN.get(classname)
@@ -119,5 +123,5 @@ def secrets_provider(fqfn: str, classname: str | None, pulsar_compat: bool) -> A
         raise FunctionLoadError(msg)
     init = getattr(provider, "init", None)
     if callable(init):
-        init(None)
+        init(provider_config)
     return provider
