@@ -191,6 +191,42 @@ def test_a_tenant_admins_function_may_name_its_own_tenants_topics_only(
         assert expected in _refused(response, 403, "forbidden")
 
 
+def test_a_tenant_admin_uploads_downloads_and_lists_packages_under_its_tenant_only(
+    client: httpx.Client,
+) -> None:
+    admin_a, superuser = _bearer(_token(ADMIN_A)), _bearer(_token(SUPERUSER))
+
+    def upload(path: str, code: bytes, headers: dict[str, str]) -> httpx.Response:
+        return client.post(
+            "/admin/v3/functions/upload",
+            data={"path": path},
+            files={"data": ("fn.py", code, "text/x-python")},
+            headers=headers,
+        )
+
+    theirs = upload("tenant-b/fn.py", b"def process(x):\n    return x\n", superuser)
+    assert theirs.status_code == 200, theirs.text
+    refused = upload("tenant-b/fn.py", b"def process(x):\n    return 1\n", admin_a)
+    assert "names packages by their sha256: digest or by a path under its tenant, tenant-a/" in (
+        _refused(refused, 403, "forbidden")
+    )
+    mine = upload("tenant-a/fn.py", b"def process(x):\n    return x + 1\n", admin_a)
+    assert mine.status_code == 200, mine.text
+    assert (mine.json()["uploadedBy"], mine.json()["paths"]) == ("alice", ["tenant-a/fn.py"])
+
+    own = client.get("/admin/v3/functions/download?path=tenant-a/fn.py", headers=admin_a)
+    assert own.content == b"def process(x):\n    return x + 1\n"
+    other = client.get("/admin/v3/functions/download?path=tenant-b/fn.py", headers=admin_a)
+    _refused(other, 403, "forbidden")
+    listed = client.get("/admin/v3/packages", headers=admin_a).json()
+    assert [p["paths"] for p in listed] == [["tenant-a/fn.py"]]
+    everything = client.get("/admin/v3/packages", headers=superuser).json()
+    assert sorted(path for p in everything for path in p["paths"]) == [
+        "tenant-a/fn.py",
+        "tenant-b/fn.py",
+    ]
+
+
 def test_an_rs256_worker_takes_its_own_tokens_and_no_hs256_token_made_with_its_public_key(
     data_dir: Path, tmp_path: Path
 ) -> None:

@@ -15,9 +15,11 @@ a route added later is covered without doing anything:
 * a path with ``{tenant}`` (functions, their state, topics, trigger): a
   superuser, or the tenant admin of that tenant; a tenant-A admin gets 403 on
   every tenant-B path, and a listing under ``{tenant}`` lists one tenant;
-* a path without ``{tenant}`` that :data:`ANY_ROLE` names: any valid token;
-* any other path without ``{tenant}`` (packages list and download, metrics):
-  superusers only, since it spans every tenant.
+* a path without ``{tenant}`` that :data:`ANY_ROLE` names (readiness, the
+  package routes): any valid token, the route itself confining a tenant
+  admin (its package paths are under ``{tenant}/``: :func:`owns_package_path`);
+* any other path without ``{tenant}`` (metrics): superusers only, since it
+  spans every tenant.
 
 The check is an ASGI middleware (:class:`AccessControl`) in front of the
 router, so a request is refused before its body (an upload, say) is read.
@@ -60,6 +62,11 @@ ANY_ROLE: frozenset[tuple[str, str]] = frozenset(
     {
         # Readiness says only whether the store and Spark answer.
         ("GET", "/ready"),
+        # Packages: a tenant admin's paths are under its tenant, its listing
+        # shows those only (sparkfn.worker.packages_api).
+        ("POST", "/admin/v3/functions/upload"),
+        ("GET", "/admin/v3/functions/download"),
+        ("GET", "/admin/v3/packages"),
     }
 )
 BEARER = "Bearer"
@@ -234,15 +241,18 @@ def check_package_reference(principal: Principal, reference: str, field: str) ->
     function of it) knows. A path is a name anyone can guess, so a tenant
     admin's paths live under its tenant: ``acme/...``.
     """
-    tenant = principal.tenant
-    if principal.is_superuser or tenant is None or reference.startswith(DIGEST_PREFIX):
+    if reference.startswith(DIGEST_PREFIX) or owns_package_path(principal, reference):
         return
-    if not reference.startswith(tenant + "/"):
-        msg = (
-            f"{field} {reference!r}: {principal.describe()} names packages by their "
-            f"sha256: digest or by a path under its tenant, {tenant}/..."
-        )
-        raise ForbiddenError(msg)
+    msg = (
+        f"{field} {reference!r}: {principal.describe()} names packages by their "
+        f"sha256: digest or by a path under its tenant, {principal.tenant}/..."
+    )
+    raise ForbiddenError(msg)
+
+
+def owns_package_path(principal: Principal, path: str) -> bool:
+    """Whether ``principal`` may use the package upload path ``path`` (a tenant admin's: ``T/...``)."""
+    return principal.is_superuser or path.startswith(f"{principal.tenant}/")
 
 
 def _confined(pattern: str, tenant: str) -> bool:

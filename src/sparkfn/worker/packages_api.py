@@ -35,7 +35,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sparkfn.api.errors import PackageTooLargeError
-from sparkfn.worker.auth import Caller, check_package_reference
+from sparkfn.worker.auth import Caller, check_package_reference, owns_package_path
 from sparkfn.worker.http import error_response
 from sparkfn.worker.packages import KINDS, Package, PackageStore
 from sparkfn.worker.service import Worker
@@ -96,10 +96,18 @@ def packages_router(worker: Worker) -> APIRouter:
         )
 
     @router.get("/admin/v3/packages", response_model=list[PackageInfo])
-    def list_packages() -> list[PackageInfo]:
+    def list_packages(caller: Caller) -> list[PackageInfo]:
         store = packages()
-        named = store.paths()
-        return [PackageInfo.of(p, named.get(p.digest, [])) for p in store.list()]
+        named = {
+            digest: [path for path in paths if owns_package_path(caller, path)]
+            for digest, paths in store.paths().items()
+        }
+        # A tenant admin sees the packages uploaded under its tenant's paths.
+        return [
+            PackageInfo.of(p, named.get(p.digest, []))
+            for p in store.list()
+            if caller.is_superuser or named.get(p.digest)
+        ]
 
     return router
 
