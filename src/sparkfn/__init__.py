@@ -58,6 +58,8 @@ if TYPE_CHECKING:
         TriggerFailedError,
         TriggerTimeoutError,
         UnsafeArchiveError,
+        WorkerError,
+        WorkerUnreachableError,
     )
     from sparkfn.api.function import Function, VectorizedFunction, vectorized
     from sparkfn.api.lifecycle import DeathCause, FailureInfo, GracefulShutdown, Response
@@ -175,6 +177,8 @@ _LAZY = {
     "UnsafeArchiveError": "sparkfn.api.errors",
     "AuthError": "sparkfn.api.errors",
     "ForbiddenError": "sparkfn.api.errors",
+    "WorkerError": "sparkfn.api.errors",
+    "WorkerUnreachableError": "sparkfn.api.errors",
     "FunctionNotRunningError": "sparkfn.api.errors",
     "NoOutputTopicError": "sparkfn.api.errors",
     "SubscriptionNotFoundError": "sparkfn.api.errors",
@@ -282,6 +286,8 @@ __all__ = [
     "UnsafeArchiveError",
     "UserMetricSummary",
     "VectorizedFunction",
+    "WorkerError",
+    "WorkerUnreachableError",
     "spark_session",
     "vectorized",
 ]

@@ -28,6 +28,8 @@ resembles, so callers may catch either::
     ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
     │   └── StaleRunError                      a newer run replaced this one (fenced)
     ├── FunctionNotRunningError (RuntimeError) the request needs the function running
+    ├── WorkerError            (RuntimeError) a worker refused a request, for a reason it names
+    │   └── WorkerUnreachableError (ConnectionError) no worker answers at the URL
     ├── TriggerError           (RuntimeError) a triggered value gave no output
     │   ├── TriggerTimeoutError (TimeoutError)  none within the timeout (HTTP 408)
     │   └── TriggerFailedError                 the function failed on it every attempt
@@ -203,6 +205,28 @@ class FunctionNotRunningError(SparkfnError, RuntimeError):
     """The request needs the function running here (a trigger, say) and it is not."""
 
     reason = "function_not_running"
+
+
+class WorkerError(SparkfnError, RuntimeError):
+    """A worker refused a request of the admin CLI for a reason sparkfn has no class for.
+
+    Its ``reason`` is the worker's own (``invalid_request``, ``route_not_found``,
+    ...), so the CLI reports what the API said; a refusal whose reason has a
+    class here is raised as that class instead.
+    """
+
+    reason = "worker_error"
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        if reason is not None:
+            self.reason = reason
+
+
+class WorkerUnreachableError(WorkerError, ConnectionError):
+    """No worker answers at the URL the admin CLI was given, or none in time."""
+
+    reason = "worker_unreachable"
 
 
 class TriggerError(SparkfnError, RuntimeError):

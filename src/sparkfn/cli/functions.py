@@ -30,12 +30,13 @@ from typing import Any
 
 import typer
 
+from sparkfn.cli.admin import add_admin_commands
 from sparkfn.cli.flags import takes
 from sparkfn.cli.localrun import FUNCTION_LOCALRUN, localrun_query
 
 functions_app = typer.Typer(
     name="functions",
-    help="Run functions.",
+    help="Run functions here (localrun) or on a worker (create, status, ...).",
     no_args_is_help=True,
 )
 
@@ -45,3 +46,6 @@ functions_app = typer.Typer(
 def localrun(ctx: typer.Context, fields: dict[str, Any], **run: Any) -> None:
     """Run a function in this process until Ctrl+C (or, with --until-drained, until done)."""
     localrun_query(ctx, "function", fields, **run)
+
+
+add_admin_commands(functions_app)  # create, status, ...: the commands that talk to a worker

@@ -28,6 +28,7 @@ import typer
 from sparkfn.api.errors import SparkfnError
 from sparkfn.cli.context import StoreOptions, report_error
 from sparkfn.cli.functions import functions_app
+from sparkfn.cli.packages import packages_app
 from sparkfn.cli.sinks import sinks_app
 from sparkfn.cli.sources import sources_app
 from sparkfn.cli.tokens import tokens_app
@@ -44,6 +45,7 @@ app = typer.Typer(
 )
 app.add_typer(topics_app, name="topics")
 app.add_typer(functions_app, name="functions")
+app.add_typer(packages_app, name="packages")
 app.add_typer(sources_app, name="sources")
 app.add_typer(sinks_app, name="sinks")
 app.add_typer(worker_app, name="worker")

@@ -77,34 +77,42 @@ class _LiveTable:
 
     def _table(self, status: FunctionStatus) -> Table:
         cfg = self.config
-        table = Table(
-            "INSTANCE",
-            "STATE",
-            "RECEIVED",
-            "PROCESSED",
-            "USER EXC",
-            "SYSTEM EXC",
-            "DEAD-LETTERED",
-            "AVG LATENCY",
-            "LAST INVOCATION",
-            title=f"{cfg.fqfn}  {', '.join(cfg.inputs) or '-'} -> {cfg.output or '-'}  "
+        return status_table(
+            status,
+            f"{cfg.fqfn}  {', '.join(cfg.inputs) or '-'} -> {cfg.output or '-'}  "
             f"up {elapsed(self.started)}",
-            title_justify="left",
         )
-        for instance in status.instances:
-            s = instance.status
-            table.add_row(
-                str(instance.instance_id),
-                s.state.value,
-                str(s.num_received),
-                str(s.num_successfully_processed),
-                str(s.num_user_exceptions),
-                str(s.num_system_exceptions),
-                str(s.num_dead_lettered),
-                f"{s.average_latency:.3f} ms",
-                _last_invocation(s.last_invocation_time),
-            )
-        return table
+
+
+def status_table(status: FunctionStatus, title: str) -> Table:
+    """Each instance's counts in a table (``localrun``'s progress, ``functions status``)."""
+    table = Table(
+        "INSTANCE",
+        "STATE",
+        "RECEIVED",
+        "PROCESSED",
+        "USER EXC",
+        "SYSTEM EXC",
+        "DEAD-LETTERED",
+        "AVG LATENCY",
+        "LAST INVOCATION",
+        title=title,
+        title_justify="left",
+    )
+    for instance in status.instances:
+        s = instance.status
+        table.add_row(
+            str(instance.instance_id),
+            s.state.value,
+            str(s.num_received),
+            str(s.num_successfully_processed),
+            str(s.num_user_exceptions),
+            str(s.num_system_exceptions),
+            str(s.num_dead_lettered),
+            f"{s.average_latency:.3f} ms",
+            _last_invocation(s.last_invocation_time),
+        )
+    return table
 
 
 class _ProgressLines:

@@ -1,0 +1,266 @@
+"""The admin CLI over REST: ``sparkfn functions ...`` and ``sparkfn packages ...`` against a real worker.
+
+One worker process (SQLite: the CLI is an HTTP client, the store behind the
+worker is the worker tests' business) serves every check of a test; each
+command runs as a user runs it, ``python -m sparkfn.cli.main`` in a child
+process, so what is tested includes the one-line errors and exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from worker_process import WorkerProcess
+
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+WORDCOUNT = EXAMPLES / "wordcount.py"
+SENTENCES = ["the quick fox", "the lazy dog", "a fox and a dog", "the end"]
+WAIT_S = 120.0
+
+
+Ran = subprocess.CompletedProcess[str]
+
+
+def _described(ran: Ran) -> str:
+    return f"{ran.args} exited {ran.returncode}\n--- stdout\n{ran.stdout}--- stderr\n{ran.stderr}"
+
+
+class Sparkfn:
+    """The ``sparkfn`` command pointed at one worker by ``SPARKFN_URL``."""
+
+    def __init__(self, url: str, data_dir: Path) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKFN_")}
+        self.env |= {"SPARKFN_URL": url, "SPARKFN_DATA_DIR": str(data_dir), "COLUMNS": "200"}
+
+    def command(self, args: tuple[str, ...]) -> list[str]:
+        return [sys.executable, "-m", "sparkfn.cli.main", *args]
+
+    def run(self, *args: str) -> Ran:
+        return subprocess.run(
+            self.command(args), capture_output=True, text=True, env=self.env, timeout=WAIT_S
+        )
+
+    def ok(self, *args: str) -> Ran:
+        ran = self.run(*args)
+        assert ran.returncode == 0 and "Traceback" not in ran.stderr, _described(ran)
+        return ran
+
+    def json(self, *args: str) -> Any:
+        """Run with ``--output json``; the JSON printed."""
+        return json.loads(self.ok(*args, "--output", "json").stdout)
+
+    def fail(self, reason: str, *args: str) -> Ran:
+        """Run; require exit 1 and one line ``error [reason]: ...`` on stderr, nothing else."""
+        ran = self.run(*args)
+        assert ran.returncode == 1, _described(ran)
+        lines = ran.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error [{reason}]: "), _described(ran)
+        return ran
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.command(args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+            # Ctrl+C must raise KeyboardInterrupt, as in a terminal.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+
+
+class Lines:
+    """A child's stdout lines, read in a thread, each awaited with a deadline."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: queue.Queue[str] = queue.Queue()
+        assert proc.stdout is not None
+        stdout = proc.stdout
+        threading.Thread(
+            target=lambda: [self.lines.put(line) for line in stdout], daemon=True
+        ).start()
+
+    def next(self, timeout: float = WAIT_S) -> str:
+        try:
+            return self.lines.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"no line within {timeout} s")
+
+
+@pytest.fixture
+def worker(data_dir: Path) -> Iterator[WorkerProcess]:
+    """One worker on a SQLite store in the test's data directory."""
+    process = WorkerProcess(data_dir, f"sqlite:///{data_dir}/sparkfn.db").start()
+    yield process
+    process.stop()
+
+
+def _produce(store: Store, *sentences: str) -> None:
+    Producer(store, "sentences").send_batch([Message(s.encode()) for s in sentences])
+
+
+def _processed(status: dict[str, Any]) -> int:
+    return sum(i["status"]["numSuccessfullyProcessed"] for i in status["instances"])
+
+
+def _wait_processed(url: str, count: int) -> None:
+    deadline = time.monotonic() + WAIT_S
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status = httpx.get(f"{url}/admin/v3/functions/public/default/wordcount/status").json()
+        if _processed(status) >= count:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"wordcount processed fewer than {count} within {WAIT_S} s: {status}")
+
+
+def _register(url: str) -> None:
+    config = {
+        "inputs": ["sentences"],
+        "output": "echo",
+        "className": "wordcount.WordCount",
+        "processingGuarantees": "EFFECTIVELY_ONCE",
+        "subscriptionPosition": "Earliest",
+    }
+    with WORDCOUNT.open("rb") as code:
+        response = httpx.post(
+            f"{url}/admin/v3/functions/public/default/wordcount",
+            data={"functionConfig": json.dumps(config)},
+            files={"data": ("wordcount.py", code)},
+            timeout=WAIT_S,
+        )
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.long_running(90)
+def test_a_function_on_a_worker_is_driven_through_the_cli(
+    worker: WorkerProcess, data_dir: Path, tmp_path: Path
+) -> None:
+    sparkfn = Sparkfn(worker.url, data_dir)
+    store = Store.open(worker.store_url, data_dir)
+    try:
+        admin = TopicAdmin(store)
+        admin.create("sentences", partitions=2, schema_type="string")
+        admin.create("echo", schema_type="string")
+        _register(worker.url)
+        _produce(store, *SENTENCES)
+
+        assert sparkfn.json("functions", "list") == ["wordcount"]
+        assert "public/default/wordcount" in sparkfn.ok("functions", "list").stdout
+        info = sparkfn.json("functions", "get", "--name", "wordcount")
+        assert (info["version"], info["config"]["inputs"]) == (1, ["public/default/sentences"])
+        assert (
+            "wordcount.WordCount"
+            in sparkfn.ok("functions", "get", "--fqfn", "public/default/wordcount").stdout
+        )
+
+        _wait_processed(worker.url, len(SENTENCES))
+        status = sparkfn.json("functions", "status", "--name", "wordcount")
+        assert (status["numRunning"], _processed(status)) == (1, len(SENTENCES))
+        assert sum(i["status"]["numReceived"] for i in status["instances"]) == len(SENTENCES)
+        table = sparkfn.ok("functions", "status", "--name", "wordcount").stdout
+        assert "RUNNING" in table and f"│ {len(SENTENCES)} " in table
+        stats = sparkfn.json("functions", "stats", "--name", "wordcount")
+        assert stats["processedSuccessfullyTotal"] == len(SENTENCES)
+        one = sparkfn.json("functions", "stats", "--name", "wordcount", "--instance-id", "0")
+        assert one["receivedTotal"] == len(SENTENCES)
+
+        # State: the counters the function keeps, and a value put by the CLI.
+        assert (
+            sparkfn.ok("functions", "querystate", "--name", "wordcount", "--key", "the").stdout
+            == "the = counter 3\n"
+        )
+        fox = sparkfn.json("functions", "querystate", "--name", "wordcount", "--key", "fox")
+        assert fox["numberValue"] == 2
+        sparkfn.ok(
+            "functions", "putstate", "--name", "wordcount", "--key", "greeting", "--value", "hi"
+        )
+        greeting = sparkfn.json(
+            "functions", "querystate", "--name", "wordcount", "--key", "greeting"
+        )
+        assert greeting["stringValue"] == "hi"
+        sparkfn.fail(
+            "function_not_found", "functions", "querystate", "--name", "wordcount", "--key", "nope"
+        )
+
+        # --watch prints the counter now, then each change, until Ctrl+C.
+        watch = sparkfn.popen(
+            "functions", "querystate", "--name", "wordcount", "--key", "fox", "--watch"
+        )
+        try:
+            lines = Lines(watch)
+            assert lines.next().endswith("fox = counter 2\n")
+            _produce(store, "fox fox fox")
+            assert lines.next().endswith("fox = counter 5\n")
+        finally:
+            watch.send_signal(signal.SIGINT)
+            assert watch.wait(30) == 0
+
+        # A triggered value comes back as the function's output.
+        assert (
+            sparkfn.ok(
+                "functions", "trigger", "--name", "wordcount", "--trigger-value", "a b c"
+            ).stdout
+            == "a b c\n"
+        )
+
+        # Stop and start: the worker says so, and the function runs on.
+        assert (
+            "stopped function public/default/wordcount"
+            in sparkfn.ok("functions", "stop", "--name", "wordcount").stdout
+        )
+        stopped = sparkfn.json("functions", "status", "--name", "wordcount")
+        assert (stopped["numRunning"], stopped["state"]) == (0, "SUSPENDED")
+        sparkfn.ok("functions", "start", "--name", "wordcount")
+        _produce(store, "the restart")
+        # The counts go on across the stop: the sentences, fox fox fox, the trigger, this one.
+        _wait_processed(worker.url, len(SENTENCES) + 3)
+        live = sparkfn.popen("functions", "status", "--name", "wordcount", "--watch", "-o", "json")
+        try:
+            assert json.loads(Lines(live).next())["numRunning"] == 1
+        finally:
+            live.send_signal(signal.SIGINT)
+            assert live.wait(30) == 0
+
+        # Packages: upload, list, download the same bytes.
+        sparkfn.ok("packages", "upload", "--source-file", str(WORDCOUNT), "--path", "acme/wc.py")
+        listed = sparkfn.json("packages", "list")
+        assert any("acme/wc.py" in p["paths"] for p in listed)
+        copy = tmp_path / "copy.py"
+        sparkfn.ok("packages", "download", "--path", "acme/wc.py", "--destination-file", str(copy))
+        assert copy.read_bytes() == WORDCOUNT.read_bytes()
+        sparkfn.fail("package_not_found", "packages", "download", "--path", "nope.py")
+
+        # Delete, and the errors: an unknown function, a worker that is not there.
+        deleted = sparkfn.json("functions", "delete", "--name", "wordcount")
+        assert deleted["fqfn"] == "public/default/wordcount"
+        sparkfn.fail("function_not_found", "functions", "get", "--name", "wordcount")
+        sparkfn.fail(
+            "function_not_found", "functions", "status", "--fqfn", "public/default/wordcount"
+        )
+        assert sparkfn.json("functions", "list") == []
+        gone = sparkfn.fail(
+            "worker_unreachable", "functions", "list", "--url", "http://127.0.0.1:9"
+        )
+        assert "http://127.0.0.1:9" in gone.stderr
+    finally:
+        store.close()
