@@ -11,7 +11,7 @@ sink.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import ConnectorFailedError, FunctionFailedError
 from sparkfn.config.connector import SinkConfig
@@ -20,6 +20,9 @@ from sparkfn.connectors.sink_config import sink_function_config
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.query import check_topics_exist
 from sparkfn.store.store import Store
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def validate_sink(store: Store, sink: SinkConfig) -> None:
@@ -55,7 +58,7 @@ class SinkRun(LocalRun):
         data_dir: str | Path | None = None,
         store_url: str | None = None,
         spark_master: str = "local[*]",
-        spark: Any = None,
+        spark: SparkSession | None = None,
     ) -> None:
         self.sink = sink
         super().__init__(

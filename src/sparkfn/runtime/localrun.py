@@ -14,10 +14,11 @@ a worker runs; only the process around it differs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from sparkfn.api.errors import FunctionFailedError, StaleRunError
 from sparkfn.api.lifecycle import StopMode
@@ -33,6 +34,10 @@ from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import all_state, get_state
 from sparkfn.store.store import Store
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
 __all__ = ["LocalRun", "short_error"]
 
 
@@ -47,7 +52,7 @@ class LocalRun:
         data_dir: str | Path | None = None,
         store_url: str | None = None,
         spark_master: str = "local[*]",
-        spark: Any = None,
+        spark: SparkSession | None = None,
         kind: str = "function",
         scheduler_pool: str | None = None,
     ) -> None:
@@ -59,13 +64,13 @@ class LocalRun:
         self.store = store or Store.open(store_url, data_dir)
         self.spark_master = spark_master
         self._spark = spark
-        self.query: Any = None
+        self.query: StreamingQuery | None = None
         self.supervisor: FunctionSupervisor | None = None
         # A function's records are kept under its FQFN, a sink's under sink:<fqfn>.
         self.control_id = control.control_id(kind, config.fqfn)
 
     @property
-    def spark(self) -> Any:
+    def spark(self) -> SparkSession:
         """The SparkSession (created on first use)."""
         if self._spark is None:
             self._spark = spark_session(
@@ -84,7 +89,7 @@ class LocalRun:
             self.record_start_error(exc)
             raise
 
-        def start_query(epoch: int) -> Any:
+        def start_query(epoch: int) -> StreamingQuery:
             if self.scheduler_pool is not None:
                 # A local property of the starting thread; the query's thread inherits it.
                 self.spark.sparkContext.setLocalProperty(
@@ -146,7 +151,7 @@ class LocalRun:
         record = control.read_control(self.store, self.control_id)
         return record.state if record is not None else control.CREATED
 
-    def wait_for(self, predicate: Any, timeout: float, what: str) -> None:
+    def wait_for(self, predicate: Callable[[], object], timeout: float, what: str) -> None:
         """Poll ``predicate()`` until true; fail naming ``what`` after ``timeout`` s."""
         deadline = time.monotonic() + timeout
         while not predicate():

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig, ProcessingGuarantee, SubscriptionType
@@ -27,6 +27,10 @@ from sparkfn.runtime.loader import load_function
 from sparkfn.runtime.sink import FunctionSinkDataSource
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
 ADMISSION = "sparkfn.runtime.admission:RunAdmission"
 
@@ -89,7 +93,7 @@ def validate(store: Store, config: FunctionConfig) -> list[str]:
     return inputs
 
 
-def apply_spark_conf(spark: Any, config: FunctionConfig) -> None:
+def apply_spark_conf(spark: SparkSession, config: FunctionConfig) -> None:
     """Set the function's ``spark_conf`` on a running session.
 
     Settings the session already has (e.g. given when it was created, which
@@ -109,7 +113,7 @@ def apply_spark_conf(spark: Any, config: FunctionConfig) -> None:
             raise ConfigError(msg) from None
 
 
-def _activate(spark: Any) -> None:
+def _activate(spark: SparkSession) -> None:
     """Make ``spark`` the JVM thread's active session.
 
     The active session is per thread; Spark looks up Python data sources
@@ -121,7 +125,7 @@ def _activate(spark: Any) -> None:
 
 
 def start_function_query(
-    spark: Any,
+    spark: SparkSession,
     store: Store,
     config: FunctionConfig,
     *,
@@ -130,7 +134,7 @@ def start_function_query(
     checkpoint: Path | None = None,
     epoch: int = 0,
     kind: str = "function",
-) -> Any:
+) -> StreamingQuery:
     """Start the function's streaming query; returns the ``StreamingQuery``.
 
     The query reads from the function's subscription (``config.subscription``)

@@ -9,7 +9,7 @@ under the same supervisor with their instance threads as the target
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.config.function import FunctionConfig
@@ -18,6 +18,9 @@ from sparkfn.runtime.lifecycle.policy import load_handler
 from sparkfn.runtime.lifecycle.query import QueryTarget, StartQuery
 from sparkfn.runtime.lifecycle.supervisor import POLL_SECONDS, Supervisor
 from sparkfn.store.store import Store
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["POLL_SECONDS", "FunctionSupervisor", "StartQuery", "load_handler"]
 
@@ -58,6 +61,6 @@ class FunctionSupervisor(Supervisor):
         self.kind = kind
 
     @property
-    def query(self) -> Any:
+    def query(self) -> StreamingQuery | None:
         """The running ``StreamingQuery`` (the latest started)."""
         return self.query_target.query

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import FunctionFailedError, FunctionNotFoundError
 from sparkfn.api.lifecycle import StopMode
@@ -41,6 +41,9 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.worker.registry import Desired, FunctionVersion, Registry
 from sparkfn.worker.settings import WorkerSettings
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 log = logging.getLogger(__name__)
 
 # Every function gets a pool of its own under Spark's FAIR scheduler.
@@ -50,7 +53,7 @@ SPARK_CONF = {"spark.scheduler.mode": "FAIR"}
 class Worker:
     """The functions one worker process runs, and the operations on them."""
 
-    def __init__(self, settings: WorkerSettings, *, spark: Any = None) -> None:
+    def __init__(self, settings: WorkerSettings, *, spark: SparkSession | None = None) -> None:
         self.settings = settings
         self.store: Store | None = None
         self._spark = spark
@@ -102,12 +105,12 @@ class Worker:
         return Registry(self.open_store())
 
     @property
-    def spark_if_started(self) -> Any:
+    def spark_if_started(self) -> SparkSession | None:
         """The worker's SparkSession if it has one yet, else None (never starts one)."""
         return self._spark
 
     @property
-    def spark(self) -> Any:
+    def spark(self) -> SparkSession:
         """The SparkSession every function of this worker shares (created on first use)."""
         if self._spark is None:
             self._spark = spark_session(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.runtime import control, objects
@@ -30,12 +30,15 @@ from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.store.store import Store
 from sparkfn.topics.spark.source import current_ends
 
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
 POLL_SECONDS = 0.1
 # How long a cancel lets running tasks reach a batch boundary (closing their
 # objects on the way out) before Spark kills their workers.
 CANCEL_GRACE_SECONDS = 3.0
 
-StartQuery = Callable[[int], Any]  # epoch -> StreamingQuery
+StartQuery = Callable[[int], "StreamingQuery"]  # epoch -> the started query
 
 
 class QueryTarget:
@@ -61,7 +64,7 @@ class QueryTarget:
         self.parallelism = parallelism
         self._start_query = start_query
         self._inputs = inputs
-        self.query: Any = None
+        self.query: StreamingQuery | None = None
         self.final_seq = 0
 
     def launch(self, epoch: int, instances: list[int]) -> None:
@@ -99,8 +102,9 @@ class QueryTarget:
 
     def halt(self) -> None:
         """Stop the query (a death stops every instance until the relaunch)."""
-        if self._active():
-            self.query.stop()
+        query = self.query
+        if query is not None and query.isActive:
+            query.stop()
 
     def retire(self, instances: list[int]) -> None:
         """Nothing to do: the reader leaves out instances whose state is final."""
