@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
+from sparkfn._closing import Closing
 from sparkfn.api.errors import FunctionFailedError, StaleRunError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalRun", "short_error"]
 
 
-class LocalRun:
+class LocalRun(Closing):
     """One function's query, started and watched from this process."""
 
     def __init__(
@@ -239,14 +239,3 @@ class LocalRun:
         self.stop(StopMode.CANCEL)
         if self._own_store:
             self.store.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -28,11 +28,12 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import Enum
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
 
+from sparkfn._closing import Closing
 from sparkfn.api.errors import ConfigError, HarnessClosedError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
@@ -51,7 +52,7 @@ class HarnessState(Enum):
     CLOSED = "closed"  # close() was called; nothing more is called on the function
 
 
-class FunctionHarness:
+class FunctionHarness(Closing):
     """Run a function message by message in this process, no Spark, no store.
 
     ``function_or_config`` is any form sparkfn runs: a :class:`~sparkfn.Function`
@@ -358,16 +359,6 @@ class FunctionHarness:
         self.lifecycle = HarnessState.CLOSED
         self._instance.close()
 
-    def __enter__(self) -> FunctionHarness:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _qualified_name(target: Any) -> str:
