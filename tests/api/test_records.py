@@ -6,18 +6,8 @@ from enum import Enum
 
 import pytest
 
-from sparkfn.api.records import (
-    Array,
-    Boolean,
-    Bytes,
-    Double,
-    Float,
-    Integer,
-    Long,
-    Map,
-    Record,
-    String,
-)
+from sparkfn.api.fields import Boolean, Bytes, Double, Float, Integer, Long, String
+from sparkfn.api.records import Array, Map, Record
 from sparkfn.api.schemas import AvroSchema, BytesSchema, JsonSchema, StringSchema
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sparkfn import ConfigError, Consumer, PayloadError, Producer, Store, TopicAdmin
-from sparkfn.api.records import Integer, Record, String
+from sparkfn.api.fields import Integer, String
+from sparkfn.api.records import Record
 from sparkfn.topics.message import Message, avro_schema
 
 

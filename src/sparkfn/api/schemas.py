@@ -7,7 +7,8 @@ alone (dicts then); :class:`JsonSchema` writes a record as a JSON object;
 ``avro`` topic keeps its schema definition, and a function's records are
 written with it.
 
->>> from sparkfn.api.records import Integer, Record
+>>> from sparkfn.api.fields import Integer
+>>> from sparkfn.api.records import Record
 >>> class Point(Record):
 ...     x = Integer()
 >>> schema = AvroSchema(Point)

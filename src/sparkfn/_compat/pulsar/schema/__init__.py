@@ -5,8 +5,7 @@ schema classes. A function reads records from, and returns them to, ``json``
 and ``avro`` topics (see :mod:`sparkfn.runtime.function.serde`).
 """
 
-from sparkfn.api.records import (
-    Array,
+from sparkfn.api.fields import (
     Boolean,
     Bytes,
     CustomEnum,
@@ -15,11 +14,10 @@ from sparkfn.api.records import (
     Float,
     Integer,
     Long,
-    Map,
     Null,
-    Record,
     String,
 )
+from sparkfn.api.records import Array, Map, Record
 from sparkfn.api.schemas import (
     AvroSchema,
     BytesSchema,
