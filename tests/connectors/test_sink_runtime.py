@@ -390,3 +390,17 @@ def test_cli_localrun_until_drained_writes_everything_and_exits_0(
     assert [i["status"]["state"] for i in status["instances"]] == ["STOPPED", "STOPPED"]
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert Counter(line["value"] for line in lines) == Counter(values)
+
+
+def test_a_sink_reads_with_a_subscription_of_its_own() -> None:
+    from sparkfn.config.function import FunctionConfig
+
+    sink = SinkConfig.build(name="audit", inputs=["orders"], sink_type="file")
+    function = FunctionConfig.build(name="audit", inputs=["orders"], py="examples/exclamation.py")
+    assert sink_function_config(sink).subscription == "sink:public/default/audit"
+    assert function.subscription == "public/default/audit"  # Pulsar's default, unshared
+
+    named = SinkConfig.build(
+        name="audit", inputs=["orders"], sink_type="file", subscription_name="legacy"
+    )
+    assert sink_function_config(named).subscription == "legacy"

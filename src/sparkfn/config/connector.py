@@ -129,6 +129,9 @@ class SinkConfig(_ConnectorBase):
 
     sink_type: str | None = None
     inputs: list[str]
+    # Pulsar's sourceSubscriptionName; default sink:<tenant/namespace/name>, so
+    # a sink never shares its position with a function of the same name.
+    subscription_name: str | None = None
     subscription_position: SubscriptionPosition = SubscriptionPosition.EARLIEST
     max_records_per_batch: int | None = Field(default=None, ge=1)
     trigger_interval: float = 0.0
@@ -150,6 +153,11 @@ class SinkConfig(_ConnectorBase):
     @classmethod
     def _duration(cls, value: Any, info: Any) -> float:
         return parse_duration_seconds(value, info.field_name)
+
+    @property
+    def subscription(self) -> str:
+        """The subscription the sink reads with: given, else ``sink:<tenant/namespace/name>``."""
+        return self.subscription_name or f"sink:{self.tenant}/{self.namespace}/{self.name}"
 
     @model_validator(mode="after")
     def _code(self) -> SinkConfig:

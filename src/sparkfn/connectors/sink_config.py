@@ -48,8 +48,9 @@ _SHARED_FIELDS = (
 def sink_function_config(sink: SinkConfig) -> FunctionConfig:
     """The function config that runs ``sink`` on Spark.
 
-    It has the sink's name, inputs, parallelism, guarantees, failure policy,
-    subscription position, batch cap, trigger interval and secrets, no
+    It has the sink's name, inputs, subscription (``sink:<fqfn>`` unless
+    named), parallelism, guarantees, failure policy, subscription position,
+    batch cap, trigger interval and secrets, no
     output, and the adapter for code; the sink's config rides in
     ``user_config[SINK_CONFIG_KEY]``.
     """
@@ -60,6 +61,7 @@ def sink_function_config(sink: SinkConfig) -> FunctionConfig:
         **{field: getattr(sink, field) for field in _SHARED_FIELDS},
         classname=ADAPTER_CLASSNAME,
         inputs=list(sink.inputs),
+        subscription_name=sink.subscription,
         output=None,
         secrets=dict(sink.secrets),
         user_config={SINK_CONFIG_KEY: sink.model_dump(mode="json")},
