@@ -360,7 +360,6 @@ class FunctionHarness(Closing):
         self._instance.close()
 
 
-
 def _qualified_name(target: Any) -> str:
     """A ``module.Name`` for the config, naming what the harness was given."""
     if isinstance(target, ModuleType):
