@@ -45,9 +45,13 @@ def config(module: str, classname: str | None = None, **fields: Any) -> Function
 
 
 def harness(module: str, classname: str | None = None, **fields: Any) -> FunctionHarness:
-    """The function on ``bytes`` topics, sparkfn's default topic type."""
+    """The function on ``bytes`` topics, sparkfn's default topic type; the publishing
+    examples' ``copies`` and ``elsewhere`` exist too."""
     return FunctionHarness(
-        config(module, classname, **fields), input_schema="bytes", output_schema="bytes"
+        config(module, classname, **fields),
+        input_schema="bytes",
+        output_schema="bytes",
+        topic_schemas=dict.fromkeys(("copies", "elsewhere"), "bytes"),
     )
 
 

@@ -120,7 +120,9 @@ def test_every_method_of_pulsars_context_exists_with_its_parameters() -> None:
 
 
 def test_the_harness_context_behaves_as_pulsars() -> None:
-    harness = FunctionHarness(probe_config(), input_schema="bytes", output_schema="bytes")
+    harness = FunctionHarness(
+        probe_config(), input_schema="bytes", output_schema="bytes", topic_schemas={"side": "bytes"}
+    )
     [output] = harness.send(b"ping", key="k1", properties={"origin": "test"}, event_time=EVENT_TIME)
     assert json.loads(output) == EXPECTED
     assert harness.counters == {}

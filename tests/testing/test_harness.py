@@ -242,7 +242,9 @@ def test_publish_goes_to_any_topic_with_its_schema() -> None:
         )
         return input
 
-    harness = FunctionHarness(fan_out, topic_schemas={"tenant/ns/counts": "json"})
+    harness = FunctionHarness(
+        fan_out, topic_schemas={"copies": "string", "tenant/ns/counts": "json"}
+    )
     assert harness.send("abc") == ["abc"]
     assert harness.published["copies"] == ["abc"]
     assert harness.published["persistent://tenant/ns/counts"] == [{"len": 3}]
@@ -312,6 +314,9 @@ def test_deletes_and_operator_writes() -> None:
 # --- failures -----------------------------------------------------------------------
 
 
+SIDE = {"side": "string"}  # the topic Flaky publishes to
+
+
 class Flaky(Function):
     """Emits, publishes, counts and records a metric, then fails on "bad" input."""
 
@@ -337,7 +342,7 @@ class Flaky(Function):
 def test_a_failed_message_leaves_no_trace_and_is_dead_lettered_after_retries() -> None:
     flaky = Flaky()
     harness = FunctionHarness(
-        flaky, dead_letter_topic="dlq", max_message_retries=2, log_topic="logs"
+        flaky, dead_letter_topic="dlq", max_message_retries=2, log_topic="logs", topic_schemas=SIDE
     )
     assert harness.send("ok") == ["OK"]
     assert harness.send("bad", key="k", properties={"origin": "test"}) == []
@@ -380,7 +385,9 @@ def test_a_failed_message_leaves_no_trace_and_is_dead_lettered_after_retries() -
 
 def test_a_retry_that_succeeds_counts_once() -> None:
     flaky = Flaky(failures_before_success=1)
-    harness = FunctionHarness(flaky, dead_letter_topic="dlq", max_message_retries=3)
+    harness = FunctionHarness(
+        flaky, dead_letter_topic="dlq", max_message_retries=3, topic_schemas=SIDE
+    )
     assert harness.send("bad") == ["BAD"]
     assert flaky.calls == ["bad", "bad"]
     assert harness.published["side"] == ["side-bad"]
@@ -391,7 +398,7 @@ def test_a_retry_that_succeeds_counts_once() -> None:
 
 
 def test_without_a_dead_letter_topic_a_failed_message_goes_to_the_default_one() -> None:
-    harness = FunctionHarness(Flaky())
+    harness = FunctionHarness(Flaky(), topic_schemas=SIDE)
     assert harness.send_many(["bad", "ok"]) == ["OK"]
     assert [value for value, _ in harness.dead_letters] == ["bad"]
     assert [m.topic for m in harness.messages if m.kind == "dead_letter"] == [
@@ -402,7 +409,7 @@ def test_without_a_dead_letter_topic_a_failed_message_goes_to_the_default_one() 
 
 def test_a_failed_message_is_dropped_only_when_asked() -> None:
     flaky = Flaky()
-    harness = FunctionHarness(flaky, drop_failed_messages=True)
+    harness = FunctionHarness(flaky, drop_failed_messages=True, topic_schemas=SIDE)
     assert harness.send_many(["bad", "ok"]) == ["OK"]
     assert flaky.calls == ["bad", "ok"]
     assert harness.dead_letters == []

@@ -7,6 +7,12 @@ enum value, ``KEY=VALUE`` settings), laid over the YAML file, the function or
 connector named as Pulsar names it when nothing names it, and validated by the
 model, so every bad value is reported alike: the function or connector, the
 field, the problem and the value.
+
+A function's flags include Pulsar's (:mod:`sparkfn.cli.pulsar_flags`):
+:func:`function_config` reads them and the file as ``pulsar-admin`` would
+(:func:`function_layers`, then :meth:`FunctionConfig.assemble`) and returns
+the warnings about what sparkfn ignores; :func:`function_config_json` gives
+the same layers as the one JSON object a worker's REST API takes.
 """
 
 from __future__ import annotations
@@ -17,9 +23,12 @@ import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import UnionType
-from typing import Any, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 import typer
+
+if TYPE_CHECKING:
+    from sparkfn.config.function import FunctionConfig
 
 
 class _Config(Protocol):
@@ -103,10 +112,10 @@ def default_name(fields: dict[str, Any], config_file: Path | None, type_key: str
     After the last part of the class name, else (sparkfn) the ``--py`` file's
     name, else the built-in connector type (``type_key``: ``source_type``).
     """
-    if fields.get("name"):
+    if fields.get("name") or fields.get("fqfn"):
         return
     from_file = _peek_yaml(config_file) if config_file else {}
-    if from_file.get("name"):
+    if from_file.get("name") or from_file.get("fqfn"):
         return
 
     def given(key: str, camel: str = "") -> Any:
@@ -140,14 +149,17 @@ def _peek_yaml(path: Path) -> dict[str, Any]:
 
 
 def load_config(model: type[ConfigT], fields: dict[str, Any], config_file: Path | None) -> ConfigT:
-    """``model`` from the flags' ``fields`` over ``config_file``, with ``py`` made absolute.
-
-    Absolute, so that Spark's Python workers find the code from any directory.
-    """
+    """``model`` from the flags' ``fields`` over ``config_file``, with ``py`` made absolute."""
     if config_file is not None:
         config = model.from_yaml(config_file, **fields)
     else:
         config = model.build(**fields)
+    return absolute_py(config)
+
+
+def absolute_py(config: ConfigT) -> ConfigT:
+    """``config`` with its ``py`` absolute, so that Spark's Python workers find the code
+    from any directory."""
     if not config.py:
         return config
     return config.model_copy(update={"py": str(Path(config.py).expanduser().resolve())})
@@ -166,6 +178,91 @@ def build_config(
     without a name, a connector is named after its built-in type
     (``type_key``: ``source_type``) last.
     """
+    given = _flag_values(model, kind, fields, config_file, type_key)
+    return load_config(model, given, config_file)
+
+
+def function_config(
+    fields: Mapping[str, Any], config_file: Path | None
+) -> tuple[FunctionConfig, tuple[str, ...]]:
+    """A function's config from its flags (sparkfn's and Pulsar's, ``None`` where not
+    given) over ``config_file``, with ``py`` made absolute; and a warning line per
+    Pulsar field or flag that sparkfn ignores."""
+    from sparkfn.config.function import FunctionConfig
+
+    config, warnings = FunctionConfig.assemble(*function_layers(fields, config_file))
+    return absolute_py(config), warnings
+
+
+def function_config_json(fields: Mapping[str, Any], config_file: Path | None) -> dict[str, Any]:
+    """The flags over ``config_file`` as one ``functionConfig`` object for a worker, which
+    reads it as :func:`function_config` does (and returns the warnings)."""
+    from sparkfn.config.pulsar import canonical, overlay
+
+    layers = function_layers(fields, config_file)
+    return overlay(*(canonical(layer) for layer in layers))
+
+
+def function_layers(fields: Mapping[str, Any], config_file: Path | None) -> list[dict[str, Any]]:
+    """The file's fields as written, then the flags' as Pulsar's config fields
+    (:func:`fold_flags`): what :meth:`FunctionConfig.assemble` reads, flags winning."""
+    from sparkfn.config.function import FunctionConfig
+    from sparkfn.config.reading import read_yaml_mapping
+
+    given = fold_flags(_flag_values(FunctionConfig, "function", fields, config_file))
+    if config_file is None:
+        return [given]
+    return [read_yaml_mapping(config_file, "function config file"), given]
+
+
+# Flags that are parts of one Pulsar field, as pulsar-admin folds them.
+RESOURCE_FLAGS = ("cpu", "ram", "disk")
+WINDOW_FLAGS = {
+    "window_length_count": "windowLengthCount",
+    "windowLengthCount": "windowLengthCount",
+    "window_length_duration_ms": "windowLengthDurationMs",
+    "windowLengthDurationMs": "windowLengthDurationMs",
+    "sliding_interval_count": "slidingIntervalCount",
+    "slidingIntervalCount": "slidingIntervalCount",
+    "sliding_interval_duration_ms": "slidingIntervalDurationMs",
+    "slidingIntervalDurationMs": "slidingIntervalDurationMs",
+}
+
+
+def fold_flags(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags' values as Pulsar's config fields: ``--cpu``/``--ram``/``--disk`` into
+    ``resources``, the window flags into ``windowConfig`` (``pulsar-admin`` does the same).
+
+    >>> fold_flags({"cpu": "2", "window_length_count": "10", "name": "f"})
+    {'name': 'f', 'resources': {'cpu': '2'}, 'windowConfig': {'windowLengthCount': '10'}}
+    """
+    out: dict[str, Any] = {}
+    resources: dict[str, Any] = {}
+    window: dict[str, Any] = {}
+    for key, value in fields.items():
+        if value is None:
+            continue
+        if key in RESOURCE_FLAGS:
+            resources[key] = value
+        elif key in WINDOW_FLAGS:
+            window[WINDOW_FLAGS[key]] = value
+        else:
+            out[key] = value
+    if resources:
+        out["resources"] = resources
+    if window:
+        out["windowConfig"] = window
+    return out
+
+
+def _flag_values(
+    model: type[Any],
+    kind: str,
+    fields: Mapping[str, Any],
+    config_file: Path | None,
+    type_key: str = "",
+) -> dict[str, Any]:
+    """The given flags' values as ``model``'s fields want them, the config named."""
     from sparkfn.api.errors import ConfigError
     from sparkfn.cli.params import parse_properties
 
@@ -179,7 +276,7 @@ def build_config(
             except typer.BadParameter as exc:
                 msg = f"{kind} {given.get('name', '?')}: invalid config: {key}: {exc.message}"
                 raise ConfigError(msg) from None
-    return load_config(model, given, config_file)
+    return given
 
 
 def _field_kinds(model: type[Any]) -> tuple[list[str], dict[str, list[str]], list[str]]:

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from sparkfn.cli.configs import build_config
-from sparkfn.cli.context import open_store
+from sparkfn.cli.configs import build_config, function_config
+from sparkfn.cli.context import note, open_store
 from sparkfn.cli.flags import RUN_PANEL, Flag, PerKind
 from sparkfn.cli.options import FUNCTION_CONFIG, SINK_CONFIG, SOURCE_CONFIG
+from sparkfn.cli.pulsar_flags import PULSAR_LOCALRUN, localrun_warnings
 from sparkfn.cli.running import QueryRun, finish, run_query, stop_mode
 
 if TYPE_CHECKING:
@@ -119,6 +120,7 @@ FUNCTION_LOCALRUN = (
     METRICS_PORT,
     SIGTERM,
     JSON_STATUS,
+    *PULSAR_LOCALRUN,
 )
 SOURCE_LOCALRUN = (*SOURCE_CONFIG, CONFIG_FILE, SIGTERM, JSON_STATUS)
 SINK_LOCALRUN = (*SINK_CONFIG, CONFIG_FILE, UNTIL_DRAINED, SIGTERM, SPARK_MASTER, JSON_STATUS)
@@ -135,13 +137,21 @@ def localrun_query(
     until_drained: bool,
     json_status: bool,
     metrics_port: int = 0,
+    **pulsar: Any,
 ) -> None:
     """``functions`` or ``sinks localrun`` (``kind``): build the config, check it, run it.
 
     Everything that can be checked before Spark starts is (the config, the
-    topics, the code), so a mistake costs no JVM start.
+    topics, the code), so a mistake costs no JVM start. ``pulsar`` holds
+    Pulsar's localrun flags (:data:`~sparkfn.cli.pulsar_flags.PULSAR_LOCALRUN`);
+    a warning line on stderr names each field or flag sparkfn ignores.
     """
-    config = _query_config(kind, fields, config_file)
+    config_file = config_file or pulsar.get("functionConfigFile")
+    if not metrics_port and pulsar.get("metrics_port_start"):
+        metrics_port = _port(pulsar["metrics_port_start"])
+    config, warnings = _query_config(kind, fields, config_file)
+    for warning in (*warnings, *localrun_warnings(pulsar)):
+        note(f"warning: {warning}")
     with open_store(ctx) as store:
         run, label, starting = _checked_run(config, store, spark_master)
         status, failure = run_query(
@@ -157,15 +167,23 @@ def localrun_query(
 
 def _query_config(
     kind: str, fields: Mapping[str, Any], config_file: Path | None
-) -> FunctionConfig | SinkConfig:
-    """The function's or the sink's config from its flags and file."""
+) -> tuple[FunctionConfig | SinkConfig, tuple[str, ...]]:
+    """The function's or the sink's config from its flags and file, and the warnings."""
     if kind == "sink":
         from sparkfn.config.connector import SinkConfig
 
-        return build_config(SinkConfig, kind, fields, config_file, "sink_type")
-    from sparkfn.config.function import FunctionConfig
+        return build_config(SinkConfig, kind, fields, config_file, "sink_type"), ()
+    return function_config(fields, config_file)
 
-    return build_config(FunctionConfig, kind, fields, config_file)
+
+def _port(text: str) -> int:
+    """``--metrics-port-start``'s value as a port, or a :class:`ConfigError`."""
+    from sparkfn.api.errors import ConfigError
+
+    if not text.strip().isdigit() or not 0 < int(text) < 65536:
+        msg = f"--metrics-port-start must be a port, 1 to 65535 (got {text!r})"
+        raise ConfigError(msg)
+    return int(text)
 
 
 def _checked_run(

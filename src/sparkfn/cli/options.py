@@ -3,7 +3,9 @@
 The ``localrun`` commands' options are :class:`~sparkfn.cli.flags.Flag`
 declarations: ``--processing-guarantees`` reads alike in ``functions``,
 ``sources`` and ``sinks localrun``, and a worker's ``functions create`` and
-``update`` can take :data:`FUNCTION_CONFIG` as ``functions localrun`` does.
+``update`` can take :data:`FUNCTION_CONFIG` as ``functions localrun`` does,
+Pulsar's flags included (:mod:`sparkfn.cli.pulsar_flags`; Pulsar's spellings
+of sparkfn's own are aliases: ``-i``, ``--subs-name``, ...).
 The options a ``localrun`` command has besides its config flags are in
 :mod:`sparkfn.cli.localrun`. Each declaration is written one argument a line,
 as a table is read.
@@ -21,6 +23,7 @@ import typer
 
 from sparkfn.cli.configs import mapping, split_topics
 from sparkfn.cli.flags import INPUT_PANEL, OUTPUT_PANEL, PROCESSING_PANEL, RUN_PANEL, Flag
+from sparkfn.cli.pulsar_flags import PULSAR_FUNCTION_CONFIG
 
 TopicArgument = Annotated[
     str,
@@ -124,6 +127,7 @@ INPUTS = Flag(
     INPUT_PANEL,
     parses=list[str] | None,
     read=split_topics,
+    aliases=("-i",),
 )
 TOPICS_PATTERN = Flag(
     "--topics-pattern",
@@ -136,6 +140,7 @@ SUBSCRIPTION_NAME = Flag(
     "Subscription name (default tenant/namespace/name).",
     "NAME",
     INPUT_PANEL,
+    aliases=("--subs-name",),
 )
 SUBSCRIPTION_TYPE = Flag(
     "--subscription-type",
@@ -151,6 +156,7 @@ SUBSCRIPTION_POSITION = Flag(
     },
     "POSITION",
     INPUT_PANEL,
+    aliases=("--subs-position",),
 )
 _SERDE = "auto, bytes, string, json or module.Class (default auto)."
 INPUT_SERDE = Flag(
@@ -167,6 +173,7 @@ OUTPUT = Flag(
     "Output topic.",
     "TOPIC",
     PROCESSING_PANEL,
+    aliases=("-o",),
 )
 DESTINATION_TOPIC = Flag(
     "--output",
@@ -180,6 +187,7 @@ OUTPUT_SERDE = Flag(
     _SERDE,
     "SERDE",
     PROCESSING_PANEL,
+    aliases=("--output-serde-classname",),
 )
 LOG_TOPIC = Flag(
     "--log-topic",
@@ -313,6 +321,7 @@ FUNCTION_CONFIG = (
     FAILURE_POLICY,
     INPUT_SERDE,
     OUTPUT_SERDE,
+    *PULSAR_FUNCTION_CONFIG,
 )
 SOURCE_CONFIG = (
     TENANT,

@@ -65,10 +65,12 @@ class FunctionHarness(Closing):
 
     Topic schemas decide how values are encoded and decoded, as on real
     topics: ``input_schema`` for every input, ``output_schema`` for the
-    output, ``topic_schemas`` for any other topic by name; topics named
-    nowhere (those a function publishes to) take ``output_schema``. A
-    schema is a type name or a ``pulsar.schema`` schema: ``AvroSchema(Rec)``
-    is an ``avro`` topic with ``Rec``'s schema.
+    output (and the log and dead-letter topics), ``topic_schemas`` for any
+    other topic by name. A schema is a type name or a ``pulsar.schema``
+    schema: ``AvroSchema(Rec)`` is an ``avro`` topic with ``Rec``'s schema.
+    Those are the topics that exist: a function that publishes to another
+    fails the message with :class:`~sparkfn.TopicNotFoundError`, as it does
+    on Spark, unless ``auto_create_topics`` creates it (``bytes``, as there).
 
     Lifecycle: ``initialize(context)`` is called before the first message,
     ``close()`` once by :meth:`close` (or leaving a ``with`` block), and only
@@ -105,6 +107,7 @@ class FunctionHarness(Closing):
         max_message_retries: int = 0,
         parallelism: int = 1,
         instance_id: int = 0,
+        auto_create_topics: bool = False,
     ) -> None:
         if isinstance(function_or_config, FunctionConfig):
             overridden = {
@@ -118,6 +121,7 @@ class FunctionHarness(Closing):
                 "drop_failed_messages": drop_failed_messages,
                 "max_message_retries": max_message_retries != 0,
                 "parallelism": parallelism != 1,
+                "auto_create_topics": auto_create_topics,
             }
             given = [key for key, changed in overridden.items() if changed]
             if given:
@@ -141,6 +145,7 @@ class FunctionHarness(Closing):
                 drop_failed_messages=drop_failed_messages,
                 max_message_retries=max_message_retries,
                 parallelism=parallelism,
+                auto_create_topics=auto_create_topics,
             )
             user = user_function(self.config.fqfn, function_or_config)
         if not 0 <= instance_id < self.config.parallelism:

@@ -1,0 +1,104 @@
+"""A Pulsar function with its Pulsar YAML runs under ``sparkfn functions localrun`` on Spark.
+
+The function is Pulsar's classic exclamation (``from pulsar import Function``),
+its config file as a Pulsar user keeps it (camelCase, ``runtime: PYTHON``,
+``autoAck: true``, resources, ...), its topics created with sparkfn's
+defaults, and the command line a ``pulsar-admin functions localrun`` one with
+``--pulsar-compat``. A child process with its own JVM, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_runner import Cli
+from test_functions_cli import _run_spark
+
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+
+REPO = Path(__file__).resolve().parents[2]
+EXCLAMATION = REPO / "tests" / "examples" / "pulsar_funcs" / "classic_exclamation.py"
+
+PULSAR_YAML = f"""\
+tenant: public
+namespace: default
+name: exclamation
+className: classic_exclamation.ClassicExclamation
+py: {EXCLAMATION}
+inputs:
+  - persistent://public/default/sentences
+output: persistent://public/default/exclaimed
+logTopic: persistent://public/default/exclamation-log
+runtime: PYTHON
+autoAck: true
+processingGuarantees: ATLEAST_ONCE
+subscriptionPosition: Earliest
+subName: exclamation-sub
+parallelism: 1
+retainOrdering: false
+retainKeyOrdering: false
+forwardSourceMessageProperty: true
+cleanupSubscription: true
+userConfig: {{}}
+resources:
+  cpu: 1.0
+  ram: 1073741824
+  disk: 10737418240
+timeoutMs: 10000
+maxPendingAsyncRequests: 1000
+exposePulsarAdminClientEnabled: false
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.long_running(40)
+def test_a_pulsar_function_and_its_yaml_run_under_pulsar_compat(cli: Cli, tmp_path: Path) -> None:
+    for topic in ("sentences", "exclaimed", "exclamation-log"):
+        cli.ok("topics", "create", topic)  # sparkfn's defaults: bytes, one partition
+    cli.ok("topics", "produce", "sentences", "--file", "-", stdin=b"hello\npulsar\n")
+    config = tmp_path / "exclamation.yaml"
+    config.write_text(PULSAR_YAML)
+
+    done = _run_spark(
+        cli,
+        "--function-config-file", str(config),
+        "--pulsar-compat",
+        "--broker-service-url", "pulsar://localhost:6650",
+        "--until-drained",
+        "--json-status",
+        "--spark-master", "local[1]",
+    )  # fmt: skip
+
+    described = f"exit {done.returncode}\n--- stdout\n{done.stdout}--- stderr\n{done.stderr}"
+    assert done.returncode == 0, described
+    warned = [
+        line.split(": ")[1] for line in done.stderr.splitlines() if line.startswith("warning: ")
+    ]
+    assert sorted(warned) == sorted(
+        [
+            "runtime",
+            "autoAck",
+            "timeoutMs",
+            "maxPendingAsyncRequests",
+            "exposePulsarAdminClientEnabled",
+            "resources.disk",
+            "--broker-service-url",
+        ]
+    ), described
+    [status_line] = [line for line in done.stdout.splitlines() if line.strip()]
+    instance = json.loads(status_line)["instances"][0]["status"]
+    assert (instance["numReceived"], instance["numSuccessfullyProcessed"]) == (2, 2), described
+    assert instance["numUserExceptions"] == 0, described
+
+    consumed = cli.ok("topics", "consume", "exclaimed", "--json", "--position", "earliest")
+    values = [bytes.fromhex(json.loads(line)["value"]) for line in consumed.lines]  # bytes: hex
+    assert values == [b"hello!", b"pulsar!"]
+    # The subscription is Pulsar's subName, moved past both messages.
+    store = Store.open(data_dir=cli.env["SPARKFN_DATA_DIR"])
+    try:
+        assert TopicAdmin(store).subscriptions("sentences") == {"exclamation-sub": {0: 2}}
+    finally:
+        store.close()
