@@ -35,20 +35,22 @@ def _produce(store: Store, first: int, count: int) -> None:
     )
 
 
-def _outputs(store: Store) -> collections.Counter[str]:
-    consumer = Consumer(store, "out", initial_position="earliest")
+def _outputs(store: Store, topic: str = "out") -> collections.Counter[str]:
+    consumer = Consumer(store, topic, initial_position="earliest")
     out: collections.Counter[str] = collections.Counter()
     while batch := consumer.receive(max_messages=10_000):
         out.update(m.value.decode() for m in batch if m.value is not None)
     return out
 
 
-def _register(client: httpx.Client, name: str, **more: Any) -> httpx.Response:
-    with EXCLAIM.open("rb") as code:
+def _register(
+    client: httpx.Client, name: str, code_path: Path = EXCLAIM, **more: Any
+) -> httpx.Response:
+    with code_path.open("rb") as code:
         return client.post(
             f"/public/default/{name}",
             data={"functionConfig": json.dumps({**CONFIG, **more})},
-            files={"data": ("exclamation.py", code, "text/x-python")},
+            files={"data": (code_path.name, code, "text/x-python")},
         )
 
 
@@ -73,15 +75,17 @@ def test_a_submitted_function_runs_and_resumes_after_a_sigkill(
     admin = TopicAdmin(store)
     admin.create("in", partitions=2, schema_type="string")
     admin.create("out", schema_type="string")
+    admin.create("out2", schema_type="string")
     _produce(store, 0, 10)
 
     with worker_process.client() as client:
+        assert _register(client, "second", output="out2").status_code == 200
         created = _register(client, "exclaim")
         assert created.status_code == 200, created.text
         info = created.json()
         assert (info["fqfn"], info["version"]) == ("public/default/exclaim", 1)
         assert info["packageDigest"].startswith("sha256:")
-        assert client.get("/public/default").json() == ["exclaim"]
+        assert client.get("/public/default").json() == ["exclaim", "second"]
 
         status = _wait_processed(client, "exclaim", 10)
         assert status["numInstances"] == 1 and status["numRunning"] == 1
@@ -93,13 +97,17 @@ def test_a_submitted_function_runs_and_resumes_after_a_sigkill(
     with worker_process.client() as client:
         _wait_processed(client, "exclaim", 10)
         deadline = time.monotonic() + 120
-        while _outputs(store) != collections.Counter(f"m{i:03d}!" for i in range(20)):
-            assert time.monotonic() < deadline, f"outputs: {_outputs(store)}"
+        expected = collections.Counter(f"m{i:03d}!" for i in range(20))
+        while (_outputs(store), _outputs(store, "out2")) != (expected, expected):
+            assert time.monotonic() < deadline, (
+                f"outputs: {_outputs(store)}, {_outputs(store, 'out2')}"
+            )
             time.sleep(0.5)
     # SIGTERM suspends the function: it resumes exactly there with the next worker.
     assert worker_process.stop() in (0, -signal.SIGTERM), worker_process.output()
-    record = control.read_control(store, "public/default/exclaim")
-    assert record is not None and record.state == control.SUSPENDED, worker_process.output()
+    for name in ("exclaim", "second"):
+        record = control.read_control(store, f"public/default/{name}")
+        assert record is not None and record.state == control.SUSPENDED, worker_process.output()
 
 
 def test_errors_carry_a_reason_and_the_right_status(
@@ -124,3 +132,27 @@ def test_errors_carry_a_reason_and_the_right_status(
             "inputs topic public/default/nowhere does not exist" in unknown_topic.json()["message"]
         )
         assert client.get("/public/default").json() == []
+
+
+@pytest.mark.long_running(60)
+def test_a_shutdown_worker_policy_stops_the_worker_and_suspends_the_others(
+    worker_process: WorkerProcess, store: Store
+) -> None:
+    admin = TopicAdmin(store)
+    admin.create("in", schema_type="string")
+    admin.create("out", schema_type="string")
+    doomed = Path(__file__).parent / "funcs" / "fatal_on_message.py"
+    with worker_process.client() as client:
+        assert _register(client, "steady").status_code == 200
+        policy = {"failure_policy": {"on_fatal": "SHUTDOWN_WORKER"}}
+        assert _register(client, "doomed", doomed, **policy).status_code == 200
+        _produce(store, 0, 1)
+        assert worker_process.proc is not None
+        worker_process.proc.wait(timeout=180)  # the worker takes itself out
+
+    doomed_record = control.read_control(store, "public/default/doomed")
+    steady_record = control.read_control(store, "public/default/steady")
+    assert doomed_record is not None and doomed_record.state == control.ERROR
+    assert "SHUTDOWN_WORKER" in doomed_record.cause, worker_process.output()
+    assert steady_record is not None and steady_record.state == control.SUSPENDED
+    assert "asked the worker to shut down" in worker_process.output()

@@ -14,6 +14,8 @@ or Ctrl+C stops it gracefully: its functions are suspended (or drained, with
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -72,6 +74,9 @@ def start(
     restoring = threading.Thread(target=worker.restore, name="sparkfn-restore", daemon=True)
     restoring.start()
     sys.stderr.write(f"sparkfn worker {settings.worker_id} serving on {settings.url}\n")
+    # A function whose failure policy says SHUTDOWN_WORKER stops the whole worker
+    # as SIGTERM does: the server ends gracefully and its shutdown stops the rest.
+    worker.on_shutdown_request = lambda: os.kill(os.getpid(), signal.SIGTERM)
     app = create_app(worker, shutdown_worker=True)
     # SIGTERM and Ctrl+C end the server gracefully; the app's shutdown stops the functions.
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")

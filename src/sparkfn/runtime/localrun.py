@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkfn._closing import Closing
-from sparkfn.api.errors import FunctionFailedError, StaleRunError
+from sparkfn.api.errors import FunctionFailedError, FunctionFailure, StaleRunError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.function import FunctionConfig
@@ -55,11 +55,14 @@ class LocalRun(Closing):
         spark: SparkSession | None = None,
         kind: str = "function",
         scheduler_pool: str | None = None,
+        on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
     ) -> None:
         self.config = config
         self.kind = kind
         # A worker runs every function in a Spark FAIR-scheduler pool of its own.
         self.scheduler_pool = scheduler_pool
+        # What a SHUTDOWN_WORKER response does beyond ending this run (a worker stops).
+        self.on_worker_shutdown = on_worker_shutdown
         self._own_store = store is None
         self.store = store or Store.open(store_url, data_dir)
         self.spark_master = spark_master
@@ -112,6 +115,7 @@ class LocalRun(Closing):
             lambda: resolve_inputs(self.store, self.config),
             kind=self.kind,
             control_id=self.control_id,
+            on_worker_shutdown=self.on_worker_shutdown,
         )
         self.supervisor.start(until_drained=until_drained)
         return self

@@ -23,9 +23,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sparkfn.api.errors import FunctionFailedError, FunctionNotFoundError
+from sparkfn.api.errors import FunctionFailedError, FunctionFailure, FunctionNotFoundError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.function import FunctionConfig
@@ -60,6 +61,8 @@ class Worker:
         self._runs: dict[str, LocalRun] = {}
         self._lock = threading.RLock()
         self._starting = threading.Lock()
+        # Called when a function's policy says SHUTDOWN_WORKER (the CLI ends the server).
+        self.on_shutdown_request: Callable[[], None] | None = None
         self._closing = False
         self.started_at = time.time()
         # Set once restore() has run (readiness waits for it), with what it started.
@@ -267,7 +270,11 @@ class Worker:
                     return current
             self._subscribe(config)
             run = LocalRun(
-                config, store=self.open_store(), spark=self.spark, scheduler_pool=config.fqfn
+                config,
+                store=self.open_store(),
+                spark=self.spark,
+                scheduler_pool=config.fqfn,
+                on_worker_shutdown=self._shutdown_requested,
             )
             with self._lock:
                 if self._closing:
@@ -277,6 +284,19 @@ class Worker:
                 self.function_starts += 1
             run.start()
             return run
+
+    def _shutdown_requested(self, failure: FunctionFailure) -> None:
+        """A function's failure policy answered ``SHUTDOWN_WORKER``: the whole worker stops.
+
+        The failed function is ``ERROR`` already; :attr:`on_shutdown_request`
+        (the server's own graceful stop, set by ``sparkfn worker start``) ends
+        the process, whose shutdown suspends (or drains) the other functions.
+        """
+        log.error("function %s asked the worker to shut down: %s", failure.fqfn, failure)
+        if self.on_shutdown_request is not None:
+            self.on_shutdown_request()
+        else:
+            threading.Thread(target=self.shutdown, name="sparkfn-worker-shutdown").start()
 
     def _subscribe(self, config: FunctionConfig) -> None:
         """Create the function's subscription now if it has none.
