@@ -169,7 +169,7 @@ def test_every_pulsar_flag_has_pulsars_meaning() -> None:
     assert config.forward_source_message_property is False
     assert config.cleanup_subscription is False
     assert config.parallelism == 2
-    assert config.spark_conf == {
+    assert config.session_conf == {
         "spark.task.cpus": "2",
         "spark.executor.pyspark.memory": "2048m",
     }
@@ -248,8 +248,8 @@ def test_a_worker_reads_the_flags_json_as_localrun_reads_the_flags(tmp_path: Pat
     remote, remote_warnings = FunctionConfig.assemble(function_config_json(fields, config_file))
     assert remote == local
     assert remote_warnings == local_warnings
-    assert local.spark_conf["spark.task.cpus"] == "2"  # --cpu over the file's resources.cpu
-    assert local.spark_conf["spark.executor.pyspark.memory"] == "2048m"
+    assert local.session_conf["spark.task.cpus"] == "2"  # --cpu over the file's resources.cpu
+    assert local.session_conf["spark.executor.pyspark.memory"] == "2048m"
 
 
 def test_update_auth_data_is_a_flag_for_update() -> None:
@@ -277,7 +277,10 @@ def test_the_command_prints_a_warning_line_per_ignored_flag(cli: Cli) -> None:
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        (["--runtime-flags", "x", "--cpu", "many"], "resources.cpu: must be a number"),
+        (
+            ["--runtime-flags", "x", "--cpu", "many"],
+            "resources.cpu: Input should be a valid number",
+        ),
         (["--fqfn", "a/b"], "fqfn: 'a/b' must be tenant/namespace/name"),
         (["--input-specs", '{"in": {"serde": "x.Y"}}'], "inputSpecs.in.serde: not a field"),
     ],

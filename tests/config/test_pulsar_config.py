@@ -147,7 +147,7 @@ def test_a_pulsar_yaml_with_every_field_is_mapped_or_warned_about(tmp_path: Path
     )
     assert config.parallelism == 2
     # resources: 2.5 cores is 3 Spark task cores; ram is the Python workers' memory.
-    assert config.spark_conf == {
+    assert config.session_conf == {
         "spark.task.cpus": "3",
         "spark.executor.pyspark.memory": "1024m",
     }
@@ -183,8 +183,9 @@ def test_an_unknown_field_is_an_error_naming_it_as_written() -> None:
             {"customSerdeInputs": {"in": "a.B"}, "customSchemaInputs": {"in": "JSON"}},
             "customSchemaInputs: input in has serde 'a.B' (customSerdeInputs) and 'json'",
         ),
-        ({"resources": {"cpu": "lots"}}, "resources.cpu: must be a number (got 'lots')"),
-        ({"resources": {"ram": 0}}, "resources.ram: must be greater than 0 (got 0)"),
+        ({"resources": {"cpu": "lots"}}, "resources.cpu: Input should be a valid number"),
+        ({"resources": {"ram": 0}}, "resources.ram: Input should be greater than 0 (got 0)"),
+        ({"resources": {"gpu": 1}}, "resources.gpu: not a field of Pulsar's resources"),
         ({"className": "a.B", "classname": "a.C"}, "className and classname are one field"),
     ],
 )
@@ -223,18 +224,19 @@ def test_later_layers_win_and_resources_merge_key_by_key() -> None:
     flags = {"subscription_name": "from-flag", "resources": {"cpu": 4}}
     config, _ = FunctionConfig.assemble(file, flags)
     assert config.subscription_name == "from-flag"
-    assert config.spark_conf == {
+    assert config.session_conf == {
         "spark.task.cpus": "4",
         "spark.executor.pyspark.memory": "2048m",
     }
     # spark_conf's own setting wins over what resources give.
     config, _ = FunctionConfig.assemble(file, {"spark_conf": {"spark.task.cpus": "1"}})
-    assert config.spark_conf["spark.task.cpus"] == "1"
+    assert config.session_conf["spark.task.cpus"] == "1"
 
 
 def test_one_core_or_less_is_sparks_default_and_sets_nothing() -> None:
     config = FunctionConfig.build(name="f", py="f.py", inputs=["in"], resources={"cpu": 0.5})
-    assert config.spark_conf == {}
+    assert config.session_conf == {}
+    assert config.resources.cpu == 0.5
 
 
 def test_retain_ordering_wins_over_retain_key_ordering_as_in_pulsar() -> None:
@@ -272,3 +274,12 @@ def test_build_and_from_yaml_log_the_warnings(
     with caplog.at_level("WARNING", logger="sparkfn.config"):
         FunctionConfig.from_yaml(path, runtime="PYTHON")
     assert sorted(r.getMessage().split(":")[0] for r in caplog.records) == ["autoAck", "runtime"]
+
+
+def test_sparkfns_own_fields_read_in_camel_case_too_and_unknown_ones_as_written() -> None:
+    config = FunctionConfig.build(
+        name="f", py="f.py", inputs=["in"], autoCreateTopics=True, failurePolicy={"max_restarts": 1}
+    )
+    assert (config.auto_create_topics, config.failure_policy.max_restarts) == (True, 1)
+    with pytest.raises(ConfigError, match=r"invalid config: autoCreateTopic: Extra inputs"):
+        FunctionConfig.build(name="f", py="f.py", inputs=["in"], autoCreateTopic=True)

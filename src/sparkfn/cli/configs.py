@@ -197,10 +197,11 @@ def function_config(
 def function_config_json(fields: Mapping[str, Any], config_file: Path | None) -> dict[str, Any]:
     """The flags over ``config_file`` as one ``functionConfig`` object for a worker, which
     reads it as :func:`function_config` does (and returns the warnings)."""
+    from sparkfn.config.function import FunctionConfig
     from sparkfn.config.pulsar import canonical, overlay
 
     layers = function_layers(fields, config_file)
-    return overlay(*(canonical(layer) for layer in layers))
+    return overlay(*(canonical(layer, known=FunctionConfig.model_fields) for layer in layers))
 
 
 def function_layers(fields: Mapping[str, Any], config_file: Path | None) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from sparkfn.config.reading import describe_validation_error as describe_validat
 from sparkfn.config.reading import read_yaml_fields as read_yaml_fields
 from sparkfn.config.reading import read_yaml_mapping
 from sparkfn.config.reading import snake_fields as snake_fields
+from sparkfn.config.resources import Resources
 
 _LOG = logging.getLogger("sparkfn.config")
 
@@ -145,6 +146,9 @@ class FunctionConfig(BaseModel):
     max_records_per_batch: int | None = Field(default=None, ge=1)
     max_bytes_per_batch: int | None = Field(default=None, ge=1)
     spark_conf: dict[str, str] = Field(default_factory=dict)
+    # Pulsar's per-instance cpu and ram: Spark settings of the session a
+    # localrun creates (see sparkfn.config.resources and session_conf).
+    resources: Resources = Field(default_factory=Resources)
     # Serde: how input values reach the function and outputs leave it;
     # "auto" follows each topic's schema type.
     # A named serde is ``module.Class`` (or ``module:Class``) with
@@ -286,6 +290,12 @@ class FunctionConfig(BaseModel):
         """The subscription name: given, else Pulsar's default ``tenant/ns/name``."""
         return self.subscription_name or self.fqfn
 
+    @property
+    def session_conf(self) -> dict[str, str]:
+        """The Spark settings of a session made for this function: what ``resources``
+        ask for, then ``spark_conf`` (which wins)."""
+        return {**self.resources.spark_conf(), **self.spark_conf}
+
     def input_serde_of(self, topic: str) -> str:
         """The serde of input ``topic``: its own in ``input_serdes`` (by name, else the
         first regex key that matches it), else ``input_serde``."""
@@ -317,7 +327,7 @@ class FunctionConfig(BaseModel):
         ...                         {"runtime": "PYTHON"})[1]
         ('runtime: sparkfn runs Python functions, in Spark's Python workers; ignored',)
         """
-        translated = function_fields(*layers)
+        translated = function_fields(*layers, known=cls.model_fields)
         try:
             config = cls(**translated.fields)
         except ValidationError as exc:

@@ -13,8 +13,8 @@ function, :func:`function_fields`:
    merging ``resources`` and ``window_config`` key by key as Pulsar's CLI does.
 3. :func:`translate` turns Pulsar's structures into sparkfn's fields
    (``inputSpecs``, ``customSerdeInputs``, ``customSchemaInputs`` into inputs,
-   ``topics_pattern`` and ``input_serdes``; ``resources`` into ``spark_conf``;
-   ``fqfn`` into its parts, ...) and gives one warning line per field that
+   ``topics_pattern`` and ``input_serdes``; ``retainKeyOrdering`` into a
+   ``key_shared`` subscription; ``fqfn`` into its parts, ...) and gives one warning line per field that
    means nothing on Spark, naming it.
 
 >>> function_fields({"name": "f", "py": "f.py", "subName": "s", "runtime": "PYTHON"})
@@ -27,9 +27,8 @@ docs/pulsar-migration.md has the table of every field and why.
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -45,8 +44,6 @@ from sparkfn.config.pulsar_fields import (
     schema_serde,
 )
 from sparkfn.config.reading import snake
-
-_MIB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -65,11 +62,14 @@ for _camel in (*RENAMED, *TRANSLATED, *IGNORED):
 _PULSAR_NAME = {snake(camel): camel for camel in (*TRANSLATED, *IGNORED)}
 
 
-def canonical(layer: Mapping[Any, Any], what: str = "function") -> dict[str, Any]:
+def canonical(
+    layer: Mapping[Any, Any], what: str = "function", known: Collection[str] = ()
+) -> dict[str, Any]:
     """``layer``'s keys as sparkfn names them (see the module docstring); unset values dropped.
 
-    Two spellings of one field in a layer (``className`` and ``classname``) with
-    different values are a :class:`ConfigError`.
+    A camelCase key whose snake_case is one of ``known`` (sparkfn's fields:
+    ``failurePolicy``) is that field. Two spellings of one field in a layer
+    (``className`` and ``classname``) with different values are a :class:`ConfigError`.
     """
     out: dict[str, Any] = {}
     spelt: dict[str, str] = {}
@@ -77,7 +77,7 @@ def canonical(layer: Mapping[Any, Any], what: str = "function") -> dict[str, Any
         if value is None:
             continue
         given = str(raw)
-        key = _CANONICAL.get(given, given)
+        key = _CANONICAL.get(given) or (snake(given) if snake(given) in known else given)
         if key in out and out[key] != value:
             msg = f"{what}: invalid config: {spelt[key]} and {given} are one field; give one"
             raise ConfigError(msg)
@@ -99,15 +99,18 @@ def overlay(*layers: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def function_fields(*layers: Mapping[Any, Any], what: str = "") -> Translated:
+def function_fields(
+    *layers: Mapping[Any, Any], what: str = "", known: Collection[str] = ()
+) -> Translated:
     """sparkfn's function fields from ``layers`` in sparkfn's or Pulsar's spelling.
 
-    Later layers win (a YAML file, then flags). This is the one reading of
-    Pulsar's config: ``FunctionConfig.from_yaml``, ``FunctionConfig.build``,
-    the worker's REST API and the CLI all go through it.
+    Later layers win (a YAML file, then flags); ``known`` are sparkfn's field
+    names (see :func:`canonical`). This is the one reading of Pulsar's
+    config: ``FunctionConfig.from_yaml``, ``FunctionConfig.build``, the
+    worker's REST API and the CLI all go through it.
     """
     named = what or _label(layers)
-    return translate(overlay(*(canonical(layer, named) for layer in layers)), named)
+    return translate(overlay(*(canonical(layer, named, known) for layer in layers)), named)
 
 
 def translate(fields: Mapping[str, Any], what: str = "function") -> Translated:
@@ -258,36 +261,15 @@ class _Reading:
             self.fields["subscription_type"] = "key_shared"
 
     def resources(self) -> None:
-        """Pulsar's per-instance resources as the Spark settings of the function's tasks."""
-        resources = self.pop("resources")
-        if resources is None:
-            return
+        """Pulsar's per-instance resources: sparkfn's ``resources`` (see
+        :mod:`sparkfn.config.resources`) but disk, which Spark does not allot."""
+        resources = self.fields.get("resources")
         if not isinstance(resources, Mapping):
-            self.fail("resources", f"must be a mapping of cpu, ram, disk (got {resources!r})")
+            return  # absent, or not a mapping: the model says so
         self._known("resources", resources)
-        conf: dict[str, str] = {}
-        cpu = self._number(resources.get("cpu"), "resources.cpu")
-        if cpu is not None and math.ceil(cpu) > 1:  # Spark's default is one core per task
-            conf["spark.task.cpus"] = str(math.ceil(cpu))
-        ram = self._number(resources.get("ram"), "resources.ram")
-        if ram is not None:
-            conf["spark.executor.pyspark.memory"] = f"{math.ceil(ram / _MIB)}m"
-        if self._number(resources.get("disk"), "resources.disk") is not None:
+        if resources.get("disk") is not None:
             self.warn("resources.disk", "Spark has no per-task disk allotment")
-        explicit = self.fields.get("spark_conf")  # spark_conf's own settings win
-        if explicit is None or isinstance(explicit, Mapping):
-            self.fields["spark_conf"] = {**conf, **(explicit or {})}
-
-    def _number(self, value: Any, field: str) -> float | None:
-        if value is None:
-            return None
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(field, f"must be a number (got {value!r})")
-        if not number > 0 or math.isinf(number):
-            self.fail(field, f"must be greater than 0 (got {value!r})")
-        return number
+        self.fields["resources"] = {k: v for k, v in resources.items() if k != "disk"}
 
     def _known(self, field: str, value: Mapping[str, Any]) -> None:
         allowed = NESTED[field]

@@ -79,7 +79,7 @@ class LocalRun(Closing):
             self._spark = spark_session(
                 master=self.spark_master,
                 app_name=f"sparkfn {self.config.fqfn}",
-                conf=self.config.spark_conf,
+                conf=self.config.session_conf,
             )
         return self._spark
 

@@ -56,6 +56,12 @@ from sparkfn.worker.tokens import Principal
 FUNCTION = "/{tenant}/{namespace}/{name}"
 INSTANCE = FUNCTION + "/{instance_id}"
 
+# A worker's functions run in its one Spark session, whose core settings it was started with.
+SHARED_SESSION = (
+    "resources: the functions of a worker share its Spark session, whose settings "
+    "(spark.task.cpus, spark.executor.pyspark.memory) decide; ignored"
+)
+
 ConfigJson = Annotated[str, Form(alias="functionConfig", description="The config as JSON.")]
 PackageFile = Annotated[UploadFile | None, File(alias="data", description="The package.")]
 PackageUrl = Annotated[
@@ -144,6 +150,8 @@ def functions_router(worker: Worker) -> APIRouter:
             raise ConfigError(msg)
         config, warnings = FunctionConfig.assemble(given, fields)
         check_function_topics(caller, config)
+        if config.resources.spark_conf():
+            warnings = (*warnings, SHARED_SESSION)
         return config, digest, warnings
 
     @router.post(FUNCTION, response_model=FunctionInfo)

@@ -1,0 +1,110 @@
+"""A worker reads a Pulsar ``functionConfig`` as ``FunctionConfig.from_yaml`` reads a file.
+
+A real worker process on SQLite: the config is read by the same function as
+a YAML file and the CLI flags, so the same fields are mapped, the same ones
+warned about (the warnings come back in the answer) and an unknown field is
+refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from worker_process import WorkerProcess
+
+from sparkfn.config.function import FunctionConfig
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.producer import Producer
+
+CODE = Path(__file__).resolve().parents[1] / "examples" / "pulsar_funcs" / "classic_exclamation.py"
+PULSAR_CONFIG = {
+    "className": "classic_exclamation.ClassicExclamation",
+    "inputs": ["persistent://public/default/in"],
+    "output": "persistent://public/default/out",
+    "runtime": "PYTHON",
+    "autoAck": True,
+    "subName": "exclaimer",
+    "subscriptionPosition": "Earliest",
+    "customSerdeInputs": {"persistent://public/default/in": "serde.IdentitySerDe"},
+    "resources": {"cpu": 2, "ram": 1073741824, "disk": 10737418240},
+    "pulsarCompat": True,  # sparkfn's own field, in camelCase
+}
+
+
+@pytest.fixture
+def worker(data_dir: Path, sqlite_store: Store) -> Iterator[WorkerProcess]:
+    worker = WorkerProcess(data_dir, sqlite_store.url).start()
+    yield worker
+    worker.stop()
+
+
+def _register(client: httpx.Client, name: str, config: dict[str, Any]) -> httpx.Response:
+    with CODE.open("rb") as code:
+        return client.post(
+            f"/public/default/{name}",
+            data={"functionConfig": json.dumps(config)},
+            files={"data": (CODE.name, code, "text/x-python")},
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.long_running(60)
+def test_a_pulsar_config_registers_with_the_warnings_localrun_gives(
+    worker: WorkerProcess, sqlite_store: Store
+) -> None:
+    admin = TopicAdmin(sqlite_store)
+    for topic in ("in", "out"):
+        admin.create(topic)  # sparkfn's defaults
+    with worker.client() as client:
+        unknown = _register(client, "typo", {**PULSAR_CONFIG, "autoAckk": True})
+        assert unknown.status_code == 400, unknown.text
+        assert unknown.json()["reason"] == "invalid_config"
+        assert "autoAckk: Extra inputs are not permitted" in unknown.json()["message"]
+
+        created = _register(client, "exclaim", PULSAR_CONFIG)
+        assert created.status_code == 200, created.text
+        info = created.json()
+        # The same reading as a file's, plus what a worker cannot honour.
+        local, local_warnings = FunctionConfig.assemble(PULSAR_CONFIG, {"name": "exclaim"})
+        assert info["warnings"] == [
+            *local_warnings,
+            "resources: the functions of a worker share its Spark session, whose settings "
+            "(spark.task.cpus, spark.executor.pyspark.memory) decide; ignored",
+        ]
+        assert sorted(w.split(":")[0] for w in local_warnings) == [
+            "autoAck",
+            "resources.disk",
+            "runtime",
+        ]
+        config = info["config"]
+        assert config["subscription_name"] == "exclaimer"
+        assert config["input_serdes"] == {"public/default/in": "serde.IdentitySerDe"}
+        assert config["resources"] == {"cpu": 2.0, "ram": 1073741824}
+        assert config["spark_conf"] == {}  # the worker's session decides
+        assert local.resources.cpu == 2.0
+
+        Producer(sqlite_store, "in").send(b"hello")
+        _await_output(sqlite_store, [b"hello!"])
+        assert client.get("/public/default/exclaim").json()["warnings"] == []
+
+
+def _await_output(store: Store, expected: list[bytes], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    found: list[bytes] = []
+    while time.monotonic() < deadline:
+        found = [
+            m.value
+            for m in Consumer(store, "out", initial_position="earliest").receive(max_messages=100)
+        ]
+        if found == expected:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"out holds {found}, not {expected}, after {timeout} s")
