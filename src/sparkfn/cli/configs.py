@@ -178,7 +178,7 @@ def build_config(
     without a name, a connector is named after its built-in type
     (``type_key``: ``source_type``) last.
     """
-    given = _flag_values(model, kind, fields, config_file, type_key)
+    given = _flag_values(model, fields, config_file, kind=kind, type_key=type_key)
     return load_config(model, given, config_file)
 
 
@@ -210,7 +210,7 @@ def function_layers(fields: Mapping[str, Any], config_file: Path | None) -> list
     from sparkfn.config.function import FunctionConfig
     from sparkfn.config.reading import read_yaml_mapping
 
-    given = fold_flags(_flag_values(FunctionConfig, "function", fields, config_file))
+    given = fold_flags(_flag_values(FunctionConfig, fields, config_file, kind="function"))
     if config_file is None:
         return [given]
     return [read_yaml_mapping(config_file, "function config file"), given]
@@ -258,9 +258,10 @@ def fold_flags(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def _flag_values(
     model: type[Any],
-    kind: str,
     fields: Mapping[str, Any],
     config_file: Path | None,
+    *,
+    kind: str,
     type_key: str = "",
 ) -> dict[str, Any]:
     """The given flags' values as ``model``'s fields want them, the config named."""
