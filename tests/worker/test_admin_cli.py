@@ -34,7 +34,8 @@ pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WORDCOUNT = EXAMPLES / "wordcount.py"
 SENTENCES = ["the quick fox", "the lazy dog", "a fox and a dog", "the end"]
-WAIT_S = 120.0
+WAIT_S = 180.0  # generous: the suite shares two cores with Spark
+CREATE = ("functions", "create", "--py", str(WORDCOUNT), "--classname", "wordcount.WordCount")
 
 
 Ran = subprocess.CompletedProcess[str]
@@ -65,8 +66,8 @@ class Sparkfn:
         return ran
 
     def json(self, *args: str) -> Any:
-        """Run with ``--output json``; the JSON printed."""
-        return json.loads(self.ok(*args, "--output", "json").stdout)
+        """Run with ``--output-format json`` (every admin command has it); the JSON printed."""
+        return json.loads(self.ok(*args, "--output-format", "json").stdout)
 
     def fail(self, reason: str, *args: str) -> Ran:
         """Run; require exit 1 and one line ``error [reason]: ...`` on stderr, nothing else."""
@@ -133,24 +134,6 @@ def _wait_processed(url: str, count: int) -> None:
     pytest.fail(f"wordcount processed fewer than {count} within {WAIT_S} s: {status}")
 
 
-def _register(url: str) -> None:
-    config = {
-        "inputs": ["sentences"],
-        "output": "echo",
-        "className": "wordcount.WordCount",
-        "processingGuarantees": "EFFECTIVELY_ONCE",
-        "subscriptionPosition": "Earliest",
-    }
-    with WORDCOUNT.open("rb") as code:
-        response = httpx.post(
-            f"{url}/admin/v3/functions/public/default/wordcount",
-            data={"functionConfig": json.dumps(config)},
-            files={"data": ("wordcount.py", code)},
-            timeout=WAIT_S,
-        )
-    assert response.status_code == 200, response.text
-
-
 @pytest.mark.long_running(90)
 def test_a_function_on_a_worker_is_driven_through_the_cli(
     worker: WorkerProcess, data_dir: Path, tmp_path: Path
@@ -161,7 +144,21 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
         admin = TopicAdmin(store)
         admin.create("sentences", partitions=2, schema_type="string")
         admin.create("echo", schema_type="string")
-        _register(worker.url)
+        # A config mistake is found here, before anything is sent.
+        sparkfn.fail(
+            "invalid_config", "functions", "create", "--py", str(WORDCOUNT), "--parallelism", "0"
+        )
+        flow = ("--name", "wordcount", "--inputs", "sentences", "--output", "echo")
+        created = sparkfn.ok(
+            *CREATE,
+            *flow,
+            "--processing-guarantees",
+            "effectively_once",
+            "--subscription-position",
+            "earliest",
+        )
+        assert created.stdout == "created function public/default/wordcount (version 1)\n"
+        sparkfn.fail("function_already_exists", *CREATE, *flow)
         _produce(store, *SENTENCES)
 
         assert sparkfn.json("functions", "list") == ["wordcount"]
@@ -240,6 +237,28 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
         finally:
             live.send_signal(signal.SIGINT)
             assert live.wait(30) == 0
+
+        # update changes what it is given and keeps the rest; get shows every version.
+        updated = sparkfn.json(
+            "functions",
+            "update",
+            "--name",
+            "wordcount",
+            "--parallelism",
+            "2",
+            "--stop-mode",
+            "suspend",
+        )
+        assert (updated["version"], updated["config"]["parallelism"]) == (2, 2)
+        assert updated["config"]["output"] == "public/default/echo"
+        assert updated["packageDigest"] == info["packageDigest"]
+        assert (
+            sparkfn.json("functions", "get", "--name", "wordcount", "--version", "1")["config"][
+                "parallelism"
+            ]
+            == 1
+        )
+        assert sparkfn.json("functions", "status", "--name", "wordcount")["numInstances"] == 2
 
         # Packages: upload, list, download the same bytes.
         sparkfn.ok("packages", "upload", "--source-file", str(WORDCOUNT), "--path", "acme/wc.py")

@@ -25,17 +25,18 @@ import typer
 from rich.console import Group, RenderableType
 from rich.table import Table
 
-from sparkfn.cli.admin_client import CONNECTION, FUNCTIONS, INSTANCE_ID, TARGET, Call, show
-from sparkfn.cli.flags import Flag, takes
-
-VERSION = Flag(
-    "--version",
-    "A version of the function (default: the current one).",
-    "N",
-    parses=int | None,
-    config=False,
-    typer_settings={"min": 1},
+from sparkfn.cli.admin_client import (
+    CONNECTION,
+    FUNCTIONS,
+    INSTANCE_ID,
+    TARGET,
+    Call,
+    option,
+    show,
 )
+from sparkfn.cli.flags import takes
+
+VERSION = option("--version", "A version (default: the current one).", "N", int | None, min=1)
 
 
 def get(ctx: typer.Context, fields: dict[str, Any], *, version: int | None, **given: Any) -> None:
@@ -125,8 +126,9 @@ ACTIONS = (
 
 def add_admin_commands(app: typer.Typer) -> None:
     """Add every command that talks to a worker to the ``functions`` group ``app``."""
-    from sparkfn.cli import admin_state, admin_status
+    from sparkfn.cli import admin_state, admin_status, admin_submit
 
+    admin_submit.add_commands(app)
     app.command("get")(takes("function", (*TARGET, VERSION, *CONNECTION))(get))
     app.command("list")(takes("function", (*TARGET[:2], *CONNECTION))(list_functions))
     admin_status.add_commands(app)

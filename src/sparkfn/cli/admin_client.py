@@ -26,16 +26,16 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import quote
 
 import typer
 from rich.console import Console, RenderableType
 
+from sparkfn._closing import Closing
 from sparkfn.api.errors import SparkfnError, WorkerError, WorkerUnreachableError
 from sparkfn.cli.context import emit_json
-from sparkfn.cli.flags import Flag
+from sparkfn.cli.flags import OWN_PANEL, Flag
 
 if TYPE_CHECKING:
     import httpx
@@ -57,32 +57,53 @@ class OutputFormat(StrEnum):
     JSON = "json"  # the API's JSON, one document a line, for programs
 
 
-def _worker_flag(name: str, help_text: str, metavar: str, default: Any, **settings: Any) -> Flag:
+def option(
+    name: str,
+    help_text: str,
+    metavar: str | None = None,
+    parses: Any = str | None,
+    default: Any = None,
+    *,
+    panel: str = OWN_PANEL,
+    aliases: tuple[str, ...] = (),
+    dest: str = "",
+    **settings: Any,
+) -> Flag:
+    """An option of an admin command's own (not a config field): what it parses, its default."""
     return Flag(
         name,
         help_text,
         metavar,
-        WORKER_PANEL,
-        parses=type(default) if default is not None else str | None,
+        panel,
+        parses=parses,
         default=default,
         config=False,
+        aliases=aliases,
+        dest=dest,
         typer_settings=settings,
     )
 
 
-URL = _worker_flag(
+def switch(name: str, short: str, help_text: str) -> Flag:
+    """A flag that is off unless given, as ``name`` or ``short``."""
+    return option(name, help_text, None, bool, False, aliases=(short,))
+
+
+URL = option(
     "--url",
     "The worker's REST API.",
     "URL",
+    str,
     DEFAULT_URL,
+    panel=WORKER_PANEL,
     envvar=URL_ENV,
     show_envvar=True,
 )
-TOKEN = _worker_flag(
+TOKEN = option(
     "--token",
     "A bearer token, for a worker with auth on (sparkfn tokens create).",
     "TOKEN",
-    None,
+    panel=WORKER_PANEL,
     envvar=TOKEN_ENV,
     show_envvar=True,
 )
@@ -91,41 +112,34 @@ TOKEN = _worker_flag(
 def output_flag(*names: str) -> Flag:
     """``--output table|json`` under ``names`` (``create`` has ``--output`` for its topic)."""
     first, *aliases = names
-    return Flag(
+    return option(
         first,
         "table (Rich tables) or json (the API's JSON).",
         "FORMAT",
-        WORKER_PANEL,
-        parses=OutputFormat,
-        default=OutputFormat.TABLE,
-        config=False,
+        OutputFormat,
+        OutputFormat.TABLE,
+        panel=WORKER_PANEL,
         aliases=tuple(aliases),
         dest="output_format",
-        typer_settings={"case_sensitive": False},
+        case_sensitive=False,
     )
 
 
-CONNECTION = (URL, TOKEN, output_flag("--output", "-o"))
+CONNECTION = (URL, TOKEN, output_flag("--output", "-o", "--output-format"))
 
 # Which function: Pulsar's --tenant/--namespace/--name, or --fqfn.
 TARGET = (
-    Flag("--tenant", "Tenant (default public).", "NAME", config=False),
-    Flag("--namespace", "Namespace (default default).", "NAME", config=False),
-    Flag("--name", "Function name.", "NAME", config=False),
-    Flag(
-        "--fqfn",
-        "The function as tenant/namespace/name, instead of the three.",
-        "FQFN",
-        config=False,
-    ),
+    option("--tenant", "Tenant (default public).", "NAME"),
+    option("--namespace", "Namespace (default default).", "NAME"),
+    option("--name", "Function name.", "NAME"),
+    option("--fqfn", "The function as tenant/namespace/name, instead of the three.", "FQFN"),
 )
-INSTANCE_ID = Flag(
+INSTANCE_ID = option(
     "--instance-id",
-    "One instance (0 to parallelism - 1) instead of the whole function.",
+    "One instance (0 to parallelism - 1), not the whole function.",
     "N",
-    parses=int | None,
-    config=False,
-    typer_settings={"min": 0},
+    int | None,
+    min=0,
 )
 
 
@@ -155,7 +169,7 @@ def part(text: str) -> str:
     return quote(text, safe="")
 
 
-class AdminClient:
+class AdminClient(Closing):
     """An HTTP client of one worker's REST API; refusals raise :class:`SparkfnError`\\s.
 
     Closed by :meth:`close` or by leaving a ``with`` block; closing twice is harmless.
@@ -168,17 +182,6 @@ class AdminClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.timeout = timeout
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the connections (idempotent)."""
@@ -290,11 +293,20 @@ def show(call: Call, body: Any, render: Callable[[Any], RenderableType]) -> None
     if call.json:
         emit_json(body)
     else:
-        # Names, values and config come from users: never read them as Rich markup.
-        out = Console(highlight=False, markup=False)
-        if not out.is_terminal:  # a pipe or a file: Rich's 80 columns would fold the tables
-            out.width = max(out.width, PIPE_WIDTH)
-        out.print(render(body))
+        table_console().print(render(body))
+
+
+def table_console() -> Console:
+    """A console on stdout for the tables of the admin commands.
+
+    Names, values and configs come from users, so nothing is read as Rich
+    markup; on a pipe or in a file, where Rich assumes 80 columns, the tables
+    get :data:`PIPE_WIDTH` so that they are not folded.
+    """
+    out = Console(highlight=False, markup=False)
+    if not out.is_terminal:
+        out.width = max(out.width, PIPE_WIDTH)
+    return out
 
 
 def changes(fetch: Callable[[], Any], interval: float = WATCH_SECONDS) -> Iterator[Any]:

@@ -24,45 +24,25 @@ from typing import Any
 import typer
 
 from sparkfn.api.errors import NotFoundError
-from sparkfn.cli.admin_client import CONNECTION, TARGET, Call, changes, part, show
+from sparkfn.cli.admin_client import CONNECTION, TARGET, Call, changes, option, part, show, switch
 from sparkfn.cli.context import emit_json, note
-from sparkfn.cli.flags import Flag, takes
+from sparkfn.cli.flags import takes
 
-KEY = Flag("--key", "The state key.", "KEY", config=False)
-FOLLOW = Flag(
-    "--watch",
-    "Follow the key: print its value each time it changes, until Ctrl+C.",
-    parses=bool,
-    default=False,
-    config=False,
-    aliases=("-w",),
+KEY = option("--key", "The state key.", "KEY")
+FOLLOW = switch(
+    "--watch", "-w", "Follow the key: print its value each time it changes, until Ctrl+C."
 )
-VALUE = Flag("--value", "The value to store under --key, as text.", "TEXT", config=False)
-STATE = Flag(
-    "--state",
-    'A FunctionState as JSON: {"key": ..., "stringValue": ... or "numberValue": ...}.',
-    "JSON",
-    config=False,
+VALUE = option("--value", "The value to store under --key, as text.", "TEXT")
+STATE = option(
+    "--state", 'A FunctionState as JSON: {"key": ..., "stringValue" or "numberValue": ...}.', "JSON"
 )
-TRIGGER_VALUE = Flag("--trigger-value", "The value to send, as text.", "TEXT", config=False)
-TRIGGER_FILE = Flag(
-    "--trigger-file",
-    "A file whose bytes are the value to send.",
-    "PATH",
-    parses=Path | None,
-    config=False,
+TRIGGER_VALUE = option("--trigger-value", "The value to send, as text.", "TEXT")
+TRIGGER_FILE = option(
+    "--trigger-file", "A file whose bytes are the value to send.", "PATH", Path | None
 )
-TOPIC = Flag(
-    "--topic", "The input to send it to (when the function has several).", "TOPIC", config=False
-)
-TRIGGER_TIMEOUT = Flag(
-    "--timeout",
-    "Seconds to wait for the output.",
-    "SECONDS",
-    parses=float,
-    default=30.0,
-    config=False,
-    typer_settings={"min": 0.1, "max": 300.0},
+TOPIC = option("--topic", "The input to send it to (when the function has several).", "TOPIC")
+TRIGGER_TIMEOUT = option(
+    "--timeout", "Seconds to wait for the output.", "SECONDS", float, 30.0, min=0.1, max=300.0
 )
 
 

@@ -31,19 +31,14 @@ from sparkfn.cli.admin_client import (
     Call,
     changes,
     show,
+    switch,
+    table_console,
 )
-from sparkfn.cli.context import console, emit_json
-from sparkfn.cli.flags import Flag, takes
-from sparkfn.cli.progress import status_table
+from sparkfn.cli.context import emit_json
+from sparkfn.cli.flags import takes
+from sparkfn.cli.progress import COUNT_COLUMNS, status_table
 
-WATCH = Flag(
-    "--watch",
-    "Show the status live, every second, until Ctrl+C.",
-    parses=bool,
-    default=False,
-    config=False,
-    aliases=("-w",),
-)
+WATCH = switch("--watch", "-w", "Show the status live, every second, until Ctrl+C.")
 
 
 def status(
@@ -73,7 +68,7 @@ def _watch(call: Call, client: AdminClient, path: str, instance_id: int | None) 
         for body in statuses:
             emit_json(body)
         return
-    with Live(console=console(), auto_refresh=False) as live:
+    with Live(console=table_console(), auto_refresh=False) as live:
         for body in statuses:
             live.update(_status_view(call, body, instance_id), refresh=True)
 
@@ -138,12 +133,7 @@ def _stats_view(call: Call, body: dict[str, Any], instance_id: int | None) -> Re
         rows = [(str(instance_id), data)]
     table = Table(
         "INSTANCE",
-        "RECEIVED",
-        "PROCESSED",
-        "USER EXC",
-        "SYSTEM EXC",
-        "DEAD-LETTERED",
-        "AVG LATENCY",
+        *COUNT_COLUMNS,
         "PROCESSED 1 MIN",
         title=f"function {call.fqfn} stats",
         title_justify="left",

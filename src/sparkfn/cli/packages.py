@@ -24,8 +24,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from sparkfn.cli.admin_client import CONNECTION, Call, show
-from sparkfn.cli.flags import Flag, takes
+from sparkfn.cli.admin_client import CONNECTION, Call, option, show
+from sparkfn.cli.flags import takes
 from sparkfn.cli.params import format_size
 
 packages_app = typer.Typer(
@@ -34,31 +34,18 @@ packages_app = typer.Typer(
     no_args_is_help=True,
 )
 
-SOURCE_FILE = Flag(
-    "--source-file",
-    "The package to upload: a .py, .zip or .whl.",
-    "PATH",
-    parses=Path,
-    default=...,
-    config=False,
+SOURCE_FILE = option(
+    "--source-file", "The package to upload: a .py, .zip or .whl.", "PATH", Path, ...
 )
-PATH = Flag(
-    "--path", "The name the worker keeps it under (default: the file's name).", "PATH", config=False
+PATH = option("--path", "The name the worker keeps it under (default: the file's name).", "PATH")
+WANTED = option(
+    "--path", "The package: an upload's path or its sha256:<hex> digest.", "PATH", str, ...
 )
-WANTED = Flag(
-    "--path",
-    "The package: an upload's path or its sha256:<hex> digest.",
-    "PATH",
-    parses=str,
-    default=...,
-    config=False,
-)
-DESTINATION = Flag(
+DESTINATION = option(
     "--destination-file",
     "Where to write it (default: the package's file name, here).",
     "PATH",
-    parses=Path | None,
-    config=False,
+    Path | None,
 )
 
 

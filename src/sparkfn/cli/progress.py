@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from sparkfn.api.status import FunctionStatus
     from sparkfn.config.function import FunctionConfig
 
+# What a status or stats table shows of each instance, in this order.
+COUNT_COLUMNS = (
+    "RECEIVED",
+    "PROCESSED",
+    "USER EXC",
+    "SYSTEM EXC",
+    "DEAD-LETTERED",
+    "AVG LATENCY",
+)
 # How often the live table is refreshed (and the query polled), in seconds.
 REFRESH_SECONDS = 1.0
 # How often a plain progress line may be printed when stderr is not a terminal.
@@ -87,17 +96,7 @@ class _LiveTable:
 def status_table(status: FunctionStatus, title: str) -> Table:
     """Each instance's counts in a table (``localrun``'s progress, ``functions status``)."""
     table = Table(
-        "INSTANCE",
-        "STATE",
-        "RECEIVED",
-        "PROCESSED",
-        "USER EXC",
-        "SYSTEM EXC",
-        "DEAD-LETTERED",
-        "AVG LATENCY",
-        "LAST INVOCATION",
-        title=title,
-        title_justify="left",
+        "INSTANCE", "STATE", *COUNT_COLUMNS, "LAST INVOCATION", title=title, title_justify="left"
     )
     for instance in status.instances:
         s = instance.status
