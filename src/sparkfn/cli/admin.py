@@ -77,6 +77,8 @@ def list_functions(
         names = client.json("GET", f"{FUNCTIONS}/{where}")
 
     def table(names: list[str]) -> RenderableType:
+        if not names:
+            return f"no functions in {where}"
         drawn = Table("FUNCTION")
         for name in names:
             drawn.add_row(f"{where}/{name}")
