@@ -33,6 +33,9 @@ def test_a_name_is_registered_once_and_deleted_with_its_versions(store: Store) -
     registry.create(_config(), package_digest=None, who="alice")
     with pytest.raises(FunctionExistsError, match="public/default/exclaim exists already"):
         registry.create(_config(), package_digest=None, who="alice")
+    with pytest.raises(FunctionExistsError):
+        registry.check_free("public/default/exclaim")
+    registry.check_free("public/default/other")
 
     assert len(registry.delete("public/default/exclaim")) == 1
     with pytest.raises(FunctionNotFoundError, match="public/default/exclaim does not exist"):

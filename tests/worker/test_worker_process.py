@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import json
 import signal
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,12 @@ def test_a_submitted_function_runs_and_resumes_after_a_sigkill(
         status = _wait_processed(client, "exclaim", 10)
         assert status["numInstances"] == 1 and status["numRunning"] == 1
         assert status["instances"][0]["status"]["state"] == "RUNNING"
+        assert (
+            status["instances"][0]["status"]["workerId"]
+            == f"{socket.gethostname()}:{worker_process.port}"
+        )
+        again = _register(client, "exclaim")  # the name is taken: said before the code is loaded
+        assert (again.status_code, again.json()["reason"]) == (409, "function_already_exists")
 
     worker_process.stop(signal.SIGKILL)
     _produce(store, 10, 10)

@@ -56,6 +56,7 @@ class LocalRun(Closing):
         kind: str = "function",
         scheduler_pool: str | None = None,
         on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
+        worker_id: str = "localrun",
     ) -> None:
         self.config = config
         self.kind = kind
@@ -63,6 +64,7 @@ class LocalRun(Closing):
         self.scheduler_pool = scheduler_pool
         # What a SHUTDOWN_WORKER response does beyond ending this run (a worker stops).
         self.on_worker_shutdown = on_worker_shutdown
+        self.worker_id = worker_id  # shown as workerId in status
         self._own_store = store is None
         self.store = store or Store.open(store_url, data_dir)
         self.spark_master = spark_master
@@ -216,6 +218,7 @@ class LocalRun(Closing):
             self.config.parallelism,
             unclosed=unclosed,
             control_id=self.control_id,
+            worker_id=self.worker_id,
         )
 
     def stats(self) -> FunctionStats:

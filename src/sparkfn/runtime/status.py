@@ -43,6 +43,7 @@ def function_status(
     parallelism: int,
     *,
     unclosed: Sequence[str] = (),
+    worker_id: str = "localrun",
     control_id: str | None = None,
 ) -> FunctionStatus:
     """Pulsar's ``FunctionStatus`` for ``fqfn``.
@@ -76,7 +77,7 @@ def function_status(
             num_dead_lettered=int(total.get("dead_lettered", 0)),
             average_latency=_average(total),
             last_invocation_time=int(total.get("last_invocation_ms") or 0),
-            worker_id="localrun",
+            worker_id=worker_id,
             state=RunState(state),
             death_exception=DeathException.of(death),
         )

@@ -75,8 +75,7 @@ class Registry:
         now = utc_now()
         with self.store.write() as conn:
             if _record(conn, config.fqfn) is not None:
-                msg = f"function {config.fqfn} exists already; update it or delete it first"
-                raise FunctionExistsError(msg)
+                raise _exists(config.fqfn)
             conn.execute(
                 _functions.insert().values(
                     fqfn=config.fqfn,
@@ -87,6 +86,12 @@ class Registry:
                 )
             )
             return _add_version(conn, config, 1, package_digest, who, now)
+
+    def check_free(self, fqfn: str) -> None:
+        """:class:`FunctionExistsError` if ``fqfn`` is registered already."""
+        with self.store.read() as conn:
+            if _record(conn, fqfn) is not None:
+                raise _exists(fqfn)
 
     def update(
         self, config: FunctionConfig, *, package_digest: str | None, who: str
@@ -191,6 +196,10 @@ class Registry:
         with self.store.read() as conn:
             rows = conn.execute(query).all()
         return [_version(row) for row in rows]
+
+
+def _exists(fqfn: str) -> FunctionExistsError:
+    return FunctionExistsError(f"function {fqfn} exists already; update it or delete it first")
 
 
 def _not_found(fqfn: str) -> FunctionNotFoundError:

@@ -155,6 +155,7 @@ class Worker:
         self, config: FunctionConfig, *, package_digest: str | None, who: str
     ) -> FunctionVersion:
         """Register ``config`` (version 1) and start it."""
+        self.registry.check_free(config.fqfn)  # a taken name is the first thing to say
         validate(self.open_store(), config)  # bad topics or code fail before anything is kept
         version = self.registry.create(config, package_digest=package_digest, who=who)
         self._start(version.config)
@@ -275,6 +276,7 @@ class Worker:
                 spark=self.spark,
                 scheduler_pool=config.fqfn,
                 on_worker_shutdown=self._shutdown_requested,
+                worker_id=self.settings.worker_id,
             )
             with self._lock:
                 if self._closing:
@@ -346,7 +348,8 @@ class Worker:
         if run is not None:
             return run
         # Not run here (stopped): a run object that is never started reads its records.
-        return LocalRun(self.registry.get(fqfn).config, store=self.open_store())
+        config = self.registry.get(fqfn).config
+        return LocalRun(config, store=self.open_store(), worker_id=self.settings.worker_id)
 
 
 def _ended(run: LocalRun) -> bool:
