@@ -423,9 +423,9 @@ ERROR_CASES: list[tuple[str, list[str], str, list[str]]] = [
     ("partitions-not-a-number", ["create", "t", "-p", "many"], "usage_error", ["--partitions"]),
     (
         "unknown-schema-type",
-        ["create", "t", "--schema-type", "avro"],
+        ["create", "t", "--schema-type", "protobuf"],
         "usage_error",
-        ["--schema-type", "'avro'"],
+        ["--schema-type", "'protobuf'"],
     ),
     ("bad-retention", ["create", "t", "--retention", "7x"], "usage_error", ["--retention", "'7x'"]),
     ("zero-retention", ["create", "t", "--retention", "0s"], "usage_error", ["'0s'", "positive"]),
