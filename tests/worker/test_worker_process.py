@@ -12,12 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from worker_process import WorkerProcess
+from worker_process import WorkerProcess, topic_counts
 
 from sparkfn.runtime import control
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
@@ -34,14 +33,6 @@ def _produce(store: Store, first: int, count: int) -> None:
     Producer(store, "in").send_batch(
         [Message(f"m{i:03d}".encode()) for i in range(first, first + count)]
     )
-
-
-def _outputs(store: Store, topic: str = "out") -> collections.Counter[str]:
-    consumer = Consumer(store, topic, initial_position="earliest")
-    out: collections.Counter[str] = collections.Counter()
-    while batch := consumer.receive(max_messages=10_000):
-        out.update(m.value.decode() for m in batch if m.value is not None)
-    return out
 
 
 def _register(
@@ -105,9 +96,9 @@ def test_a_submitted_function_runs_and_resumes_after_a_sigkill(
         _wait_processed(client, "exclaim", 10)
         deadline = time.monotonic() + 120
         expected = collections.Counter(f"m{i:03d}!" for i in range(20))
-        while (_outputs(store), _outputs(store, "out2")) != (expected, expected):
+        while (topic_counts(store), topic_counts(store, "out2")) != (expected, expected):
             assert time.monotonic() < deadline, (
-                f"outputs: {_outputs(store)}, {_outputs(store, 'out2')}"
+                f"outputs: {topic_counts(store)}, {topic_counts(store, 'out2')}"
             )
             time.sleep(0.5)
     # SIGTERM suspends the function: it resumes exactly there with the next worker.

@@ -11,12 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
-from worker_process import WorkerProcess
+from worker_process import WorkerProcess, topic_counts
 
 from sparkfn.state.store import all_state
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
@@ -36,17 +35,11 @@ def _send(client: httpx.Client, verb: str, name: str, code: Path, **config: Any)
     return dict(response.json())
 
 
-def _outputs(store: Store) -> collections.Counter[str]:
-    consumer = Consumer(store, "out", initial_position="earliest")
-    out: collections.Counter[str] = collections.Counter()
-    while batch := consumer.receive(max_messages=10_000):
-        out.update(m.value.decode() for m in batch if m.value is not None)
-    return out
-
-
-def _await_outputs(store: Store, expected: collections.Counter[str], timeout: float = 180) -> None:
+def _awaittopic_counts(
+    store: Store, expected: collections.Counter[str], timeout: float = 180
+) -> None:
     deadline = time.monotonic() + timeout
-    while (found := _outputs(store)) != expected:
+    while (found := topic_counts(store)) != expected:
         missing, extra = expected - found, found - expected
         assert not extra, f"outputs no input asked for, or repeated: {dict(extra)}"
         assert time.monotonic() < deadline, (
@@ -87,7 +80,7 @@ def test_an_update_to_a_new_parallelism_under_load_loses_and_repeats_nothing(
         finally:
             feeder.join()
         assert (first["version"], second["version"]) == (1, 2)
-        _await_outputs(store, collections.Counter(f"m{i:03d}!" for i in range(sent)))
+        _awaittopic_counts(store, collections.Counter(f"m{i:03d}!" for i in range(sent)))
 
         status = client.get("/public/default/exclaim/status").json()
         assert status["numInstances"] == 2
@@ -107,7 +100,7 @@ def test_delete_forgets_the_function_and_a_new_one_of_its_name_starts_afresh(
         _send(
             client, "POST", "exclaim", EXAMPLES / "exclamation.py", subscriptionPosition="Earliest"
         )
-        _await_outputs(store, collections.Counter(f"a{i}!" for i in range(5)))
+        _awaittopic_counts(store, collections.Counter(f"a{i}!" for i in range(5)))
 
         gone = client.delete("/public/default/exclaim")
         assert gone.status_code == 200, gone.text
@@ -121,4 +114,4 @@ def test_delete_forgets_the_function_and_a_new_one_of_its_name_starts_afresh(
         expected = collections.Counter(
             [*(f"a{i}!" for i in range(5)), *(f"c{i}!" for i in range(10))]
         )
-        _await_outputs(store, expected)
+        _awaittopic_counts(store, expected)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import socket
@@ -13,6 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from sparkfn.store.store import Store
+from sparkfn.topics.consumer import Consumer
 
 
 def free_port() -> int:
@@ -83,3 +87,12 @@ class WorkerProcess:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def topic_counts(store: Store, topic: str = "out") -> collections.Counter[str]:
+    """Every value of ``topic`` (decoded), counted: a repeat shows as a count of 2."""
+    consumer = Consumer(store, topic, initial_position="earliest")
+    out: collections.Counter[str] = collections.Counter()
+    while batch := consumer.receive(max_messages=10_000):
+        out.update(m.value.decode() for m in batch if m.value is not None)
+    return out
