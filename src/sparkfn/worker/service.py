@@ -175,11 +175,11 @@ class Worker:
         and the new one resumes from the same subscription: nothing is lost or
         repeated across the switch under ``effectively_once``.
         """
-        current = self.registry.get(config.fqfn)
+        record = self.registry.record(config.fqfn)  # an unknown name is said first
         validate(self.open_store(), config)
         version = self.registry.update(config, package_digest=package_digest, who=who)
-        self._end(current.fqfn, mode)
-        if self.registry.record(config.fqfn).desired is Desired.RUNNING:
+        self._end(config.fqfn, mode)
+        if record.desired is Desired.RUNNING:
             self._start(version.config)
         return version
 
