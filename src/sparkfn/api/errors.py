@@ -36,6 +36,7 @@ resembles, so callers may catch either::
     ├── FunctionFailure        (RuntimeError) an instance's death, as a failure handler gets it
     ├── FatalError             (RuntimeError) a task of an instance ended by ``context.fatal``
     ├── ConnectorFailedError   (RuntimeError) a source or sink instance died
+    ├── ProducerClosedError    (RuntimeError) a message sent with a closed Producer
     └── HarnessClosedError     (RuntimeError) a message sent to a closed test harness
 
 Each class carries its own stable, machine-readable ``reason`` (unique in the
@@ -275,6 +276,12 @@ class ConnectorFailedError(SparkfnError, RuntimeError):
     """A source or sink instance died (an exception from the connector, or ``fatal``)."""
 
     reason = "connector_failed"
+
+
+class ProducerClosedError(SparkfnError, RuntimeError):
+    """A message was sent with a :class:`sparkfn.Producer` after its ``close()``."""
+
+    reason = "producer_closed"
 
 
 class HarnessClosedError(SparkfnError, RuntimeError):

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import Connection, and_, insert, select, update
 
-from sparkfn.api.errors import ConfigError
+from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics import segments
@@ -54,6 +54,21 @@ def stage(store: Store, topic: TopicInfo, partition: int, table: pa.Table) -> St
     return StagedSegment(partition, table.num_rows, len(data), max_publish, location=location)
 
 
+def lock_for_append(
+    store: Store, conn: Connection, topic: TopicInfo, partitions: Sequence[int]
+) -> dict[int, tuple[int, int]]:
+    """Lock ``partitions`` for an append; returns ``{partition: (start, next)}`` offsets.
+
+    Raises :class:`TopicNotFoundError` when the topic was deleted since
+    ``topic`` was looked up: its partition rows are gone with it.
+    """
+    offsets = store.lock_partitions(conn, topic.id, partitions)
+    if len(offsets) < len(set(partitions)):
+        msg = f"topic {topic.name} was deleted (it existed when the append began); nothing was appended"
+        raise TopicNotFoundError(msg)
+    return offsets
+
+
 def commit_segments(
     store: Store,
     conn: Connection,
@@ -78,7 +93,7 @@ def commit_segments(
             by_partition.setdefault(seg.partition, []).append(seg)
     if not by_partition:
         return {}
-    offsets = store.lock_partitions(conn, topic.id, list(by_partition))
+    offsets = lock_for_append(store, conn, topic, list(by_partition))
     now = utc_now()
     rows = []
     assigned: dict[int, tuple[int, int]] = {}
