@@ -1,45 +1,70 @@
-"""Function runtime throughput versus hand-written raw PySpark, measured in one run.
+"""Function runtime throughput against a hand-written native Spark job, measured in one run.
 
-Both sides read the same topic through the sparkfn data source and write a
-topic; the difference is what runs in between:
+Every kind does the same work on the same 100-byte messages (``value + "!"``
+per record), timed from the query's start to its end (``Trigger.AvailableNow``):
 
-* raw:        ``mapInArrow`` with a hand-written per-record Python loop
-              (``value + b"!"``), written through the plain sparkfn sink;
-* sparkfn:    the exclamation function as a sparkfn function
-              (``process(input) -> input + "!"``, effectively_once), through
-              the function runtime: Context, per-message savepoints, stats,
-              one-transaction commit;
+* native:     what a PySpark user writes instead of sparkfn, and the baseline:
+              Spark's Parquet file stream (the messages written to Parquet
+              beforehand, not timed) -> ``mapInArrow`` with a per-record
+              Python loop -> Parquet file sink;
+* raw:        the same ``mapInArrow`` loop, but reading and writing topics
+              through sparkfn's own data source and sink (no function
+              runtime): what sparkfn's transport costs;
+* per_record: the exclamation function as a sparkfn function
+              (``process(input) -> input + "!"``, effectively_once), topic to
+              topic through the function runtime: Context, per-message
+              savepoints, stats, one-transaction commit;
 * vectorized: the same as a VectorizedFunction (pyarrow compute).
 
-Prints medians of ``--repeats`` runs and ratios sparkfn/raw. Never asserts.
+Prints medians of ``--repeats`` runs in msg/s, each as a ratio to the native
+job, and vectorized / per_record. ``--scaling`` instead runs the per_record
+kind in a child process on ``local[1]`` and one on ``local[2]`` (a
+SparkSession's master is fixed for its process) and prints the 2-core /
+1-core ratio. Never asserts on time.
 
-    .venv/bin/python benchmarks/functions.py --messages 2000000 --repeats 3
+    .venv/bin/python benchmarks/functions.py --messages 1000000 --repeats 3
+    .venv/bin/python benchmarks/functions.py --scaling --messages 1000000
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+from _common import load_average
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.spark import spark_session
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.log import end_offsets
+from sparkfn.topics.log import end_offsets, read_range
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
-HERE = Path(__file__).resolve().parent
+KINDS = ("native", "raw", "per_record", "vectorized")
+LABELS = {
+    "native": "native Spark job (Parquet -> mapInArrow -> Parquet)",
+    "raw": "raw mapInArrow through sparkfn source/sink",
+    "per_record": "sparkfn per-record function (effectively_once)",
+    "vectorized": "sparkfn vectorized function (effectively_once)",
+}
+SCALING_MASTERS = ("local[1]", "local[2]")
+WARMUP_MESSAGES = 10_000
+SUMMARY = "summary-json: "  # the line a --scaling parent reads from its child
 VECTORIZED = """
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,8 +81,17 @@ def process(input):
 """
 
 
+def native_exclaim(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The baseline's work: a per-record Python loop over string values."""
+    for batch in batches:
+        out = [v + "!" for v in batch.column("value").to_pylist()]
+        yield pa.record_batch(
+            [batch.column("key"), pa.array(out, pa.string())], names=["key", "value"]
+        )
+
+
 def raw_exclaim(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The baseline: the same per-record Python work, written by hand."""
+    """The same loop over the sparkfn source's binary values."""
     for batch in batches:
         values = batch.column("value").to_pylist()
         out = [v.decode() + "!" for v in values]
@@ -66,10 +100,12 @@ def raw_exclaim(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         )
 
 
-def fill(store: Store, messages: int, partitions: int) -> None:
-    admin = TopicAdmin(store)
-    admin.create("in", partitions=partitions, schema_type="string")
-    producer = Producer(store, "in")
+# --- data ----------------------------------------------------------------------------
+
+
+def fill(store: Store, topic: str, messages: int, partitions: int) -> None:
+    TopicAdmin(store).create(topic, partitions=partitions, schema_type="string")
+    producer = Producer(store, topic)
     payload = "x" * 99
     chunk = 50_000
     for first in range(0, messages, chunk):
@@ -81,108 +117,259 @@ def fill(store: Store, messages: int, partitions: int) -> None:
         )
 
 
-def total(store: Store, topic: str) -> int:
-    return sum(end for _, end in end_offsets(store, TopicAdmin(store).get(topic)).values())
+def write_parquet(store: Store, topic: str, directory: Path) -> None:
+    """The topic's (key, value) rows as Parquet, values as strings, one file per partition."""
+    info = TopicAdmin(store).get(topic)
+    directory.mkdir(parents=True)
+    for part, (start, end) in end_offsets(store, info).items():
+        batches = [b.select(["key", "value"]) for b in read_range(store, info, part, start, end)]
+        table = pa.Table.from_batches(batches)
+        table = table.set_column(1, "value", table.column("value").cast(pa.string()))
+        pq.write_table(table, directory / f"part-{part:05d}.parquet")
 
 
-def run_raw(spark: Any, store: Store, tag: str, work: Path) -> float:
-    TopicAdmin(store).create(tag, partitions=4, schema_type="string")
-    opts = {"storeUrl": store.url, "dataDir": str(store.data_dir)}
-    started = time.perf_counter()
-    query = (
-        spark.readStream.format("sparkfn")
-        .options(**opts)
-        .option("topic", "in")
-        .option("startingOffsets", "earliest")
-        .option("columns", "key,value")  # the best a hand-written job can do
-        .load()
-        .mapInArrow(raw_exclaim, "key string, value string")
-        .writeStream.format("sparkfn")
-        .options(**opts)
-        .option("topic", tag)
-        .option("checkpointLocation", str(work / tag))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    return time.perf_counter() - started
+def topic_total(store: Store, topic: str) -> int:
+    info = TopicAdmin(store).get(topic)
+    return sum(end - start for start, end in end_offsets(store, info).values())
 
 
-def run_function(spark: Any, store: Store, tag: str, work: Path, py: Path, classname: str) -> float:
-    TopicAdmin(store).create(tag, partitions=4, schema_type="string")
-    config = FunctionConfig.build(
-        name=tag,
-        py=str(py),
-        classname=classname,
-        inputs=["in"],
-        output=tag,
-        subscription_position="earliest",
-        processing_guarantees="effectively_once",
-        parallelism=2,
-    )
-    started = time.perf_counter()
-    run = LocalRun(config, store=store, spark=spark)
-    run.start(until_drained=True, checkpoint=work / tag)
-    run.wait()
-    return time.perf_counter() - started
+# --- the runs ----------------------------------------------------------------------------
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--messages", type=int, default=2_000_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--partitions", type=int, default=4)
-    args = parser.parse_args()
+class Bench:
+    """One session, one store, and the kinds' runs; each run returns (seconds, rows out)."""
 
+    def __init__(self, spark: Any, store: Store, work: Path, parallelism: int) -> None:
+        self.spark = spark
+        self.store = store
+        self.work = work
+        self.parallelism = parallelism
+        (work / "per_record.py").write_text(PER_RECORD)
+        (work / "vectorized.py").write_text(VECTORIZED)
+
+    def run(self, kind: str, source: str, tag: str) -> tuple[float, int]:
+        runs: dict[str, Callable[[str, str], tuple[float, int]]] = {
+            "native": self.native,
+            "raw": self.raw,
+            "per_record": lambda s, t: self.function(s, t, "per_record.py", "per_record.process"),
+            "vectorized": lambda s, t: self.function(s, t, "vectorized.py", "vectorized.Exclaim"),
+        }
+        return runs[kind](source, tag)
+
+    def native(self, source: str, tag: str) -> tuple[float, int]:
+        output = self.work / tag
+        started = time.perf_counter()
+        query = (
+            self.spark.readStream.format("parquet")
+            .schema("key string, value string")
+            .load(str(self.work / f"parquet-{source}"))
+            .mapInArrow(native_exclaim, "key string, value string")
+            .writeStream.format("parquet")
+            .option("path", str(output))
+            .option("checkpointLocation", str(self.work / f"ck-{tag}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        seconds = time.perf_counter() - started
+        return seconds, int(pads.dataset(str(output), format="parquet").count_rows())
+
+    def raw(self, source: str, tag: str) -> tuple[float, int]:
+        TopicAdmin(self.store).create(tag, partitions=4, schema_type="string")
+        opts = {"storeUrl": self.store.url, "dataDir": str(self.store.data_dir)}
+        started = time.perf_counter()
+        query = (
+            self.spark.readStream.format("sparkfn")
+            .options(**opts)
+            .option("topic", source)
+            .option("startingOffsets", "earliest")
+            .option("columns", "key,value")  # the best a hand-written job can do
+            .load()
+            .mapInArrow(raw_exclaim, "key string, value string")
+            .writeStream.format("sparkfn")
+            .options(**opts)
+            .option("topic", tag)
+            .option("checkpointLocation", str(self.work / f"ck-{tag}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        seconds = time.perf_counter() - started
+        return seconds, topic_total(self.store, tag)
+
+    def function(self, source: str, tag: str, py: str, classname: str) -> tuple[float, int]:
+        TopicAdmin(self.store).create(tag, partitions=4, schema_type="string")
+        config = FunctionConfig.build(
+            name=tag,
+            py=str(self.work / py),
+            classname=classname,
+            inputs=[source],
+            output=tag,
+            subscription_position="earliest",
+            processing_guarantees="effectively_once",
+            parallelism=self.parallelism,
+        )
+        started = time.perf_counter()
+        run = LocalRun(config, store=self.store, spark=self.spark)
+        run.start(until_drained=True, checkpoint=self.work / f"ck-{tag}")
+        run.wait()
+        seconds = time.perf_counter() - started
+        return seconds, topic_total(self.store, tag)
+
+
+def measure(args: argparse.Namespace) -> dict[str, float]:
+    """Median seconds per kind, from one session on ``args.master``."""
     work = Path(tempfile.mkdtemp(prefix="sparkfn-bench-fn-"))
     try:
         store = Store.open(None, work / "data")
-        (work / "per_record.py").write_text(PER_RECORD)
-        (work / "vectorized.py").write_text(VECTORIZED)
         print(f"filling topic with {args.messages:,} messages of 100 bytes ...", flush=True)
-        fill(store, args.messages, args.partitions)
-        spark = spark_session(master="local[2]", app_name="sparkfn-bench-functions")
-        # Warm-up: JVM, Python workers and imports, not timed.
-        run_raw(spark, store, "warm_raw", work)
-        run_function(spark, store, "warm_fn", work, work / "per_record.py", "per_record.process")
-        times: dict[str, list[float]] = {"raw": [], "sparkfn": [], "vectorized": []}
-        for r in range(args.repeats):
-            times["raw"].append(run_raw(spark, store, f"raw{r}", work))
-            times["sparkfn"].append(
-                run_function(
-                    spark, store, f"fn{r}", work, work / "per_record.py", "per_record.process"
-                )
-            )
-            times["vectorized"].append(
-                run_function(
-                    spark, store, f"vec{r}", work, work / "vectorized.py", "vectorized.Exclaim"
-                )
-            )
-            for name, tag in (("raw", f"raw{r}"), ("sparkfn", f"fn{r}"), ("vectorized", f"vec{r}")):
-                produced = total(store, tag)
-                if produced != args.messages:
-                    print(
-                        f"warning: {name} run {r} wrote {produced} messages, expected {args.messages}"
-                    )
-            print(
-                f"repeat {r}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()),
-                flush=True,
-            )
-        medians = {k: statistics.median(v) for k, v in times.items()}
-        rates = {k: args.messages / v for k, v in medians.items()}
-        print()
-        print(f"messages: {args.messages:,}, repeats: {args.repeats}, master local[2], medians")
-        for name in ("raw", "sparkfn", "vectorized"):
-            print(f"  {name:<11} {medians[name]:7.2f} s  {rates[name]:>12,.0f} msg/s")
-        print(f"per-record sparkfn / raw mapInArrow: {rates['sparkfn'] / rates['raw']:.2f}")
-        print(f"vectorized sparkfn / raw mapInArrow: {rates['vectorized'] / rates['raw']:.2f}")
-        spark.stop()
-        store.close()
-        return 0
+        fill(store, "in", args.messages, args.partitions)
+        fill(store, "warm", WARMUP_MESSAGES, args.partitions)
+        if "native" in args.kinds:
+            write_parquet(store, "in", work / "parquet-in")
+            write_parquet(store, "warm", work / "parquet-warm")
+        started = time.perf_counter()
+        spark = spark_session(master=args.master, app_name="sparkfn-bench-functions")
+        try:
+            times = repeat(args, Bench(spark, store, work, args.parallelism), started)
+        finally:
+            spark.stop()
+            store.close()
+        return {kind: statistics.median(v) for kind, v in times.items()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def repeat(args: argparse.Namespace, bench: Bench, started: float) -> dict[str, list[float]]:
+    # Warm-up on a small topic, not timed: JVM JIT, Python workers, imports.
+    for kind in args.kinds:
+        bench.run(kind, "warm", f"warm_{kind}")
+    print(f"session start + warm-up: {time.perf_counter() - started:.1f} s", flush=True)
+    times: dict[str, list[float]] = {kind: [] for kind in args.kinds}
+    for r in range(args.repeats):
+        for kind in args.kinds:  # the kinds alternate, so drift hits them alike
+            seconds, rows = bench.run(kind, "in", f"{kind}{r}")
+            times[kind].append(seconds)
+            if rows != args.messages:
+                print(
+                    f"!!! {kind} run {r} wrote {rows:,} messages, expected {args.messages:,}",
+                    flush=True,
+                )
+        print(
+            f"repeat {r + 1}/{args.repeats}: "
+            + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()),
+            flush=True,
+        )
+    return times
+
+
+def report(args: argparse.Namespace, medians: dict[str, float]) -> None:
+    rates = {kind: args.messages / seconds for kind, seconds in medians.items()}
+    native = rates.get("native")
+    print()
+    print(
+        f"messages: {args.messages:,}, repeats: {args.repeats}, master {args.master}, "
+        f"parallelism {args.parallelism}, medians"
+    )
+    for kind, rate in rates.items():
+        ratio = f"  {rate / native:5.2f} x native" if native else ""
+        print(f"  {LABELS[kind]:<52} {medians[kind]:7.2f} s {rate:>12,.0f} msg/s{ratio}")
+    if "per_record" in rates and "vectorized" in rates:
+        print(f"vectorized / per-record function: {rates['vectorized'] / rates['per_record']:.2f}")
+
+
+# --- 1 -> 2 cores ----------------------------------------------------------------------------
+
+
+def scaling(args: argparse.Namespace) -> int:
+    """The per_record kind on each master, each in a child process of this script."""
+    rates: dict[str, float] = {}
+    for master in SCALING_MASTERS:
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            f"--master={master}",
+            "--kinds=per_record",
+            f"--messages={args.messages}",
+            f"--repeats={args.repeats}",
+            f"--partitions={args.partitions}",
+            f"--parallelism={args.parallelism}",
+            "--summary-json",
+        ]
+        print(f"--- child process on {master} ---", flush=True)
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+            for line in child.stdout or ():
+                if line.startswith(SUMMARY):
+                    rates[master] = json.loads(line[len(SUMMARY) :])["per_record"]
+                else:
+                    print(f"  [{master}] {line}", end="", flush=True)
+        if child.returncode != 0 or master not in rates:
+            print(f"!!! the child on {master} failed (exit code {child.returncode})")
+            return 1
+    one, two = (rates[m] for m in SCALING_MASTERS)
+    print()
+    print(f"per-record function on local[1]: {one:>12,.0f} msg/s")
+    print(f"per-record function on local[2]: {two:>12,.0f} msg/s")
+    print(f"2-core / 1-core: {two / one:.2f}")
+    return 0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=1_000_000, help="messages (default 1M)")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats per kind (default 3)")
+    parser.add_argument("--partitions", type=int, default=4, help="input topic partitions")
+    parser.add_argument("--parallelism", type=int, default=2, help="function instances")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument(
+        "--kinds",
+        default=",".join(KINDS),
+        help=f"kinds to run, comma-separated: {', '.join(KINDS)}",
+    )
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="per_record on local[1] and local[2] in child processes; print the ratio",
+    )
+    parser.add_argument(
+        "--summary-json",
+        action="store_true",
+        help="end with one line of msg/s per kind as JSON (what --scaling reads)",
+    )
+    args = parser.parse_args(argv)
+    args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    unknown = sorted(set(args.kinds) - set(KINDS))
+    if unknown or not args.kinds:
+        parser.error(f"--kinds takes some of {', '.join(KINDS)}; got {args.kinds!r}")
+    for name in ("messages", "repeats", "partitions", "parallelism"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name} must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    wall = time.perf_counter()
+    print(
+        f"sparkfn functions benchmark: {os.cpu_count()} CPUs, load average {load_average()}",
+        flush=True,
+    )
+    if args.scaling:
+        code = scaling(args)
+    else:
+        medians = measure(args)
+        report(args, medians)
+        if args.summary_json:
+            rates = {kind: args.messages / seconds for kind, seconds in medians.items()}
+            print(SUMMARY + json.dumps(rates), flush=True)
+        code = 0
+    print(
+        f"total wall time: {time.perf_counter() - wall:.1f} s "
+        f"(load average now {load_average()}; other load on the machine skews all numbers)"
+    )
+    return code
 
 
 if __name__ == "__main__":

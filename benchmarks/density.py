@@ -1,0 +1,213 @@
+"""How many idle functions one worker process holds, and what they cost.
+
+Starts ``--functions`` identity functions (``effectively_once``, default
+trigger, one input and one output topic each) the way a worker does: one
+:class:`~sparkfn.worker.service.Worker` in this process, one SparkSession, a
+FAIR scheduler pool per function. With every input idle, samples the whole
+process tree (this process, the JVM, Spark's Python daemon and workers, and
+any data-source runner processes) from ``/proc`` over ``--idle-seconds``:
+CPU as % of one core, RSS summed over the processes, process count, and
+what each function adds to the session sampled alone before them. Then
+feeds one function's input at ``--load-rate`` for ``--load-seconds`` and
+prints its latency as ``latency.py`` does, while the others stay idle.
+Stops every function (suspend) and the session at the end. Never asserts.
+
+    .venv/bin/python benchmarks/density.py --functions 50 --idle-seconds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from _common import (
+    IDENTITY,
+    TreeUsage,
+    command_label,
+    load_average,
+    measure_latency,
+    process_tree,
+    watch_tree,
+)
+
+from sparkfn.api.lifecycle import StopMode
+from sparkfn.config.function import FunctionConfig
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.worker.service import Worker
+from sparkfn.worker.settings import WorkerSettings
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--functions", type=int, default=50, help="functions started (default 50)")
+    parser.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=10.0,
+        help="wait after the last start before sampling (default 10)",
+    )
+    parser.add_argument(
+        "--baseline-seconds",
+        type=float,
+        default=10.0,
+        help="sample the session alone, before any function, this long (0: skip)",
+    )
+    parser.add_argument("--idle-seconds", type=float, default=30.0, help="idle sampling window")
+    parser.add_argument("--load-rate", type=float, default=1000.0, help="msg/s into one function")
+    parser.add_argument("--load-seconds", type=float, default=30.0, help="timed load window")
+    parser.add_argument(
+        "--warmup-seconds", type=float, default=5.0, help="untimed load before the window"
+    )
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument(
+        "--wait-timeout", type=float, default=300.0, help="wait for the load's outputs (s)"
+    )
+    args = parser.parse_args(argv)
+    for name in ("functions", "idle_seconds", "load_rate", "load_seconds", "wait_timeout"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    for name in ("settle_seconds", "warmup_seconds", "baseline_seconds"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must not be negative")
+    return args
+
+
+def start_functions(worker: Worker, count: int, py: Path) -> float:
+    """Create ``count`` identity functions on the worker; seconds it took."""
+    admin = TopicAdmin(worker.open_store())
+    started = time.perf_counter()
+    for i in range(count):
+        admin.create(f"fn-{i}-in", schema_type="string")
+        admin.create(f"fn-{i}-out", schema_type="string")
+        config = FunctionConfig.build(
+            name=f"fn-{i}",
+            py=str(py),
+            inputs=[f"fn-{i}-in"],
+            output=f"fn-{i}-out",
+            processing_guarantees="effectively_once",
+        )
+        worker.create(config, package_digest=None, who="bench")
+        if (i + 1) % 10 == 0 or i + 1 == count:
+            print(
+                f"  {i + 1} function(s) started, {time.perf_counter() - started:.1f} s, "
+                f"{len(process_tree())} processes in the tree",
+                flush=True,
+            )
+    return time.perf_counter() - started
+
+
+def per_function(idle: TreeUsage, baseline: TreeUsage, functions: int) -> str:
+    """What each idle function adds to the session alone."""
+    cpu = (idle.cpu_percent - baseline.cpu_percent) / functions
+    rss = (idle.rss_last - baseline.rss_last) / functions / 1024**2
+    procs = (sum(idle.names.values()) - sum(baseline.names.values())) / functions
+    return (
+        f"per idle function, above the session alone: CPU {cpu:.1f} % of one core, "
+        f"RSS {rss:,.0f} MiB, {procs:.1f} processes"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    wall = time.perf_counter()
+    print(
+        f"sparkfn density benchmark: {args.functions} identity functions on one SparkSession "
+        f"({args.master}) in one worker process, {os.cpu_count()} CPUs, "
+        f"load average {load_average()}",
+        flush=True,
+    )
+    work = Path(tempfile.mkdtemp(prefix="sparkfn-bench-density-"))
+    worker = Worker(
+        WorkerSettings.resolve(data_dir=work / "data", spark_master=args.master, worker_id="bench")
+    )
+    ok = True
+    try:
+        worker.open()
+        (work / "identity.py").write_text(IDENTITY)
+        started = time.perf_counter()
+        worker.restore()  # starts the session; the store holds no function yet
+        if worker.spark_error is not None:
+            print(f"!!! Spark did not start: {worker.spark_error}")
+            return 1
+        print(f"session started in {time.perf_counter() - started:.1f} s", flush=True)
+        baseline = None
+        if args.baseline_seconds > 0:
+            baseline = watch_tree(args.baseline_seconds)
+            for line in baseline.lines():
+                print(f"  session alone: {line}", flush=True)
+        seconds = start_functions(worker, args.functions, work / "identity.py")
+        print(
+            f"{args.functions} functions started in {seconds:.1f} s "
+            f"({seconds / args.functions:.2f} s each); settling {args.settle_seconds:g} s",
+            flush=True,
+        )
+        time.sleep(args.settle_seconds)
+        running = len(worker.running())
+        if running != args.functions:
+            print(f"!!! only {running} of {args.functions} functions are running", flush=True)
+            ok = False
+
+        print(f"idle: sampling the process tree for {args.idle_seconds:g} s ...", flush=True)
+        idle = watch_tree(args.idle_seconds)
+        for line in idle.lines():
+            print(f"  idle {line}", flush=True)
+        if baseline is not None:
+            print(f"  {per_function(idle, baseline, args.functions)}", flush=True)
+
+        print(
+            f"load: {args.load_rate:,.0f} msg/s into fn-0 for {args.load_seconds:g} s "
+            f"(+{args.warmup_seconds:g} s warm-up), the others idle ...",
+            flush=True,
+        )
+        latency = measure_latency(
+            worker.open_store(),
+            "fn-0-in",
+            "fn-0-out",
+            args.load_rate,
+            args.load_seconds,
+            warmup_seconds=args.warmup_seconds,
+            wait_timeout=args.wait_timeout,
+        )
+        print(f"  {latency.line()}", flush=True)
+        for problem in latency.problems():
+            print(problem, flush=True)
+        ok = ok and latency.complete
+    finally:
+        stopping = time.perf_counter()
+        spark = worker.spark_if_started
+        worker.shutdown(StopMode.SUSPEND)
+        if spark is not None:
+            spark.stop()
+        left = Counter(command_label(p) for p in process_tree())
+        print(
+            f"stopped every function and the session in {time.perf_counter() - stopping:.1f} s; "
+            f"left in the tree: {', '.join(f'{n} {label}' for label, n in left.most_common())}",
+            flush=True,
+        )
+        shutil.rmtree(work, ignore_errors=True)
+
+    print()
+    print(f"functions: {args.functions} started in {seconds:.1f} s, {running} running")
+    for line in idle.lines():
+        print(f"idle {line}")
+    if baseline is not None:
+        print(per_function(idle, baseline, args.functions))
+    print(
+        f"load into one function: count {latency.received:,}/{latency.sent.messages:,}, "
+        f"p50 {latency.percentile(50) * 1000:,.0f} ms, p99 {latency.percentile(99) * 1000:,.0f} ms"
+    )
+    print(
+        f"total wall time: {time.perf_counter() - wall:.1f} s "
+        f"(load average now {load_average()}; other load on the machine skews all numbers)"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
