@@ -34,9 +34,15 @@ unit: $(STAMP)
 # The whole suite: lint, types, tests. CI runs exactly this.
 test: lint typecheck unit
 
+# Every benchmark, one after another (never two Spark processes at once: on
+# two cores they skew each other). Shorter runs take flags per script, e.g.
+# make bench FUNCTIONS_FLAGS="--messages 100000 --repeats 1" LATENCY_FLAGS="--seconds 10"
 bench: $(STAMP)
-	$(PY) benchmarks/topics.py
-	$(PY) benchmarks/functions.py
+	$(PY) benchmarks/topics.py $(TOPICS_FLAGS)
+	$(PY) benchmarks/functions.py $(FUNCTIONS_FLAGS)
+	$(PY) benchmarks/functions.py --scaling $(FUNCTIONS_FLAGS)
+	$(PY) benchmarks/latency.py $(LATENCY_FLAGS)
+	$(PY) benchmarks/density.py $(DENSITY_FLAGS)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
