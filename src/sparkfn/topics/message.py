@@ -2,7 +2,9 @@
 
 A stored message has ``key, value, properties, event_time, publish_time,
 producer, sequence_id``; a message read back also carries ``topic``,
-``partition`` and ``offset``, and its message id is ``partition:offset``.
+``partition`` and ``offset``, and its message id is ``partition:offset``
+(:class:`ReceivedMessage`, defined in :mod:`sparkfn.topics.received` and
+importable from here too).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import pyarrow as pa
 from sparkfn.api.errors import PayloadError
 from sparkfn.api.records import Record, record_to_dict
 from sparkfn.api.schemas import AvroSchema
+from sparkfn.topics.received import ReceivedMessage as ReceivedMessage
+from sparkfn.topics.received import messages_from_table as messages_from_table
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 PROPERTIES = pa.map_(pa.string(), pa.string())
@@ -221,73 +225,6 @@ class Message:
     event_time: datetime | None = None
     sequence_id: int | None = None
     partition: int | None = None
-
-
-@dataclass(frozen=True)
-class ReceivedMessage:
-    """A message read back from a topic."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: str | None
-    value: bytes | None
-    properties: dict[str, str]
-    event_time: datetime | None
-    publish_time: datetime
-    producer: str | None
-    sequence_id: int | None
-
-    @property
-    def message_id(self) -> str:
-        """``partition:offset``, the message's identity within its topic."""
-        return f"{self.partition}:{self.offset}"
-
-    def as_json(self, schema_type: SchemaType, definition: str | None = None) -> dict[str, Any]:
-        """A JSON-friendly dict; the value decoded per the topic schema (and an
-        ``avro`` topic's ``definition``: without it, the value is shown in hex)."""
-        value: Any = self.value
-        if self.value is not None:
-            if schema_type is SchemaType.AVRO and definition is not None:
-                value = avro_schema(definition).decode(self.value)
-            elif schema_type is SchemaType.JSON:
-                value = json.loads(self.value)
-            elif schema_type is SchemaType.STRING:
-                value = self.value.decode()
-            else:
-                value = self.value.hex()
-        return {
-            "topic": self.topic,
-            "message_id": self.message_id,
-            "key": self.key,
-            "value": value,
-            "properties": self.properties,
-            "event_time": self.event_time.isoformat() if self.event_time else None,
-            "publish_time": self.publish_time.isoformat(),
-            "producer": self.producer,
-            "sequence_id": self.sequence_id,
-        }
-
-
-def messages_from_table(table: pa.Table | pa.RecordBatch) -> list[ReceivedMessage]:
-    """Convert read rows (``READ_SCHEMA``) to :class:`ReceivedMessage` objects."""
-    out = []
-    for row in table.to_pylist():
-        out.append(
-            ReceivedMessage(
-                topic=row["topic"],
-                partition=row["partition"],
-                offset=row["offset"],
-                key=row["key"],
-                value=row["value"],
-                properties=dict(row["properties"] or []),
-                event_time=row["event_time"],
-                publish_time=row["publish_time"],
-                producer=row["producer"],
-                sequence_id=row["sequence_id"],
-            )
-        )
-    return out
 
 
 def utc_now() -> datetime:
