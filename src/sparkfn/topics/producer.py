@@ -4,6 +4,15 @@
 >>> producer.send({"id": 1}, key="alice", sequence_id=1)
 '3:0'
 
+``send`` is durable when it returns: one store transaction per call, a few
+hundred a second. ``send_async`` batches on the client as Pulsar's producers
+do, for 100 k messages a second and more from one producer::
+
+    with Producer(store, "orders") as producer:
+        futures = [producer.send_async(line) for line in lines]
+        producer.flush()                     # every one durable, or raises
+    ids = [f.result() for f in futures]
+
 A producer with a ``name`` gets de-duplication: a message whose
 ``sequence_id`` is not above the highest one already persisted for that
 producer and partition is dropped (Pulsar's effectively-once producer).
@@ -12,38 +21,89 @@ producer and partition is dropped (Pulsar's effectively-once producer).
 from __future__ import annotations
 
 import itertools
-import uuid
+import threading
 from collections.abc import Iterable, Sequence
-from datetime import datetime
-from typing import Any
+from concurrent.futures import Future
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, NoReturn
 
-import pyarrow as pa
-from sqlalchemy import and_, insert, select, update
-
-from sparkfn.api.errors import ConfigError
+from sparkfn.api.errors import ConfigError, PayloadError, ProducerClosedError
 from sparkfn.config.names import TopicName
-from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
-from sparkfn.topics.log import commit_segments, partition_for_key, stage
-from sparkfn.topics.message import (
-    STORED_SCHEMA,
-    TIMESTAMP,
-    Message,
-    check_values,
-    encode_value,
-    utc_now,
-)
+from sparkfn.topics.append import MessageColumns, append
+from sparkfn.topics.batching import Batcher, BatcherState
+from sparkfn.topics.log import partition_for_key
+from sparkfn.topics.message import Message, SchemaType, check_values, encode_value
+
+# A message's value, key, properties, event time and sequence id, as a row holds them.
+Fields = tuple[bytes, str | None, list[tuple[str, str]] | None, datetime | None, int | None]
+
+# Pulsar's defaults: batchingMaxMessages 1000, batchingMaxPublishDelay 10 ms.
+DEFAULT_BATCHING_MAX_MESSAGES = 1000
+DEFAULT_BATCHING_MAX_PUBLISH_DELAY = timedelta(milliseconds=10)
+# Messages buffered by send_async and not yet appended, at most; then it blocks.
+DEFAULT_MAX_PENDING_MESSAGES = 100_000
 
 
 class Producer:
-    """Appends messages to one topic; each ``send_batch`` is one atomic append."""
+    """Appends messages to one topic.
 
-    def __init__(self, store: Store, topic: str | TopicName, *, name: str | None = None) -> None:
+    * :meth:`send` appends one message and returns once it is durable.
+    * :meth:`send_batch` appends a list of messages atomically.
+    * :meth:`send_async` buffers a message and returns a future; a batch is
+      appended (atomically, by a background thread) when
+      ``batching_max_messages`` are buffered or ``batching_max_publish_delay``
+      (seconds or a ``timedelta``) after its first message. :meth:`flush`
+      waits for every buffered message; :meth:`close` flushes and stops the
+      thread (a ``with`` block closes the producer).
+
+    Per partition, offsets follow the order of the calls, whichever of the
+    three made them. Methods may be called from several threads. A producer
+    that never calls ``send_async`` starts no thread.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        topic: str | TopicName,
+        *,
+        name: str | None = None,
+        batching_max_messages: int = DEFAULT_BATCHING_MAX_MESSAGES,
+        batching_max_publish_delay: float | timedelta = DEFAULT_BATCHING_MAX_PUBLISH_DELAY,
+        max_pending_messages: int = DEFAULT_MAX_PENDING_MESSAGES,
+    ) -> None:
+        delay = (
+            batching_max_publish_delay.total_seconds()
+            if isinstance(batching_max_publish_delay, timedelta)
+            else float(batching_max_publish_delay)
+        )
+        if batching_max_messages < 1:
+            msg = f"batching_max_messages must be at least 1; got {batching_max_messages}"
+            raise ConfigError(msg)
+        if delay < 0:
+            msg = f"batching_max_publish_delay must not be negative; got {batching_max_publish_delay!r}"
+            raise ConfigError(msg)
+        if max_pending_messages < 0:
+            msg = f"max_pending_messages must be 0 (no bound) or more; got {max_pending_messages}"
+            raise ConfigError(msg)
         self.store = store
         self.topic: TopicInfo = TopicAdmin(store).get(topic)
         self.name = name
         self._round_robin = itertools.count()
+        self._plain_bytes = self.topic.schema_type is SchemaType.BYTES
+        self._batcher = Batcher(
+            self._append,
+            name=f"producer {name!r} to topic {self.topic.name}"
+            if name
+            else f"producer to topic {self.topic.name}",
+            max_messages=batching_max_messages,
+            max_delay=delay,
+            max_pending=max_pending_messages,
+        )
+
+    # --- one message, durable on return -----------------------------------------------
 
     def send(
         self,
@@ -55,19 +115,171 @@ class Producer:
         sequence_id: int | None = None,
         partition: int | None = None,
     ) -> str | None:
-        """Send one message; returns its id ``partition:offset`` or ``None`` if de-duplicated."""
-        message = Message(
-            value=self._encode(value),
-            key=key,
-            properties=properties or {},
-            event_time=event_time,
-            sequence_id=sequence_id,
-        )
-        return self.send_batch([message], partition=partition)[0]
+        """Send one message; returns its id ``partition:offset`` or ``None`` if de-duplicated.
+
+        It is durable when this returns (one store transaction). Messages
+        given to :meth:`send_async` before are appended first.
+        """
+        part, fields = self._checked(value, key, properties, event_time, sequence_id, partition)
+        columns = MessageColumns()
+        columns.add(*fields)
+        return self._send_now({part: columns})[part][0]
+
+    # --- batched on the client ------------------------------------------------------
+
+    def send_async(
+        self,
+        value: Any,
+        *,
+        key: str | None = None,
+        properties: dict[str, str] | None = None,
+        event_time: datetime | None = None,
+        sequence_id: int | None = None,
+        partition: int | None = None,
+    ) -> Future[str | None]:
+        """Buffer one message for a batched append; the future resolves to its id.
+
+        The value is encoded and checked against the topic's schema here: a
+        bad one raises :class:`~sparkfn.api.errors.PayloadError` at once and
+        is not buffered. The future's result is ``partition:offset``, or
+        ``None`` if de-duplicated; if the batch's append fails, the future
+        carries the exception, and so does the next :meth:`flush`. It
+        resolves on the producer's background thread, where its done
+        callbacks run too (they must not call ``flush`` or ``close``).
+
+        >>> future = producer.send_async(b"hello", key="k")
+        >>> producer.flush()
+        >>> future.result()
+        '2:17'
+        """
+        part, fields = self._checked(value, key, properties, event_time, sequence_id, partition)
+        return self._batcher.add(part, *fields)
+
+    def flush(self) -> None:
+        """Wait until every message sent so far is appended (durable).
+
+        Raises the exception of the first append that failed since the last
+        ``flush`` (the futures of its messages carry it too).
+        """
+        self._batcher.flush()
+
+    def close(self) -> None:
+        """Flush, then stop the background thread; later sends raise ``ProducerClosedError``.
+
+        Raises as :meth:`flush` does, after the thread stopped. A second call
+        does nothing.
+        """
+        self._batcher.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- many messages in one append ----------------------------------------------------
 
     def encode(self, values: Iterable[Any]) -> list[Message]:
         """Wrap plain values as messages, validated against the topic schema."""
         return [Message(self._encode(v)) for v in values]
+
+    def send_batch(
+        self, messages: Sequence[Message], *, partition: int | None = None
+    ) -> list[str | None]:
+        """Append ``messages`` atomically; returns ids in order (``None`` = duplicate dropped).
+
+        ``partition`` sends them all there; otherwise each goes to its own
+        ``Message.partition``, else by key, else round robin. Messages given
+        to :meth:`send_async` before are appended first.
+        """
+        if partition is not None:
+            self._check_partition(partition)
+        # Messages may be built by hand, not through encode_value: the topic's
+        # schema must hold for them too, or consumers fail to decode them.
+        check_values(
+            [m.value for m in messages],
+            self.topic.schema_type,
+            topic=str(self.topic.name),
+            definition=self.topic.schema_definition,
+        )
+        parts: dict[int, MessageColumns] = {}
+        rows: list[tuple[int, int]] = []  # each message's (partition, row there)
+        for message in messages:
+            part = self._route(message, partition)
+            columns = parts.get(part)
+            if columns is None:
+                columns = parts[part] = MessageColumns()
+            rows.append((part, len(columns)))
+            columns.add(
+                message.value,
+                message.key,
+                list(message.properties.items()) if message.properties else None,
+                message.event_time,
+                message.sequence_id,
+            )
+        ids = self._send_now(parts)
+        return [ids[part][row] for part, row in rows]
+
+    # --- internals --------------------------------------------------------------------
+
+    def _send_now(self, parts: dict[int, MessageColumns]) -> dict[int, list[str | None]]:
+        if self._batcher.state is BatcherState.CLOSED:
+            msg = (
+                f"the producer to topic {self.topic.name} is closed: no message can be sent with it"
+            )
+            raise ProducerClosedError(msg)
+        batcher = self._batcher
+        # Wait for what send_async buffered, to keep the order of the calls per
+        # partition; a done callback (on the flusher thread) cannot wait for it.
+        if batcher.pending and threading.current_thread() is not batcher.thread:
+            batcher.drain()
+        return self._append(parts)
+
+    def _append(self, parts: dict[int, MessageColumns]) -> dict[int, list[str | None]]:
+        return append(self.store, self.topic, self.name, parts)
+
+    def _checked(
+        self,
+        value: Any,
+        key: str | None,
+        properties: dict[str, str] | None,
+        event_time: datetime | None,
+        sequence_id: int | None,
+        partition: int | None,
+    ) -> tuple[int, Fields]:
+        """One message's partition, and its fields checked: what a row of its partition holds."""
+        data = value if self._plain_bytes and type(value) is bytes else self._encode(value)
+        if key is not None and type(key) is not str:
+            self._reject("key", "a str", key)
+        pairs = None
+        if properties:
+            pairs = list(properties.items())
+            for name, text in pairs:
+                if type(name) is not str or type(text) is not str:
+                    self._reject("properties", "a dict of str to str", properties)
+        if event_time is not None and not isinstance(event_time, datetime):
+            self._reject("event_time", "a datetime", event_time)
+        if sequence_id is not None and (type(sequence_id) is not int or sequence_id < 0):
+            self._reject("sequence_id", "an int of 0 or more", sequence_id)
+        if partition is not None:
+            self._check_partition(partition)
+        elif key is not None:
+            partition = partition_for_key(key, self.topic.partitions)
+        else:
+            partition = next(self._round_robin) % self.topic.partitions
+        return partition, (data, key, pairs, event_time, sequence_id)
+
+    def _reject(self, field: str, expected: str, got: object) -> NoReturn:
+        msg = (
+            f"topic {self.topic.name}: a message's {field} must be {expected}; "
+            f"got a {type(got).__name__}: {got!r:.80}"
+        )
+        raise PayloadError(msg)
 
     def _encode(self, value: Any) -> bytes:
         topic = self.topic
@@ -85,51 +297,6 @@ class Producer:
             return partition_for_key(message.key, self.topic.partitions)
         return next(self._round_robin) % self.topic.partitions
 
-    def send_batch(
-        self, messages: Sequence[Message], *, partition: int | None = None
-    ) -> list[str | None]:
-        """Append ``messages`` atomically; returns ids in order (``None`` = duplicate dropped).
-
-        ``partition`` sends them all there; otherwise each goes to its own
-        ``Message.partition``, else by key, else round robin.
-        """
-        if partition is not None:
-            self._check_partition(partition)
-        # Messages may be built by hand, not through encode_value: the topic's
-        # schema must hold for them too, or consumers fail to decode them.
-        check_values(
-            [m.value for m in messages],
-            self.topic.schema_type,
-            topic=str(self.topic.name),
-            definition=self.topic.schema_definition,
-        )
-        routed: dict[int, list[tuple[int, Message]]] = {}
-        for index, message in enumerate(messages):
-            routed.setdefault(self._route(message, partition), []).append((index, message))
-        ids: list[str | None] = [None] * len(messages)
-        commit_id = uuid.uuid4().hex
-        with self.store.write() as conn:
-            if self.name is not None:
-                # Lock first: de-duplication must see the sequence ids of every
-                # append that committed before this one. (Without it, the lock
-                # commit_segments takes is enough.)
-                self.store.lock_partitions(conn, self.topic.id, list(routed))
-                routed = self._deduplicate(conn, routed)
-            staged = []
-            order = []
-            now = utc_now()
-            for part, items in sorted(routed.items()):
-                if not items:
-                    continue
-                staged.append(stage(self.store, self.topic, part, self._table(items, now)))
-                order.append((part, items))
-            assigned = commit_segments(self.store, conn, self.topic, staged, commit_id)
-        for part, items in order:
-            first = assigned[part][0]
-            for offset, (index, _) in enumerate(items, start=first):
-                ids[index] = f"{part}:{offset}"
-        return ids
-
     def _check_partition(self, partition: int) -> None:
         if not 0 <= partition < self.topic.partitions:
             msg = (
@@ -137,70 +304,3 @@ class Producer:
                 f"{self.topic.partitions - 1}; got {partition}"
             )
             raise ConfigError(msg)
-
-    def _deduplicate(
-        self, conn: Any, routed: dict[int, list[tuple[int, Message]]]
-    ) -> dict[int, list[tuple[int, Message]]]:
-        table = schema.producer_sequences
-        last = {
-            r.partition: r.last_sequence_id
-            for r in conn.execute(
-                select(table.c.partition, table.c.last_sequence_id).where(
-                    and_(
-                        table.c.topic_id == self.topic.id,
-                        table.c.producer == self.name,
-                        table.c.partition.in_(list(routed)),
-                    )
-                )
-            )
-        }
-        kept: dict[int, list[tuple[int, Message]]] = {}
-        for part, items in routed.items():
-            previous = last.get(part)
-            high = previous
-            keep = []
-            for index, message in items:
-                seq = message.sequence_id
-                if seq is not None:
-                    if high is not None and seq <= high:
-                        continue
-                    high = seq
-                keep.append((index, message))
-            kept[part] = keep
-            if high is None or high == previous:
-                continue
-            values = {"last_sequence_id": high}
-            if previous is None:
-                conn.execute(
-                    insert(table).values(
-                        topic_id=self.topic.id, partition=part, producer=self.name, **values
-                    )
-                )
-            else:
-                conn.execute(
-                    update(table)
-                    .where(
-                        and_(
-                            table.c.topic_id == self.topic.id,
-                            table.c.producer == self.name,
-                            table.c.partition == part,
-                        )
-                    )
-                    .values(**values)
-                )
-        return kept
-
-    def _table(self, items: list[tuple[int, Message]], now: datetime) -> pa.Table:
-        msgs = [m for _, m in items]
-        return pa.Table.from_pydict(
-            {
-                "key": [m.key for m in msgs],
-                "value": [m.value for m in msgs],
-                "properties": [list(m.properties.items()) if m.properties else None for m in msgs],
-                "event_time": [m.event_time for m in msgs],
-                "publish_time": pa.repeat(pa.scalar(now, TIMESTAMP), len(msgs)),
-                "producer": [self.name] * len(msgs),
-                "sequence_id": [m.sequence_id for m in msgs],
-            },
-            schema=STORED_SCHEMA,
-        )
