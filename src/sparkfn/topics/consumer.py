@@ -23,6 +23,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.log import end_offsets, read_range
 from sparkfn.topics.message import ReceivedMessage, messages_from_table, utc_now
+from sparkfn.topics.received import collector_paused
 
 Position = Literal["earliest", "latest"]
 
@@ -91,6 +92,10 @@ class Consumer:
             time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
     def _poll(self, max_messages: int) -> list[ReceivedMessage]:
+        with collector_paused():
+            return self._read(max_messages)
+
+    def _read(self, max_messages: int) -> list[ReceivedMessage]:
         out: list[ReceivedMessage] = []
         bounds = end_offsets(self.store, self.topic)
         for part in sorted(self.positions):

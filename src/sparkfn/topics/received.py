@@ -13,7 +13,10 @@ whole column to timezone-aware datetimes.
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -38,6 +41,27 @@ def _pylist(column: pa.Array | pa.ChunkedArray) -> list[Any]:
 
 def _micros(column: pa.Array | pa.ChunkedArray) -> list[int | None]:
     return _pylist(column.cast(pa.int64()))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Hold off the cyclic garbage collector while many messages are made.
+
+    Every 700 new objects start a collection, and the older generations'
+    collections walk every object the process holds (pyarrow's, SQLAlchemy's,
+    the messages made so far): for a receive of 100,000 messages they cost
+    more than making the messages (about 1 us a message, against 0.4 us with
+    the collector held off for the whole receive, its one collection
+    afterwards included). Messages are not garbage, so there is nothing to
+    collect meanwhile. The collector is turned on again only if it was on.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class MessageRows:
