@@ -37,9 +37,6 @@ from sparkfn.topics.batching import Batcher, BatcherState
 from sparkfn.topics.log import partition_for_key
 from sparkfn.topics.message import Message, SchemaType, check_values, encode_value
 
-# A message's value, key, properties, event time and sequence id, as a row holds them.
-Fields = tuple[bytes, str | None, list[tuple[str, str]] | None, datetime | None, int | None]
-
 # Pulsar's defaults: batchingMaxMessages 1000, batchingMaxPublishDelay 10 ms.
 DEFAULT_BATCHING_MAX_MESSAGES = 1000
 DEFAULT_BATCHING_MAX_PUBLISH_DELAY = timedelta(milliseconds=10)
@@ -120,9 +117,11 @@ class Producer:
         It is durable when this returns (one store transaction). Messages
         given to :meth:`send_async` before are appended first.
         """
-        part, fields = self._checked(value, key, properties, event_time, sequence_id, partition)
+        data = self._value(value)
+        pairs = self._pairs(key, properties, event_time, sequence_id)
+        part = self._partition(key, partition)
         columns = MessageColumns()
-        columns.add(*fields)
+        columns.add(data, key, pairs, event_time, sequence_id)
         return self._send_now({part: columns})[part][0]
 
     # --- batched on the client ------------------------------------------------------
@@ -152,8 +151,10 @@ class Producer:
         >>> future.result()
         '2:17'
         """
-        part, fields = self._checked(value, key, properties, event_time, sequence_id, partition)
-        return self._batcher.add(part, *fields)
+        data = self._value(value)
+        pairs = self._pairs(key, properties, event_time, sequence_id)
+        part = self._partition(key, partition)
+        return self._batcher.add(part, data, key, pairs, event_time, sequence_id)
 
     def flush(self) -> None:
         """Wait until every message sent so far is appended (durable).
@@ -243,17 +244,18 @@ class Producer:
     def _append(self, parts: dict[int, MessageColumns]) -> dict[int, list[str | None]]:
         return append(self.store, self.topic, self.name, parts)
 
-    def _checked(
+    def _value(self, value: Any) -> bytes:
+        """The stored bytes of ``value``, checked against the topic's schema."""
+        return value if self._plain_bytes and type(value) is bytes else self._encode(value)
+
+    def _pairs(
         self,
-        value: Any,
         key: str | None,
         properties: dict[str, str] | None,
         event_time: datetime | None,
         sequence_id: int | None,
-        partition: int | None,
-    ) -> tuple[int, Fields]:
-        """One message's partition, and its fields checked: what a row of its partition holds."""
-        data = value if self._plain_bytes and type(value) is bytes else self._encode(value)
+    ) -> list[tuple[str, str]] | None:
+        """The fields besides the value checked; the properties as a row holds them."""
         if key is not None and type(key) is not str:
             self._reject("key", "a str", key)
         pairs = None
@@ -266,13 +268,16 @@ class Producer:
             self._reject("event_time", "a datetime", event_time)
         if sequence_id is not None and (type(sequence_id) is not int or sequence_id < 0):
             self._reject("sequence_id", "an int of 0 or more", sequence_id)
+        return pairs
+
+    def _partition(self, key: str | None, partition: int | None) -> int:
+        """The given partition, checked; else the key's; else the next in turn."""
         if partition is not None:
             self._check_partition(partition)
-        elif key is not None:
-            partition = partition_for_key(key, self.topic.partitions)
-        else:
-            partition = next(self._round_robin) % self.topic.partitions
-        return partition, (data, key, pairs, event_time, sequence_id)
+            return partition
+        if key is not None:
+            return partition_for_key(key, self.topic.partitions)
+        return next(self._round_robin) % self.topic.partitions
 
     def _reject(self, field: str, expected: str, got: object) -> NoReturn:
         msg = (
