@@ -143,6 +143,26 @@ def pg_url(pg_server: str) -> Iterator[str]:
         _drop_schema(pg_server, schema)
 
 
+@pytest.fixture(scope="session")
+def pg_schema_urls(pg_server: str) -> Iterator[Callable[[], str]]:
+    """``make()`` -> the URL of a new PostgreSQL schema; all are dropped when the session ends.
+
+    For session-scoped stores of their own (a worker process shared by tests),
+    apart from ``pg_url``'s schema, which other session fixtures use.
+    """
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(_create_schema(pg_server))
+        return _pg_schema_url(made[-1])
+
+    try:
+        yield make
+    finally:
+        for schema in made:
+            _drop_schema(pg_server, schema)
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     """A fresh data directory (segments live here; the SQLite file too)."""

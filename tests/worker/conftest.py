@@ -1,12 +1,36 @@
-"""Fixtures of the worker tests: a real worker process on the test's store."""
+"""Fixtures of the worker tests: real worker processes on real stores.
+
+Two kinds:
+
+* ``worker_process``: a worker of its own on the test's store, for tests that
+  stop, kill or restart it.
+* ``shared_worker``: one worker per backend for this test process, started
+  on first use and shared by every test that leaves it running. A test
+  starts from, and leaves, an empty ``public/default``: no functions and no
+  topics (the fixture deletes what a test made, through the worker, which
+  purges state, checkpoints and subscriptions). Uploaded packages stay: a
+  test that counts packages counts its own. A worker start costs a JVM and
+  a SparkSession, tens of CPU-seconds on the two-core test machine; started
+  once instead of once per test, the suite saves minutes.
+
+The shared worker runs Spark on ``local[1]``, never asks a package index,
+and has small package limits (``worker_process.SHARED_ENV``): the package tests rely on
+all three, and the other tests do not care.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from worker_process import WorkerProcess
+from worker_process import SHARED_ENV, SharedWorker, WorkerProcess
+
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+
+NAMESPACE = "public/default"
 
 
 @pytest.fixture
@@ -16,3 +40,45 @@ def worker_process(store_url: str, data_dir: Path) -> Iterator[WorkerProcess]:
     yield worker
     if worker.proc is not None and worker.proc.poll() is None:
         worker.stop()
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def _shared_process(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerProcess]:
+    data_dir = tmp_path_factory.mktemp(f"shared-worker-{request.param}")
+    if request.param == "sqlite":
+        url = f"sqlite:///{data_dir}/sparkfn.db"
+    else:
+        make_url: Callable[[], str] = request.getfixturevalue("pg_schema_urls")
+        url = make_url()
+    worker = WorkerProcess(data_dir, url, env=SHARED_ENV).start()
+    worker.wait_ready()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def shared_worker(_shared_process: WorkerProcess) -> Iterator[SharedWorker]:
+    """The shared worker of this backend, with ``public/default`` empty before and after."""
+    process = _shared_process
+    if process.proc is None or process.proc.poll() is not None:
+        pytest.fail(f"the shared worker is gone:\n{process.output()[-20000:]}")
+    store = Store.open(process.store_url, process.data_dir)
+    try:
+        _empty_namespace(process, store)
+        yield SharedWorker(process, store)
+        _empty_namespace(process, store)
+    finally:
+        store.close()
+
+
+def _empty_namespace(process: WorkerProcess, store: Store) -> None:
+    """Delete every function (through the worker: it purges) and topic of ``public/default``."""
+    with httpx.Client(base_url=f"{process.url}/admin/v3/functions", timeout=300) as client:
+        for name in client.get(f"/{NAMESPACE}").json():
+            deleted = client.delete(f"/{NAMESPACE}/{name}")
+            assert deleted.status_code == 200, f"cannot delete {name}: {deleted.text}"
+    admin = TopicAdmin(store)
+    for topic in admin.list(*NAMESPACE.split("/")):
+        admin.delete(topic.name)

@@ -1,7 +1,6 @@
 """The admin CLI over REST: ``sparkfn functions ...`` and ``sparkfn packages ...`` against a real worker.
 
-One worker process (SQLite: the CLI is an HTTP client, the store behind the
-worker is the worker tests' business) serves every check of a test; each
+The shared worker process (both stores) serves every check of a test; each
 command runs as a user runs it, ``python -m sparkfn.cli.main`` in a child
 process, so what is tested includes the one-line errors and exit codes.
 """
@@ -16,13 +15,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from worker_process import WorkerProcess
+from worker_process import SharedWorker
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
@@ -107,14 +105,6 @@ class Lines:
             pytest.fail(f"no line within {timeout} s")
 
 
-@pytest.fixture
-def worker(data_dir: Path) -> Iterator[WorkerProcess]:
-    """One worker on a SQLite store in the test's data directory."""
-    process = WorkerProcess(data_dir, f"sqlite:///{data_dir}/sparkfn.db").start()
-    yield process
-    process.stop()
-
-
 def _produce(store: Store, *sentences: str) -> None:
     Producer(store, "sentences").send_batch([Message(s.encode()) for s in sentences])
 
@@ -136,150 +126,137 @@ def _wait_processed(url: str, count: int) -> None:
 
 @pytest.mark.long_running(90)
 def test_a_function_on_a_worker_is_driven_through_the_cli(
-    worker: WorkerProcess, data_dir: Path, tmp_path: Path
+    shared_worker: SharedWorker, tmp_path: Path
 ) -> None:
-    sparkfn = Sparkfn(worker.url, data_dir)
-    store = Store.open(worker.store_url, data_dir)
+    worker, store = shared_worker, shared_worker.store
+    sparkfn = Sparkfn(worker.url, tmp_path / "cli-data")
+    admin = TopicAdmin(store)
+    admin.create("sentences", partitions=2, schema_type="string")
+    admin.create("echo", schema_type="string")
+    # A config mistake is found here, before anything is sent.
+    sparkfn.fail(
+        "invalid_config", "functions", "create", "--py", str(WORDCOUNT), "--parallelism", "0"
+    )
+    flow = ("--name", "wordcount", "--inputs", "sentences", "--output", "echo")
+    created = sparkfn.ok(
+        *CREATE,
+        *flow,
+        "--processing-guarantees",
+        "effectively_once",
+        "--subscription-position",
+        "earliest",
+    )
+    assert created.stdout == "created function public/default/wordcount (version 1)\n"
+    sparkfn.fail("function_already_exists", *CREATE, *flow)
+    _produce(store, *SENTENCES)
+
+    assert sparkfn.json("functions", "list") == ["wordcount"]
+    assert "public/default/wordcount" in sparkfn.ok("functions", "list").stdout
+    info = sparkfn.json("functions", "get", "--name", "wordcount")
+    assert (info["version"], info["config"]["inputs"]) == (1, ["public/default/sentences"])
+    assert (
+        "wordcount.WordCount"
+        in sparkfn.ok("functions", "get", "--fqfn", "public/default/wordcount").stdout
+    )
+
+    _wait_processed(worker.url, len(SENTENCES))
+    status = sparkfn.json("functions", "status", "--name", "wordcount")
+    assert (status["numRunning"], _processed(status)) == (1, len(SENTENCES))
+    assert sum(i["status"]["numReceived"] for i in status["instances"]) == len(SENTENCES)
+    table = sparkfn.ok("functions", "status", "--name", "wordcount").stdout
+    assert "RUNNING" in table and f"│ {len(SENTENCES)} " in table
+    stats = sparkfn.json("functions", "stats", "--name", "wordcount")
+    assert stats["processedSuccessfullyTotal"] == len(SENTENCES)
+    one = sparkfn.json("functions", "stats", "--name", "wordcount", "--instance-id", "0")
+    assert one["receivedTotal"] == len(SENTENCES)
+
+    # State: the counters the function keeps, and a value put by the CLI.
+    assert (
+        sparkfn.ok("functions", "querystate", "--name", "wordcount", "--key", "the").stdout
+        == "the = counter 3\n"
+    )
+    fox = sparkfn.json("functions", "querystate", "--name", "wordcount", "--key", "fox")
+    assert fox["numberValue"] == 2
+    sparkfn.ok("functions", "putstate", "--name", "wordcount", "--key", "greeting", "--value", "hi")
+    greeting = sparkfn.json("functions", "querystate", "--name", "wordcount", "--key", "greeting")
+    assert greeting["stringValue"] == "hi"
+    sparkfn.fail(
+        "function_not_found", "functions", "querystate", "--name", "wordcount", "--key", "nope"
+    )
+
+    # --watch prints the counter now, then each change, until Ctrl+C.
+    watch = sparkfn.popen(
+        "functions", "querystate", "--name", "wordcount", "--key", "fox", "--watch"
+    )
     try:
-        admin = TopicAdmin(store)
-        admin.create("sentences", partitions=2, schema_type="string")
-        admin.create("echo", schema_type="string")
-        # A config mistake is found here, before anything is sent.
-        sparkfn.fail(
-            "invalid_config", "functions", "create", "--py", str(WORDCOUNT), "--parallelism", "0"
-        )
-        flow = ("--name", "wordcount", "--inputs", "sentences", "--output", "echo")
-        created = sparkfn.ok(
-            *CREATE,
-            *flow,
-            "--processing-guarantees",
-            "effectively_once",
-            "--subscription-position",
-            "earliest",
-        )
-        assert created.stdout == "created function public/default/wordcount (version 1)\n"
-        sparkfn.fail("function_already_exists", *CREATE, *flow)
-        _produce(store, *SENTENCES)
-
-        assert sparkfn.json("functions", "list") == ["wordcount"]
-        assert "public/default/wordcount" in sparkfn.ok("functions", "list").stdout
-        info = sparkfn.json("functions", "get", "--name", "wordcount")
-        assert (info["version"], info["config"]["inputs"]) == (1, ["public/default/sentences"])
-        assert (
-            "wordcount.WordCount"
-            in sparkfn.ok("functions", "get", "--fqfn", "public/default/wordcount").stdout
-        )
-
-        _wait_processed(worker.url, len(SENTENCES))
-        status = sparkfn.json("functions", "status", "--name", "wordcount")
-        assert (status["numRunning"], _processed(status)) == (1, len(SENTENCES))
-        assert sum(i["status"]["numReceived"] for i in status["instances"]) == len(SENTENCES)
-        table = sparkfn.ok("functions", "status", "--name", "wordcount").stdout
-        assert "RUNNING" in table and f"│ {len(SENTENCES)} " in table
-        stats = sparkfn.json("functions", "stats", "--name", "wordcount")
-        assert stats["processedSuccessfullyTotal"] == len(SENTENCES)
-        one = sparkfn.json("functions", "stats", "--name", "wordcount", "--instance-id", "0")
-        assert one["receivedTotal"] == len(SENTENCES)
-
-        # State: the counters the function keeps, and a value put by the CLI.
-        assert (
-            sparkfn.ok("functions", "querystate", "--name", "wordcount", "--key", "the").stdout
-            == "the = counter 3\n"
-        )
-        fox = sparkfn.json("functions", "querystate", "--name", "wordcount", "--key", "fox")
-        assert fox["numberValue"] == 2
-        sparkfn.ok(
-            "functions", "putstate", "--name", "wordcount", "--key", "greeting", "--value", "hi"
-        )
-        greeting = sparkfn.json(
-            "functions", "querystate", "--name", "wordcount", "--key", "greeting"
-        )
-        assert greeting["stringValue"] == "hi"
-        sparkfn.fail(
-            "function_not_found", "functions", "querystate", "--name", "wordcount", "--key", "nope"
-        )
-
-        # --watch prints the counter now, then each change, until Ctrl+C.
-        watch = sparkfn.popen(
-            "functions", "querystate", "--name", "wordcount", "--key", "fox", "--watch"
-        )
-        try:
-            lines = Lines(watch)
-            assert lines.next().endswith("fox = counter 2\n")
-            _produce(store, "fox fox fox")
-            assert lines.next().endswith("fox = counter 5\n")
-        finally:
-            watch.send_signal(signal.SIGINT)
-            assert watch.wait(30) == 0
-
-        # A triggered value comes back as the function's output.
-        assert (
-            sparkfn.ok(
-                "functions", "trigger", "--name", "wordcount", "--trigger-value", "a b c"
-            ).stdout
-            == "a b c\n"
-        )
-
-        # Stop and start: the worker says so, and the function runs on.
-        assert (
-            "stopped function public/default/wordcount"
-            in sparkfn.ok("functions", "stop", "--name", "wordcount").stdout
-        )
-        stopped = sparkfn.json("functions", "status", "--name", "wordcount")
-        assert (stopped["numRunning"], stopped["state"]) == (0, "SUSPENDED")
-        sparkfn.ok("functions", "start", "--name", "wordcount")
-        _produce(store, "the restart")
-        # The counts go on across the stop: the sentences, fox fox fox, the trigger, this one.
-        _wait_processed(worker.url, len(SENTENCES) + 3)
-        live = sparkfn.popen("functions", "status", "--name", "wordcount", "--watch", "-o", "json")
-        try:
-            assert json.loads(Lines(live).next())["numRunning"] == 1
-        finally:
-            live.send_signal(signal.SIGINT)
-            assert live.wait(30) == 0
-
-        # update changes what it is given and keeps the rest; get shows every version.
-        updated = sparkfn.json(
-            "functions",
-            "update",
-            "--name",
-            "wordcount",
-            "--parallelism",
-            "2",
-            "--stop-mode",
-            "suspend",
-        )
-        assert (updated["version"], updated["config"]["parallelism"]) == (2, 2)
-        assert updated["config"]["output"] == "public/default/echo"
-        assert updated["packageDigest"] == info["packageDigest"]
-        assert (
-            sparkfn.json("functions", "get", "--name", "wordcount", "--version", "1")["config"][
-                "parallelism"
-            ]
-            == 1
-        )
-        assert sparkfn.json("functions", "status", "--name", "wordcount")["numInstances"] == 2
-
-        # Packages: upload, list, download the same bytes.
-        sparkfn.ok("packages", "upload", "--source-file", str(WORDCOUNT), "--path", "acme/wc.py")
-        listed = sparkfn.json("packages", "list")
-        assert any("acme/wc.py" in p["paths"] for p in listed)
-        copy = tmp_path / "copy.py"
-        sparkfn.ok("packages", "download", "--path", "acme/wc.py", "--destination-file", str(copy))
-        assert copy.read_bytes() == WORDCOUNT.read_bytes()
-        sparkfn.fail("package_not_found", "packages", "download", "--path", "nope.py")
-
-        # Delete, and the errors: an unknown function, a worker that is not there.
-        deleted = sparkfn.json("functions", "delete", "--name", "wordcount")
-        assert deleted["fqfn"] == "public/default/wordcount"
-        sparkfn.fail("function_not_found", "functions", "get", "--name", "wordcount")
-        sparkfn.fail(
-            "function_not_found", "functions", "status", "--fqfn", "public/default/wordcount"
-        )
-        assert sparkfn.json("functions", "list") == []
-        gone = sparkfn.fail(
-            "worker_unreachable", "functions", "list", "--url", "http://127.0.0.1:9"
-        )
-        assert "http://127.0.0.1:9" in gone.stderr
+        lines = Lines(watch)
+        assert lines.next().endswith("fox = counter 2\n")
+        _produce(store, "fox fox fox")
+        assert lines.next().endswith("fox = counter 5\n")
     finally:
-        store.close()
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(30) == 0
+
+    # A triggered value comes back as the function's output.
+    assert (
+        sparkfn.ok("functions", "trigger", "--name", "wordcount", "--trigger-value", "a b c").stdout
+        == "a b c\n"
+    )
+
+    # Stop and start: the worker says so, and the function runs on.
+    assert (
+        "stopped function public/default/wordcount"
+        in sparkfn.ok("functions", "stop", "--name", "wordcount").stdout
+    )
+    stopped = sparkfn.json("functions", "status", "--name", "wordcount")
+    assert (stopped["numRunning"], stopped["state"]) == (0, "SUSPENDED")
+    sparkfn.ok("functions", "start", "--name", "wordcount")
+    _produce(store, "the restart")
+    # The counts go on across the stop: the sentences, fox fox fox, the trigger, this one.
+    _wait_processed(worker.url, len(SENTENCES) + 3)
+    live = sparkfn.popen("functions", "status", "--name", "wordcount", "--watch", "-o", "json")
+    try:
+        assert json.loads(Lines(live).next())["numRunning"] == 1
+    finally:
+        live.send_signal(signal.SIGINT)
+        assert live.wait(30) == 0
+
+    # update changes what it is given and keeps the rest; get shows every version.
+    updated = sparkfn.json(
+        "functions",
+        "update",
+        "--name",
+        "wordcount",
+        "--parallelism",
+        "2",
+        "--stop-mode",
+        "suspend",
+    )
+    assert (updated["version"], updated["config"]["parallelism"]) == (2, 2)
+    assert updated["config"]["output"] == "public/default/echo"
+    assert updated["packageDigest"] == info["packageDigest"]
+    assert (
+        sparkfn.json("functions", "get", "--name", "wordcount", "--version", "1")["config"][
+            "parallelism"
+        ]
+        == 1
+    )
+    assert sparkfn.json("functions", "status", "--name", "wordcount")["numInstances"] == 2
+
+    # Packages: upload, list, download the same bytes.
+    sparkfn.ok("packages", "upload", "--source-file", str(WORDCOUNT), "--path", "acme/wc.py")
+    listed = sparkfn.json("packages", "list")
+    assert any("acme/wc.py" in p["paths"] for p in listed)
+    copy = tmp_path / "copy.py"
+    sparkfn.ok("packages", "download", "--path", "acme/wc.py", "--destination-file", str(copy))
+    assert copy.read_bytes() == WORDCOUNT.read_bytes()
+    sparkfn.fail("package_not_found", "packages", "download", "--path", "nope.py")
+
+    # Delete, and the errors: an unknown function, a worker that is not there.
+    deleted = sparkfn.json("functions", "delete", "--name", "wordcount")
+    assert deleted["fqfn"] == "public/default/wordcount"
+    sparkfn.fail("function_not_found", "functions", "get", "--name", "wordcount")
+    sparkfn.fail("function_not_found", "functions", "status", "--fqfn", "public/default/wordcount")
+    assert sparkfn.json("functions", "list") == []
+    gone = sparkfn.fail("worker_unreachable", "functions", "list", "--url", "http://127.0.0.1:9")
+    assert "http://127.0.0.1:9" in gone.stderr

@@ -1,8 +1,9 @@
 """Function packages through a real worker process: a .py, zips and a wheel run; bad ones leave nothing.
 
-The worker never asks a package index here (``package_index_url: none``):
-the library the zips need, ``tinylib``, is not installed anywhere but in the
-wheels the tests build, in two versions, one per function.
+The shared worker (both stores) never asks a package index
+(``package_index_url: none``): the library the zips need, ``tinylib``, is
+not installed anywhere but in the wheels the tests build, in two versions,
+one per function. Its package limits are 1 MiB uploaded, 2 MiB expanded.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from wheels import REPORT, build_wheel, build_zip, tinylib
-from worker_process import WorkerProcess
+from worker_process import MIB, SharedWorker
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
@@ -26,37 +27,8 @@ from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
 EXCLAIM = Path(__file__).resolve().parents[2] / "examples" / "exclamation.py"
-MIB = 1024 * 1024
-LIMITS = {
-    "SPARKFN_WORKER_PACKAGE_INDEX_URL": "none",
-    "SPARKFN_WORKER_MAX_UPLOAD_BYTES": str(MIB),
-    "SPARKFN_WORKER_MAX_EXPANDED_BYTES": str(2 * MIB),
-    "SPARKFN_WORKER_SPARK_MASTER": "local[1]",
-}
 FUNCTIONS = "/admin/v3/functions/public/default"
 CONFIG = {"processingGuarantees": "EFFECTIVELY_ONCE", "subscriptionPosition": "Earliest"}
-
-
-@pytest.fixture
-def packages_worker(
-    sqlite_store: Store, data_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[WorkerProcess]:
-    """A worker on SQLite with small package limits and no package index."""
-    for name, value in LIMITS.items():
-        monkeypatch.setenv(name, value)
-    worker = WorkerProcess(data_dir, sqlite_store.url).start()
-    _wait_ready(worker)
-    yield worker
-    if worker.proc is not None and worker.proc.poll() is None:
-        worker.stop()
-
-
-def _wait_ready(worker: WorkerProcess, timeout: float = 120) -> None:
-    """Wait until the worker has restored its functions (a create must not race that)."""
-    deadline = time.monotonic() + timeout
-    while (ready := httpx.get(worker.url + "/ready", timeout=30)).status_code == 503:
-        assert time.monotonic() < deadline, f"not ready: {ready.text}\n{worker.output()}"
-        time.sleep(0.5)
 
 
 def _register(client: httpx.Client, name: str, *, file: Path | None = None, **more: Any) -> None:
@@ -72,7 +44,7 @@ def _register(client: httpx.Client, name: str, *, file: Path | None = None, **mo
 
 
 def _wait_processed(
-    client: httpx.Client, worker: WorkerProcess, counts: dict[str, int], timeout: float = 180
+    client: httpx.Client, worker: SharedWorker, counts: dict[str, int], timeout: float = 180
 ) -> None:
     deadline = time.monotonic() + timeout
     while lagging := [n for n, count in counts.items() if _processed(client, n) < count]:
@@ -97,16 +69,15 @@ def _outputs(store: Store, topic: str) -> list[str]:
 
 @pytest.mark.long_running(120)
 def test_a_py_two_zips_and_a_wheel_run_each_with_its_own_library(
-    packages_worker: WorkerProcess, sqlite_store: Store, tmp_path: Path
+    shared_worker: SharedWorker, tmp_path: Path
 ) -> None:
+    store = shared_worker.store
     names = ("py", "zip1", "zip2", "whl")
-    admin = TopicAdmin(sqlite_store)
+    admin = TopicAdmin(store)
     for name in names:
         admin.create(f"in-{name}", schema_type="string")
         admin.create(f"out-{name}", schema_type="string")
-        Producer(sqlite_store, f"in-{name}").send_batch(
-            [Message(f"m{i}".encode()) for i in range(5)]
-        )
+        Producer(store, f"in-{name}").send_batch([Message(f"m{i}".encode()) for i in range(5)])
 
     # tinylib 1.0 by requirements.txt, its wheel inside; tinylib 2.0 in Pulsar's zip layout.
     one = tinylib(tmp_path / "one", "1.0")
@@ -122,7 +93,7 @@ def test_a_py_two_zips_and_a_wheel_run_each_with_its_own_library(
     shout = build_wheel(
         tmp_path / "whl", "shout", "0.1", {"shout.py": "def process(v):\n    return v.upper()\n"}
     )
-    with httpx.Client(base_url=packages_worker.url, timeout=120) as client:
+    with httpx.Client(base_url=shared_worker.url, timeout=120) as client:
         uploaded = client.post(
             "/admin/v3/functions/upload",
             data={"path": "public/default/report-2.zip"},
@@ -136,9 +107,9 @@ def test_a_py_two_zips_and_a_wheel_run_each_with_its_own_library(
         _register(client, "zip1", file=zip1, className="report.process")
         _register(client, "zip2", url="public/default/report-2.zip", className="report.process")
         _register(client, "whl", file=shout, className="shout.process")
-        _wait_processed(client, packages_worker, {n: 5 for n in names})
-        assert _outputs(sqlite_store, "out-py") == [f"m{i}!" for i in range(5)]
-        assert _outputs(sqlite_store, "out-whl") == [f"M{i}" for i in range(5)]
+        _wait_processed(client, shared_worker, {n: 5 for n in names})
+        assert _outputs(store, "out-py") == [f"m{i}!" for i in range(5)]
+        assert _outputs(store, "out-whl") == [f"M{i}" for i in range(5)]
 
         # Batches of both zips in turn, until one of Spark's Python worker
         # processes has run both (one task slot: local[1]); every output
@@ -147,14 +118,14 @@ def test_a_py_two_zips_and_a_wheel_run_each_with_its_own_library(
         shared: set[str] = set()
         while not shared and sent < 35:
             for name in ("zip1", "zip2"):
-                Producer(sqlite_store, f"in-{name}").send_batch(
+                Producer(store, f"in-{name}").send_batch(
                     [Message(f"m{i}".encode()) for i in range(sent, sent + 5)]
                 )
             sent += 5
-            _wait_processed(client, packages_worker, {"zip1": sent, "zip2": sent})
+            _wait_processed(client, shared_worker, {"zip1": sent, "zip2": sent})
             pids = []
             for name, version in (("zip1", "1.0"), ("zip2", "2.0")):
-                outputs = [o.rsplit(":", 1) for o in _outputs(sqlite_store, f"out-{name}")]
+                outputs = [o.rsplit(":", 1) for o in _outputs(store, f"out-{name}")]
                 assert sorted(o[0] for o in outputs) == sorted(
                     f"m{i}:{version}:{version}" for i in range(sent)
                 )
@@ -162,8 +133,10 @@ def test_a_py_two_zips_and_a_wheel_run_each_with_its_own_library(
             shared = pids[0] & pids[1]
         assert shared, f"no Python worker process ran both zips: {pids}"
 
+        # The shared worker keeps the packages of earlier tests: these are this test's.
+        ours = {client.get(f"{FUNCTIONS}/{n}").json()["packageDigest"] for n in names}
         listed = {p["digest"]: p for p in client.get("/admin/v3/packages").json()}
-        assert sorted(p["kind"] for p in listed.values()) == ["py", "whl", "zip", "zip"]
+        assert sorted(listed[d]["kind"] for d in ours) == ["py", "whl", "zip", "zip"]
         assert listed[digest2]["filename"] == "report.zip"
         assert listed[digest2]["uploadedBy"] == "anonymous"
         for ref in ("public/default/report-2.zip", digest2):
@@ -189,8 +162,10 @@ def _upload(client: httpx.Client, file: Path, path: str = "team/fn") -> httpx.Re
 
 
 def test_refused_packages_get_a_precise_reason_and_leave_nothing(
-    packages_worker: WorkerProcess, data_dir: Path, tmp_path: Path
+    shared_worker: SharedWorker, tmp_path: Path
 ) -> None:
+    packages_dir = shared_worker.data_dir / "packages"
+    before = sorted(packages_dir.rglob("*")) if packages_dir.exists() else []
     slip = build_zip(tmp_path / "slip.zip", {"fn.py": "x = 1\n", "../../evil.py": "x = 2\n"})
     absolute = build_zip(tmp_path / "absolute.zip", {"/tmp/evil.py": "x = 2\n"})
     link = zipfile.ZipInfo("lib")
@@ -205,7 +180,7 @@ def test_refused_packages_get_a_precise_reason_and_leave_nothing(
     huge = tmp_path / "huge.py"
     huge.write_text("#" * (3 * MIB))  # past the body limit too
 
-    with httpx.Client(base_url=packages_worker.url, timeout=120) as client:
+    with httpx.Client(base_url=shared_worker.url, timeout=120) as client:
         _refused(_upload(client, slip), 400, "unsafe_archive", "entry '../../evil.py' climbs out")
         _refused(_upload(client, absolute), 400, "unsafe_archive", "is an absolute path")
         _refused(_upload(client, tmp_path / "link.zip"), 400, "unsafe_archive", "symbolic link")
@@ -244,6 +219,6 @@ def test_refused_packages_get_a_precise_reason_and_leave_nothing(
         _refused(download, 404, "package_not_found", "'team/fn'")
 
         assert client.get(functions).json() == []
-        assert client.get("/admin/v3/packages").json() == []
-    packages_dir = data_dir / "packages"
-    assert not packages_dir.exists() or list(packages_dir.iterdir()) == []
+        listed = client.get("/admin/v3/packages").json()
+        assert not [p for p in listed if "team/fn" in p["paths"]]
+    assert (sorted(packages_dir.rglob("*")) if packages_dir.exists() else []) == before

@@ -1,6 +1,6 @@
 """A worker reads a Pulsar ``functionConfig`` as ``FunctionConfig.from_yaml`` reads a file.
 
-A real worker process on SQLite: the config is read by the same function as
+The shared worker process (both stores): the config is read by the same function as
 a YAML file and the CLI flags, so the same fields are mapped, the same ones
 warned about (the warnings come back in the answer) and an unknown field is
 refused by name.
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from worker_process import WorkerProcess
+from worker_process import SharedWorker
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.store.store import Store
@@ -39,13 +38,6 @@ PULSAR_CONFIG = {
 }
 
 
-@pytest.fixture
-def worker(data_dir: Path, sqlite_store: Store) -> Iterator[WorkerProcess]:
-    worker = WorkerProcess(data_dir, sqlite_store.url).start()
-    yield worker
-    worker.stop()
-
-
 def _register(client: httpx.Client, name: str, config: dict[str, Any]) -> httpx.Response:
     with CODE.open("rb") as code:
         return client.post(
@@ -58,12 +50,13 @@ def _register(client: httpx.Client, name: str, config: dict[str, Any]) -> httpx.
 @pytest.mark.slow
 @pytest.mark.long_running(60)
 def test_a_pulsar_config_registers_with_the_warnings_localrun_gives(
-    worker: WorkerProcess, sqlite_store: Store
+    shared_worker: SharedWorker,
 ) -> None:
-    admin = TopicAdmin(sqlite_store)
+    store = shared_worker.store
+    admin = TopicAdmin(store)
     for topic in ("in", "out"):
         admin.create(topic)  # sparkfn's defaults
-    with worker.client() as client:
+    with shared_worker.client() as client:
         unknown = _register(client, "typo", {**PULSAR_CONFIG, "autoAckk": True})
         assert unknown.status_code == 400, unknown.text
         assert unknown.json()["reason"] == "invalid_config"
@@ -91,8 +84,8 @@ def test_a_pulsar_config_registers_with_the_warnings_localrun_gives(
         assert config["spark_conf"] == {}  # the worker's session decides
         assert local.resources.cpu == 2.0
 
-        Producer(sqlite_store, "in").send(b"hello")
-        _await_output(sqlite_store, [b"hello!"])
+        Producer(store, "in").send(b"hello")
+        _await_output(store, [b"hello!"])
         assert client.get("/public/default/exclaim").json()["warnings"] == []
 
 

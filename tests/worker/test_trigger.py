@@ -1,6 +1,6 @@
 """trigger over HTTP: one value in, the output it gave back, or why not.
 
-The running case is a real ``sparkfn worker start`` process with a function
+The running case is the shared ``sparkfn worker start`` process with a function
 on Spark (both stores), which also shows /ready and /metrics of a worker
 that runs a function. The refusals that need no run use the app in this
 process over a real store.
@@ -18,7 +18,7 @@ import httpx
 import pytest
 from app_server import served
 from prometheus_client.parser import text_string_to_metric_families
-from worker_process import WorkerProcess
+from worker_process import SharedWorker
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.topics.admin import TopicAdmin
@@ -61,11 +61,11 @@ def _metric(text: str, family: str, name: str) -> float:
 
 @pytest.mark.long_running(60)
 def test_trigger_answers_the_output_of_the_value_it_sent(
-    worker_process: WorkerProcess, tmp_path: Path
+    shared_worker: SharedWorker, tmp_path: Path
 ) -> None:
     code = tmp_path / "picky.py"
     code.write_text(PICKY)
-    with httpx.Client(base_url=worker_process.url, timeout=300) as client:
+    with httpx.Client(base_url=shared_worker.url, timeout=300) as client:
         for topic in ("in", "out"):
             created = client.put(f"{TOPICS}/{topic}", json={"schemaType": "string"})
             assert created.status_code == 204, created.text

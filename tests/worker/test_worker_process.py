@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from worker_process import WorkerProcess, topic_counts
+from worker_process import SharedWorker, WorkerProcess, topic_counts
 
 from sparkfn.runtime import control
 from sparkfn.store.store import Store
@@ -108,11 +108,9 @@ def test_a_submitted_function_runs_and_resumes_after_a_sigkill(
         assert record is not None and record.state == control.SUSPENDED, worker_process.output()
 
 
-def test_errors_carry_a_reason_and_the_right_status(
-    worker_process: WorkerProcess, store: Store
-) -> None:
-    TopicAdmin(store).create("in", schema_type="string")
-    with worker_process.client() as client:
+def test_errors_carry_a_reason_and_the_right_status(shared_worker: SharedWorker) -> None:
+    TopicAdmin(shared_worker.store).create("in", schema_type="string")
+    with shared_worker.client() as client:
         missing = client.get("/public/default/nope/status")
         assert missing.status_code == 404
         assert missing.json()["reason"] == "function_not_found"

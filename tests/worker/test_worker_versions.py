@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from worker_process import WorkerProcess, topic_counts
+from worker_process import SharedWorker, topic_counts
 
 from sparkfn.state.store import all_state
 from sparkfn.store.store import Store
@@ -56,8 +56,9 @@ def _setup(store: Store) -> None:
 
 @pytest.mark.long_running(120)
 def test_an_update_to_a_new_parallelism_under_load_loses_and_repeats_nothing(
-    worker_process: WorkerProcess, store: Store
+    shared_worker: SharedWorker,
 ) -> None:
+    store = shared_worker.store
     _setup(store)
     producer = Producer(store, "in")
     sent = 300
@@ -70,7 +71,7 @@ def test_an_update_to_a_new_parallelism_under_load_loses_and_repeats_nothing(
             if stop.is_set():
                 return
 
-    with worker_process.client() as client:
+    with shared_worker.client() as client:
         first = _send(client, "POST", "exclaim", EXAMPLES / "exclamation.py", parallelism=1)
         feeder = threading.Thread(target=produce)
         feeder.start()
@@ -91,12 +92,13 @@ def test_an_update_to_a_new_parallelism_under_load_loses_and_repeats_nothing(
 
 @pytest.mark.long_running(90)
 def test_delete_forgets_the_function_and_a_new_one_of_its_name_starts_afresh(
-    worker_process: WorkerProcess, store: Store, data_dir: Path
+    shared_worker: SharedWorker,
 ) -> None:
+    store, data_dir = shared_worker.store, shared_worker.data_dir
     _setup(store)
     producer = Producer(store, "in")
     producer.send_batch([Message(f"a{i}".encode()) for i in range(5)])
-    with worker_process.client() as client:
+    with shared_worker.client() as client:
         _send(
             client, "POST", "exclaim", EXAMPLES / "exclamation.py", subscriptionPosition="Earliest"
         )

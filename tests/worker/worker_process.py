@@ -18,6 +18,15 @@ import pytest
 from sparkfn.store.store import Store
 from sparkfn.topics.consumer import Consumer
 
+MIB = 1024 * 1024
+SHARED_ENV = {
+    "SPARKFN_WORKER_PACKAGE_INDEX_URL": "none",
+    "SPARKFN_WORKER_MAX_UPLOAD_BYTES": str(MIB),
+    "SPARKFN_WORKER_MAX_EXPANDED_BYTES": str(2 * MIB),
+    # One task slot: the package tests need one Python worker to run two zips.
+    "SPARKFN_WORKER_SPARK_MASTER": "local[1]",
+}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -71,6 +80,14 @@ class WorkerProcess:
                 time.sleep(0.3)
         pytest.fail(f"the worker did not answer within {timeout} s:\n{self.output()}")
 
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Wait until ``/ready`` says yes: the worker restored its functions (a create must not race that)."""
+        deadline = time.monotonic() + timeout
+        while (ready := httpx.get(self.url + "/ready", timeout=30)).status_code == 503:
+            if time.monotonic() > deadline:
+                pytest.fail(f"not ready within {timeout} s: {ready.text}\n{self.output()}")
+            time.sleep(0.5)
+
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log else ""
 
@@ -87,6 +104,28 @@ class WorkerProcess:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+@dataclass
+class SharedWorker:
+    """The shared worker process and a store opened on the worker's own store."""
+
+    process: WorkerProcess
+    store: Store
+
+    @property
+    def url(self) -> str:
+        return self.process.url
+
+    @property
+    def data_dir(self) -> Path:
+        return self.process.data_dir
+
+    def client(self) -> httpx.Client:
+        return self.process.client()
+
+    def output(self) -> str:
+        return self.process.output()
 
 
 def topic_counts(store: Store, topic: str = "out") -> collections.Counter[str]:
