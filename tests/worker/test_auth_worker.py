@@ -87,8 +87,26 @@ def test_a_worker_with_auth_on_serves_tokens_by_role_and_tenant(
             assert (got["createdBy"], got["config"]["inputs"]) == ("ci", ["acme/default/in"])
             stopped = client.post("/acme/default/exclaim/stop", headers=acme)
             assert stopped.status_code == 204, stopped.text
+        _the_cli_sends_its_token(worker.url, acme["Authorization"].removeprefix("Bearer "))
     finally:
         worker.stop()
+
+
+def _the_cli_sends_its_token(url: str, token: str) -> None:
+    """``--token`` and ``SPARKFN_TOKEN`` reach the worker; a refusal is one line with its reason."""
+    listing = ("functions", "list", "--url", url, "--output-format", "json")
+    acme = ("--tenant", "acme", "--namespace", "default")
+    given = _sparkfn(*listing, *acme, "--token", token, env={})
+    assert (given.returncode, json.loads(given.stdout)) == (0, ["exclaim"]), given.stderr
+    from_env = _sparkfn(*listing, *acme, env={"SPARKFN_TOKEN": token})
+    assert (from_env.returncode, json.loads(from_env.stdout)) == (0, ["exclaim"]), from_env.stderr
+    for ran, reason in (
+        (_sparkfn(*listing, *acme, env={"SPARKFN_TOKEN": ""}), "unauthorized"),
+        (_sparkfn(*listing, "--token", token, env={}), "forbidden"),  # public/default
+    ):
+        assert ran.returncode == 1, ran.stderr
+        lines = ran.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error [{reason}]: "), ran.stderr
 
 
 def _register(client: httpx.Client, headers: dict[str, str], inputs: list[str]) -> httpx.Response:
