@@ -38,6 +38,7 @@ test: lint typecheck unit
 # two cores they skew each other). Shorter runs take flags per script, e.g.
 # make bench FUNCTIONS_FLAGS="--messages 100000 --repeats 1" LATENCY_FLAGS="--seconds 10"
 bench: $(STAMP)
+	$(PY) benchmarks/producer.py $(PRODUCER_FLAGS)
 	$(PY) benchmarks/topics.py $(TOPICS_FLAGS)
 	$(PY) benchmarks/functions.py $(FUNCTIONS_FLAGS)
 	$(PY) benchmarks/functions.py --scaling $(FUNCTIONS_FLAGS)
