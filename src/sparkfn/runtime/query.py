@@ -4,8 +4,8 @@
 
     topic source(inputs, instances, assignment)
        -> [repartition by instance for key_shared]
-       -> mapInArrow(run_function)           # user code + Context, on executors
-       -> format("sparkfn_function") sink    # one transaction per batch
+       -> mapInArrow(run_and_stage)   # user code + Context, then staged segments, on executors
+       -> foreachBatch(commit)        # on the driver: one transaction per batch
 
 Before starting, the driver validates everything it can (topics exist, the
 code loads), so bad input fails with a clear message instead of a Spark
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig, ProcessingGuarantee, SubscriptionType
 from sparkfn.runtime import control
-from sparkfn.runtime.executor import SPARK_TAGGED_SCHEMA, make_run_function
+from sparkfn.runtime.executor import make_run_function
 from sparkfn.runtime.loader import load_function
-from sparkfn.runtime.sink import FunctionSinkDataSource
+from sparkfn.runtime.sink import COMMIT_SCHEMA, BatchCommitter, FunctionStreamWriter, stage_in_task
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 
@@ -118,7 +118,7 @@ def _activate(spark: SparkSession) -> None:
 
     The active session is per thread; Spark looks up Python data sources
     through it, so a query (re)started from a supervisor thread would not
-    find ``sparkfn_function`` otherwise.
+    find ``sparkfn`` otherwise.
     """
     jvm = spark._jvm  # noqa: SLF001 - no public API for this
     spark._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)  # noqa: SLF001
@@ -149,7 +149,6 @@ def start_function_query(
     inputs = validate(store, config)
     control_id = control.control_id(kind, config.fqfn)
     _activate(spark)
-    spark.dataSource.register(FunctionSinkDataSource)
     apply_spark_conf(spark, config)
     location = {"storeUrl": store.url, "dataDir": str(store.data_dir)}
     reader = (
@@ -176,17 +175,19 @@ def start_function_query(
     frame = reader.load()
     if config.subscription_type is SubscriptionType.KEY_SHARED:
         frame = frame.repartition(config.parallelism, "instance_id")
-    tagged = frame.mapInArrow(
-        make_run_function(config, store.url, str(store.data_dir), version, epoch, control_id),
-        SPARK_TAGGED_SCHEMA,
+    committer = FunctionStreamWriter(
+        {
+            **location,
+            "functionConfig": config.model_dump_json(),
+            "subscription": config.subscription,
+            "epoch": str(epoch),
+            "controlId": control_id,
+        }
     )
+    run = make_run_function(config, store.url, str(store.data_dir), version, epoch, control_id)
+    staged = frame.mapInArrow(stage_in_task(committer, run), COMMIT_SCHEMA)
     writer = (
-        tagged.writeStream.format("sparkfn_function")
-        .options(**location)
-        .option("functionConfig", config.model_dump_json())
-        .option("subscription", config.subscription)
-        .option("epoch", str(epoch))
-        .option("controlId", control_id)
+        staged.writeStream.foreachBatch(BatchCommitter(committer))
         .option("checkpointLocation", str(checkpoint or checkpoint_dir(store, config, kind)))
         .queryName(control_id.replace("/", "_"))
     )

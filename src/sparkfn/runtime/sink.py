@@ -1,18 +1,28 @@
-"""The function sink: commits one micro-batch of a function in one transaction.
+"""The function's batch commit: staging in the function's task, one transaction per batch.
 
-``format("sparkfn_function")``. Executors turn the tagged rows of
-:mod:`sparkfn.runtime.executor` into staged segments per output topic and
-collect the task summaries. The driver-side commit then, in one store
-transaction: checks the run's epoch (an older run is fenced: its commit
-fails with :class:`~sparkfn.api.errors.StaleRunError` and is recorded as a
-system exception), moves the function's **subscription** past the batch's
-input (:func:`sparkfn.topics.subscription.commit_plan`), commits the
-segments of every topic (outputs, publishes, dead letters, logs), applies
-the batch's state mutations and adds its stats (kept, like the lifecycle
-records, under the run's control id: a sink's are its own even when a
-function has the same FQFN). A batch whose input the
-subscription has already passed (a replay after a crash, under any
-checkpoint) is discarded, so outputs and state changes land exactly once.
+Each task of the function's ``mapInArrow`` stage runs the user function and
+hands what it emitted straight to :meth:`FunctionStreamWriter.write`, in the
+same Python worker: the messages are staged as segments per output topic
+and partition there, and the task yields one small row, the pickled
+:class:`FunctionBatch` (segment references, state mutations, stats). No
+message crosses to the JVM and back to a second Python stage. The query's
+``foreachBatch`` (:class:`BatchCommitter`) collects those rows on the driver
+and commits them, in the driver's own Python process: a Python sink of
+Spark's would start a Python process for every batch's commit.
+
+The commit, in one store transaction: checks the run's epoch (an older run
+is fenced: its commit fails with :class:`~sparkfn.api.errors.StaleRunError`
+and is recorded as a system exception), moves the function's
+**subscription** past the batch's input
+(:func:`sparkfn.topics.subscription.commit_plan`), commits the segments of
+every topic (outputs, publishes, dead letters, logs), applies the batch's
+state mutations and adds its stats (kept, like the lifecycle records, under
+the run's control id: a sink's are its own even when a function has the
+same FQFN). A batch whose input the subscription has already passed (a
+replay after a crash, under any checkpoint) is discarded, so outputs and
+state changes land exactly once. A batch whose job fails commits nothing;
+the segments its finished tasks staged are deleted when their rows can be
+read, else by topic maintenance (never committed, they are never visible).
 
 Two lifecycle rules are kept in the same transaction: a batch is refused
 (the query fails) while an instance's death waits for the supervisor, so no
@@ -25,13 +35,12 @@ from __future__ import annotations
 
 import pickle
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
-from pyspark.sql.types import StructType
 from sqlalchemy import Connection, select
 
 from sparkfn.api.errors import (
@@ -60,17 +69,20 @@ from sparkfn.topics.spark.commit import (
     to_stored_table,
 )
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 
 @dataclass
-class FunctionBatch(WriterCommitMessage):
+class FunctionBatch:
     """What one task staged and summarised."""
 
     staged: list[tuple[str, StagedSegment]] = field(default_factory=list)
     summaries: list[TaskSummary] = field(default_factory=list)
 
 
-class FunctionStreamWriter(DataSourceStreamArrowWriter):
-    """Exactly-once commit of a function's tagged rows, per micro-batch."""
+class FunctionStreamWriter:
+    """Exactly-once commit of a function's tagged rows, per micro-batch (options as strings)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         opts = {k.lower(): v for k, v in options.items()}
@@ -86,7 +98,7 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
             raise ConfigError(msg) from None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FunctionBatch:
-        """Executors: stage messages per topic and partition; collect summaries."""
+        """In the task: stage messages per topic and partition; collect summaries."""
         store = Store.cached(self.store_url, self.data_dir)
         admin = TopicAdmin(store)
         topics: dict[str, TopicInfo] = {}
@@ -140,7 +152,7 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
             except TopicExistsError:  # another task created it meanwhile
                 return admin.get(name)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[FunctionBatch | None], batchId: int) -> None:  # noqa: N803
         """Driver: commit the batch once with the subscription's move, or discard a replay."""
         store = Store.cached(self.store_url, self.data_dir)
         batches = [m for m in messages if isinstance(m, FunctionBatch)]
@@ -204,7 +216,7 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
         with store.write() as conn:
             commit_stats(conn, self.control_id, [(0, stats)])
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[FunctionBatch | None], batchId: int) -> None:  # noqa: N803
         """Driver: a task failed; delete what the others staged."""
         store = Store.cached(self.store_url, self.data_dir)
         discard_staged(
@@ -212,14 +224,35 @@ class FunctionStreamWriter(DataSourceStreamArrowWriter):
         )
 
 
-class FunctionSinkDataSource(DataSource):
-    """``format("sparkfn_function")``: the sink of a function's query."""
+COMMIT_SCHEMA = "payload binary"
 
-    @classmethod
-    def name(cls) -> str:
-        """The format name."""
-        return "sparkfn_function"
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> FunctionStreamWriter:  # noqa: N802
-        """Called once on the driver per query start."""
-        return FunctionStreamWriter(dict(self.options))
+def stage_in_task(
+    writer: FunctionStreamWriter,
+    run: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: ``run`` the task's input, stage what it emits, yield one row.
+
+    The row (:data:`COMMIT_SCHEMA`) is the pickled :class:`FunctionBatch`
+    that :class:`BatchCommitter` commits on the driver.
+    """
+
+    def run_and_stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        staged = writer.write(run(batches))
+        yield pa.record_batch([pa.array([pickle.dumps(staged)], pa.binary())], names=["payload"])
+
+    return run_and_stage
+
+
+class BatchCommitter:
+    """The ``foreachBatch`` of a function's query: commit the batch's staged rows on the driver."""
+
+    def __init__(self, writer: FunctionStreamWriter) -> None:
+        self.writer = writer
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        """Collect the tasks' :class:`FunctionBatch` rows and commit them once."""
+        messages: list[FunctionBatch | None] = [
+            pickle.loads(row.payload) for row in frame.collect()
+        ]
+        self.writer.commit(messages, batch_id)
