@@ -54,7 +54,9 @@ class Producer:
       ``batching_max_messages`` are buffered or ``batching_max_publish_delay``
       (seconds or a ``timedelta``) after its first message. :meth:`flush`
       waits for every buffered message; :meth:`close` flushes and stops the
-      thread (a ``with`` block closes the producer).
+      thread (a ``with`` block closes the producer). At most
+      ``max_pending_messages`` wait to be appended (0: no bound); then
+      ``send_async`` waits for room.
 
     Per partition, offsets follow the order of the calls, whichever of the
     three made them. Methods may be called from several threads. A producer
