@@ -27,6 +27,7 @@ failure when sparkfn's own part failed (origin ``failure``).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
@@ -74,6 +75,10 @@ class SourceInstances:
         self.control_id = control.control_id("source", config.fqn)
         self.supervised = False
         self._hook = on_transition
+        # Runner threads record their transitions one at a time: the group's
+        # state is worked out and written together, so the last write is of
+        # the last state (two threads could write theirs in the wrong order).
+        self._recording = threading.Lock()
         self._factory = factory
         self._past = SourceStats()  # what replaced runners did
         self.runners = [self._runner(i, 0) for i in range(config.parallelism)]
@@ -102,16 +107,22 @@ class SourceInstances:
         """Every transition goes to the store's lifecycle record, deaths with their cause."""
         instance_id = runner.instance_id
         try:
-            death = runner.death if new == RunState.ERROR else None
-            if death is not None:
-                fatal = death.origin != "failure"  # the source's own exceptions are fatal
-                control.record_death(
-                    self.store, self.control_id, instance_id, death, fatal=fatal, epoch=runner.epoch
-                )
-            else:
-                control.set_state(self.store, self.control_id, new, cause, [instance_id])
-            if not self.supervised:
-                control.set_state(self.store, self.control_id, self.state, cause)
+            with self._recording:
+                death = runner.death if new == RunState.ERROR else None
+                if death is not None:
+                    fatal = death.origin != "failure"  # the source's own exceptions are fatal
+                    control.record_death(
+                        self.store,
+                        self.control_id,
+                        instance_id,
+                        death,
+                        fatal=fatal,
+                        epoch=runner.epoch,
+                    )
+                else:
+                    control.set_state(self.store, self.control_id, new, cause, [instance_id])
+                if not self.supervised:
+                    control.set_state(self.store, self.control_id, self.state, cause)
         except Exception:
             logger.exception("source %s: recording %s -> %s failed", self.name, old, new)
         if self._hook is not None:
