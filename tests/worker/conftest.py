@@ -42,26 +42,36 @@ def worker_process(store_url: str, data_dir: Path) -> Iterator[WorkerProcess]:
         worker.stop()
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
-def _shared_process(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[WorkerProcess]:
-    data_dir = tmp_path_factory.mktemp(f"shared-worker-{request.param}")
-    if request.param == "sqlite":
-        url = f"sqlite:///{data_dir}/sparkfn.db"
-    else:
-        make_url: Callable[[], str] = request.getfixturevalue("pg_schema_urls")
-        url = make_url()
+def _start_shared(data_dir: Path, url: str) -> WorkerProcess:
     worker = WorkerProcess(data_dir, url, env=SHARED_ENV).start()
     worker.wait_ready()
+    return worker
+
+
+# One fixture per backend, not one parametrized fixture: pytest keeps one
+# parameter of a session fixture alive at a time, so tests alternating
+# between the backends would stop and start the worker each time.
+@pytest.fixture(scope="session")
+def _shared_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    data_dir = tmp_path_factory.mktemp("shared-worker-sqlite")
+    worker = _start_shared(data_dir, f"sqlite:///{data_dir}/sparkfn.db")
     yield worker
     worker.stop()
 
 
-@pytest.fixture
-def shared_worker(_shared_process: WorkerProcess) -> Iterator[SharedWorker]:
+@pytest.fixture(scope="session")
+def _shared_postgresql(
+    tmp_path_factory: pytest.TempPathFactory, pg_schema_urls: Callable[[], str]
+) -> Iterator[WorkerProcess]:
+    worker = _start_shared(tmp_path_factory.mktemp("shared-worker-postgresql"), pg_schema_urls())
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared_worker(request: pytest.FixtureRequest) -> Iterator[SharedWorker]:
     """The shared worker of this backend, with ``public/default`` empty before and after."""
-    process = _shared_process
+    process: WorkerProcess = request.getfixturevalue(f"_shared_{request.param}")
     if process.proc is None or process.proc.poll() is not None:
         pytest.fail(f"the shared worker is gone:\n{process.output()[-20000:]}")
     store = Store.open(process.store_url, process.data_dir)
