@@ -7,10 +7,10 @@ per batch instead of per message (or per several batches, when they are
 sealed faster than they are appended), and the offsets of a partition
 follow the order in which the messages were added.
 
-Each message gets a :class:`concurrent.futures.Future` that resolves to its
-id once its append committed, or carries the exception that failed the
-append (every future of it gets it, and the next :meth:`Batcher.flush`
-raises it: nothing is dropped silently).
+Each message gets a :class:`~sparkfn.topics.message_future.MessageFuture`
+that resolves to its id once its append committed, or carries the exception
+that failed the append (every future of it gets it, and the next
+:meth:`Batcher.flush` raises it: nothing is dropped silently).
 
 Threads: :meth:`Batcher.add` may be called from any number of threads. The
 flusher thread is started by the first ``add``, is a daemon, and ends in
@@ -27,15 +27,14 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future
-from concurrent.futures._base import FINISHED, RUNNING
 from datetime import datetime
 from enum import Enum
-from typing import Any
 
 from sparkfn.api.errors import ConfigError, ProducerClosedError
 from sparkfn.topics.append import MessageColumns
+from sparkfn.topics.message_future import MessageFuture
 
 logger = logging.getLogger(__name__)
 
@@ -52,83 +51,6 @@ class BatcherState(Enum):
     IDLE = "idle"  # nothing sent asynchronously yet: no thread
     RUNNING = "running"  # the flusher thread runs; adds are accepted
     CLOSED = "closed"  # close() was called: adds are refused; the thread ends once drained
-
-
-class MessageFuture(Future[str | None]):
-    """The future of one message: resolved with the rest of its batch, all at once.
-
-    ``Future()`` makes a condition variable (and a lock) per future, and two
-    lists, which together cost more than the rest of a ``send_async``, the
-    garbage collector's walks over them included. Here the futures of a batch
-    share one condition, which is sound because they all resolve together
-    (under it, every one is finished before any waiter wakes), and the lists
-    are made only for a future that gets a callback or a waiter. Created
-    running, as a message handed over cannot be taken back: ``cancel()``
-    says ``False`` rather than promise what it cannot keep.
-    """
-
-    # Future.__init__ sets these per instance; until a future fails or gets a
-    # callback or a waiter, the class's values serve every one.
-    _exception: BaseException | None = None
-    _done_callbacks: Sequence[Callable[[Future[str | None]], object]] = ()
-    _waiter_list: Sequence[Any] = ()
-
-    def __init__(self, condition: threading.Condition) -> None:
-        self._condition = condition
-        # Set here although finish() sets them again: an attribute an object
-        # gets only later costs it a dictionary of its own, then.
-        self._state = RUNNING
-        self._result: str | None = None
-
-    @property
-    def _waiters(self) -> list[Any]:
-        # concurrent.futures.wait and as_completed add and remove their
-        # waiters through this list: it is made for the first of them.
-        if not isinstance(self._waiter_list, list):
-            self._waiter_list = []
-        return self._waiter_list
-
-    @_waiters.setter
-    def _waiters(self, waiters: list[Any]) -> None:
-        self._waiter_list = waiters
-
-    def add_done_callback(self, fn: Callable[[Future[str | None]], object]) -> None:
-        """Call ``fn(future)`` once it is done (now, if it is), on the thread that finished it."""
-        with self._condition:
-            if self._state != FINISHED:
-                self._done_callbacks = [*self._done_callbacks, fn]
-                return
-        try:
-            fn(self)
-        except Exception:
-            logger.exception("exception calling callback for %r", self)
-
-    def finish(self, result: str | None, error: BaseException | None) -> bool:
-        """Set the outcome; whether it has callbacks to run (see :meth:`run_callbacks`).
-
-        The caller holds the condition and notifies once for the batch.
-        """
-        if self._state == FINISHED:
-            return False
-        if error is None:
-            self._result = result
-        else:
-            self._exception = error
-        self._state = FINISHED
-        for waiter in self._waiter_list:
-            if error is None:
-                waiter.add_result(self)
-            else:
-                waiter.add_exception(self)
-        return bool(self._done_callbacks)
-
-    def run_callbacks(self) -> None:
-        """Call the done callbacks, once finished and outside the condition."""
-        for callback in self._done_callbacks:
-            try:
-                callback(self)
-            except Exception:
-                logger.exception("exception calling callback for %r", self)
 
 
 class _Batch:
