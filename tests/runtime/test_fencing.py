@@ -17,7 +17,7 @@ from sparkfn.api.errors import StaleRunError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.sink import FunctionBatch, FunctionStreamWriter
+from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
 from sparkfn.runtime.status import function_status
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
@@ -92,15 +92,7 @@ def test_the_commit_of_a_stale_epoch_fails_and_is_recorded(store: Store) -> None
             ends={(admin.get("in").id, 0): 1},
         )
     newer = control.begin_run(store, config.fqfn, "function", 1, "second run")
-    writer = FunctionStreamWriter(
-        {
-            "functionConfig": config.model_dump_json(),
-            "storeUrl": store.url,
-            "dataDir": str(store.data_dir),
-            "subscription": config.subscription,
-            "epoch": str(old),
-        }
-    )
+    writer = FunctionBatchWriter(config, store.url, str(store.data_dir), epoch=old)
     with pytest.raises(StaleRunError, match=f"a newer run \\(epoch {newer}\\)"):
         writer.commit([FunctionBatch()], 0)
     with store.read() as conn:

@@ -24,7 +24,7 @@ from sparkfn.config.function import FunctionConfig, ProcessingGuarantee, Subscri
 from sparkfn.runtime import control
 from sparkfn.runtime.executor import make_run_function
 from sparkfn.runtime.loader import load_function
-from sparkfn.runtime.sink import COMMIT_SCHEMA, BatchCommitter, FunctionStreamWriter, stage_in_task
+from sparkfn.runtime.sink import COMMIT_SCHEMA, BatchCommitter, FunctionBatchWriter, stage_in_task
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 
@@ -175,14 +175,8 @@ def start_function_query(
     frame = reader.load()
     if config.subscription_type is SubscriptionType.KEY_SHARED:
         frame = frame.repartition(config.parallelism, "instance_id")
-    committer = FunctionStreamWriter(
-        {
-            **location,
-            "functionConfig": config.model_dump_json(),
-            "subscription": config.subscription,
-            "epoch": str(epoch),
-            "controlId": control_id,
-        }
+    committer = FunctionBatchWriter(
+        config, store.url, str(store.data_dir), epoch=epoch, control_id=control_id
     )
     run = make_run_function(config, store.url, str(store.data_dir), version, epoch, control_id)
     staged = frame.mapInArrow(stage_in_task(committer, run), COMMIT_SCHEMA)

@@ -1,7 +1,7 @@
 """The function's batch commit: staging in the function's task, one transaction per batch.
 
 Each task of the function's ``mapInArrow`` stage runs the user function and
-hands what it emitted straight to :meth:`FunctionStreamWriter.write`, in the
+hands what it emitted straight to :meth:`FunctionBatchWriter.write`, in the
 same Python worker: the messages are staged as segments per output topic
 and partition there, and the task yields one small row, the pickled
 :class:`FunctionBatch` (segment references, state mutations, stats). No
@@ -44,7 +44,6 @@ import pyarrow.compute as pc
 from sqlalchemy import Connection, select
 
 from sparkfn.api.errors import (
-    ConfigError,
     FatalError,
     StaleRunError,
     TopicExistsError,
@@ -81,21 +80,24 @@ class FunctionBatch:
     summaries: list[TaskSummary] = field(default_factory=list)
 
 
-class FunctionStreamWriter:
-    """Exactly-once commit of a function's tagged rows, per micro-batch (options as strings)."""
+class FunctionBatchWriter:
+    """Stages a function's tagged rows in its task and commits each micro-batch exactly once."""
 
-    def __init__(self, options: dict[str, str]) -> None:
-        opts = {k.lower(): v for k, v in options.items()}
-        try:
-            self.config = FunctionConfig.model_validate_json(opts["functionconfig"])
-            self.store_url = opts["storeurl"]
-            self.data_dir = opts["datadir"]
-            self.subscription = opts["subscription"]
-            self.epoch = int(opts["epoch"])
-            self.control_id = opts.get("controlid", self.config.fqfn)
-        except KeyError as exc:
-            msg = f"sparkfn_function sink: option {exc.args[0]!r} is required"
-            raise ConfigError(msg) from None
+    def __init__(
+        self,
+        config: FunctionConfig,
+        store_url: str,
+        data_dir: str,
+        *,
+        epoch: int,
+        control_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self.store_url = store_url
+        self.data_dir = data_dir
+        self.subscription = config.subscription
+        self.epoch = epoch
+        self.control_id = control_id or config.fqfn
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FunctionBatch:
         """In the task: stage messages per topic and partition; collect summaries."""
@@ -216,19 +218,12 @@ class FunctionStreamWriter:
         with store.write() as conn:
             commit_stats(conn, self.control_id, [(0, stats)])
 
-    def abort(self, messages: list[FunctionBatch | None], batchId: int) -> None:  # noqa: N803
-        """Driver: a task failed; delete what the others staged."""
-        store = Store.cached(self.store_url, self.data_dir)
-        discard_staged(
-            store, [seg for m in messages if isinstance(m, FunctionBatch) for _, seg in m.staged]
-        )
-
 
 COMMIT_SCHEMA = "payload binary"
 
 
 def stage_in_task(
-    writer: FunctionStreamWriter,
+    writer: FunctionBatchWriter,
     run: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: ``run`` the task's input, stage what it emits, yield one row.
@@ -247,7 +242,7 @@ def stage_in_task(
 class BatchCommitter:
     """The ``foreachBatch`` of a function's query: commit the batch's staged rows on the driver."""
 
-    def __init__(self, writer: FunctionStreamWriter) -> None:
+    def __init__(self, writer: FunctionBatchWriter) -> None:
         self.writer = writer
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
