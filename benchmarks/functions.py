@@ -44,7 +44,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
-from _common import load_average
+from _common import load_average, topic_total
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
@@ -126,11 +126,6 @@ def write_parquet(store: Store, topic: str, directory: Path) -> None:
         table = pa.Table.from_batches(batches)
         table = table.set_column(1, "value", table.column("value").cast(pa.string()))
         pq.write_table(table, directory / f"part-{part:05d}.parquet")
-
-
-def topic_total(store: Store, topic: str) -> int:
-    info = TopicAdmin(store).get(topic)
-    return sum(end - start for start, end in end_offsets(store, info).values())
 
 
 # --- the runs ----------------------------------------------------------------------------

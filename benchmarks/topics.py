@@ -43,6 +43,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
+from _common import load_average
 
 from sparkfn.runtime.spark import spark_session
 from sparkfn.store.store import Store
@@ -354,13 +355,6 @@ def breakdown(run: SparkRun) -> str:
     outside = run.seconds - run.duration_ms.get("triggerExecution", 0) / 1000
     parts.append(f"outside triggers (query start/stop) {outside:.2f}")
     return f"{run.batches} batch(es); s: " + ", ".join(parts)
-
-
-def load_average() -> str:
-    try:
-        return "/".join(f"{x:.1f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
