@@ -1,0 +1,334 @@
+"""A function on a real Spark standalone cluster processes every message exactly once.
+
+Every other runtime test runs Spark in ``local`` mode, where the driver and
+the executors share one JVM and the Python workers are the driver's
+children. Here the module starts a standalone master and one worker from
+the installed pyspark (``bin/spark-class``), once for both stores, and the
+function's driver runs in a child process (``localrun_child.py``: this
+process already hosts the session's local SparkContext, and a process can
+hold only one) with ``master=spark://...``. The executor is then a JVM the
+worker launched, and the function's tasks run in its Python workers, which
+reach the store and the data directory on their own (same machine, so the
+same URL and paths). Under xdist, each worker process that runs one of the
+two cases starts a cluster of its own (about 6 s).
+
+The input: 2 partitions x 200 messages, ``max_records_per_batch=100`` (four
+batches), run by two instances under ``effectively_once``. Asserted: every
+output and counter increment exactly once, the status counts each message
+once, and the tasks really ran in an executor of the cluster's worker (its
+application directory holds the executor's log with finished tasks), so the
+test cannot pass by running locally.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkfn.runtime.spark import use_project_interpreter
+from sparkfn.runtime.status import function_status
+from sparkfn.state.store import all_state
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+
+HERE = Path(__file__).resolve().parent
+CHILD = HERE / "localrun_child.py"
+COUNTER = HERE / "funcs" / "guarantee_counter.py"
+
+PARTITIONS = 2
+PER_PARTITION = 200
+PER_BATCH = 100
+PARALLELISM = 2
+NAME = "cluster-eo"
+CLUSTER_TIMEOUT = 90.0  # for the master and the worker to come up
+CHILD_TIMEOUT = 300.0
+STOP_TIMEOUT = 20.0  # for a daemon to end after SIGTERM, before SIGKILL
+
+pytestmark = [pytest.mark.slow, pytest.mark.long_running(35)]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _session_members(sid: int) -> list[int]:
+    """Every process in session ``sid`` (Spark's Python daemons make process groups of their own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[3]) == sid:  # fields after "(comm)": state ppid pgrp session ...
+            found.append(int(entry.name))
+    return found
+
+
+def _kill_session(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group ``proc`` leads, then anything left in its session."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=30)
+    for pid in _session_members(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _tail(path: Path, chars: int = 4000) -> str:
+    try:
+        return f"--- {path.name} ---\n{path.read_text(errors='replace')[-chars:]}"
+    except OSError as exc:
+        return f"--- {path.name}: {exc} ---"
+
+
+class StandaloneCluster:
+    """A standalone master and one worker on 127.0.0.1, each in a session of its own."""
+
+    def __init__(self, root: Path) -> None:
+        use_project_interpreter()  # SPARK_HOME (spark-class) and PYSPARK_PYTHON, inherited
+        self.root = root
+        self.work_dir = root / "worker-work"
+        self.work_dir.mkdir()
+        self.port = _free_port()
+        self.webui_port = _free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        jvm_options = os.environ.get("SPARK_SUBMIT_OPTS", "")
+        self.env = {
+            **os.environ,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_MASTER_HOST": "127.0.0.1",
+            "SPARK_DAEMON_MEMORY": "512m",
+            # Daemons take their JVM options from here, not from SPARK_SUBMIT_OPTS.
+            "SPARK_DAEMON_JAVA_OPTS": jvm_options,
+            "SPARK_LOG_DIR": str(root / "logs"),
+            "SPARK_WORKER_DIR": str(self.work_dir),
+        }
+        spark_class = Path(os.environ["SPARK_HOME"]) / "bin" / "spark-class"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+        self._start(
+            "master",
+            [str(spark_class), "org.apache.spark.deploy.master.Master"]
+            + ["-h", "127.0.0.1", "-p", str(self.port), "--webui-port", str(self.webui_port)],
+        )
+        self._start(
+            "worker",
+            [str(spark_class), "org.apache.spark.deploy.worker.Worker", self.url]
+            + ["-h", "127.0.0.1", "-p", str(_free_port())]
+            + ["--webui-port", str(_free_port()), "--cores", "2", "--memory", "1g"]
+            + ["--work-dir", str(self.work_dir)],
+        )
+
+    def _start(self, name: str, command: list[str]) -> None:
+        log = self.root / f"{name}.log"
+        with log.open("wb") as out:
+            self.procs.append(
+                subprocess.Popen(
+                    command,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    start_new_session=True,
+                )
+            )
+        self.logs.append(log)
+
+    def state(self) -> dict[str, Any]:
+        """The master's web UI JSON (workers, running and completed applications)."""
+        url = f"http://127.0.0.1:{self.webui_port}/json/"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            state: dict[str, Any] = json.load(response)
+        return state
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + CLUSTER_TIMEOUT
+        seen = "no answer from the master's web UI"
+        while time.monotonic() < deadline:
+            for proc, log in zip(self.procs, self.logs, strict=True):
+                if proc.poll() is not None:
+                    pytest.fail(f"{log.stem} exited with {proc.returncode}:\n{self.output()}")
+            try:
+                state = self.state()
+            except OSError as exc:
+                seen = f"the master's web UI: {exc}"
+            else:
+                alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
+                if alive:
+                    return
+                seen = f"master state {state.get('status')}, workers {state.get('workers')}"
+            time.sleep(0.5)
+        pytest.fail(f"no worker registered within {CLUSTER_TIMEOUT} s ({seen}):\n{self.output()}")
+
+    def output(self) -> str:
+        return "\n".join(_tail(log) for log in self.logs)
+
+    def app_dirs(self) -> set[Path]:
+        """The worker's application directories (``app-<id>``), one per driver it served."""
+        return {p for p in self.work_dir.iterdir() if p.is_dir()}
+
+    def stop(self) -> None:
+        """Terminate both daemons' process groups, then kill whatever is left of them."""
+        for proc in reversed(self.procs):  # the worker first, so it ends its executors
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        for proc in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        for proc in self.procs:
+            _kill_session(proc)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """One standalone master and worker for the module (both stores' runs)."""
+    started = StandaloneCluster(tmp_path_factory.mktemp("standalone"))
+    try:
+        started.wait_ready()
+        yield started
+    finally:
+        started.stop()
+
+
+# --- the function's input, outputs and counters ----------------------------------
+
+
+def _value(partition: int, offset: int) -> str:
+    return f"m-{partition}-{offset:03d} w{offset % 7} v{(offset + partition) % 3}"
+
+
+def _inputs() -> list[str]:
+    return [_value(p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION)]
+
+
+def _fill(store: Store) -> None:
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=PARTITIONS, schema_type="string")
+    admin.create("out", partitions=PARTITIONS, schema_type="string")
+    producer = Producer(store, "in")
+    for p in range(PARTITIONS):
+        producer.send_batch(
+            [Message(_value(p, o).encode()) for o in range(PER_PARTITION)], partition=p
+        )
+
+
+def _outputs(store: Store) -> collections.Counter[str]:
+    consumer = Consumer(store, "out", initial_position="earliest")
+    out: collections.Counter[str] = collections.Counter()
+    while batch := consumer.receive(max_messages=10_000):
+        out.update(m.value.decode() for m in batch if m.value is not None)
+    return out
+
+
+def _counters(store: Store) -> collections.Counter[str]:
+    state = all_state(store, f"public/default/{NAME}")
+    return collections.Counter({k: s.counter for k, s in state.items() if s.counter})
+
+
+def _expected_counters(inputs: list[str]) -> collections.Counter[str]:
+    counts: collections.Counter[str] = collections.Counter()
+    for value in inputs:
+        counts.update(value.split())
+    counts["messages"] = len(inputs)
+    return counts
+
+
+def _run_driver(cluster: StandaloneCluster, store: Store, tmp: Path) -> str:
+    """Run the function on ``cluster`` from a child driver until drained; returns its output."""
+    spec = {
+        "store_url": store.url,
+        "data_dir": str(store.data_dir),
+        "master": cluster.url,
+        "functions": [
+            {
+                "name": NAME,
+                "py": str(COUNTER),
+                "classname": "guarantee_counter.GuaranteeCounter",
+                "inputs": ["in"],
+                "output": "out",
+                "subscription_position": "earliest",
+                "processing_guarantees": "effectively_once",
+                "max_records_per_batch": PER_BATCH,
+                "parallelism": PARALLELISM,
+            }
+        ],
+    }
+    spec_path = tmp / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    # The driver reads spark-defaults.conf from here: a small executor, with
+    # the test JVM options every other JVM of the run gets.
+    conf_dir = tmp / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        f"spark.executor.memory 512m\n"
+        f"spark.executor.extraJavaOptions {os.environ.get('SPARK_SUBMIT_OPTS', '')}\n"
+    )
+    log = tmp / "driver.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(CHILD), str(spec_path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**cluster.env, "SPARK_CONF_DIR": str(conf_dir)},
+            start_new_session=True,
+        )
+    try:
+        code = proc.wait(timeout=CHILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        _kill_session(proc)
+    output = _tail(log, 8000)
+    if code is None:
+        pytest.fail(f"the driver did not end within {CHILD_TIMEOUT} s:\n{output}")
+    assert code == 0, f"the driver exited with {code}:\n{output}\n{cluster.output()}"
+    return output
+
+
+def test_cluster_processes_every_message_exactly_once(
+    cluster: StandaloneCluster, store: Store, tmp_path: Path
+) -> None:
+    _fill(store)
+    apps_before = cluster.app_dirs()
+
+    output = _run_driver(cluster, store, tmp_path)
+
+    # The tasks ran in an executor the worker launched for this driver.
+    apps = cluster.app_dirs() - apps_before
+    assert len(apps) == 1, f"expected one new application on the worker, found {apps}\n{output}"
+    executor_logs = list(apps.pop().glob("*/stderr"))
+    assert executor_logs, f"the worker's application directory has no executor log\n{output}"
+    executor_log = "\n".join(p.read_text(errors="replace") for p in executor_logs)
+    assert "Finished task" in executor_log, _tail(executor_logs[0])
+
+    every = _inputs()
+    assert _outputs(store) == collections.Counter(v + "!" for v in every)
+    assert _counters(store) == _expected_counters(every)
+    status = function_status(store, f"public/default/{NAME}", PARALLELISM)
+    received = [i.status.num_received for i in status.instances]
+    processed = [i.status.num_successfully_processed for i in status.instances]
+    assert sum(received) == len(every), received
+    assert sum(processed) == len(every), processed
+    assert all(n > 0 for n in received), f"an instance processed nothing: {received}"
