@@ -1,4 +1,4 @@
-"""``run_function``: the body of the ``mapInArrow`` stage, on Spark executors.
+"""``run_function``: the function's part of each read task, on Spark executors.
 
 For each Spark task it runs the user function over the input rows of every
 instance present in the task and yields *tagged rows*: ``output``,
@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from sparkfn.api.errors import FatalError
 from sparkfn.api.lifecycle import DeathCause
-from sparkfn.config.function import FunctionConfig, SubscriptionType
+from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control, objects, workerctl
 from sparkfn.runtime.function.emit import EmitBuffer
 from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
@@ -200,7 +200,7 @@ def make_run_function(
     epoch: int = 0,
     control_id: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function ``mapInArrow`` calls once per task (pickled to executors).
+    """The function each of the query's read tasks runs over its rows (pickled to executors).
 
     ``control_id`` names the run's lifecycle record (default the FQFN, a
     function's; a sink's is ``sink:<fqfn>``, see
@@ -208,15 +208,11 @@ def make_run_function(
     """
     cid = control_id or config.fqfn
 
-    sort_input = config.subscription_type is SubscriptionType.KEY_SHARED
-
     def run_function(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store = Store.cached(store_url, data_dir)
         active: dict[int, FunctionInstance] = {}
         final: set[int] = set()
         current: int | None = None
-        if sort_input:
-            batches = _in_offset_order(batches)
         try:
             for batch in batches:
                 if batch.num_rows == 0:
@@ -302,23 +298,3 @@ def _fail_task(
         close_all(store, why)
     except Exception:  # the task's own error is what Spark must see; this one is logged
         _LOG.exception("function %s: closing the objects of a failing task failed", control_id)
-
-
-def _in_offset_order(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The task's rows sorted by instance, topic, partition, offset.
-
-    After ``key_shared``'s shuffle a task receives rows in fetch order, not
-    offset order; streaming frames cannot be sorted by Spark, so the task
-    sorts what it received (one micro-batch's share, bounded by admission).
-    """
-    received = [b for b in batches if b.num_rows]
-    if not received:
-        return
-    table = pa.Table.from_batches(received)
-    keys = [
-        ("instance_id", "ascending"),
-        ("topic", "ascending"),
-        ("partition", "ascending"),
-        ("offset", "ascending"),
-    ]
-    yield from table.sort_by(keys).combine_chunks().to_batches()

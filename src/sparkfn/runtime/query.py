@@ -2,10 +2,15 @@
 
 ::
 
-    topic source(inputs, instances, assignment)
-       -> [repartition by instance for key_shared]
-       -> mapInArrow(run_and_stage)   # user code + Context, then staged segments, on executors
-       -> foreachBatch(commit)        # on the driver: one transaction per batch
+    topic source(inputs, instances, assignment,
+                 taskFunction=run_and_stage)  # in each read task: user code + Context,
+                                              # then staged segments; one row out
+       -> foreachBatch(commit)                # on the driver: one transaction per batch
+
+The function runs inside the source's own tasks (see
+:mod:`sparkfn.topics.spark.tasks`), so its input and output messages never
+enter the JVM; ``key_shared`` gets one task per instance from the source
+instead of a shuffle.
 
 Before starting, the driver validates everything it can (topics exist, the
 code loads), so bad input fails with a clear message instead of a Spark
@@ -20,13 +25,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
-from sparkfn.config.function import FunctionConfig, ProcessingGuarantee, SubscriptionType
+from sparkfn.config.function import FunctionConfig, ProcessingGuarantee
 from sparkfn.runtime import control
 from sparkfn.runtime.executor import make_run_function
 from sparkfn.runtime.loader import load_function
 from sparkfn.runtime.sink import COMMIT_SCHEMA, BatchCommitter, FunctionBatchWriter, stage_in_task
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.spark.tasks import (
+    TASK_FUNCTION_OPTION,
+    TASK_SCHEMA_OPTION,
+    encode_task_function,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -164,7 +174,6 @@ def start_function_query(
         .option("admission", ADMISSION)
         # What the Context can expose; publish_time, producer and sequence_id it cannot.
         .option("columns", "key,value,properties,event_time,topic,partition,offset")
-        .option("propertiesAs", "json")  # a string column crosses the JVM far faster
     )
     if config.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(config.max_records_per_batch))
@@ -172,14 +181,15 @@ def start_function_query(
         reader = reader.option("maxBytesPerBatch", str(config.max_bytes_per_batch))
     if config.processing_guarantees is ProcessingGuarantee.AT_MOST_ONCE:
         reader = reader.option("ackOnPlan", "true")  # a failed batch is never read again
-    frame = reader.load()
-    if config.subscription_type is SubscriptionType.KEY_SHARED:
-        frame = frame.repartition(config.parallelism, "instance_id")
     committer = FunctionBatchWriter(
         config, store.url, str(store.data_dir), epoch=epoch, control_id=control_id
     )
     run = make_run_function(config, store.url, str(store.data_dir), version, epoch, control_id)
-    staged = frame.mapInArrow(stage_in_task(committer, run), COMMIT_SCHEMA)
+    staged = (
+        reader.option(TASK_FUNCTION_OPTION, encode_task_function(stage_in_task(committer, run)))
+        .option(TASK_SCHEMA_OPTION, COMMIT_SCHEMA)
+        .load()
+    )
     writer = (
         staged.writeStream.foreachBatch(BatchCommitter(committer))
         .option("checkpointLocation", str(checkpoint or checkpoint_dir(store, config, kind)))

@@ -49,6 +49,25 @@ class TopicRange(InputPartition):
 
 
 @dataclass(frozen=True)
+class InstanceRanges(InputPartition):
+    """One ``key_shared`` instance's task: the rows of ``ranges`` whose key routes to it.
+
+    Planned instead of per-range tasks when the reader runs a task function
+    (:mod:`.tasks`): each instance's rows are then in one task, in offset
+    order, without a shuffle; every task reads the batch's ranges.
+    """
+
+    instance: int
+    ranges: tuple[TopicRange, ...]
+
+
+def by_instance(ranges: Sequence[InputPartition], live: Sequence[int]) -> list[InputPartition]:
+    """``key_shared`` ranges regrouped as one :class:`InstanceRanges` task per live instance."""
+    spans = tuple(r for r in ranges if isinstance(r, TopicRange))
+    return [InstanceRanges(instance, spans) for instance in live]
+
+
+@dataclass(frozen=True)
 class FinalMarker(InputPartition):
     """The end-of-stream batch's task for one instance: one marker row."""
 

@@ -31,6 +31,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from sqlalchemy import func, select
@@ -50,7 +51,9 @@ from sparkfn.topics.spark.planning import (
     INSTANCE_FIELD,
     RESUME_KEY,
     FinalMarker,
+    InstanceRanges,
     TopicRange,
+    by_instance,
     cap,
     data_offsets,
     instances_for,
@@ -58,6 +61,7 @@ from sparkfn.topics.spark.planning import (
     record_budget,
     split_ranges,
 )
+from sparkfn.topics.spark.tasks import TASK_FUNCTION_OPTION, decode_task_function
 
 DEFAULT_MAX_RECORDS_PER_TASK = 200_000
 DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
@@ -117,6 +121,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         as_json = _choice(opts, "propertiesAs", ("map", "json"), "map") == "json"
         self.properties_json = as_json and "properties" in columns
         self.target: dict[str, int] | None = None
+        self.task_function = opts.get(TASK_FUNCTION_OPTION.lower())
         self.admission: Admission | None = None
         control_id = opts.get("controlid")
         if control_id is not None:
@@ -280,13 +285,16 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 and view.final_seq == end[FINAL_KEY]
             )
             return [FinalMarker(i) for i in (live or [0])] if current else []
-        return split_ranges(
+        ranges = split_ranges(
             self.topics,
             spans,
             max_per_task=self.max_per_task,
             live=live,
             assignment=self.assignment,
         )
+        if self.task_function is not None and live and self.assignment == "key_shared":
+            return by_instance(ranges, live)  # no shuffle follows to bring a key's rows together
+        return ranges
 
     def _plan(
         self, start: dict[str, int], end: dict[str, int], data_end: dict[str, int]
@@ -316,13 +324,27 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {offset_key(names[s.topic_id], s.partition): (s.start, s.end) for s in plan.spans}
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Runs on an executor: yield the range as Arrow batches."""
+        """Runs on an executor: the partition's rows as Arrow batches, through the task function if any."""
+        rows = self._rows(partition)
+        if self.task_function is None:
+            return rows
+        return decode_task_function(self.task_function)(rows)
+
+    def _rows(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, FinalMarker):
             yield self._marker(partition.instance)
-            return
-        if not isinstance(partition, TopicRange):
+        elif isinstance(partition, TopicRange):
+            yield from self._range_rows(partition)
+        elif isinstance(partition, InstanceRanges):
+            for span in partition.ranges:
+                for batch in self._range_rows(span):
+                    mine = pc.equal(batch.column(INSTANCE_FIELD.name), partition.instance)
+                    yield batch.filter(mine)
+        else:
             msg = f"sparkfn reader got a foreign partition {partition!r}"
             raise TypeError(msg)
+
+    def _range_rows(self, partition: TopicRange) -> Iterator[pa.RecordBatch]:
         store = Store.cached(self.store_url, self.data_dir)
         batches = read_range(
             store, partition.topic, partition.partition, partition.start, partition.end

@@ -15,7 +15,8 @@ topic, partition, offset``). ``Trigger.AvailableNow`` is supported.
 a map (null when a message has none): Spark converts a string column several
 times faster, which the function runtime uses between its Python stages.
 The reader's other options (subscriptions, admission, instances) are in
-:mod:`.reader`.
+:mod:`.reader`; ``taskFunction`` and ``taskSchema``, which run a function
+over each task's rows inside the reader, in :mod:`.tasks`.
 
 Writing::
 
@@ -42,6 +43,7 @@ from sparkfn.topics.log import end_offsets
 from sparkfn.topics.message import SPARK_READ_TYPES
 from sparkfn.topics.spark.planning import offset_key
 from sparkfn.topics.spark.reader import SparkfnStreamReader
+from sparkfn.topics.spark.tasks import TASK_FUNCTION_OPTION, TASK_SCHEMA_OPTION
 from sparkfn.topics.spark.writer import SparkfnStreamWriter
 
 
@@ -96,8 +98,16 @@ class SparkfnDataSource(DataSource):
         return "sparkfn"
 
     def schema(self) -> str:
-        """Called once on the driver: the message row schema (+ ``instance_id`` with ``instances``)."""
-        return read_schema(options_of(self.options))
+        """Called once on the driver: the message row schema (+ ``instance_id`` with
+        ``instances``), or with a task function (:mod:`.tasks`) what it yields."""
+        opts = options_of(self.options)
+        if TASK_FUNCTION_OPTION.lower() in opts:
+            task_schema = opts.get(TASK_SCHEMA_OPTION.lower())
+            if not task_schema:
+                msg = f"sparkfn data source: option {TASK_FUNCTION_OPTION} needs option {TASK_SCHEMA_OPTION}"
+                raise ConfigError(msg)
+            return task_schema
+        return read_schema(opts)
 
     def streamReader(self, schema: StructType) -> SparkfnStreamReader:  # noqa: N802
         """Called once on the driver per query start."""
