@@ -159,16 +159,25 @@ def _with_position(table: pa.Table, topic: TopicInfo, partition: int, first: int
     )
 
 
+READ_BATCH_ROWS = 64 * 1024  # consecutive inline segments are joined up to this many rows
+
+
 def read_range(
     store: Store, topic: TopicInfo, partition: int, start: int, end: int | None = None
 ) -> Iterator[pa.RecordBatch]:
     """Yield the committed messages of ``[start, end)`` as ``READ_SCHEMA`` batches.
 
+    Consecutive small (inline) segments are joined into batches of up to
+    :data:`READ_BATCH_ROWS` rows: a producer sending at a steady rate
+    commits a segment every few messages, and whoever reads pays per batch.
+    A segment file ends a batch.
     Offsets below the partition's retained start are skipped (they expired).
     A segment file retired by compaction between lookup and open is looked
     up again, so a concurrent compaction never loses a message.
     """
     position = start
+    pending: list[pa.Table] = []  # consecutive slices read, not yet yielded
+    pending_rows = 0
     seg = schema.segments
     attempts = 0
     while end is None or position < end:
@@ -194,7 +203,7 @@ def read_range(
                 query = query.where(seg.c.base_offset < end)
             found = conn.execute(query).all()
         if not found:
-            return
+            break
         for row in found:
             try:
                 data = (
@@ -208,12 +217,28 @@ def read_range(
                     raise
                 break  # the index changed under us: look the range up again
             attempts = 0  # only misses without progress in between count towards the limit
+            if row.base_offset > position and pending:  # a gap (expired): offsets restart
+                yield from _joined(pending, topic, partition, position - pending_rows)
+                pending, pending_rows = [], 0
             position = max(position, row.base_offset)
             lo = position - row.base_offset
             hi = row.n if end is None else min(row.n, end - row.base_offset)
             if hi > lo:
-                table = _with_position(data.slice(lo, hi - lo), topic, partition, position)
-                yield from table.combine_chunks().to_batches()
+                pending.append(data.slice(lo, hi - lo))
+                pending_rows += hi - lo
             position = row.base_offset + hi
+            if pending_rows >= READ_BATCH_ROWS or row.inline_data is None:
+                yield from _joined(pending, topic, partition, position - pending_rows)
+                pending, pending_rows = [], 0
             if end is not None and position >= end:
-                return
+                break
+    if pending:
+        yield from _joined(pending, topic, partition, position - pending_rows)
+
+
+def _joined(
+    tables: list[pa.Table], topic: TopicInfo, partition: int, first: int
+) -> Iterator[pa.RecordBatch]:
+    """Consecutive slices, the first at offset ``first``, as ``READ_SCHEMA`` batches."""
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    yield from _with_position(table, topic, partition, first).combine_chunks().to_batches()
