@@ -63,6 +63,7 @@ from sparkfn.topics.log import StagedSegment, commit_segments, stage
 from sparkfn.topics.message import SchemaType
 from sparkfn.topics.spark.commit import (
     discard_staged,
+    kill_after_stage_if_requested,
     kill_if_requested,
     route_rows,
     to_stored_table,
@@ -234,6 +235,7 @@ def stage_in_task(
 
     def run_and_stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         staged = writer.write(run(batches))
+        kill_after_stage_if_requested()  # crash tests only: see commit.KILL_AFTER_STAGE_ENV
         yield pa.record_batch([pa.array([pickle.dumps(staged)], pa.binary())], names=["payload"])
 
     return run_and_stage

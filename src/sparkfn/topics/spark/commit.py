@@ -49,6 +49,29 @@ def kill_if_requested(batch_id: int) -> None:
         os.killpg(os.getsid(0), signal.SIGKILL)
 
 
+# Fault injection for crash tests: in a Spark task, after the task staged its
+# output and before it hands the staged batch to Spark, SIGKILL the driver's
+# process group (driver and JVM: the staged files stay, never committed) and
+# then the task's own Python worker, which Spark's daemon keeps in a group of
+# its own. The task learns its micro-batch id from the local property Spark's
+# MicroBatchExecution sets for every job of a batch.
+KILL_AFTER_STAGE_ENV = "SPARKFN_TEST_KILL_AFTER_STAGE"
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def kill_after_stage_if_requested() -> None:
+    """The :data:`KILL_AFTER_STAGE_ENV` fault hook; call in a task right after staging."""
+    wanted = os.environ.get(KILL_AFTER_STAGE_ENV)
+    if wanted is None:
+        return
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is not None and context.getLocalProperty(_BATCH_ID_PROPERTY) == wanted:
+        os.killpg(os.getsid(0), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def commit_batch_once(
     store: Store, sink_id: str, batch_id: int, apply: Callable[[Connection, str], None]
 ) -> bool:
