@@ -306,6 +306,7 @@ class TreeUsage:
     pss_last: int | None
     procs_max: int
     names: Counter[str] = field(default_factory=Counter)  # kinds of process at the end
+    cpu_by_kind: Counter[str] = field(default_factory=Counter)  # % of one core, per kind
 
     def lines(self) -> list[str]:
         gib = 1024**3
@@ -316,6 +317,8 @@ class TreeUsage:
             f"RSS total {self.rss_last / gib:.2f} GiB at the end (max {self.rss_max / gib:.2f} "
             f"GiB; summed per process, shared pages counted in each), PSS total {pss}",
             f"processes {sum(self.names.values())} at the end (max {self.procs_max}): {names}",
+            "CPU by kind of process (% of one core, processes alive at both ends): "
+            + ", ".join(f"{name} {pct:.1f}" for name, pct in self.cpu_by_kind.most_common()),
         ]
 
 
@@ -337,6 +340,11 @@ def watch_tree(seconds: float, interval: float = 2.0) -> TreeUsage:
         procs_max = max(procs_max, len(last))
     elapsed = time.monotonic() - started
     ticks = sum(p.ticks for p in last) - sum(p.ticks for p in first)
+    before = {p.pid: p.ticks for p in first}
+    by_kind: Counter[str] = Counter()
+    for p in last:
+        if p.pid in before:
+            by_kind[command_label(p)] += 100.0 * (p.ticks - before[p.pid]) / CLOCK_TICKS / elapsed
     return TreeUsage(
         seconds=elapsed,
         cpu_percent=100.0 * ticks / CLOCK_TICKS / elapsed,
@@ -345,4 +353,5 @@ def watch_tree(seconds: float, interval: float = 2.0) -> TreeUsage:
         pss_last=pss_bytes(last),
         procs_max=procs_max,
         names=Counter(command_label(p) for p in last),
+        cpu_by_kind=by_kind,
     )

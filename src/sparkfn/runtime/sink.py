@@ -1,11 +1,13 @@
 """The function's batch commit: staging in the function's task, one transaction per batch.
 
-Each task of the function's ``mapInArrow`` stage runs the user function and
-hands what it emitted straight to :meth:`FunctionBatchWriter.write`, in the
-same Python worker: the messages are staged as segments per output topic
-and partition there, and the task yields one small row, the pickled
+Each read task of the function's query (the source runs
+:func:`stage_in_task`'s function in its tasks: see
+:mod:`sparkfn.topics.spark.tasks`) runs the user function and hands what
+it emitted straight to :meth:`FunctionBatchWriter.write`, in the same
+Python worker: the messages are staged as segments per output topic and
+partition there, and the task yields one small row, the pickled
 :class:`FunctionBatch` (segment references, state mutations, stats). No
-message crosses to the JVM and back to a second Python stage. The query's
+message enters the JVM. The query's
 ``foreachBatch`` (:class:`BatchCommitter`) collects those rows on the driver
 and commits them, in the driver's own Python process: a Python sink of
 Spark's would start a Python process for every batch's commit.
@@ -227,7 +229,7 @@ def stage_in_task(
     writer: FunctionBatchWriter,
     run: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function: ``run`` the task's input, stage what it emits, yield one row.
+    """The task function of the query's source: ``run`` the task's input, stage what it emits, yield one row.
 
     The row (:data:`COMMIT_SCHEMA`) is the pickled :class:`FunctionBatch`
     that :class:`BatchCommitter` commits on the driver.

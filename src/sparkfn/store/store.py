@@ -28,7 +28,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 
 from sparkfn.api.errors import DataDirError, StoreError
 from sparkfn.config.settings import Settings
-from sparkfn.store import migrations, schema
+from sparkfn.store import migrations, schema, signals
 
 _PG_MIGRATION_LOCK = 0x5350_4B46  # "SPKF": serialises concurrent first opens
 
@@ -154,8 +154,12 @@ class Store:
             try:
                 with conn.begin():
                     yield conn
+            except BaseException:
+                signals.discard(conn)
+                raise
             finally:
                 conn.info.pop("sqlite_begin", None)
+            signals.touch_pending(conn, self.data_dir)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from sqlalchemy import Connection, and_, insert, select, update
 
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
-from sparkfn.store import schema
+from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
 from sparkfn.topics import segments
 from sparkfn.topics.admin import TopicInfo
@@ -94,6 +94,7 @@ def commit_segments(
     if not by_partition:
         return {}
     offsets = lock_for_append(store, conn, topic, list(by_partition))
+    signals.hint_on_commit(conn, signals.topic_hint(topic.id))
     now = utc_now()
     rows = []
     assigned: dict[int, tuple[int, int]] = {}

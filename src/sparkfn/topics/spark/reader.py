@@ -27,7 +27,9 @@ Options beyond those of :mod:`.source`:
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -38,7 +40,7 @@ from sqlalchemy import func, select
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.settings import Settings
-from sparkfn.store import schema
+from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
@@ -66,6 +68,8 @@ from sparkfn.topics.spark.tasks import TASK_FUNCTION_OPTION, decode_task_functio
 DEFAULT_MAX_RECORDS_PER_TASK = 200_000
 DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
 DEFAULT_MAX_BYTES_PER_BATCH = 64 * 1024 * 1024
+# An idle reader asks the store at least this often, whatever the commit hints say.
+IDLE_RECHECK_SECONDS = 1.0
 
 
 def _positive_int(opts: Mapping[str, str], name: str, default: int | None) -> int | None:
@@ -122,6 +126,10 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.properties_json = as_json and "properties" in columns
         self.target: dict[str, int] | None = None
         self.task_function = opts.get(TASK_FUNCTION_OPTION.lower())
+        self._hints = [signals.topic_hint(t.id) for t in self.topics]
+        # (start, hints, when) of the last "nothing new" answer; see latestOffset.
+        self._idle: tuple[dict[str, int], tuple[int, ...], float] | None = None
+        self._reported: tuple[float, dict[str, int]] | None = None
         self.admission: Admission | None = None
         control_id = opts.get("controlid")
         if control_id is not None:
@@ -194,7 +202,28 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_records)
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        """The end of the next batch: what is available, capped by ``limit``, the byte cap and the run's admission."""
+        """The end of the next batch: what is available, capped by ``limit``, the byte cap and the run's admission.
+
+        An idle query asks every ``pollingDelay`` (100 ms): while the last
+        answer was "nothing new" for this same ``start``, less than
+        :data:`IDLE_RECHECK_SECONDS` ago, and no input topic's commit hint
+        changed since (:mod:`sparkfn.store.signals`), the answer stands
+        without asking the store.
+        """
+        hints = signals.stamp(Path(self.data_dir), self._hints)
+        idle = self._idle
+        if (
+            idle is not None
+            and idle[0] == start
+            and idle[1] == hints
+            and time.monotonic() - idle[2] < IDLE_RECHECK_SECONDS
+        ):
+            return start
+        end = self._latest(start, limit)
+        self._idle = (start, hints, time.monotonic()) if end == start else None
+        return end
+
+    def _latest(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         view = self._view()
         data = data_offsets(start)
         finals = start.get(FINAL_KEY, 0)
@@ -263,8 +292,14 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return float(size) / float(count) if count else None
 
     def reportLatestOffset(self) -> dict[str, int]:
-        """What is committed now, for Spark's progress reports."""
-        return {k: e for k, (_, e) in self._bounds().items()}
+        """What is committed now, for Spark's progress reports (at most a second old when idle)."""
+        if (
+            self._reported is None
+            or self._idle is None
+            or time.monotonic() - self._reported[0] >= IDLE_RECHECK_SECONDS
+        ):
+            self._reported = (time.monotonic(), {k: e for k, (_, e) in self._bounds().items()})
+        return self._reported[1]
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         """Split the batch into tasks (see :func:`~.planning.split_ranges`).
