@@ -31,6 +31,22 @@ def partition_for_key(key: str, partitions: int) -> int:
     return zlib.crc32(key.encode()) % partitions
 
 
+def key_partitions(keys: pa.Array, partitions: int) -> pa.Array:
+    """:func:`partition_for_key` of each key (null for a null key).
+
+    Hashed once per distinct key: outputs repeat a few keys many times, and
+    the hash is a Python call.
+    """
+    encoded = pc.dictionary_encode(keys)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    distinct = np.array(
+        [partition_for_key(k, partitions) for k in encoded.dictionary.to_pylist()],
+        dtype=np.int32,
+    )
+    return pa.DictionaryArray.from_arrays(encoded.indices, pa.array(distinct)).dictionary_decode()
+
+
 @dataclass(frozen=True)
 class StagedSegment:
     """A segment encoded but not yet visible: a file written, or bytes to inline."""

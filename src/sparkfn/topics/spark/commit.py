@@ -24,7 +24,7 @@ from sparkfn.api.errors import ConfigError, PayloadError
 from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicInfo
-from sparkfn.topics.log import StagedSegment, partition_for_key
+from sparkfn.topics.log import StagedSegment, key_partitions
 from sparkfn.topics.message import (
     PROPERTIES,
     STORED_SCHEMA,
@@ -166,11 +166,7 @@ def route_rows(batch: pa.RecordBatch, partitions: int, row_base: int) -> pa.Arra
     routed = pa.array(np.arange(row_base, row_base + n, dtype=np.int64) % partitions, pa.int32())
     keys = _column(batch, "key", pa.string())
     if keys.null_count < n:
-        hashed = pa.array(
-            [None if k is None else partition_for_key(k, partitions) for k in keys.to_pylist()],
-            pa.int32(),
-        )
-        routed = pc.coalesce(hashed, routed)
+        routed = pc.coalesce(key_partitions(keys, partitions), routed)
     explicit = _column(batch, "partition", pa.int32())
     if explicit.null_count < n:
         bad = pc.or_(pc.less(explicit, 0), pc.greater_equal(explicit, partitions))

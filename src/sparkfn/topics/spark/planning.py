@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from sparkfn.topics.admin import TopicInfo
-from sparkfn.topics.log import partition_for_key
+from sparkfn.topics.log import key_partitions
 
 FINAL_KEY = "__final__"  # end-of-stream batches planned so far
 RESUME_KEY = "__resume__"  # bumped when a batch must differ from Spark's start (see reader)
@@ -152,12 +154,6 @@ def instances_for(batch: pa.RecordBatch, partition: TopicRange) -> pa.Array:
         return pa.repeat(pa.scalar(partition.instance, pa.int32()), batch.num_rows)
     owners = partition.instances or (0,)
     n = len(owners)
-    keys = batch.column("key").to_pylist()
-    offsets = batch.column("offset").to_pylist()
-    return pa.array(
-        [
-            owners[partition_for_key(k, n) if k is not None else o % n]
-            for k, o in zip(keys, offsets, strict=True)
-        ],
-        pa.int32(),
-    )
+    spread = pa.array(np.asarray(batch.column("offset")) % n, pa.int32())  # rows without a key
+    slots = pc.coalesce(key_partitions(batch.column("key"), n), spread)
+    return pa.array(np.asarray(owners, dtype=np.int32)[np.asarray(slots)], pa.int32())
