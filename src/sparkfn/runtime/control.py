@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, insert, select, update
 
 from sparkfn.api.lifecycle import DeathCause, RunState
-from sparkfn.store import schema
+from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
 from sparkfn.topics.message import utc_now
 
@@ -104,6 +104,7 @@ def begin_run(store: Store, fqfn: str, kind: str, parallelism: int, cause: str) 
     """A (re)start by a user: clear the stop request and deaths, bump the epoch; returns it."""
     now = utc_now()
     with store.write() as conn:
+        signals.hint_on_commit(conn, signals.control_hint(fqfn))
         row = conn.execute(select(runs).where(runs.c.fqfn == fqfn)).first()
         epoch = (row.epoch + 1) if row is not None else 1
         values = {
@@ -207,6 +208,7 @@ def set_state(
 ) -> None:
     """Record a transition of the function and/or some instances."""
     with store.write() as conn:
+        signals.hint_on_commit(conn, signals.control_hint(fqfn))
         for i in instance_ids:
             _transition(conn, fqfn, i, state, cause)
 
@@ -220,6 +222,7 @@ def request_stop(
     the sink sets ``final_committed`` to it when that batch commits.
     """
     with store.write() as conn:
+        signals.hint_on_commit(conn, signals.control_hint(fqfn))
         row = conn.execute(select(runs).where(runs.c.fqfn == fqfn)).one()
         seq = row.final_seq + (0 if mode == "cancel" else 1)
         conn.execute(
@@ -239,6 +242,7 @@ def request_stop(
 def clear_stop(store: Store, fqfn: str) -> None:
     """Forget a stop request (the run ended, or a restart follows)."""
     with store.write() as conn:
+        signals.hint_on_commit(conn, signals.control_hint(fqfn))
         conn.execute(
             update(runs)
             .where(runs.c.fqfn == fqfn)
@@ -312,6 +316,7 @@ def record_death(
 ) -> bool:
     """An instance died in ``epoch``; the first death of an epoch wins. True if recorded."""
     with store.write() as conn:
+        signals.hint_on_commit(conn, signals.control_hint(fqfn))
         _ensure_instance(conn, fqfn, instance_id, epoch)
         row = conn.execute(
             select(instance_runs).where(
@@ -345,6 +350,7 @@ def record_death(
 def mark_handled(store: Store, fqfn: str, instance_ids: Iterable[int]) -> None:
     """The supervisor acted on these deaths."""
     with store.write() as conn:
+        signals.hint_on_commit(conn, signals.control_hint(fqfn))
         for i in instance_ids:
             conn.execute(
                 update(instance_runs)
@@ -356,6 +362,7 @@ def mark_handled(store: Store, fqfn: str, instance_ids: Iterable[int]) -> None:
 def revive(store: Store, fqfn: str, instance_ids: Iterable[int], cause: str, epoch: int) -> None:
     """Instances take input again (a restart): not dead, RUNNING, restarts counted."""
     with store.write() as conn:
+        signals.hint_on_commit(conn, signals.control_hint(fqfn))
         for i in instance_ids:
             conn.execute(
                 update(instance_runs)

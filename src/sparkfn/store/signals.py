@@ -3,7 +3,8 @@
 An idle function's reader asks "is there anything new?" ten times a second;
 answering from the store costs a few queries each time, most of an idle
 function's CPU. A transaction that appends to a topic names the topic's
-hint (:func:`hint_on_commit`); :meth:`Store.write` touches the hint's file
+hint, one that changes a run's lifecycle record (a stop, a death) the run's
+(:func:`hint_on_commit`); :meth:`Store.write` touches the hint's file
 once the transaction has committed, and a reader compares the files'
 modification times (:func:`stamp`, a ``stat`` per topic) before asking the
 store. Hints only save work, they are never the truth: a touch can be lost
@@ -27,6 +28,11 @@ _PENDING = "sparkfn_hints"  # the connection's ``info`` key: hints to touch on c
 def topic_hint(topic_id: int) -> str:
     """The hint of a topic's appends."""
     return f"topic-{topic_id}"
+
+
+def control_hint(control_id: str) -> str:
+    """The hint of a run's lifecycle record (commands, deaths, instance states)."""
+    return "control-" + control_id.replace("/", "_").replace(":", "_")
 
 
 def hint_on_commit(conn: Connection, name: str) -> None:

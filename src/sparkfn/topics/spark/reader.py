@@ -127,6 +127,8 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: dict[str, int] | None = None
         self.task_function = opts.get(TASK_FUNCTION_OPTION.lower())
         self._hints = [signals.topic_hint(t.id) for t in self.topics]
+        if opts.get("controlid"):
+            self._hints.append(signals.control_hint(opts["controlid"]))
         # (start, hints, when) of the last "nothing new" answer; see latestOffset.
         self._idle: tuple[dict[str, int], tuple[int, ...], float] | None = None
         self._reported: tuple[float, dict[str, int]] | None = None
@@ -206,8 +208,8 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         An idle query asks every ``pollingDelay`` (100 ms): while the last
         answer was "nothing new" for this same ``start``, less than
-        :data:`IDLE_RECHECK_SECONDS` ago, and no input topic's commit hint
-        changed since (:mod:`sparkfn.store.signals`), the answer stands
+        :data:`IDLE_RECHECK_SECONDS` ago, and no commit hint of an input
+        topic or of the run's lifecycle record changed since (:mod:`sparkfn.store.signals`), the answer stands
         without asking the store.
         """
         hints = signals.stamp(Path(self.data_dir), self._hints)
