@@ -20,6 +20,7 @@ stack trace.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +33,7 @@ from sparkfn.runtime.loader import load_function
 from sparkfn.runtime.sink import COMMIT_SCHEMA, BatchCommitter, FunctionBatchWriter, stage_in_task
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.spark.source import SparkfnDataSource
 from sparkfn.topics.spark.tasks import (
     TASK_FUNCTION_OPTION,
     TASK_SCHEMA_OPTION,
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 ADMISSION = "sparkfn.runtime.admission:RunAdmission"
+_REGISTER_LOCK = threading.Lock()
 
 
 def checkpoint_dir(store: Store, config: FunctionConfig, kind: str = "function") -> Path:
@@ -185,11 +188,20 @@ def start_function_query(
         config, store.url, str(store.data_dir), epoch=epoch, control_id=control_id
     )
     run = make_run_function(config, store.url, str(store.data_dir), version, epoch, control_id)
-    staged = (
-        reader.option(TASK_FUNCTION_OPTION, encode_task_function(stage_in_task(committer, run)))
-        .option(TASK_SCHEMA_OPTION, COMMIT_SCHEMA)
-        .load()
-    )
+    reader = reader.option(
+        TASK_FUNCTION_OPTION, encode_task_function(stage_in_task(committer, run))
+    ).option(TASK_SCHEMA_OPTION, COMMIT_SCHEMA)
+    with _REGISTER_LOCK:
+        # Each query gets a registration of its own. A registered Python data
+        # source is one Spark PythonFunction, environment map included, that
+        # every query loaded from it shares; Spark fills that map in while it
+        # starts a query's Python runners, so a query starting beside another
+        # one could corrupt the other's task serialization (seen as
+        # java.io.OptionalDataException in a task). Registered now, the
+        # function's workers also get the SparkContext's environment of now,
+        # as a mapInArrow defined now would.
+        spark.dataSource.register(SparkfnDataSource)
+        staged = reader.load()
     writer = (
         staged.writeStream.foreachBatch(BatchCommitter(committer))
         .option("checkpointLocation", str(checkpoint or checkpoint_dir(store, config, kind)))
