@@ -47,6 +47,7 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.log import end_offsets, read_range
 from sparkfn.topics.message import READ_SCHEMA, SPARK_READ_TYPES, properties_to_json
 from sparkfn.topics.spark.admission import Admission, AdmissionView, load_admission
+from sparkfn.topics.spark.options import choice, positive_int
 from sparkfn.topics.spark.planning import (
     ASSIGNMENTS,
     FINAL_KEY,
@@ -72,29 +73,6 @@ DEFAULT_MAX_BYTES_PER_BATCH = 64 * 1024 * 1024
 IDLE_RECHECK_SECONDS = 1.0
 
 
-def _positive_int(opts: Mapping[str, str], name: str, default: int | None) -> int | None:
-    raw = opts.get(name.lower())
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        msg = f"sparkfn data source option {name} must be a positive integer; got {raw!r}"
-        raise ConfigError(msg)
-    return value
-
-
-def _choice(opts: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
-    value = opts.get(name.lower(), default).strip().lower()
-    if value not in choices:
-        what = " or ".join(choices) if len(choices) == 2 else f"one of {', '.join(choices)}"
-        msg = f"sparkfn data source option {name} must be {what}; got {value!r}"
-        raise ConfigError(msg)
-    return value
-
-
 class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads topics; called on the driver except :meth:`read` (executors)."""
 
@@ -108,21 +86,21 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise ConfigError(msg)
         admin = TopicAdmin(self._store())
         self.topics = [admin.get(n.strip()) for n in names.split(",") if n.strip()]
-        self.starting = _choice(opts, "startingOffsets", ("earliest", "latest"), "latest")
+        self.starting = choice(opts, "startingOffsets", ("earliest", "latest"), "latest")
         self.max_records: int = (
-            _positive_int(opts, "maxRecordsPerBatch", None) or DEFAULT_MAX_RECORDS_PER_BATCH
+            positive_int(opts, "maxRecordsPerBatch", None) or DEFAULT_MAX_RECORDS_PER_BATCH
         )
-        self.max_bytes = _positive_int(opts, "maxBytesPerBatch", DEFAULT_MAX_BYTES_PER_BATCH)
-        self.max_per_task = _positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
-        self.instances = _positive_int(opts, "instances", None)
-        self.assignment = _choice(opts, "assignment", ASSIGNMENTS, "shared")
+        self.max_bytes = positive_int(opts, "maxBytesPerBatch", DEFAULT_MAX_BYTES_PER_BATCH)
+        self.max_per_task = positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
+        self.instances = positive_int(opts, "instances", None)
+        self.assignment = choice(opts, "assignment", ASSIGNMENTS, "shared")
         self.subscription = opts.get("subscription")
         self.epoch = int(opts.get("epoch", "0"))
         self.ack_on_plan = opts.get("ackonplan", "false").lower() == "true"
         # Producing only the columns the query uses saves their conversion in
         # the JVM, which costs more than reading them.
         self.columns = None if len(columns) == len(SPARK_READ_TYPES) else columns
-        as_json = _choice(opts, "propertiesAs", ("map", "json"), "map") == "json"
+        as_json = choice(opts, "propertiesAs", ("map", "json"), "map") == "json"
         self.properties_json = as_json and "properties" in columns
         self.target: dict[str, int] | None = None
         self.task_function = opts.get(TASK_FUNCTION_OPTION.lower())
