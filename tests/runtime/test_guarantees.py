@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sessions import session_processes
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
@@ -202,26 +203,11 @@ class Child:
         # Spark's Python workers may sit in process groups of their own, but
         # they stay in the child's session: end them by id, so the next run
         # starts clean.
-        for pid in _session_members(self.proc.pid):
+        for pid in session_processes(self.proc.pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-
-def _session_members(sid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[3]) == sid:  # fields after "(comm)": state ppid pgrp session ...
-            found.append(int(entry.name))
-    return found
 
 
 def _hold(tmp: Path, run: int, name: str, at: str) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sessions import session_processes
 
 from sparkfn.runtime.spark import use_project_interpreter
 from sparkfn.runtime.status import function_status
@@ -69,29 +70,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _session_members(sid: int) -> list[int]:
-    """Every process in session ``sid`` (Spark's Python daemons make process groups of their own)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[3]) == sid:  # fields after "(comm)": state ppid pgrp session ...
-            found.append(int(entry.name))
-    return found
-
-
 def _kill_session(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the process group ``proc`` leads, then anything left in its session."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=30)
-    for pid in _session_members(proc.pid):
+    for pid in session_processes(proc.pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 

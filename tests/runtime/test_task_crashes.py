@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sessions import session_processes
 from sqlalchemy import select
 
 from sparkfn.config.function import FunctionConfig
@@ -213,14 +214,14 @@ class Child:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=30)
         # Spark's Python daemon makes a process group of its own, in the child's session.
-        for pid in _processes(self.proc.pid):
+        for pid in session_processes(self.proc.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
     def python_workers(self) -> list[int]:
         """The Python workers Spark's daemon forked for tasks (not the daemon itself, nor
         the planning daemons' workers or the streaming source runner the JVM started)."""
-        members = _processes(self.proc.pid)
+        members = session_processes(self.proc.pid)
         daemons = {
             pid
             for pid, ppid in members.items()
@@ -236,22 +237,6 @@ def _is_task_daemon(pid: int) -> bool:
     except OSError:
         return False
     return argv[1:3] == [b"-m", b"sparkfn.runtime.daemon"]
-
-
-def _processes(sid: int) -> dict[int, int]:
-    """``{pid: ppid}`` of every process in session ``sid``."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[3]) == sid:  # fields after "(comm)": state ppid pgrp session ...
-            found[int(entry.name)] = int(fields[1])
-    return found
 
 
 def _drain(spark: Any, store: Store, per_batch: int) -> None:
