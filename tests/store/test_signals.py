@@ -1,9 +1,16 @@
-"""Commit hints: touched when a topic's append commits, never for a rolled-back one."""
+"""Commit hints: touched when a write commits (appends, commands, lifecycle records), never
+for a rolled-back one; a waiter wakes on them."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import pytest
 
+from sparkfn.api.lifecycle import StopMode
+from sparkfn.runtime import control, objects
 from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
@@ -40,3 +47,37 @@ def test_a_rolled_back_transaction_touches_nothing(store: Store) -> None:
     assert signals.stamp(store.data_dir, [name]) == (0,)
     Producer(store, "t").send_batch([Message(value=b"x")])
     assert signals.stamp(store.data_dir, [name])[0] > 0
+
+
+def test_a_waiter_wakes_on_a_commit_and_otherwise_times_out(store: Store) -> None:
+    info = TopicAdmin(store).create("t")
+    names = [signals.topic_hint(info.id)]
+    seen = signals.stamp(store.data_dir, names)
+    started = time.monotonic()
+    assert signals.wait_for_change(store.data_dir, names, seen, 0.3, 0.02) == seen
+    assert time.monotonic() - started >= 0.3
+    timer = threading.Timer(0.2, lambda: Producer(store, "t").send(b"one"))
+    timer.start()
+    started = time.monotonic()
+    now = signals.wait_for_change(store.data_dir, names, seen, 30.0, 0.02)
+    timer.join()
+    assert now != seen
+    assert time.monotonic() - started < 10.0  # woken by the commit, not the timeout
+
+
+def test_commands_and_lifecycle_writes_touch_their_hints(store: Store) -> None:
+    cid = control.control_id("function", "public/default/f")
+    names = [signals.COMMANDS_HINT, signals.control_hint(cid)]
+    assert signals.stamp(store.data_dir, names) == (0, 0)
+    objects.issue_command(store, cid, "close", [0], 1)
+    after_command = signals.stamp(store.data_dir, names)
+    assert after_command[0] > 0
+    assert after_command[1] == 0
+    control.begin_run(store, cid, "function", 1, "started")
+    control.request_stop(store, cid, StopMode.DRAIN, {})
+    requested = signals.stamp(store.data_dir, names)
+    assert requested[1] > 0
+    os.utime(store.data_dir / signals.HINTS_DIR / names[1], ns=(1, 1))
+    with store.write() as conn:
+        control.record_final_commit(conn, cid)
+    assert signals.stamp(store.data_dir, names)[1] > 1

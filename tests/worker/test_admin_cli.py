@@ -124,6 +124,16 @@ def _wait_processed(url: str, count: int) -> None:
     pytest.fail(f"wordcount processed fewer than {count} within {WAIT_S} s: {status}")
 
 
+def _wait_state(sparkfn: Sparkfn, state: str) -> Any:
+    deadline = time.monotonic() + WAIT_S
+    status = sparkfn.json("functions", "status", "--name", "wordcount")
+    while status["state"] != state and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = sparkfn.json("functions", "status", "--name", "wordcount")
+    assert status["state"] == state, status
+    return status
+
+
 @pytest.mark.long_running(90)
 def test_a_function_on_a_worker_is_driven_through_the_cli(
     shared_worker: SharedWorker, tmp_path: Path
@@ -208,8 +218,11 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
         "stopped function public/default/wordcount"
         in sparkfn.ok("functions", "stop", "--name", "wordcount").stdout
     )
+    # Stopping returns at once; status shows the run ending, then ended.
     stopped = sparkfn.json("functions", "status", "--name", "wordcount")
-    assert (stopped["numRunning"], stopped["state"]) == (0, "SUSPENDED")
+    assert stopped["state"] in ("STOPPING", "SUSPENDED")
+    stopped = _wait_state(sparkfn, "SUSPENDED")
+    assert stopped["numRunning"] == 0
     sparkfn.ok("functions", "start", "--name", "wordcount")
     _produce(store, "the restart")
     # The counts go on across the stop: the sentences, fox fox fox, the trigger, this one.

@@ -301,6 +301,7 @@ def _instance_record(r: Any) -> InstanceRecord:
 
 def record_final_commit(conn: Connection, fqfn: str) -> None:
     """The sink committed the end-of-stream batch (inside the batch's transaction)."""
+    signals.hint_on_commit(conn, signals.control_hint(fqfn))
     conn.execute(
         update(runs)
         .where(runs.c.fqfn == fqfn)

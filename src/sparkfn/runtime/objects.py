@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, func, insert, select, update
 
-from sparkfn.store import schema
+from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
 from sparkfn.topics.message import utc_now
 
@@ -31,6 +31,7 @@ def issue_command(
 ) -> int:
     """Ask every worker process to act on the objects of ``instance_ids``; returns the command id."""
     with store.write() as conn:
+        signals.hint_on_commit(conn, signals.COMMANDS_HINT)
         result = conn.execute(
             insert(commands).values(
                 fqfn=control_id,

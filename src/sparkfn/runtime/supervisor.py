@@ -59,6 +59,7 @@ class FunctionSupervisor(Supervisor):
             on_worker_shutdown=on_worker_shutdown,
         )
         self.kind = kind
+        self.query_target.on_end = self.wake
 
     @property
     def query(self) -> StreamingQuery | None:

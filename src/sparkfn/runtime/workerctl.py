@@ -3,8 +3,9 @@
 Spark keeps Python worker processes between batches, and with them the user
 objects sparkfn created there; once a query stops, no task will ever reach
 an idle worker again. So the first user object a worker creates starts a
-small daemon thread that polls the store for the supervisor's commands and
-acts on this process's objects:
+small daemon thread that reads the supervisor's commands from the store
+(when their commit hint changes, or once a second) and acts on this
+process's objects:
 
 * ``cancel``  -- interrupt: a running task of those instances fails at its
   next batch boundary (and closes the objects on its way out);
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from sparkfn.runtime import objects
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.instance import FunctionInstance
+from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
@@ -38,6 +40,8 @@ from sparkfn.topics.producer import Producer
 POLL_SECONDS = 0.2
 LOCK_WAIT_SECONDS = 0.2
 IDLE_POLLS = 25  # a thread with no objects left for its store ends after 5 s
+RECHECK_SECONDS = 1.0
+_HINT = [signals.COMMANDS_HINT]
 
 _LOG = logging.getLogger("sparkfn.workerctl")
 _started: dict[tuple[str, str, int], threading.Thread] = {}
@@ -70,14 +74,21 @@ def _loop(store: Store, last: int, registry: Registry, forget: Forget) -> None:
     pending: list[objects.Command] = []
     key = (store.url, str(store.data_dir), os.getpid())
     idle = 0
+    seen: tuple[int, ...] = ()
+    looked = 0.0
     while True:
-        try:
-            for command in objects.commands_after(store, last):
-                last = command.id
-                pending.append(command)
-            pending = [c for c in pending if not apply(store, c, registry, forget)]
-        except Exception:
-            _LOG.exception("sparkfn control thread: cannot read or apply commands; retrying")
+        # Commands touch a commit hint: between hints, the store is read once
+        # every RECHECK_SECONDS (a hint may be lost or late; see store.signals).
+        now_seen = signals.stamp(store.data_dir, _HINT)
+        if pending or now_seen != seen or time.monotonic() - looked >= RECHECK_SECONDS:
+            seen, looked = now_seen, time.monotonic()
+            try:
+                for command in objects.commands_after(store, last):
+                    last = command.id
+                    pending.append(command)
+                pending = [c for c in pending if not apply(store, c, registry, forget)]
+            except Exception:
+                _LOG.exception("sparkfn control thread: cannot read or apply commands; retrying")
         idle = 0 if pending or _has_objects(store, registry) else idle + 1
         if idle >= IDLE_POLLS:
             with _start_lock:  # ensure_started() registers objects before it looks here

@@ -16,6 +16,7 @@ second.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -35,6 +36,10 @@ def control_hint(control_id: str) -> str:
     return "control-" + control_id.replace("/", "_").replace(":", "_")
 
 
+# The hint of the supervisors' commands to worker processes (close, cancel).
+COMMANDS_HINT = "commands"
+
+
 def hint_on_commit(conn: Connection, name: str) -> None:
     """Touch hint ``name`` when ``conn``'s write transaction commits."""
     conn.info.setdefault(_PENDING, set()).add(name)
@@ -50,16 +55,24 @@ def touch_pending(conn: Connection, data_dir: Path) -> None:
     names = conn.info.pop(_PENDING, None)
     if not names:
         return
-    folder = data_dir / HINTS_DIR
     for name in names:
-        path = folder / name
+        touch(data_dir, name)
+
+
+def touch(data_dir: Path, name: str) -> None:
+    """Touch hint ``name`` now: whoever waits on it looks at the store at once."""
+    folder = data_dir / HINTS_DIR
+    path = folder / name
+    try:
+        os.utime(path)
+    except FileNotFoundError:
         try:
-            os.utime(path)
-        except FileNotFoundError:
             folder.mkdir(parents=True, exist_ok=True)
             path.touch()
-        except OSError:  # a hint is an optimisation: never fail a committed write for it
+        except OSError:
             pass
+    except OSError:  # a hint is an optimisation: never fail a committed write for it
+        pass
 
 
 def stamp(data_dir: Path, names: Iterable[str]) -> tuple[int, ...]:
@@ -72,3 +85,20 @@ def stamp(data_dir: Path, names: Iterable[str]) -> tuple[int, ...]:
         except OSError:
             out.append(0)
     return tuple(out)
+
+
+def wait_for_change(
+    data_dir: Path, names: list[str], seen: tuple[int, ...], timeout: float, poll: float
+) -> tuple[int, ...]:
+    """Wait up to ``timeout`` s for a hint in ``names`` to change from ``seen``; the stamp now.
+
+    A ``stat`` per hint every ``poll`` s: far cheaper than asking the store,
+    and no process other than the waiting one wakes.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        now = stamp(data_dir, names)
+        left = deadline - time.monotonic()
+        if now != seen or left <= 0:
+            return now
+        time.sleep(min(poll, left))

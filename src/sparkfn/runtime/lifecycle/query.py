@@ -20,6 +20,7 @@ and the reader gives the share of instances that stay down to the others.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.runtime import control, objects
 from sparkfn.runtime.lifecycle.target import Ended
+from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics.spark.source import current_ends
 
@@ -66,10 +68,27 @@ class QueryTarget:
         self._inputs = inputs
         self.query: StreamingQuery | None = None
         self.final_seq = 0
+        self.on_end: Callable[[], None] | None = None  # called when a query terminates
+        self._terminated: StreamingQuery | None = None
 
     def launch(self, epoch: int, instances: list[int]) -> None:
         """Start the query in ``epoch`` (the reader reads which instances are live)."""
-        self.query = self._start_query(epoch)
+        query = self._start_query(epoch)
+        self.query = query
+        threading.Thread(
+            target=self._await, args=(query,), name=f"sparkfn-query-{self.control_id}", daemon=True
+        ).start()
+
+    def _await(self, query: StreamingQuery) -> None:
+        """Wait for ``query`` to terminate in the JVM, then say so: no polling of
+        ``isActive`` while it runs (a Py4J round trip each, for every idle query)."""
+        try:
+            query.awaitTermination()
+        except Exception:  # noqa: BLE001 - failed or the session is gone: it terminated
+            pass
+        self._terminated = query
+        if self.on_end is not None:
+            self.on_end()
 
     def stop_point(self, mode: StopMode) -> dict[str, int] | None:
         """Drain: the input topics' ends now (a quick read of the store)."""
@@ -98,13 +117,19 @@ class QueryTarget:
                 if not query.status.get("isTriggerActive", False):
                     break
                 time.sleep(POLL_SECONDS)
-            query.stop()
+            self._stop(query)
 
     def halt(self) -> None:
         """Stop the query (a death stops every instance until the relaunch)."""
         query = self.query
         if query is not None and query.isActive:
-            query.stop()
+            self._stop(query)
+
+    def _stop(self, query: StreamingQuery) -> None:
+        # An idle reader may be waiting in latestOffset for a commit hint, and
+        # Spark's stop waits for that call: the touch ends the wait at once.
+        signals.touch(self.store.data_dir, signals.control_hint(self.control_id))
+        query.stop()
 
     def retire(self, instances: list[int]) -> None:
         """Nothing to do: the reader leaves out instances whose state is final."""
@@ -112,7 +137,7 @@ class QueryTarget:
     def finished(self) -> Ended | None:
         """The query stopped without being asked: failed (a Spark error) or stopped."""
         query = self.query
-        if query is None or query.isActive:
+        if query is None or self._terminated is not query:
             return None
         error = query.exception()
         if error is not None:

@@ -42,10 +42,14 @@ from sparkfn.runtime.lifecycle.causes import escalated, failure_of, fenced
 from sparkfn.runtime.lifecycle.policy import Handler, RestartHistory, decide, load_handler
 from sparkfn.runtime.lifecycle.states import can_move
 from sparkfn.runtime.lifecycle.target import RunTarget
+from sparkfn.store import signals
 from sparkfn.store.store import Store
 
 _LOG = logging.getLogger("sparkfn.supervisor")
 POLL_SECONDS = 0.2
+# The longest an idle run goes without reading its lifecycle record from the
+# store (commit hints usually announce a change at once; see store.signals).
+RECHECK_SECONDS = 1.0
 
 
 class Supervisor:
@@ -202,10 +206,31 @@ class Supervisor:
             )
 
     # --- watching -----------------------------------------------------------------------
+    def wake(self) -> None:
+        """Make the supervisor look now (its target ended, or something else changed)."""
+        self._wake.set()
+
     def _monitor(self) -> None:
+        hint = [signals.control_hint(self.control_id)]
+        seen: tuple[int, ...] = ()
+        looked = 0.0
         while not self._ended.is_set():
-            self._wake.wait(POLL_SECONDS)
+            woken = self._wake.wait(POLL_SECONDS)
             self._wake.clear()
+            # An idle run's record rarely changes: between the store reads
+            # every RECHECK_SECONDS, only a commit hint of the record, a wake
+            # or a stop in progress makes the supervisor read it.
+            now_seen = signals.stamp(self.store.data_dir, hint)
+            due = (
+                woken
+                or now_seen != seen
+                or self._stopping is not None
+                or time.monotonic() - looked >= RECHECK_SECONDS
+                or self.target.finished() is not None
+            )
+            if not due:
+                continue
+            seen, looked = now_seen, time.monotonic()
             try:
                 with self._lock:
                     if not self._ended.is_set():

@@ -71,6 +71,9 @@ DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
 DEFAULT_MAX_BYTES_PER_BATCH = 64 * 1024 * 1024
 # An idle reader asks the store at least this often, whatever the commit hints say.
 IDLE_RECHECK_SECONDS = 1.0
+# How long one call of an idle reader waits for a commit hint, and how often it looks.
+IDLE_WAIT_SECONDS = 0.5
+HINT_POLL_SECONDS = 0.05
 
 
 class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -184,21 +187,27 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         """The end of the next batch: what is available, capped by ``limit``, the byte cap and the run's admission.
 
-        An idle query asks every ``pollingDelay`` (100 ms): while the last
-        answer was "nothing new" for this same ``start``, less than
-        :data:`IDLE_RECHECK_SECONDS` ago, and no commit hint of an input
-        topic or of the run's lifecycle record changed since (:mod:`sparkfn.store.signals`), the answer stands
-        without asking the store.
+        An idle query asks again after ``pollingDelay``. While the last answer
+        was "nothing new" for this same ``start`` and is less than
+        :data:`IDLE_RECHECK_SECONDS` old, the call waits here, up to
+        :data:`IDLE_WAIT_SECONDS`, for a commit hint of an input topic or of
+        the run's lifecycle record to change (:mod:`sparkfn.store.signals`),
+        and answers "nothing new" without asking the store if none does. So
+        an idle query costs Spark one call every half second, not ten, and
+        new input is seen within :data:`HINT_POLL_SECONDS`.
         """
-        hints = signals.stamp(Path(self.data_dir), self._hints)
+        data_dir = Path(self.data_dir)
+        hints = signals.stamp(data_dir, self._hints)
         idle = self._idle
-        if (
-            idle is not None
-            and idle[0] == start
-            and idle[1] == hints
-            and time.monotonic() - idle[2] < IDLE_RECHECK_SECONDS
-        ):
-            return start
+        if idle is not None and idle[0] == start and idle[1] == hints:
+            left = IDLE_RECHECK_SECONDS - (time.monotonic() - idle[2])
+            if left > 0:
+                wait = min(left, IDLE_WAIT_SECONDS)
+                hints = signals.wait_for_change(
+                    data_dir, self._hints, hints, wait, HINT_POLL_SECONDS
+                )
+                if hints == idle[1] and wait < left:
+                    return start
         end = self._latest(start, limit)
         self._idle = (start, hints, time.monotonic()) if end == start else None
         return end
