@@ -39,9 +39,8 @@ how often it landed.
   restart (``REPLACE_INSTANCE``, the default policy) and recorded no
   ``ERROR``, the child finishes on its own, and under ``effectively_once``
   every output, counter increment and received message is counted exactly
-  once. Expected to fail for now: ``until_drained`` is a drain requested at
-  start, and the supervisor answers any failure during a drain with
-  ``SHUTDOWN_FUNCTION`` (see the test's ``xfail`` reason).
+  once. ``until_drained`` is a drain asked at start: the relaunched query
+  drains on to the same target.
 """
 
 from __future__ import annotations
@@ -415,16 +414,6 @@ def _source_runners(child: Child) -> list[int]:
     return [pid for pid in session_processes(child.proc.pid) if _argv(pid)[1:3] == SOURCE_RUNNER]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "a run started until_drained is draining from its start (Supervisor.start), and a "
-        "failure while stopping is never restarted: decide(stopping=True) answers "
-        "SHUTDOWN_FUNCTION, and Supervisor._replace ends a run with a stop requested "
-        "('stopped while restarting'); the child ends with FunctionFailedError"
-    ),
-)
 @pytest.mark.long_running(30)
 def test_source_runner_killed_mid_stream_restarts_the_query_effectively_once(
     store: Store, tmp_path: Path

@@ -294,7 +294,7 @@ class Supervisor:
             instance_ids=failed,
             parallelism=self.target.parallelism,
             handler=self._handler(),
-            stopping=self._stopping is not None,
+            stopping=self._stopping is not None and not self._drain_goes_on(),
         )
         if decision.handler_error:
             _LOG.error("%s %s: %s", self.target.kind, self.fqfn, decision.handler_error)
@@ -356,7 +356,7 @@ class Supervisor:
             self._lock.acquire()
         if self._ended.is_set():
             return
-        if self._requested is not None:
+        if self._requested is not None and not self._drain_goes_on():
             if not self.target.restarts_whole:
                 return  # the others still run: the next step stops them as asked
             mode = self._requested[0]
@@ -364,6 +364,19 @@ class Supervisor:
             self._end(mode, "stopped while restarting", graceful=False)
             return
         self._relaunch(failed, f"replaced after: {cause}")
+
+    def _drain_goes_on(self) -> bool:
+        """A drain outlives a failure of its query: the relaunch drains on to the same target.
+
+        The drain's target and stop request stay in the run's record across
+        epochs, so the restarted query reads up to them and ends
+        ``STOPPED (drained)``. A suspend or cancel is not restarted: the
+        failure already stopped what they were stopping.
+        """
+        requested = self._requested
+        return (
+            self.target.restarts_whole and requested is not None and requested[0] is StopMode.DRAIN
+        )
 
     def _relaunch(self, revive: list[int], cause: str) -> None:
         self.epoch = control.next_epoch(self.store, self.control_id)
