@@ -298,10 +298,11 @@ class Supervisor:
         )
         if decision.handler_error:
             _LOG.error("%s %s: %s", self.target.kind, self.fqfn, decision.handler_error)
-        _LOG.error(
-            "%s %s: %s; response %s", self.target.kind, self.fqfn, failure, decision.chosen.value
-        )
         response = decision.response
+        applied = response.value
+        if decision.chosen is not response:  # escalated, or the run was stopping
+            applied += f" (the policy chose {decision.chosen.value})"
+        _LOG.error("%s %s: %s; response %s", self.target.kind, self.fqfn, failure, applied)
         if decision.escalated:
             cause = escalated(cause, self.policy)
         shutdown = response in (Response.SHUTDOWN_FUNCTION, Response.SHUTDOWN_WORKER)
