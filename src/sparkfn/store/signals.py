@@ -16,7 +16,6 @@ second.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -35,6 +34,11 @@ def control_hint(control_id: str) -> str:
     """The hint of a run's lifecycle record (commands, deaths, instance states)."""
     return "control-" + control_id.replace("/", "_").replace(":", "_")
 
+
+# How long a waiter goes without asking the store, whatever the hints say
+# (:func:`recheck_seconds`).
+LOCAL_RECHECK_SECONDS = 5.0
+SHARED_RECHECK_SECONDS = 1.0
 
 # The hint of the supervisors' commands to worker processes (close, cancel).
 COMMANDS_HINT = "commands"
@@ -87,18 +91,14 @@ def stamp(data_dir: Path, names: Iterable[str]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def wait_for_change(
-    data_dir: Path, names: list[str], seen: tuple[int, ...], timeout: float, poll: float
-) -> tuple[int, ...]:
-    """Wait up to ``timeout`` s for a hint in ``names`` to change from ``seen``; the stamp now.
+def recheck_seconds(store_url: str) -> float:
+    """How long a waiter on this store's hints may go without asking the store itself.
 
-    A ``stat`` per hint every ``poll`` s: far cheaper than asking the store,
-    and no process other than the waiting one wakes.
+    With SQLite every writer is a process on this machine (SQLite is not
+    shared between machines), so the kernel announces every touch and only
+    a crash between a commit and its touch goes unannounced: 5 s. With
+    PostgreSQL, writers on other machines touch hints on a shared data
+    directory, which this machine's kernel does not announce and whose
+    ``stat`` may lag: 1 s, the longest a message waits for that reason.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        now = stamp(data_dir, names)
-        left = deadline - time.monotonic()
-        if now != seen or left <= 0:
-            return now
-        time.sleep(min(poll, left))
+    return LOCAL_RECHECK_SECONDS if store_url.startswith("sqlite") else SHARED_RECHECK_SECONDS

@@ -42,14 +42,11 @@ from sparkfn.runtime.lifecycle.causes import escalated, failure_of, fenced
 from sparkfn.runtime.lifecycle.policy import Handler, RestartHistory, decide, load_handler
 from sparkfn.runtime.lifecycle.states import can_move
 from sparkfn.runtime.lifecycle.target import RunTarget
-from sparkfn.store import signals
+from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 
 _LOG = logging.getLogger("sparkfn.supervisor")
 POLL_SECONDS = 0.2
-# The longest an idle run goes without reading its lifecycle record from the
-# store (commit hints usually announce a change at once; see store.signals).
-RECHECK_SECONDS = 1.0
 
 
 class Supervisor:
@@ -212,20 +209,32 @@ class Supervisor:
 
     def _monitor(self) -> None:
         hint = [signals.control_hint(self.control_id)]
+        # Where the kernel announces hint touches, a touch wakes the
+        # supervisor; elsewhere it looks at the hint every POLL_SECONDS.
+        cancel = watch.subscribe(self.store.data_dir, hint[0], self.wake)
+        try:
+            self._watch(hint, polled=cancel is None)
+        finally:
+            if cancel is not None:
+                cancel()
+
+    def _watch(self, hint: list[str], *, polled: bool) -> None:
         seen: tuple[int, ...] = ()
         looked = 0.0
+        recheck = signals.recheck_seconds(self.store.url)
         while not self._ended.is_set():
-            woken = self._wake.wait(POLL_SECONDS)
+            quiet = not polled and self._stopping is None
+            woken = self._wake.wait(recheck if quiet else POLL_SECONDS)
             self._wake.clear()
             # An idle run's record rarely changes: between the store reads
-            # every RECHECK_SECONDS, only a commit hint of the record, a wake
-            # or a stop in progress makes the supervisor read it.
+            # every `recheck` s, only a commit hint of the record, a wake or a
+            # stop in progress makes the supervisor read it.
             now_seen = signals.stamp(self.store.data_dir, hint)
             due = (
                 woken
                 or now_seen != seen
                 or self._stopping is not None
-                or time.monotonic() - looked >= RECHECK_SECONDS
+                or time.monotonic() - looked >= recheck
                 or self.target.finished() is not None
             )
             if not due:

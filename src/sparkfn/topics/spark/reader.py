@@ -40,7 +40,7 @@ from sqlalchemy import func, select
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.settings import Settings
-from sparkfn.store import schema, signals
+from sparkfn.store import schema, signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
@@ -69,9 +69,11 @@ from sparkfn.topics.spark.tasks import TASK_FUNCTION_OPTION, decode_task_functio
 DEFAULT_MAX_RECORDS_PER_TASK = 200_000
 DEFAULT_MAX_RECORDS_PER_BATCH = 200_000
 DEFAULT_MAX_BYTES_PER_BATCH = 64 * 1024 * 1024
-# An idle reader asks the store at least this often, whatever the commit hints say.
-IDLE_RECHECK_SECONDS = 1.0
-# How long one call of an idle reader waits for a commit hint, and how often it looks.
+# How long one call of an idle reader waits for a commit hint: a query of a
+# function or a sink (every stop of which touches its run's hint), and any
+# other (whose query.stop() waits for the call). Where hints are polled, how
+# often it looks. It asks the store at least every signals.recheck_seconds.
+RUN_WAIT_SECONDS = 2.0
 IDLE_WAIT_SECONDS = 0.5
 HINT_POLL_SECONDS = 0.05
 
@@ -108,8 +110,11 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: dict[str, int] | None = None
         self.task_function = opts.get(TASK_FUNCTION_OPTION.lower())
         self._hints = [signals.topic_hint(t.id) for t in self.topics]
+        self._recheck = signals.recheck_seconds(self.store_url)
+        self._wait = IDLE_WAIT_SECONDS
         if opts.get("controlid"):
             self._hints.append(signals.control_hint(opts["controlid"]))
+            self._wait = RUN_WAIT_SECONDS
         # (start, hints, when) of the last "nothing new" answer; see latestOffset.
         self._idle: tuple[dict[str, int], tuple[int, ...], float] | None = None
         self._reported: tuple[float, dict[str, int]] | None = None
@@ -188,24 +193,25 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The end of the next batch: what is available, capped by ``limit``, the byte cap and the run's admission.
 
         An idle query asks again after ``pollingDelay``. While the last answer
-        was "nothing new" for this same ``start`` and is less than
-        :data:`IDLE_RECHECK_SECONDS` old, the call waits here, up to
+        was "nothing new" for this same ``start`` and is younger than
+        :func:`~sparkfn.store.signals.recheck_seconds`, the call waits here,
+        up to :data:`RUN_WAIT_SECONDS` (a function's or a sink's query) or
         :data:`IDLE_WAIT_SECONDS`, for a commit hint of an input topic or of
-        the run's lifecycle record to change (:mod:`sparkfn.store.signals`),
-        and answers "nothing new" without asking the store if none does. So
-        an idle query costs Spark one call every half second, not ten, and
-        new input is seen within :data:`HINT_POLL_SECONDS`.
+        the run's lifecycle record to change (:mod:`sparkfn.store.signals`,
+        :mod:`sparkfn.store.watch`), and answers "nothing new" without
+        asking the store if none does. So an idle function's query costs
+        Spark one call every 2 s, not ten a second, and new input is seen as
+        soon as its commit touches the hint (inotify), or within
+        :data:`HINT_POLL_SECONDS` where hints are polled.
         """
         data_dir = Path(self.data_dir)
         hints = signals.stamp(data_dir, self._hints)
         idle = self._idle
         if idle is not None and idle[0] == start and idle[1] == hints:
-            left = IDLE_RECHECK_SECONDS - (time.monotonic() - idle[2])
+            left = self._recheck - (time.monotonic() - idle[2])
             if left > 0:
-                wait = min(left, IDLE_WAIT_SECONDS)
-                hints = signals.wait_for_change(
-                    data_dir, self._hints, hints, wait, HINT_POLL_SECONDS
-                )
+                wait = min(left, self._wait)
+                hints = watch.wait_for_change(data_dir, self._hints, hints, wait, HINT_POLL_SECONDS)
                 if hints == idle[1] and wait < left:
                     return start
         end = self._latest(start, limit)
@@ -285,7 +291,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if (
             self._reported is None
             or self._idle is None
-            or time.monotonic() - self._reported[0] >= IDLE_RECHECK_SECONDS
+            or time.monotonic() - self._reported[0] >= self._recheck
         ):
             self._reported = (time.monotonic(), {k: e for k, (_, e) in self._bounds().items()})
         return self._reported[1]

@@ -1,0 +1,234 @@
+"""Waiting for commit hints without polling them: Linux inotify, else ``stat`` polling.
+
+A waiter that polls hints (:func:`sparkfn.store.signals.stamp`) wakes many
+times a second even when nothing happens, and fifty idle functions in one
+worker make that most of what they cost. On Linux the kernel tells a process
+when a file's attributes change (inotify, ``IN_ATTRIB`` for the ``utime``
+that touches a hint), so a waiter sleeps until a hint is touched or its
+timeout ends. inotify sees only changes made through this machine's kernel:
+a hint touched by another machine on a shared data directory is not
+announced, which is one more reason why every waiter still asks the store
+at least once a second (see :mod:`~sparkfn.store.signals`).
+
+* :func:`wait_for_change` is for one thread that waits (a query's reader);
+* :func:`subscribe` calls back from one process-wide thread (supervisors);
+
+both fall back to polling with ``stat`` where inotify is not available.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import select
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sparkfn.store.signals import HINTS_DIR, stamp
+
+_LOG = logging.getLogger("sparkfn.store.watch")
+
+# From <sys/inotify.h>.
+_IN_ATTRIB = 0x00000004
+_IN_CLOSE_WRITE = 0x00000008
+_IN_IGNORED = 0x00008000
+_IN_NONBLOCK = 0o4000
+_IN_CLOEXEC = 0o2000000
+_MASK = _IN_ATTRIB | _IN_CLOSE_WRITE
+_EVENT_HEADER = 16  # wd, mask, cookie, len: four 32-bit fields, then the name
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.inotify_init1  # noqa: B018 - present on every Linux libc since 2.9
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()
+
+
+def hint_path(data_dir: Path, name: str) -> Path:
+    """The file of hint ``name``, to watch; created if it does not exist yet.
+
+    A hint created here is dated 0, as :func:`~sparkfn.store.signals.stamp`
+    dates a hint never touched, so creating it does not look like a commit.
+    """
+    folder = data_dir / HINTS_DIR
+    path = folder / name
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            return path  # a commit touched it meanwhile
+        os.utime(path, ns=(0, 0))
+    return path
+
+
+class Inotify:
+    """One inotify descriptor watching hint files; :meth:`read` says which changed."""
+
+    def __init__(self) -> None:
+        if _LIBC is None:
+            msg = "inotify is not available on this system"
+            raise OSError(msg)
+        fd = _LIBC.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        self.fd: int = fd
+        self.lost = False  # a watched file went away: its changes are no longer seen
+
+    def add(self, path: Path) -> int:
+        """Watch ``path``; returns its watch descriptor (the same for the same file)."""
+        assert _LIBC is not None
+        wd: int = _LIBC.inotify_add_watch(self.fd, os.fsencode(path), _MASK)
+        if wd < 0:
+            raise OSError(ctypes.get_errno(), f"cannot watch {path}")
+        return wd
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for an event; True if one came."""
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        return bool(ready)
+
+    def read(self) -> set[int]:
+        """The watch descriptors with events queued (consumed)."""
+        changed: set[int] = set()
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return changed
+            at = 0
+            while at + _EVENT_HEADER <= len(data):
+                wd, mask, _, size = (
+                    int.from_bytes(data[at + i : at + i + 4], sys.byteorder) for i in (0, 4, 8, 12)
+                )
+                if mask & _IN_IGNORED:
+                    self.lost = True
+                changed.add(wd)
+                at += _EVENT_HEADER + size
+
+    def close(self) -> None:
+        """Release the descriptor."""
+        os.close(self.fd)
+
+
+# --- one waiting thread -----------------------------------------------------------------
+
+_waiters: dict[tuple[str, tuple[str, ...]], Inotify | None] = {}
+_waiters_lock = threading.Lock()
+
+
+def _waiter(data_dir: Path, names: tuple[str, ...]) -> Inotify | None:
+    key = (str(data_dir), names)
+    with _waiters_lock:
+        if key not in _waiters:
+            try:
+                waiter = Inotify()
+                for name in names:
+                    waiter.add(hint_path(data_dir, name))
+            except OSError as exc:
+                _LOG.debug("hints in %s are polled: %s", data_dir, exc)
+                waiter = None
+            _waiters[key] = waiter
+        return _waiters[key]
+
+
+def wait_for_change(
+    data_dir: Path, names: list[str], seen: tuple[int, ...], timeout: float, poll: float
+) -> tuple[int, ...]:
+    """Wait up to ``timeout`` s for a hint in ``names`` to change from ``seen``; the stamp now.
+
+    Sleeps until the kernel reports a touch where it can; otherwise, or once
+    a watched file went away, looks with ``stat`` every ``poll`` s. Meant
+    for one waiting thread per ``names`` in a process (a query's reader).
+    """
+    deadline = time.monotonic() + timeout
+    waiter = _waiter(data_dir, tuple(names))
+    while True:
+        now = stamp(data_dir, names)
+        left = deadline - time.monotonic()
+        if now != seen or left <= 0:
+            return now
+        if waiter is not None and not waiter.lost:
+            if waiter.wait(left):
+                waiter.read()
+        else:
+            time.sleep(min(poll, left))
+
+
+# --- callbacks from one thread ------------------------------------------------------------
+
+
+class _Subscriptions:
+    """One thread and one inotify descriptor for every callback of the process."""
+
+    def __init__(self, inotify: Inotify) -> None:
+        self.inotify = inotify
+        self.lock = threading.Lock()
+        self.callbacks: dict[int, dict[int, Callable[[], None]]] = {}  # wd -> token -> callback
+        self.next_token = 0
+        thread = threading.Thread(target=self._run, name="sparkfn-hint-watch", daemon=True)
+        thread.start()
+
+    def add(self, path: Path, callback: Callable[[], None]) -> Callable[[], None]:
+        with self.lock:
+            wd = self.inotify.add(path)
+            token = self.next_token
+            self.next_token += 1
+            self.callbacks.setdefault(wd, {})[token] = callback
+
+        def cancel() -> None:
+            with self.lock:
+                self.callbacks.get(wd, {}).pop(token, None)
+
+        return cancel
+
+    def _run(self) -> None:
+        while True:
+            self.inotify.wait(3600.0)
+            changed = self.inotify.read()
+            with self.lock:
+                due = [cb for wd in changed for cb in self.callbacks.get(wd, {}).values()]
+            for callback in due:
+                try:
+                    callback()
+                except Exception:
+                    _LOG.exception("hint callback failed")
+
+
+_subscriptions: _Subscriptions | None = None
+_subscriptions_lock = threading.Lock()
+
+
+def subscribe(data_dir: Path, name: str, callback: Callable[[], None]) -> Callable[[], None] | None:
+    """Call ``callback`` (on a shared thread) whenever hint ``name`` is touched here.
+
+    Returns the function that cancels it, or None where inotify is not
+    available (the caller polls the hint instead). A callback must be quick:
+    it only wakes its owner.
+    """
+    global _subscriptions  # noqa: PLW0603 - one watcher per process, started on first use
+    with _subscriptions_lock:
+        if _subscriptions is None:
+            try:
+                _subscriptions = _Subscriptions(Inotify())
+            except OSError as exc:
+                _LOG.debug("hints are polled: %s", exc)
+                return None
+        subscriptions = _subscriptions
+    try:
+        return subscriptions.add(hint_path(data_dir, name), callback)
+    except OSError as exc:
+        _LOG.debug("hint %s is polled: %s", name, exc)
+        return None
