@@ -83,10 +83,13 @@ def batch_summary(run: LocalRun, since: datetime) -> str:
     medians = ", ".join(
         f"{k} {statistics.median(p['durationMs'].get(k, 0) for p in busy):,.0f}" for k in parts
     )
+    slowest = max(busy, key=lambda p: p["durationMs"].get("triggerExecution", 0))
+    slow_parts = ", ".join(f"{k} {slowest['durationMs'].get(k, 0):,}" for k in parts)
     # numInputRows counts the source's rows: one per task, since the function runs in them.
     return (
         f"{len(busy)} micro-batches with input in the window: triggerExecution median "
         f"{statistics.median(trigger):,.0f} ms (max {max(trigger):,.0f}); medians (ms): {medians}"
+        f"\n  slowest, batch {slowest['batchId']} at {slowest['timestamp']} (ms): {slow_parts}"
     )
 
 

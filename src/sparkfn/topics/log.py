@@ -16,7 +16,7 @@ from datetime import datetime
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy import Connection, and_, func, insert, select, update
 
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.store import schema, signals
@@ -199,6 +199,20 @@ def read_range(
     attempts = 0
     while end is None or position < end:
         with store.read() as conn:
+            # The segment holding `position` is the last one starting at or
+            # before it: an index lookup. Filtering on base_offset + count
+            # alone would scan every earlier segment of the partition.
+            first = (
+                select(func.max(seg.c.base_offset))
+                .where(
+                    and_(
+                        seg.c.topic_id == topic.id,
+                        seg.c.partition == partition,
+                        seg.c.base_offset <= position,
+                    )
+                )
+                .scalar_subquery()
+            )
             query = (
                 select(
                     seg.c.base_offset,
@@ -210,6 +224,7 @@ def read_range(
                     and_(
                         seg.c.topic_id == topic.id,
                         seg.c.partition == partition,
+                        seg.c.base_offset >= func.coalesce(first, -1),
                         seg.c.base_offset + seg.c.count > position,
                     )
                 )
