@@ -161,6 +161,30 @@ def end_offsets(store: Store | Connection, topic: TopicInfo) -> dict[int, tuple[
     return {r.partition: (r.start_offset, r.next_offset) for r in rows}
 
 
+def stored_sizes(conn: Connection, topic: TopicInfo, partition: int, start: int) -> tuple[int, int]:
+    """``(bytes, records)`` stored in the next :data:`SIZE_SAMPLE` segments from ``start``.
+
+    An estimate of what reading on from ``start`` costs, by index lookups
+    only (summing over a whole partition would read every segment row).
+    """
+    seg = schema.segments
+    mine = and_(seg.c.topic_id == topic.id, seg.c.partition == partition)
+    rows = conn.execute(
+        select(seg.c.size_bytes, seg.c.count.label("n"))
+        .where(and_(mine, seg.c.base_offset >= start))
+        .order_by(seg.c.base_offset)
+        .limit(SIZE_SAMPLE)
+    ).all()
+    if not rows:  # only the segment holding `start` is left
+        rows = conn.execute(
+            select(seg.c.size_bytes, seg.c.count.label("n"))
+            .where(and_(mine, seg.c.base_offset <= start))
+            .order_by(seg.c.base_offset.desc())
+            .limit(1)
+        ).all()
+    return sum(r.size_bytes for r in rows), sum(r.n for r in rows)
+
+
 def _with_position(table: pa.Table, topic: TopicInfo, partition: int, first: int) -> pa.Table:
     n = table.num_rows
     return (
@@ -177,6 +201,8 @@ def _with_position(table: pa.Table, topic: TopicInfo, partition: int, first: int
 
 
 READ_BATCH_ROWS = 64 * 1024  # consecutive inline segments are joined up to this many rows
+# Segments looked at to estimate the stored size of what follows an offset.
+SIZE_SAMPLE = 256
 
 
 def read_range(

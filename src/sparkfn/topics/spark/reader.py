@@ -36,15 +36,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
-from sqlalchemy import func, select
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.settings import Settings
-from sparkfn.store import schema, signals, watch
+from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.log import end_offsets, read_range
+from sparkfn.topics.log import end_offsets, read_range, stored_sizes
 from sparkfn.topics.message import READ_SCHEMA, SPARK_READ_TYPES, properties_to_json
 from sparkfn.topics.spark.admission import Admission, AdmissionView, load_admission
 from sparkfn.topics.spark.options import choice, positive_int
@@ -264,27 +263,18 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end
 
     def _bytes_per_record(self, base: Mapping[str, int], end: Mapping[str, int]) -> float | None:
-        """The mean stored size of a record of the topics that have data to admit."""
+        """The mean stored size of the records next in line, in the partitions with data to admit."""
         if self.max_bytes is None:
             return None
-        ids = sorted(
-            {
-                t.id
-                for t in self.topics
-                for p in range(t.partitions)
-                if end.get(offset_key(t, p), 0) > base.get(offset_key(t, p), 0)
-            }
-        )
-        if not ids:
-            return None
-        seg = schema.segments
+        size = count = 0
         with self._store().read() as conn:
-            size, count = conn.execute(
-                select(func.sum(seg.c.size_bytes), func.sum(seg.c.count)).where(
-                    seg.c.topic_id.in_(ids)
-                )
-            ).one()
-        return float(size) / float(count) if count else None
+            for t in self.topics:
+                for p in range(t.partitions):
+                    key = offset_key(t, p)
+                    if end.get(key, 0) > base.get(key, 0):
+                        more = stored_sizes(conn, t, p, base.get(key, 0))
+                        size, count = size + more[0], count + more[1]
+        return size / count if count else None
 
     def reportLatestOffset(self) -> dict[str, int]:
         """What is committed now, for Spark's progress reports (at most a second old when idle)."""

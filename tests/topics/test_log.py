@@ -1,0 +1,46 @@
+"""Segment lookups of the log: a read starting mid-segment, and size estimates."""
+
+from __future__ import annotations
+
+from sparkfn.store.store import Store
+from sparkfn.topics import log
+from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+
+
+def _fill(store: Store, segments: int, per_segment: int, size: int) -> TopicInfo:
+    info = TopicAdmin(store).create("t")
+    producer = Producer(store, "t")
+    for s in range(segments):
+        producer.send_batch(
+            [
+                Message(f"{s * per_segment + i:06d}".encode().ljust(size, b"."))
+                for i in range(per_segment)
+            ]
+        )
+    return info
+
+
+def _values(store: Store, info: TopicInfo, start: int, end: int | None) -> list[int]:
+    batches = log.read_range(store, info, 0, start, end)
+    return [int(v.as_py()[:6]) for b in batches for v in b.column("value")]
+
+
+def test_a_read_from_any_offset_starts_in_the_segment_holding_it(store: Store) -> None:
+    info = _fill(store, segments=50, per_segment=10, size=20)
+    for start, end in [(0, 500), (7, 13), (10, 11), (255, 500), (499, None), (123, 377)]:
+        stop = 500 if end is None else end
+        assert _values(store, info, start, end) == list(range(start, stop))
+    assert _values(store, info, 500, None) == []
+
+
+def test_stored_sizes_sample_the_segments_from_an_offset_on(store: Store) -> None:
+    info = _fill(store, segments=300, per_segment=10, size=100)
+    with store.read() as conn:
+        size, count = log.stored_sizes(conn, info, 0, 0)
+        assert count == log.SIZE_SAMPLE * 10  # the sample, not the whole partition
+        assert size > 0
+        _, from_mid = log.stored_sizes(conn, info, 0, 2_995)  # only the last segment holds it
+        assert from_mid == 10
+        assert log.stored_sizes(conn, info, 0, 1_000)[1] == 2_000  # the 200 segments from 1,000
