@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle.lookout import POLL_SECONDS
 from sparkfn.runtime.lifecycle.policy import load_handler
 from sparkfn.runtime.lifecycle.query import QueryTarget, StartQuery
-from sparkfn.runtime.lifecycle.supervisor import POLL_SECONDS, Supervisor
+from sparkfn.runtime.lifecycle.supervisor import Supervisor
 from sparkfn.store.store import Store
 
 if TYPE_CHECKING:

@@ -5,6 +5,8 @@
 * :mod:`.supervisor`: :class:`~.supervisor.Supervisor`, which runs one
   :class:`~.target.RunTarget` (a Spark query for a function or a sink,
   the instance threads for a source) under its stop modes and failure policy;
+* :mod:`.lookout`: when a supervisor reads its run's record (commit hints,
+  wake-ups, the recheck interval);
 * :mod:`.target`: the :class:`~.target.RunTarget` protocol and what a target
   reports when it ended by itself;
 * :mod:`.query`: the Spark query as a run target;

@@ -39,14 +39,13 @@ from sparkfn.api.lifecycle import DeathCause, Response, RunState, StopMode
 from sparkfn.config.policy import FailurePolicy
 from sparkfn.runtime import control
 from sparkfn.runtime.lifecycle.causes import escalated, failure_of, fenced
+from sparkfn.runtime.lifecycle.lookout import Lookout
 from sparkfn.runtime.lifecycle.policy import Handler, RestartHistory, decide, load_handler
 from sparkfn.runtime.lifecycle.states import can_move
 from sparkfn.runtime.lifecycle.target import RunTarget
-from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 
 _LOG = logging.getLogger("sparkfn.supervisor")
-POLL_SECONDS = 0.2
 
 
 class Supervisor:
@@ -208,47 +207,25 @@ class Supervisor:
         self._wake.set()
 
     def _monitor(self) -> None:
-        hint = [signals.control_hint(self.control_id)]
-        # Where the kernel announces hint touches, a touch wakes the
-        # supervisor; elsewhere it looks at the hint every POLL_SECONDS.
-        cancel = watch.subscribe(self.store.data_dir, hint[0], self.wake)
+        lookout = Lookout(self.store, self.control_id, self._wake)
         try:
-            self._watch(hint, polled=cancel is None)
+            while not self._ended.is_set():
+                stopping = self._stopping is not None
+                if not lookout.due(
+                    stopping=stopping, ended=lambda: self.target.finished() is not None
+                ):
+                    continue
+                try:
+                    with self._lock:
+                        if not self._ended.is_set():
+                            self._step()
+                except Exception:
+                    _LOG.exception(
+                        "%s %s: supervisor step failed; retrying", self.target.kind, self.fqfn
+                    )
+                    time.sleep(1.0)
         finally:
-            if cancel is not None:
-                cancel()
-
-    def _watch(self, hint: list[str], *, polled: bool) -> None:
-        seen: tuple[int, ...] = ()
-        looked = 0.0
-        recheck = signals.recheck_seconds(self.store.url)
-        while not self._ended.is_set():
-            quiet = not polled and self._stopping is None
-            woken = self._wake.wait(recheck if quiet else POLL_SECONDS)
-            self._wake.clear()
-            # An idle run's record rarely changes: between the store reads
-            # every `recheck` s, only a commit hint of the record, a wake or a
-            # stop in progress makes the supervisor read it.
-            now_seen = signals.stamp(self.store.data_dir, hint)
-            due = (
-                woken
-                or now_seen != seen
-                or self._stopping is not None
-                or time.monotonic() - looked >= recheck
-                or self.target.finished() is not None
-            )
-            if not due:
-                continue
-            seen, looked = now_seen, time.monotonic()
-            try:
-                with self._lock:
-                    if not self._ended.is_set():
-                        self._step()
-            except Exception:
-                _LOG.exception(
-                    "%s %s: supervisor step failed; retrying", self.target.kind, self.fqfn
-                )
-                time.sleep(1.0)
+            lookout.close()
 
     def _step(self) -> None:
         self._act_on_request()
