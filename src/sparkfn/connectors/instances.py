@@ -164,8 +164,14 @@ class SourceInstances:
             self.runners[i].stop(StopMode.CANCEL, "shut down")
 
     def finished(self) -> Ended | None:
-        """Every instance ended by itself (the end of its input): the run is drained."""
-        return Ended(StopMode.DRAIN, "the input ended") if self.ended else None
+        """Every instance ended by itself (the end of its input): the run is drained.
+
+        An instance counts once its final transition is recorded, a death
+        included: a runner's state is final a moment before its death is in
+        the store, and a supervisor looking then must not take it for a drain.
+        """
+        done = all(runner.wait(0) for runner in self.runners)
+        return Ended(StopMode.DRAIN, "the input ended") if done else None
 
     def close(
         self, instances: list[int], *, graceful: bool, epoch: int, timeout: float

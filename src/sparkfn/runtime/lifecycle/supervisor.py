@@ -231,6 +231,8 @@ class Supervisor:
         self._act_on_request()
         if self._ended.is_set():
             return
+        # Asked before the record is read: a target that ended has recorded its deaths by then.
+        ended = self.target.finished()
         record = control.read_control(self.store, self.control_id)
         if record is None:
             return
@@ -243,7 +245,7 @@ class Supervisor:
         if mode is not None and graceful and not deaths and self.target.stopped(record):
             self._end(mode, "drained" if mode is StopMode.DRAIN else "suspended", graceful=True)
             return
-        ended = None if deaths else self.target.finished()
+        ended = None if deaths else ended
         if deaths or (ended is not None and ended.error is not None):
             self._handle(deaths, ended.error if ended is not None else None, record)
         elif ended is not None:
