@@ -38,6 +38,9 @@ class Lookout:
         self._cancel = watch.subscribe(store.data_dir, self.hint[0], wake.set)
         self._seen: tuple[int, ...] = ()
         self._looked = 0.0
+        # The first look is at once: what happened before the subscription
+        # (a death right after launch) was announced to no one.
+        wake.set()
 
     def due(self, *, stopping: bool, ended: Callable[[], bool]) -> bool:
         """Wait for the next wake-up; whether the supervisor should look at its record now."""

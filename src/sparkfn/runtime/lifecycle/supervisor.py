@@ -339,8 +339,11 @@ class Supervisor:
         self._set_all(control.RESTARTING, f"restarting in {delay:g} s after: {cause}", failed)
         self._move(RunState.RESTARTING)
         self._lock.release()  # stop_instance/restart_instance may go on meanwhile
-        try:
-            self._wake.wait(delay)
+        try:  # the backoff; only a stop asked meanwhile cuts it short (hints wake too)
+            deadline = time.monotonic() + delay
+            while self._requested is None and (left := deadline - time.monotonic()) > 0:
+                self._wake.wait(left)
+                self._wake.clear()
         finally:
             self._lock.acquire()
         if self._ended.is_set():
