@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -84,6 +83,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         settings = Settings.resolve(opts.get("datadir"), opts.get("storeurl"))
         self.store_url = settings.store_url
         self.data_dir = str(settings.data_dir)
+        self._data_path = settings.data_dir  # for the hints, looked at on every idle call
         names = opts.get("topics") or opts.get("topic")
         if not names:
             msg = "sparkfn data source: option 'topic' (or 'topics') is required for reading"
@@ -203,7 +203,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         soon as its commit touches the hint (inotify), or within
         :data:`HINT_POLL_SECONDS` where hints are polled.
         """
-        data_dir = Path(self.data_dir)
+        data_dir = self._data_path
         hints = signals.stamp(data_dir, self._hints)
         idle = self._idle
         if idle is not None and idle[0] == start and idle[1] == hints:
