@@ -1,10 +1,12 @@
 """``run_function``: the function's part of each read task, on Spark executors.
 
 For each Spark task it runs the user function over the input rows of every
-instance present in the task and yields *tagged rows*: ``output``,
-``publish``, ``dead_letter`` and ``log`` messages for topics, and one
-``summary`` row per instance carrying the task's state mutations and stats.
-The function sink commits all of them in one transaction per batch.
+instance present in the task and yields, in the same Python worker, the
+messages it emitted for topics (``output``, ``publish``, ``dead_letter`` and
+``log``, as :class:`~sparkfn.runtime.function.emit.EmitBuffer` columns) and
+one :class:`TaskSummary` per instance carrying the task's state mutations
+and stats. The function sink stages the messages in the task and commits
+everything in one transaction per batch.
 
 User objects live in :data:`_INSTANCES`, one per (run, version, instance)
 per Python worker process, created and initialized on first use, so a
@@ -28,7 +30,6 @@ lifecycle rules of DESIGN.md 2.3 are kept here and in
 from __future__ import annotations
 
 import logging
-import pickle
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,34 +43,15 @@ from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control, objects, workerctl
 from sparkfn.runtime.function.emit import EmitBuffer
-from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
+from sparkfn.runtime.function.instance import FunctionInstance
 from sparkfn.runtime.function.rows import InputRows
 from sparkfn.runtime.function.topics import StoreTopicCatalog
 from sparkfn.runtime.isolation import use_package
 from sparkfn.runtime.loader import load_function
 from sparkfn.state.store import state_reader
 from sparkfn.store.store import Store
-from sparkfn.topics.message import TIMESTAMP
 
 _LOG = logging.getLogger("sparkfn.executor")
-
-TAGGED_SCHEMA = pa.schema(
-    [
-        pa.field("kind", pa.string()),
-        pa.field("topic", pa.string()),
-        pa.field("key", pa.string()),
-        pa.field("value", pa.binary()),
-        pa.field("properties", pa.string()),  # JSON object text: see properties_to_json
-        pa.field("event_time", TIMESTAMP),
-        pa.field("instance_id", pa.int32()),
-        pa.field("payload", pa.binary()),
-    ]
-)
-
-SPARK_TAGGED_SCHEMA = (
-    "kind string, topic string, key string, value binary, properties string, "
-    "event_time timestamp, instance_id int, payload binary"
-)
 
 # An object's key: (the control id of its run, the function's version, the instance id).
 InstanceKey = tuple[str, str, int]
@@ -85,6 +67,11 @@ class TaskSummary:
     mutations: list[Any]
     stats: Any
     final: bool = False  # the end-of-stream batch: prepare_to_shutdown() ran
+
+
+# What a task's run yields, in order: the messages its instances emitted
+# (for the sink's stager, in the same process) and one summary per instance.
+TaskPiece = EmitBuffer | TaskSummary
 
 
 _REGISTRY_LOCK = threading.Lock()
@@ -160,38 +147,6 @@ def _refuse_dead(store: Store, control_id: str, instance_id: int, epoch: int) ->
         raise FatalError(msg)
 
 
-def emitted_batch(buffer: EmitBuffer, instance_id: int) -> pa.RecordBatch:
-    """Tagged rows for the messages in ``buffer``."""
-    batch = buffer.to_batch()
-    n = batch.num_rows
-    return pa.RecordBatch.from_arrays(
-        [
-            *batch.columns,
-            pa.repeat(pa.scalar(instance_id, pa.int32()), n),
-            pa.nulls(n, pa.binary()),
-        ],
-        schema=TAGGED_SCHEMA,
-    )
-
-
-def summary_batch(result: TaskResult, *, final: bool = False) -> pa.RecordBatch:
-    """One ``summary`` row: the task's state mutations and stats, pickled."""
-    payload = pickle.dumps(TaskSummary(result.instance_id, result.mutations, result.stats, final))
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(["summary"]),
-            pa.nulls(1, pa.string()),
-            pa.nulls(1, pa.string()),
-            pa.nulls(1, pa.binary()),
-            pa.nulls(1, pa.string()),
-            pa.nulls(1, TIMESTAMP),
-            pa.array([result.instance_id], pa.int32()),
-            pa.array([payload], pa.binary()),
-        ],
-        schema=TAGGED_SCHEMA,
-    )
-
-
 def make_run_function(
     config: FunctionConfig,
     store_url: str,
@@ -199,7 +154,7 @@ def make_run_function(
     version: str,
     epoch: int = 0,
     control_id: str | None = None,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[TaskPiece]]:
     """The function each of the query's read tasks runs over its rows (pickled to executors).
 
     ``control_id`` names the run's lifecycle record (default the FQFN, a
@@ -208,7 +163,7 @@ def make_run_function(
     """
     cid = control_id or config.fqfn
 
-    def run_function(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run_function(batches: Iterator[pa.RecordBatch]) -> Iterator[TaskPiece]:
         store = Store.cached(store_url, data_dir)
         active: dict[int, FunctionInstance] = {}
         final: set[int] = set()
@@ -238,14 +193,16 @@ def make_run_function(
                         inst.process_rows(InputRows(part))
                     out = inst.take_output()
                     if len(out):
-                        yield emitted_batch(out, instance_id)
+                        yield out
             for instance_id, inst in active.items():
                 current = instance_id
                 inst.check_interrupt()
                 result = inst.end_task()
                 if len(result.emitted):
-                    yield emitted_batch(result.emitted, instance_id)
-                yield summary_batch(result, final=instance_id in final)
+                    yield result.emitted
+                yield TaskSummary(
+                    instance_id, result.mutations, result.stats, final=instance_id in final
+                )
         except BaseException as exc:
             _fail_task(store, cid, current, exc, epoch)
             raise

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from sqlalchemy import Connection, select
 
 from sparkfn.api.errors import (
@@ -53,7 +52,7 @@ from sparkfn.api.errors import (
 )
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
-from sparkfn.runtime.executor import TaskSummary
+from sparkfn.runtime.executor import TaskPiece, TaskSummary
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.runtime.stats import ExceptionInfo, InstanceStats
 from sparkfn.state.store import apply_mutations, merge_mutations
@@ -61,14 +60,13 @@ from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
-from sparkfn.topics.log import StagedSegment, commit_segments, stage
+from sparkfn.topics.log import StagedSegment, commit_segments
 from sparkfn.topics.message import SchemaType
 from sparkfn.topics.spark.commit import (
+    PartitionStager,
     discard_staged,
     kill_after_stage_if_requested,
     kill_if_requested,
-    route_rows,
-    to_stored_table,
 )
 
 if TYPE_CHECKING:
@@ -102,41 +100,22 @@ class FunctionBatchWriter:
         self.epoch = epoch
         self.control_id = control_id or config.fqfn
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> FunctionBatch:
+    def write(self, pieces: Iterator[TaskPiece]) -> FunctionBatch:
         """In the task: stage messages per topic and partition; collect summaries."""
         store = Store.cached(self.store_url, self.data_dir)
         admin = TopicAdmin(store)
-        topics: dict[str, TopicInfo] = {}
-        tables: dict[tuple[str, int], list[pa.Table]] = {}
+        stagers: dict[str, PartitionStager] = {}
         summaries: list[TaskSummary] = []
-        row_base = 0
-        for batch in iterator:
-            if batch.num_rows == 0:
+        for piece in pieces:
+            if isinstance(piece, TaskSummary):
+                summaries.append(piece)
                 continue
-            kinds = batch.column("kind")
-            is_summary = pc.equal(kinds, "summary")
-            for payload in batch.filter(is_summary).column("payload").to_pylist():
-                summaries.append(pickle.loads(payload))
-            messages = batch.filter(pc.invert(is_summary))
-            if messages.num_rows == 0:
-                continue
-            topic_col = messages.column("topic")
-            for topic in pc.unique(topic_col).to_pylist():
-                rows = messages.filter(pc.equal(topic_col, topic))
-                info = topics.get(topic)
-                if info is None:
-                    info = topics[topic] = self._topic(admin, topic)
-                stored = to_stored_table(rows, info)
-                routes = route_rows(rows, info.partitions, row_base)
-                row_base += rows.num_rows
-                for part in pc.unique(routes).to_pylist():
-                    tables.setdefault((topic, part), []).append(
-                        stored.filter(pc.equal(routes, part))
-                    )
-        staged = [
-            (topic, stage(store, topics[topic], part, pa.concat_tables(parts)))
-            for (topic, part), parts in sorted(tables.items())
-        ]
+            for topic, rows in piece.by_topic():
+                stager = stagers.get(topic)
+                if stager is None:
+                    stager = stagers[topic] = PartitionStager(store, self._topic(admin, topic))
+                stager.add(rows)
+        staged = [(topic, seg) for topic, st in stagers.items() for seg in st.finish()]
         return FunctionBatch(staged, summaries)
 
     def _topic(self, admin: TopicAdmin, name: str) -> TopicInfo:
@@ -227,7 +206,7 @@ COMMIT_SCHEMA = "payload binary"
 
 def stage_in_task(
     writer: FunctionBatchWriter,
-    run: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    run: Callable[[Iterator[pa.RecordBatch]], Iterator[TaskPiece]],
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The task function of the query's source: ``run`` the task's input, stage what it emits, yield one row.
 

@@ -61,13 +61,16 @@ class StagedSegment:
 
 def stage(store: Store, topic: TopicInfo, partition: int, table: pa.Table) -> StagedSegment:
     """Encode ``table`` as a segment: inline when small, else as a new file."""
-    data = segments.encode(table)
     max_publish = pc.max(table.column("publish_time")).as_py()
-    if len(data) <= segments.INLINE_LIMIT:
-        return StagedSegment(partition, table.num_rows, len(data), max_publish, inline_data=data)
+    if segments.fits_inline(table):
+        data = segments.encode(table)
+        if len(data) <= segments.INLINE_LIMIT:
+            return StagedSegment(
+                partition, table.num_rows, len(data), max_publish, inline_data=data
+            )
     location = segments.new_location(topic.key, partition)
-    segments.write_file(store.data_dir, location, data)
-    return StagedSegment(partition, table.num_rows, len(data), max_publish, location=location)
+    size = segments.write_table_file(store.data_dir, location, table)
+    return StagedSegment(partition, table.num_rows, size, max_publish, location=location)
 
 
 def lock_for_append(

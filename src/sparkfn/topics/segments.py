@@ -28,6 +28,12 @@ def encode(table: pa.Table) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
+def fits_inline(table: pa.Table) -> bool:
+    """Whether ``table`` may encode small enough to be inlined (its buffers are the bulk)."""
+    size: int = table.nbytes
+    return size <= INLINE_LIMIT
+
+
 def decode(data: bytes | pa.Buffer) -> pa.Table:
     """Inverse of :func:`encode`."""
     return pa.ipc.open_stream(data).read_all()
@@ -52,6 +58,25 @@ def write_file(data_dir: Path, location: str, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def write_table_file(data_dir: Path, location: str, table: pa.Table) -> int:
+    """Encode ``table`` straight into a segment file, durably as :func:`write_file`; its size.
+
+    The IPC stream goes to the file as it is written: no copy of the whole
+    segment in memory, which :func:`encode` makes twice (a growing buffer,
+    then ``bytes``).
+    """
+    path = data_dir / location
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb", buffering=0) as handle:
+        with pa.ipc.new_stream(pa.PythonFile(handle, mode="w"), STORED_SCHEMA) as writer:
+            writer.write_table(table)
+        size = handle.tell()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return size
 
 
 def read_file(data_dir: Path, location: str) -> pa.Table:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkfn.topics.message import TIMESTAMP, properties_to_json
 
@@ -128,6 +129,17 @@ class EmitBuffer:
         if len(self._chunks) > 1:
             self._chunks = [pa.concat_batches(self._chunks)]
         return self._chunks[0]
+
+    def by_topic(self) -> list[tuple[str, pa.RecordBatch]]:
+        """Every buffered message, per topic, each topic's in order."""
+        batch = self.to_batch()
+        if batch.num_rows == 0:
+            return []
+        topics = batch.column(1)
+        names = pc.unique(topics)
+        if len(names) == 1:
+            return [(names[0].as_py(), batch)]
+        return [(name, batch.filter(pc.equal(topics, name))) for name in names.to_pylist()]
 
     def items(self) -> list[Emitted]:
         """The buffered messages as objects (tests and the harness)."""

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkfn.runtime.function.emit import EmitBuffer, Emitted
 from sparkfn.runtime.function.serde import Serde
@@ -25,7 +26,7 @@ def decode_batch(batch: pa.RecordBatch, serde_of: Callable[[str], Serde]) -> pa.
     if "properties" in keep:  # the function sees a map, as on the topic
         index = keep.index("properties")
         out = out.set_column(index, "properties", properties_from_json(out.column(index)))
-    topics = set(batch.column(names.index("topic")).to_pylist()) if batch.num_rows else set()
+    topics = set(pc.unique(batch.column(names.index("topic"))).to_pylist())
     kinds = {serde_of(t).kind for t in topics}
     if kinds and kinds <= {"string", "json"}:
         out = out.set_column(

@@ -24,7 +24,7 @@ from sparkfn.api.errors import ConfigError, PayloadError
 from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicInfo
-from sparkfn.topics.log import StagedSegment, key_partitions
+from sparkfn.topics.log import StagedSegment, key_partitions, stage
 from sparkfn.topics.message import (
     PROPERTIES,
     STORED_SCHEMA,
@@ -179,3 +179,73 @@ def route_rows(batch: pa.RecordBatch, partitions: int, row_base: int) -> pa.Arra
             raise ConfigError(msg)
         routed = pc.coalesce(explicit, routed)
     return routed
+
+
+# A partition's rows a stager holds before staging them as one segment: big
+# segments read fast, and a task's memory stays bounded however large its batch.
+STAGE_ROWS = 256 * 1024
+STAGE_BYTES = 64 * 1024 * 1024
+
+
+class PartitionStager:
+    """Routes a topic's rows to its partitions and stages them as segments, in order.
+
+    Rows go where :func:`route_rows` sends them. A partition's rows are held
+    until :data:`STAGE_ROWS` rows or :data:`STAGE_BYTES` bytes are pending,
+    or :meth:`finish`, then staged as one segment; the segments of a
+    partition are listed in the order of their rows, which is the order
+    :func:`~sparkfn.topics.log.commit_segments` gives them offsets in.
+    """
+
+    def __init__(self, store: Store, topic: TopicInfo) -> None:
+        self.store = store
+        self.topic = topic
+        self.staged: list[StagedSegment] = []
+        self._row_base = 0  # rows added so far: where keyless rows' spreading goes on
+        self._pending: dict[int, list[pa.Table]] = {}
+        self._sizes: dict[int, tuple[int, int]] = {}  # partition -> (rows, bytes) pending
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Route and hold ``batch``'s rows (any columns :func:`to_stored_table` takes)."""
+        if batch.num_rows == 0:
+            return
+        table = to_stored_table(batch, self.topic)
+        routes = route_rows(batch, self.topic.partitions, self._row_base)
+        self._row_base += batch.num_rows
+        for part, rows in split_by_partition(table, routes):
+            self._pending.setdefault(part, []).append(rows)
+            held, size = self._sizes.get(part, (0, 0))
+            held, size = held + rows.num_rows, size + rows.nbytes
+            self._sizes[part] = (held, size)
+            if held >= STAGE_ROWS or size >= STAGE_BYTES:
+                self._stage(part)
+
+    def finish(self) -> list[StagedSegment]:
+        """Stage what is held; every segment staged, in order."""
+        for part in sorted(self._pending):
+            self._stage(part)
+        return self.staged
+
+    def _stage(self, part: int) -> None:
+        tables = self._pending.pop(part)
+        del self._sizes[part]
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        self.staged.append(stage(self.store, self.topic, part, table))
+
+
+def split_by_partition(table: pa.Table, routes: pa.Array) -> list[tuple[int, pa.Table]]:
+    """``table``'s rows per target partition (``routes``, one per row), each in row order."""
+    counts = pc.value_counts(routes)
+    if len(counts) == 1:
+        return [(counts[0]["values"].as_py(), table)]
+    # One stable sort and one take, instead of a filter over every row per partition.
+    ordered = table.take(pc.sort_indices(routes))
+    parts = sorted(
+        zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
+    )
+    out: list[tuple[int, pa.Table]] = []
+    first = 0
+    for part, n in parts:
+        out.append((part, ordered.slice(first, n)))
+        first += n
+    return out

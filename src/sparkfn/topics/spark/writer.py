@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 from sqlalchemy import Connection
@@ -23,13 +22,12 @@ from sparkfn.api.errors import ConfigError
 from sparkfn.config.settings import Settings
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.log import StagedSegment, commit_segments, stage
+from sparkfn.topics.log import StagedSegment, commit_segments
 from sparkfn.topics.spark.commit import (
+    PartitionStager,
     commit_batch_once,
     discard_staged,
     kill_if_requested,
-    route_rows,
-    to_stored_table,
 )
 
 
@@ -67,21 +65,10 @@ class SparkfnStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedBatch:
         """Runs on an executor: route rows to partitions and stage segments."""
-        store = Store.cached(self.store_url, self.data_dir)
-        parts: dict[int, list[pa.Table]] = {}
-        row_base = 0
+        stager = PartitionStager(Store.cached(self.store_url, self.data_dir), self.topic)
         for batch in iterator:
-            if batch.num_rows == 0:
-                continue
-            table = to_stored_table(batch, self.topic)
-            routes = route_rows(batch, self.topic.partitions, row_base)
-            row_base += batch.num_rows
-            for part in sorted(set(routes.to_pylist())):
-                parts.setdefault(part, []).append(table.filter(pc.equal(routes, part)))
-        staged = [
-            stage(store, self.topic, p, pa.concat_tables(ts)) for p, ts in sorted(parts.items())
-        ]
-        return StagedBatch(staged)
+            stager.add(batch)
+        return StagedBatch(stager.finish())
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Driver: make the batch visible once; a replayed ``batchId`` is skipped."""
