@@ -142,7 +142,7 @@ class FunctionConfig(BaseModel):
     pulsar_compat: bool = False
     # sparkfn's own.
     trigger_interval: float = 0.0
-    # Admission caps per micro-batch (default: the data source's, 200k records, 64 MiB).
+    # Admission caps per micro-batch (default: the data source's, 1M records, 256 MiB).
     max_records_per_batch: int | None = Field(default=None, ge=1)
     max_bytes_per_batch: int | None = Field(default=None, ge=1)
     spark_conf: dict[str, str] = Field(default_factory=dict)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -169,15 +170,39 @@ class EmitBuffer:
         self._add_chunk(
             pa.RecordBatch.from_arrays(
                 [
-                    pa.array(self.kind, pa.string()),
-                    pa.array(self.topic, pa.string()),
-                    pa.array(self.key, pa.string()),
-                    pa.array(self.value, pa.binary()),
-                    pa.array(self.properties, pa.string()),
-                    pa.array(self.event_time, TIMESTAMP),
+                    _column(self.kind, pa.string()),
+                    _column(self.topic, pa.string()),
+                    _column(self.key, pa.string()),
+                    _binary_column(self.value),
+                    _column(self.properties, pa.string()),
+                    _column(self.event_time, TIMESTAMP),
                 ],
                 schema=EMIT_SCHEMA,
             )
         )
         for col in self._columns():
             col.clear()
+
+
+def _column(values: list[Any], type_: pa.DataType) -> pa.Array:
+    """``values`` as an Arrow array; one repeated value (the usual case of a
+    kind, a topic, absent properties) without converting each."""
+    first = values[0]
+    if values.count(first) == len(values):  # compares by identity first: fast
+        return pa.repeat(pa.scalar(first, type_), len(values))
+    return pa.array(values, type_)
+
+
+def _binary_column(values: list[bytes | None]) -> pa.Array:
+    """Byte strings as a binary array: joined once, not converted one by one."""
+    if None in values:
+        return pa.array(values, pa.binary())
+    present = cast("list[bytes]", values)
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(map(len, present), dtype=np.int64, count=len(values)), out=offsets[1:])
+    data = b"".join(present)
+    if len(data) >= 2**31:  # beyond int32 offsets: leave it to Arrow
+        return pa.array(values, pa.binary())
+    return pa.Array.from_buffers(
+        pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
