@@ -46,6 +46,7 @@ def test_spark_home_without_the_zip_is_made_once_and_reused(tmp_path: Path) -> N
 
 def test_workers_fork_from_sparkfns_daemon_and_import_pyspark_unzipped(spark: Any) -> None:
     def describe(_: Any) -> dict[str, Any]:
+        import gc
         import sys
 
         import pyspark
@@ -58,9 +59,34 @@ def test_workers_fork_from_sparkfns_daemon_and_import_pyspark_unzipped(spark: An
             "zip_on_path": any(p.endswith("pyspark.zip") and os.path.exists(p) for p in sys.path),
             "pyspark_from": pyspark.__file__,
             "preloaded": "sparkfn.store.store" in sys.modules,
+            # pyspark collects garbage after every task: the daemon's objects are skipped.
+            "frozen": gc.get_freeze_count(),
         }
 
     [seen] = spark.sparkContext.parallelize([0], 1).map(describe).collect()
     assert "-m sparkfn.runtime.daemon" in seen["parent"], seen
     assert seen["preloaded"] and not seen["zip_on_path"], seen
     assert ".zip" not in seen["pyspark_from"], seen
+    assert seen["frozen"] > 50_000, seen["frozen"]
+
+
+def test_a_read_task_freezes_its_process_once(tmp_path: Path) -> None:
+    # The first task's imports (pyarrow, pandas, user code) join the frozen
+    # objects, so pyspark's gc.collect() after each later task skips them.
+    code = (
+        "import gc\n"
+        "from sparkfn.topics.spark.tasks import freeze_imports\n"
+        "import pyarrow\n"
+        "before = gc.get_freeze_count()\n"
+        "assert list(freeze_imports(iter([1, 2]))) == [1, 2]\n"
+        "once = gc.get_freeze_count()\n"
+        "junk = [[i] for i in range(1000)]\n"
+        "list(freeze_imports(iter([])))\n"
+        "print(before, once, gc.get_freeze_count())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    before, once, again = map(int, done.stdout.split())
+    assert before == 0 and once > 10_000
+    assert again == once  # later tasks' objects stay collectable

@@ -14,10 +14,20 @@ stay locked in every worker. numpy, pyarrow and pandas start threads when
 imported, which is why pyspark itself imports its worker after the fork;
 they stay there. ``tests/runtime/test_daemon.py`` checks that the list
 below starts none.
+
+What the daemon imported is then frozen out of the garbage collector
+(``gc.freeze``). pyspark's daemon runs a full ``gc.collect()`` in a reused
+worker after every task, and a full collection walks every object the
+process holds: with SQLAlchemy, pydantic, pyarrow and pandas loaded, about
+70 ms of CPU per task, more than a small micro-batch's work. Frozen objects
+are skipped (and their pages, shared with the daemon since the fork, are
+not written by the collector, so they stay shared). The worker freezes what
+its first task imported too: see :func:`sparkfn.topics.spark.tasks.freeze_imports`.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 
@@ -50,4 +60,6 @@ if __name__ == "__main__":
     preload()
     from pyspark import daemon
 
+    gc.collect()
+    gc.freeze()
     daemon.manager()

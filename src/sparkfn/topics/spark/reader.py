@@ -65,9 +65,13 @@ from sparkfn.topics.spark.planning import (
     record_budget,
     split_ranges,
 )
-from sparkfn.topics.spark.tasks import TASK_FUNCTION_OPTION, decode_task_function
+from sparkfn.topics.spark.tasks import (
+    TASK_FUNCTION_OPTION,
+    decode_task_function,
+    freeze_imports,
+)
 
-DEFAULT_MAX_RECORDS_PER_TASK = 200_000
+DEFAULT_MAX_RECORDS_PER_TASK = 500_000
 DEFAULT_MAX_RECORDS_PER_BATCH = 1_000_000
 DEFAULT_MAX_BYTES_PER_BATCH = 256 * 1024 * 1024
 # How long one call of an idle reader waits for a commit hint: a query of a
@@ -350,8 +354,8 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Runs on an executor: the partition's rows as Arrow batches, through the task function if any."""
         rows = self._rows(partition)
         if self.task_function is None:
-            return rows
-        return decode_task_function(self.task_function)(rows)
+            return freeze_imports(rows)
+        return freeze_imports(decode_task_function(self.task_function)(rows))
 
     def _rows(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, FinalMarker):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import gc
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
@@ -39,3 +40,25 @@ def decode_task_function(spec: str) -> TaskFunction:
     """The function of a ``taskFunction`` option, unpickled once per process and option."""
     function: TaskFunction = cloudpickle.loads(base64.b64decode(spec))
     return function
+
+
+_frozen = False
+
+
+def freeze_imports(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches``; then, once per process, freeze what it holds out of the garbage collector.
+
+    A Python worker imports numpy, pyarrow and pandas (and the user's code)
+    in its first task, after the daemon's fork; pyspark then runs a full
+    ``gc.collect()`` after every task, which walks all of them each time
+    (see :mod:`sparkfn.runtime.daemon`). Collected once and frozen when the
+    first task is done, they are skipped from then on. What becomes garbage
+    later among the frozen objects is kept: one task's worth of objects, at
+    most, in a process's life.
+    """
+    global _frozen  # noqa: PLW0603 - once per process, by design
+    yield from batches
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
