@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+
 from sparkfn.store.store import Store
-from sparkfn.topics import log
+from sparkfn.topics import log, segments
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
-from sparkfn.topics.message import Message
+from sparkfn.topics.message import STORED_SCHEMA, Message
 from sparkfn.topics.producer import Producer
 
 
@@ -44,3 +50,34 @@ def test_stored_sizes_sample_the_segments_from_an_offset_on(store: Store) -> Non
         _, from_mid = log.stored_sizes(conn, info, 0, 2_995)  # only the last segment holds it
         assert from_mid == 10
         assert log.stored_sizes(conn, info, 0, 1_000)[1] == 2_000  # the 200 segments from 1,000
+
+
+def test_segment_files_compress_values_that_compress(tmp_path: Path) -> None:
+    n = 5_000
+    texts = [f'{{"user": {i}, "event": "click", "page": "/p/{i % 97}"}}'.encode() for i in range(n)]
+    noise = [os.urandom(100) for _ in range(n)]
+    for values, expected in [(texts, "lz4"), (noise, None)]:
+        table = _stored(values)
+        assert segments.file_compression(table) == expected
+        assert segments.file_compression(table.slice(1_000, 2_000)) == expected
+        size = segments.write_table_file(tmp_path, f"s-{expected}.arrow", table)
+        assert segments.read_file(tmp_path, f"s-{expected}.arrow").equals(table)
+        assert size >= table.nbytes  # the index counts data uncompressed
+    on_disk = {p.name: p.stat().st_size for p in tmp_path.iterdir()}
+    assert on_disk["s-lz4.arrow"] < _stored(texts).nbytes / 2
+
+
+def _stored(values: list[bytes]) -> pa.Table:
+    n = len(values)
+    return pa.Table.from_pydict(
+        {
+            "key": [f"k{i}" for i in range(n)],
+            "value": values,
+            "properties": [None] * n,
+            "event_time": [None] * n,
+            "publish_time": [datetime.now(UTC)] * n,
+            "producer": [None] * n,
+            "sequence_id": [None] * n,
+        },
+        schema=STORED_SCHEMA,
+    )

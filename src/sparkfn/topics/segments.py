@@ -12,18 +12,43 @@ import os
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from sparkfn.topics.message import STORED_SCHEMA
 
 # Segments whose encoding is at most this many bytes live inline in the index row.
 INLINE_LIMIT = 64 * 1024
-# Segment files compress their buffers (Arrow IPC buffer compression, which
-# every reader undoes by itself): writing a file costs more than compressing
-# it. 250k messages of JSON text: 32 MB, 54 ms to write and fsync; 5.5 MB and
-# 21 ms with LZ4, read back in 3 ms. Inline segments stay as they are: small,
-# and already in the index row.
+# Segment files compress their buffers when the values compress well (Arrow
+# IPC buffer compression, which every reader undoes by itself): writing a file
+# costs more than compressing it. 250k messages of JSON text: 32 MB, 54 ms to
+# write and fsync; 5.5 MB and 21 ms with LZ4, read back in 3 ms. Values that
+# do not compress (random, encrypted, already compressed) are left as they
+# are: LZ4 gains nothing on them and reading 1M of them back took twice as
+# long (a memory map is read in place). Inline segments stay as they are:
+# small, and already in the index row.
 FILE_COMPRESSION = "lz4"
+COMPRESSION_SAMPLE_BYTES = 64 * 1024
+COMPRESSION_MAX_RATIO = 0.6  # compress when a sample of the values shrinks to this
+
+
+def file_compression(table: pa.Table) -> str | None:
+    """:data:`FILE_COMPRESSION` if a sample of ``table``'s values compresses well, else None."""
+    values = table.column("value")
+    if FILE_COMPRESSION is None or values.num_chunks == 0:
+        return None
+    chunk = values.chunk(0)
+    data = chunk.buffers()[2]
+    if data is None or data.size == 0:
+        return None
+    # A slice's values start where its first offset points (STORED_SCHEMA: int32 offsets).
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=chunk.offset + 1)
+    start = int(offsets[chunk.offset])
+    sample = data.slice(start, min(COMPRESSION_SAMPLE_BYTES, data.size - start))
+    if sample.size == 0:
+        return None
+    packed = pa.compress(sample, codec=FILE_COMPRESSION, asbytes=True)
+    return FILE_COMPRESSION if len(packed) <= COMPRESSION_MAX_RATIO * sample.size else None
 
 
 def encode(table: pa.Table) -> bytes:
@@ -74,13 +99,13 @@ def write_table_file(data_dir: Path, location: str, table: pa.Table) -> int:
     count, means the same for compressed files and inline segments.
 
     The IPC stream goes to the file as it is written, its buffers compressed
-    with :data:`FILE_COMPRESSION`: no copy of the whole segment in memory,
+    when the values compress (:func:`file_compression`): no copy of the whole segment in memory,
     which :func:`encode` makes twice (a growing buffer, then ``bytes``).
     """
     path = data_dir / location
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    options = pa.ipc.IpcWriteOptions(compression=FILE_COMPRESSION)
+    options = pa.ipc.IpcWriteOptions(compression=file_compression(table))
     with open(tmp, "wb", buffering=0) as handle:
         stream = pa.PythonFile(handle, mode="w")
         with pa.ipc.new_stream(stream, STORED_SCHEMA, options=options) as writer:
