@@ -23,9 +23,7 @@ def test_the_preloaded_modules_start_no_thread() -> None:
         "print(json.dumps({'threads': len(os.listdir('/proc/self/task')),"
         " 'modules': sorted(sys.modules)}))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
+    done = _python(code)
     assert done.stderr == ""  # every module imported
     found = json.loads(done.stdout)
     assert found["threads"] == 1
@@ -70,7 +68,7 @@ def test_workers_fork_from_sparkfns_daemon_and_import_pyspark_unzipped(spark: An
     assert seen["frozen"] > 50_000, seen["frozen"]
 
 
-def test_a_read_task_freezes_its_process_once(tmp_path: Path) -> None:
+def test_a_read_task_freezes_its_process_once() -> None:
     # The first task's imports (pyarrow, pandas, user code) join the frozen
     # objects, so pyspark's gc.collect() after each later task skips them.
     code = (
@@ -84,9 +82,14 @@ def test_a_read_task_freezes_its_process_once(tmp_path: Path) -> None:
         "list(freeze_imports(iter([])))\n"
         "print(before, once, gc.get_freeze_count())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
+    done = _python(code)
     before, once, again = map(int, done.stdout.split())
     assert before == 0 and once > 10_000
     assert again == once  # later tasks' objects stay collectable
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by this interpreter in a fresh process; it must succeed."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -35,15 +38,14 @@ COMPRESSION_MAX_RATIO = 0.6  # compress when a sample of the values shrinks to t
 def file_compression(table: pa.Table) -> str | None:
     """:data:`FILE_COMPRESSION` if a sample of ``table``'s values compresses well, else None."""
     values = table.column("value")
-    if FILE_COMPRESSION is None or values.num_chunks == 0:
+    if values.num_chunks == 0:
         return None
     chunk = values.chunk(0)
-    data = chunk.buffers()[2]
-    if data is None or data.size == 0:
+    _, offsets, data = chunk.buffers()
+    if data is None:
         return None
     # A slice's values start where its first offset points (STORED_SCHEMA: int32 offsets).
-    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32, count=chunk.offset + 1)
-    start = int(offsets[chunk.offset])
+    start = int(np.frombuffer(offsets, dtype=np.int32, count=chunk.offset + 1)[chunk.offset])
     sample = data.slice(start, min(COMPRESSION_SAMPLE_BYTES, data.size - start))
     if sample.size == 0:
         return None
@@ -75,8 +77,9 @@ def new_location(topic_key: str, partition: int) -> str:
     return f"segments/{topic_key}/{partition}/{uuid.uuid4().hex}.arrow"
 
 
-def write_file(data_dir: Path, location: str, data: bytes) -> None:
-    """Write a segment file durably: to a temp name, fsync, then rename.
+@contextmanager
+def _durable(data_dir: Path, location: str) -> Iterator[BinaryIO]:
+    """A new segment file's handle, written to a temp name; fsynced and renamed on success.
 
     A crash leaves at worst an unreferenced file, never a partial one under
     a referenced name.
@@ -85,10 +88,16 @@ def write_file(data_dir: Path, location: str, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with open(tmp, "wb") as handle:
-        handle.write(data)
+        yield handle
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def write_file(data_dir: Path, location: str, data: bytes) -> None:
+    """Write a segment file durably: to a temp name, fsync, then rename."""
+    with _durable(data_dir, location) as handle:
+        handle.write(data)
 
 
 def write_table_file(data_dir: Path, location: str, table: pa.Table) -> int:
@@ -99,21 +108,17 @@ def write_table_file(data_dir: Path, location: str, table: pa.Table) -> int:
     count, means the same for compressed files and inline segments.
 
     The IPC stream goes to the file as it is written, its buffers compressed
-    when the values compress (:func:`file_compression`): no copy of the whole segment in memory,
-    which :func:`encode` makes twice (a growing buffer, then ``bytes``).
+    when the values compress (:func:`file_compression`): no copy of the
+    whole segment in memory, which :func:`encode` makes twice (a growing
+    buffer, then ``bytes``).
     """
-    path = data_dir / location
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
     options = pa.ipc.IpcWriteOptions(compression=file_compression(table))
-    with open(tmp, "wb", buffering=0) as handle:
+    with _durable(data_dir, location) as handle:
         stream = pa.PythonFile(handle, mode="w")
         with pa.ipc.new_stream(stream, STORED_SCHEMA, options=options) as writer:
             writer.write_table(table)
-        size = max(handle.tell(), table.nbytes)
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    return int(size)
+        size: int = max(handle.tell(), table.nbytes)
+    return size
 
 
 def read_file(data_dir: Path, location: str) -> pa.Table:

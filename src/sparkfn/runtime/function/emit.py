@@ -136,7 +136,7 @@ class EmitBuffer:
         batch = self.to_batch()
         if batch.num_rows == 0:
             return []
-        topics = batch.column(1)
+        topics = batch.column("topic")
         names = pc.unique(topics)
         if len(names) == 1:
             return [(names[0].as_py(), batch)]
