@@ -163,6 +163,10 @@ class SourceInstances:
         for i in instances:
             self.runners[i].stop(StopMode.CANCEL, "shut down")
 
+    def tend(self) -> bool:
+        """Nothing: a source's instances are never parked."""
+        return False
+
     def finished(self) -> Ended | None:
         """Every instance ended by itself (the end of its input): the run is drained.
 

@@ -8,9 +8,11 @@ trigger what it may admit; the answer comes from the run's control record
 
 from __future__ import annotations
 
+from sqlalchemy import Connection, select
+
 from sparkfn.runtime import control
 from sparkfn.store.store import Store
-from sparkfn.topics.spark.admission import AdmissionView
+from sparkfn.topics.spark.admission import PARK, AdmissionView
 
 
 class RunAdmission:
@@ -33,3 +35,10 @@ class RunAdmission:
             drain_target=record.drain_target,
             final_seq=record.final_seq,
         )
+
+    def parked(self, conn: Connection) -> bool:
+        """Whether the supervisor parked the run (read in the caller's transaction)."""
+        query = select(control.runs.c.stop_mode).where(control.runs.c.fqfn == self.control_id)
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update()
+        return conn.execute(query).scalar() == PARK

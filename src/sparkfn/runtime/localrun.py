@@ -57,6 +57,7 @@ class LocalRun(Closing):
         scheduler_pool: str | None = None,
         on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
         worker_id: str = "localrun",
+        park_idle_after: float | None = None,
     ) -> None:
         self.config = config
         self.kind = kind
@@ -65,6 +66,8 @@ class LocalRun(Closing):
         # What a SHUTDOWN_WORKER response does beyond ending this run (a worker stops).
         self.on_worker_shutdown = on_worker_shutdown
         self.worker_id = worker_id  # shown as workerId in status
+        # Seconds without input after which the query is parked (None: never).
+        self.park_idle_after = park_idle_after
         self._own_store = store is None
         self.store = store or Store.open(store_url, data_dir)
         self.spark_master = spark_master
@@ -118,6 +121,7 @@ class LocalRun(Closing):
             kind=self.kind,
             control_id=self.control_id,
             on_worker_shutdown=self.on_worker_shutdown,
+            park_idle_after=self.park_idle_after,
         )
         self.supervisor.start(until_drained=until_drained)
         return self

@@ -15,6 +15,7 @@ from sparkfn.api.errors import FunctionFailure
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.runtime.lifecycle.lookout import POLL_SECONDS
+from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.lifecycle.policy import load_handler
 from sparkfn.runtime.lifecycle.query import QueryTarget, StartQuery
 from sparkfn.runtime.lifecycle.supervisor import Supervisor
@@ -27,7 +28,11 @@ __all__ = ["POLL_SECONDS", "FunctionSupervisor", "StartQuery", "load_handler"]
 
 
 class FunctionSupervisor(Supervisor):
-    """One function's (or sink's) run: its query, its stop modes and its failure policy."""
+    """One function's (or sink's) run: its query, its stop modes and its failure policy.
+
+    With ``park_idle_after`` (seconds), the query is parked after that long
+    without input and started again when input arrives (:mod:`~sparkfn.runtime.lifecycle.parking`).
+    """
 
     def __init__(
         self,
@@ -39,9 +44,21 @@ class FunctionSupervisor(Supervisor):
         kind: str = "function",
         control_id: str | None = None,
         on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
+        park_idle_after: float | None = None,
     ) -> None:
         self.config = config
         cid = control_id or control.control_id(kind, config.fqfn)
+        parking = (
+            Parking(
+                store,
+                control_id=cid,
+                subscription_name=config.subscription,
+                inputs=inputs,
+                after=park_idle_after,
+            )
+            if park_idle_after
+            else None
+        )
         self.query_target = QueryTarget(
             store,
             kind=kind,
@@ -50,6 +67,7 @@ class FunctionSupervisor(Supervisor):
             parallelism=config.parallelism,
             start_query=start_query,
             inputs=inputs,
+            parking=parking,
         )
         super().__init__(
             store,

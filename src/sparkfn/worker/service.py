@@ -277,6 +277,7 @@ class Worker:
                 scheduler_pool=config.fqfn,
                 on_worker_shutdown=self._shutdown_requested,
                 worker_id=self.settings.worker_id,
+                park_idle_after=self.settings.park_idle_after or None,
             )
             with self._lock:
                 if self._closing:

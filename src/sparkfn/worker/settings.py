@@ -42,6 +42,10 @@ class WorkerSettings(BaseModel):
     # they stopped when the worker comes back; drain finishes their input first.
     shutdown_mode: StopMode = StopMode.SUSPEND
     shutdown_timeout: float = Field(default=60.0, gt=0)
+    # A function whose input has been quiet this long (seconds) has its Spark
+    # query parked: no query, no source process, until input arrives (the
+    # first message then waits about a second for the start). 0: never.
+    park_idle_after: float = Field(default=30.0, ge=0)
     max_upload_bytes: int = Field(default=100 * MIB, ge=1)
     max_expanded_bytes: int = Field(default=500 * MIB, ge=1)
     # Where a package's requirements are found at registration, besides the

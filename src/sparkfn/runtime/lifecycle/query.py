@@ -16,10 +16,14 @@ in Python worker processes, reached through the run's control record
 
 A death stops the whole query; a relaunch starts it again in a new epoch,
 and the reader gives the share of instances that stay down to the others.
+
+With ``parking`` (:mod:`.parking`), a query quiet for a while is stopped
+and started again, in the same epoch, when its input has something.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.runtime import control, objects
+from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.store import signals
 from sparkfn.store.store import Store
@@ -34,6 +39,8 @@ from sparkfn.topics.spark.source import current_ends
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
+
+_LOG = logging.getLogger("sparkfn.supervisor")
 
 POLL_SECONDS = 0.1
 # How long a cancel lets running tasks reach a batch boundary (closing their
@@ -58,6 +65,7 @@ class QueryTarget:
         parallelism: int,
         start_query: StartQuery,
         inputs: Callable[[], list[str]],
+        parking: Parking | None = None,
     ) -> None:
         self.store = store
         self.kind = kind
@@ -69,10 +77,17 @@ class QueryTarget:
         self.query: StreamingQuery | None = None
         self.final_seq = 0
         self.on_end: Callable[[], None] | None = None  # called when a query terminates
+        self.parking = parking
+        self.parked = False  # stopped by parking; the run goes on
         self._terminated: StreamingQuery | None = None
+        self._epoch = 0
 
     def launch(self, epoch: int, instances: list[int]) -> None:
         """Start the query in ``epoch`` (the reader reads which instances are live)."""
+        self.parked = False
+        if self.parking is not None:
+            self.parking.started()
+        self._epoch = epoch
         query = self._start_query(epoch)
         self.query = query
         threading.Thread(
@@ -94,8 +109,37 @@ class QueryTarget:
         """Drain: the input topics' ends now (a quick read of the store)."""
         return current_ends(self.store, self._inputs()) if mode is StopMode.DRAIN else None
 
+    def tend(self) -> bool:
+        """Park the query once it has been quiet long enough; ``True``: parked, with input now."""
+        parking = self.parking
+        if parking is None:
+            return False
+        if self.parked:
+            return parking.has_input()
+        query = self.query
+        if query is None or self._terminated is query or not parking.due():
+            return False
+        if parking.park(self.on_end or (lambda: None)):
+            self.parked = True
+            _LOG.info(
+                "%s %s: input quiet for %g s; parking its query",
+                self.kind,
+                self.name,
+                parking.after,
+            )
+            self._stop(query)
+        return False
+
     def begin_stop(self, mode: StopMode, point: Any, cause: str) -> bool:
         """Ask the reader for the final batch; ``False`` if the query does not run."""
+        if self.parked:  # the end-of-stream batch is the query's
+            try:
+                self.launch(self._epoch, [])
+            except Exception:  # noqa: BLE001 - the stop ends without it
+                _LOG.exception(
+                    "%s %s: its parked query did not start for the %s", self.kind, self.name, mode
+                )
+                return False
         if not self._active():
             return False
         self.final_seq = control.request_stop(self.store, self.control_id, mode, point)
@@ -110,6 +154,7 @@ class QueryTarget:
         objects.issue_command(
             self.store, self.control_id, "cancel", list(range(self.parallelism)), epoch
         )
+        self._unpark()
         query = self.query
         if query is not None and query.isActive:
             deadline = time.monotonic() + CANCEL_GRACE_SECONDS
@@ -121,6 +166,7 @@ class QueryTarget:
 
     def halt(self) -> None:
         """Stop the query (a death stops every instance until the relaunch)."""
+        self._unpark()
         query = self.query
         if query is not None and query.isActive:
             self._stop(query)
@@ -131,13 +177,19 @@ class QueryTarget:
         signals.touch(self.store.data_dir, signals.control_hint(self.control_id))
         query.stop()
 
+    def _unpark(self) -> None:
+        """The run stops or restarts: a parked query stays stopped, its input unwatched."""
+        self.parked = False
+        if self.parking is not None:
+            self.parking.stop_watching()
+
     def retire(self, instances: list[int]) -> None:
         """Nothing to do: the reader leaves out instances whose state is final."""
 
     def finished(self) -> Ended | None:
         """The query stopped without being asked: failed (a Spark error) or stopped."""
         query = self.query
-        if query is None or self._terminated is not query:
+        if query is None or self._terminated is not query or self.parked:
             return None
         error = query.exception()
         if error is not None:

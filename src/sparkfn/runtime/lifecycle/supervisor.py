@@ -250,6 +250,9 @@ class Supervisor:
             self._handle(deaths, ended.error if ended is not None else None, record)
         elif ended is not None:
             self._end(ended.mode, ended.cause, graceful=ended.mode is not StopMode.CANCEL)
+        elif mode is None and self.target.tend():  # parked, and its input has news
+            _LOG.info("%s %s: input arrived; starting it again", self.target.kind, self.fqfn)
+            self._launch_again([])
 
     def _fenced(self, newer: int) -> None:
         """A newer run of the same name began: this one stops, and touches its record no more.
@@ -373,14 +376,18 @@ class Supervisor:
     def _relaunch(self, revive: list[int], cause: str) -> None:
         self.epoch = control.next_epoch(self.store, self.control_id)
         control.revive(self.store, self.control_id, revive, cause, self.epoch)
+        if self._launch_again(revive):
+            control.set_state(self.store, self.control_id, control.RUNNING, cause)
+            self._move(RunState.RUNNING)
+
+    def _launch_again(self, revive: list[int]) -> bool:
         try:
             self.target.launch(self.epoch, revive)
         except Exception as exc:
             self._set_all(control.ERROR, f"restart failed: {exc}")
             self._finish(RunState.ERROR)
-            return
-        control.set_state(self.store, self.control_id, control.RUNNING, cause)
-        self._move(RunState.RUNNING)
+            return False
+        return True
 
     def _handler(self) -> Handler | None:
         if self.policy.handler is None:

@@ -55,6 +55,10 @@ class RunTarget(Protocol):
     def retire(self, instances: list[int]) -> None:
         """Stop these instances only; the others keep running."""
 
+    def tend(self) -> bool:
+        """Called at the supervisor's looks while the run runs: ``True`` asks for a
+        start again in the same epoch (a parked query whose input has news)."""
+
     def finished(self) -> Ended | None:
         """``None`` while the target runs."""
 

@@ -14,14 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from sqlalchemy import Connection
+
 from sparkfn.api.errors import ConfigError
+
+# The stop mode of a parked run (sparkfn.runtime.lifecycle.parking): admit
+# nothing, plan nothing, and no end-of-stream batch; the run goes on.
+PARK = "park"
 
 
 @dataclass(frozen=True)
 class AdmissionView:
     """The supervisor's word on the next batch, read at every trigger.
 
-    ``stop_mode`` is ``drain``, ``suspend``, ``cancel`` or ``None``;
+    ``stop_mode`` is ``drain``, ``suspend``, ``cancel``, :data:`PARK` or ``None``;
     ``final_seq`` numbers the end-of-stream batches asked for so far.
     """
 
@@ -37,6 +43,15 @@ class Admission(Protocol):
 
     def view(self, parallelism: int) -> AdmissionView | None:
         """The current view; ``None`` when nothing supervises the query."""
+        ...
+
+    def parked(self, conn: Connection) -> bool:
+        """Inside the transaction that plans a batch: whether the run is parked.
+
+        Read (and on PostgreSQL locked) in that transaction, so that parking,
+        which checks that no batch is planned, and planning, which plans
+        nothing once parked, are ordered.
+        """
         ...
 
 

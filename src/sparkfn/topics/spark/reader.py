@@ -47,7 +47,7 @@ from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.log import end_offsets, read_range, stored_sizes
 from sparkfn.topics.message import READ_SCHEMA, SPARK_READ_TYPES, properties_to_json
-from sparkfn.topics.spark.admission import Admission, AdmissionView, load_admission
+from sparkfn.topics.spark.admission import PARK, Admission, AdmissionView, load_admission
 from sparkfn.topics.spark.options import choice, positive_int
 from sparkfn.topics.spark.planning import (
     ASSIGNMENTS,
@@ -240,7 +240,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if view.blocked:
                 return start  # a death waits for the supervisor: no new batch
             mode = view.stop_mode
-            if mode == "cancel" or (mode and view.final_seq <= finals):
+            if mode in ("cancel", PARK) or (mode and view.final_seq <= finals):
                 return start
             if mode == "suspend":
                 return {**start, FINAL_KEY: view.final_seq}
@@ -336,6 +336,8 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if offset_key(t, p) in data_end
         }
         with self._store().write() as conn:
+            if self.admission is not None and self.admission.parked(conn):
+                ends = {}  # data seen just before the run was parked: read from the cursors later
             plan = subscription.plan_batch(
                 conn,
                 self.subscription,

@@ -1,0 +1,202 @@
+"""Parking an idle query: while its input is quiet, a function runs no Spark query.
+
+Every running Spark query with a Python source keeps a Python process of
+Spark's on the driver (the source runner, 100-180 MB) and a trigger loop
+in the JVM, whether or not anything arrives. A worker hosting dozens of
+functions whose inputs are mostly quiet would spend most of its memory on
+them. So a supervised query that has had nothing to do for a while is
+*parked*: stopped, with the run still ``RUNNING`` (its instances, objects,
+epoch and subscription stay as they are: nothing is closed, no transition
+is recorded), and started again as soon as its input has something. Spark
+restarts it from the same checkpoint and the reader plans from the
+subscription's cursors, as after any restart, so parking changes when
+work happens, never what is processed.
+
+**Only a quiet query is stopped, and no batch is cut short.** A stop
+interrupts a batch in flight: tolerable for the delivery of messages
+(``effectively_once`` and ``at_least_once`` replay it from the cursors),
+not for ``at_most_once`` (whose cursors moved when the batch was planned)
+nor for the user's objects (a task killed midway closes nothing). Parking
+therefore happens in one store transaction that
+
+1. sets the run's ``stop_mode`` to :data:`~sparkfn.topics.spark.admission.PARK`
+   (only if no stop is asked: a drain, suspend or cancel wins),
+2. finds no batch in flight (the subscription's last plan is committed)
+   and nothing pending (every input partition's end is at its cursor),
+
+or changes nothing. From its commit on, the reader admits nothing, and a
+batch whose ``latestOffset`` saw data just before it is planned empty: the
+reader reads the flag inside its planning transaction (locked on
+PostgreSQL), so the two transactions are ordered and either the plan is
+there for step 2 to see, or the plan sees the flag. Only then is the query
+stopped.
+
+**Waking.** A parked query's supervisor is woken by its input topics'
+commit hints (:mod:`sparkfn.store.watch`), and also looks every recheck
+interval because a hint may be lost or unannounced; it starts the query
+again when an input partition's end is past its cursor. A drain or suspend
+of a parked run starts it again too: their end-of-stream batch is the
+query's. The first message after a quiet spell waits for the query to
+start (about a second), which is the price of an idle function that costs
+nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Connection, and_, select, update
+
+from sparkfn.api.errors import TopicNotFoundError
+from sparkfn.store import schema, signals, watch
+from sparkfn.store.store import Store
+from sparkfn.topics import subscription
+from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.log import end_offsets
+from sparkfn.topics.spark.admission import PARK
+
+_LOG = logging.getLogger("sparkfn.parking")
+
+_runs = schema.function_runs
+_plans = schema.subscription_plans
+
+
+class _Busy(Exception):
+    """The park transaction found work: it rolls back."""
+
+
+class Parking:
+    """When one supervised query parks, and when it starts again.
+
+    Called on its supervisor's thread only. ``after`` is how long the query
+    must have been quiet: no new plan, nothing pending.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        control_id: str,
+        subscription_name: str,
+        inputs: Callable[[], list[str]],
+        after: float,
+    ) -> None:
+        self.store = store
+        self.control_id = control_id
+        self.subscription_name = subscription_name
+        self.after = after
+        self._inputs = inputs
+        self._topics: list[TopicInfo] | None = None
+        self._activity: Any = None  # the last plan as last seen: a change is activity
+        self._quiet_since = time.monotonic()
+        self._flagged = False
+        self._watching: list[Callable[[], None]] = []
+
+    def started(self) -> None:
+        """The query (re)started: clear a park flag of ours, stop watching, quiet from now."""
+        self.stop_watching()
+        if self._flagged:
+            with self.store.write() as conn:
+                signals.hint_on_commit(conn, signals.control_hint(self.control_id))
+                conn.execute(
+                    update(_runs)
+                    .where(and_(_runs.c.fqfn == self.control_id, _runs.c.stop_mode == PARK))
+                    .values(stop_mode=None)
+                )
+            self._flagged = False
+        self._topics = None  # a topics_pattern may match more topics now
+        with self.store.read() as conn:
+            self._activity = self._last_plan(conn)
+        self._quiet_since = time.monotonic()
+
+    def due(self) -> bool:
+        """Whether the query has been quiet for :attr:`after` seconds (a read of the store)."""
+        now = time.monotonic()
+        if now - self._quiet_since < self.after:
+            return False
+        with self.store.read() as conn:
+            activity = self._last_plan(conn)
+            busy = self._busy(conn, activity)
+        if busy or activity != self._activity:
+            self._activity = activity
+            self._quiet_since = now
+            return False
+        return True
+
+    def park(self, wake: Callable[[], None]) -> bool:
+        """Flag the run parked if no batch is in flight and nothing is pending.
+
+        On ``True`` the caller stops the query; ``wake`` is then called
+        whenever an input topic's commit hint is touched.
+        """
+        self.watch(wake)  # before the check, so that nothing committed after it goes unannounced
+        try:
+            with self.store.write() as conn:
+                signals.hint_on_commit(conn, signals.control_hint(self.control_id))
+                flagged = conn.execute(
+                    update(_runs)
+                    .where(and_(_runs.c.fqfn == self.control_id, _runs.c.stop_mode.is_(None)))
+                    .values(stop_mode=PARK)
+                ).rowcount
+                if not flagged or self._busy(conn, self._last_plan(conn)):
+                    raise _Busy
+        except _Busy:
+            self.stop_watching()
+            self._quiet_since = time.monotonic()
+            return False
+        self._flagged = True
+        return True
+
+    def has_input(self) -> bool:
+        """While parked: whether an input partition has messages past its cursor."""
+        with self.store.read() as conn:
+            return self._pending(conn)
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` when an input topic's hint is touched (where the kernel announces it)."""
+        for topic in self._input_topics():
+            cancel = watch.subscribe(self.store.data_dir, signals.topic_hint(topic.id), wake)
+            if cancel is not None:
+                self._watching.append(cancel)
+
+    def stop_watching(self) -> None:
+        """Cancel the input hints' announcements."""
+        for cancel in self._watching:
+            cancel()
+        self._watching.clear()
+
+    # --- reading the store ------------------------------------------------------------
+    def _input_topics(self) -> list[TopicInfo]:
+        if self._topics is None:
+            admin = TopicAdmin(self.store)
+            self._topics = [admin.get(name) for name in self._inputs()]
+        return self._topics
+
+    def _last_plan(self, conn: Connection) -> Any:
+        row = conn.execute(
+            select(_plans.c.epoch, _plans.c.spark_end, _plans.c.committed).where(
+                _plans.c.name == self.subscription_name
+            )
+        ).first()
+        return None if row is None else tuple(row)
+
+    def _busy(self, conn: Connection, plan: Any) -> bool:
+        in_flight = plan is not None and not plan[2]
+        return in_flight or self._pending(conn)
+
+    def _pending(self, conn: Connection) -> bool:
+        """Some input partition's end is past its cursor (or has no cursor yet: unknown is busy)."""
+        try:
+            topics = self._input_topics()
+        except TopicNotFoundError:
+            return True  # the query finds out and fails with a clear error
+        cursors = subscription.cursors(conn, self.subscription_name)
+        for topic in topics:
+            for part, (_, end) in end_offsets(conn, topic).items():
+                cursor = cursors.get((topic.id, part))
+                if cursor is None or cursor < end:
+                    return True
+        return False
