@@ -7,10 +7,16 @@ FAIR scheduler pool per function. With every input idle, samples the whole
 process tree (this process, the JVM, Spark's Python daemon and workers, and
 any data-source runner processes) from ``/proc`` over ``--idle-seconds``:
 CPU as % of one core, RSS summed over the processes, process count, and
-what each function adds to the session sampled alone before them. Then
-feeds one function's input at ``--load-rate`` for ``--load-seconds`` and
-prints its latency as ``latency.py`` does, while the others stay idle.
-Stops every function (suspend) and the session at the end. Never asserts.
+what each function adds to the session sampled alone before them. A
+worker parks the query of a function whose input has been quiet for
+``--park-idle-after`` seconds (its default, 30 s; 0: never), so the script
+first waits until every query is parked (or the settle time is up) and
+says how many Spark queries are still active. Then it feeds one function's
+input at ``--load-rate``: first a ``--wake-seconds`` window that starts
+from the parked query (the wake-up is in it), then the steady
+``--load-seconds`` window, each printed as ``latency.py`` does, while the
+others stay idle. Stops every function (suspend) and the session at the
+end. Never asserts.
 
     .venv/bin/python benchmarks/density.py --functions 50 --idle-seconds 30
 """
@@ -58,6 +64,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=10.0,
         help="sample the session alone, before any function, this long (0: skip)",
     )
+    parser.add_argument(
+        "--park-idle-after",
+        type=float,
+        default=None,
+        help="the worker's park_idle_after in seconds (default: the worker's default; 0: never)",
+    )
+    parser.add_argument(
+        "--wake-seconds",
+        type=float,
+        default=10.0,
+        help="timed load window that starts from a parked query (0: skip)",
+    )
     parser.add_argument("--idle-seconds", type=float, default=30.0, help="idle sampling window")
     parser.add_argument("--load-rate", type=float, default=1000.0, help="msg/s into one function")
     parser.add_argument("--load-seconds", type=float, default=30.0, help="timed load window")
@@ -72,7 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("functions", "idle_seconds", "load_rate", "load_seconds", "wait_timeout"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive")
-    for name in ("settle_seconds", "warmup_seconds", "baseline_seconds"):
+    for name in ("settle_seconds", "warmup_seconds", "baseline_seconds", "wake_seconds"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must not be negative")
     return args
@@ -102,6 +120,23 @@ def start_functions(worker: Worker, count: int, py: Path) -> float:
     return time.perf_counter() - started
 
 
+def settle_parked(worker: Worker, settle_seconds: float, park_after: float) -> None:
+    """Wait ``settle_seconds``, and with parking on until every query is parked (at most
+    ``park_after`` + 60 s more); print how many Spark queries are still active."""
+    started = time.perf_counter()
+    time.sleep(settle_seconds)
+    if park_after > 0:
+        deadline = started + settle_seconds + park_after + 60.0
+        while worker.spark.streams.active and time.perf_counter() < deadline:
+            time.sleep(1.0)
+    print(
+        f"settled after {time.perf_counter() - started:.1f} s: "
+        f"{len(worker.spark.streams.active)} Spark queries active "
+        f"(park_idle_after {park_after:g} s)",
+        flush=True,
+    )
+
+
 def per_function(idle: TreeUsage, baseline: TreeUsage, functions: int) -> str:
     """What each idle function adds to the session alone."""
     cpu = (idle.cpu_percent - baseline.cpu_percent) / functions
@@ -123,9 +158,13 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     work = Path(tempfile.mkdtemp(prefix="sparkfn-bench-density-"))
-    worker = Worker(
-        WorkerSettings.resolve(data_dir=work / "data", spark_master=args.master, worker_id="bench")
+    settings = WorkerSettings.resolve(
+        data_dir=work / "data",
+        spark_master=args.master,
+        worker_id="bench",
+        park_idle_after=args.park_idle_after,
     )
+    worker = Worker(settings)
     ok = True
     try:
         worker.open()
@@ -147,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({seconds / args.functions:.2f} s each); settling {args.settle_seconds:g} s",
             flush=True,
         )
-        time.sleep(args.settle_seconds)
+        settle_parked(worker, args.settle_seconds, settings.park_idle_after)
         running = len(worker.running())
         if running != args.functions:
             print(f"!!! only {running} of {args.functions} functions are running", flush=True)
@@ -160,6 +199,26 @@ def main(argv: list[str] | None = None) -> int:
         if baseline is not None:
             print(f"  {per_function(idle, baseline, args.functions)}", flush=True)
 
+        wake = None
+        if args.wake_seconds > 0:
+            print(
+                f"wake-up: {args.load_rate:,.0f} msg/s into fn-0 for {args.wake_seconds:g} s, "
+                f"from {'its parked query' if settings.park_idle_after else 'a running query'}",
+                flush=True,
+            )
+            wake = measure_latency(
+                worker.open_store(),
+                "fn-0-in",
+                "fn-0-out",
+                args.load_rate,
+                args.wake_seconds,
+                warmup_seconds=0,
+                wait_timeout=args.wait_timeout,
+            )
+            print(f"  {wake.line()}", flush=True)
+            for problem in wake.problems():
+                print(problem, flush=True)
+            ok = ok and wake.complete
         print(
             f"load: {args.load_rate:,.0f} msg/s into fn-0 for {args.load_seconds:g} s "
             f"(+{args.warmup_seconds:g} s warm-up), the others idle ...",
@@ -198,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"idle {line}")
     if baseline is not None:
         print(per_function(idle, baseline, args.functions))
+    if wake is not None:
+        print(
+            f"wake-up window from parked ({args.wake_seconds:g} s): count "
+            f"{wake.received:,}/{wake.sent.messages:,}, p50 {wake.percentile(50) * 1000:,.0f} ms, "
+            f"p99 {wake.percentile(99) * 1000:,.0f} ms, max {wake.percentile(100) * 1000:,.0f} ms"
+        )
     print(
         f"load into one function: count {latency.received:,}/{latency.sent.messages:,}, "
         f"p50 {latency.percentile(50) * 1000:,.0f} ms, p99 {latency.percentile(99) * 1000:,.0f} ms"
