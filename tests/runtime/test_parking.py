@@ -75,7 +75,8 @@ def test_a_quiet_query_parks_and_wakes_on_input_losing_and_repeating_nothing(
         batch = [f"r{round_}-{i}" for i in range(60)]
         values += batch
         _produce(lstore, batch)
-        _wait(lambda: _processed(lstore, len(values)), f"{len(values)} outputs")
+        total = len(values)
+        _wait(lambda total=total: _processed(lstore, total), f"{total} outputs")
         _wait(lambda: _parked(run), "the query parked")
         query = run.query
         assert query is not None and not query.isActive, "a parked query is stopped in Spark"
