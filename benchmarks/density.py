@@ -121,18 +121,27 @@ def start_functions(worker: Worker, count: int, py: Path) -> float:
 
 
 def settle_parked(worker: Worker, settle_seconds: float, park_after: float) -> None:
-    """Wait ``settle_seconds``, and with parking on until every query is parked (at most
-    ``park_after`` + 60 s more); print how many Spark queries are still active."""
+    """Wait ``settle_seconds``; with parking on, then until every query is parked and the
+    process tree has kept the same processes for 10 s (Spark ends idle Python workers
+    a minute after their last task): a process ending in the sampling window would
+    take the CPU it used before the window out of the sum. Prints what it waited for."""
     started = time.perf_counter()
     time.sleep(settle_seconds)
     if park_after > 0:
-        deadline = started + settle_seconds + park_after + 60.0
+        deadline = started + settle_seconds + park_after + 120.0
         while worker.spark.streams.active and time.perf_counter() < deadline:
             time.sleep(1.0)
+        pids = {p.pid for p in process_tree()}
+        while time.perf_counter() < deadline:
+            time.sleep(10.0)
+            now = {p.pid for p in process_tree()}
+            if now == pids:
+                break
+            pids = now
     print(
         f"settled after {time.perf_counter() - started:.1f} s: "
         f"{len(worker.spark.streams.active)} Spark queries active "
-        f"(park_idle_after {park_after:g} s)",
+        f"(park_idle_after {park_after:g} s), {len(process_tree())} processes in the tree",
         flush=True,
     )
 
