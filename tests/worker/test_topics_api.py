@@ -248,3 +248,15 @@ def test_an_avro_records_bytes_read_back_as_base64(client: httpx.Client, worker:
     found = client.get(f"{ADMIN}/blobs/examinemessage")
     assert found.status_code == 200, found.text
     assert found.json()["value"] == {"id": 1, "data": base64.b64encode(b"\xff\x00").decode()}
+
+
+def test_a_nul_character_in_a_path_or_query_is_a_400_on_both_stores(client: httpx.Client) -> None:
+    # Found by the OpenAPI fuzz test: PostgreSQL cannot compare text holding
+    # a NUL, so a download of such a path was a 500 there (a 404 on SQLite).
+    for url in (
+        "/admin/v3/functions/download?path=a%00b",
+        f"{ADMIN}/a%00b/stats",
+        "/admin/v3/functions/public/default/f%00x/status",
+    ):
+        message = _error(client.get(url), 400, "invalid_request")
+        assert "NUL characters are not allowed" in message, message

@@ -25,6 +25,9 @@ SHARED_ENV = {
     "SPARKFN_WORKER_MAX_EXPANDED_BYTES": str(2 * MIB),
     # One task slot: the package tests need one Python worker to run two zips.
     "SPARKFN_WORKER_SPARK_MASTER": "local[1]",
+    # Functions quiet for 3 s are parked, so every worker test that pauses
+    # goes through a park and a wake-up too (test_parking_worker.py checks them).
+    "SPARKFN_WORKER_PARK_IDLE_AFTER": "3",
 }
 
 

@@ -16,7 +16,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
 from sparkfn.worker.functions_api import functions_router
-from sparkfn.worker.http import ErrorBody, install_error_handlers
+from sparkfn.worker.http import ErrorBody, NoNulCharacters, install_error_handlers
 from sparkfn.worker.openapi import complete_openapi
 from sparkfn.worker.ops_api import ops_router
 from sparkfn.worker.packages_api import BodyLimit, packages_router
@@ -55,6 +55,7 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_upload_bytes=worker.settings.max_upload_bytes)
+    app.add_middleware(NoNulCharacters)
     install_auth(app, worker.settings)  # every route, including those included below
     app.include_router(packages_router(worker))
     app.include_router(functions_router(worker), prefix="/admin/v3/functions")

@@ -7,11 +7,14 @@ rather than on the message text.
 
 from __future__ import annotations
 
+from urllib.parse import unquote_to_bytes
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sparkfn.api.errors import (
     AlreadyExistsError,
@@ -101,3 +104,30 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(SparkfnError, sparkfn_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(HTTPException, http_error)
+
+
+class NoNulCharacters:
+    """ASGI middleware: a request whose path or query string holds a NUL character is a 400.
+
+    No name, path or key of sparkfn can hold one, and PostgreSQL cannot
+    even compare text with one (SQLite can), so without this a lookup of
+    such a name was a 500 on one store and a 404 on the other.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            raw_path = scope.get("raw_path") or scope["path"].encode()
+            target = bytes(raw_path) + b"?" + bytes(scope.get("query_string", b""))
+            if b"\0" in unquote_to_bytes(target) or "\0" in scope["path"]:
+                response = error_response(
+                    400,
+                    "invalid_request",
+                    f"{scope.get('method', '')} {scope['path']!r}: NUL characters are not "
+                    "allowed in a path or query parameter",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

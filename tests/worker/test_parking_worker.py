@@ -1,0 +1,65 @@
+"""A worker parks a quiet function's query and wakes it on input (docs/worker.md).
+
+The shared worker parks after 3 s (``worker_process.SHARED_ENV``). Seen from
+outside: the function stays RUNNING while parked, every message sent before,
+during and after a park comes out exactly once, the worker's log says when
+it parked and woke, and a drain of the parked function stops it gracefully.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from test_worker_versions import _awaittopic_counts, _send, _setup
+from worker_process import SharedWorker
+
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+WAIT = 120
+
+
+def _wait_log(shared_worker: SharedWorker, text: str, count: int) -> None:
+    deadline = time.monotonic() + WAIT
+    while shared_worker.output().count(text) < count:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the worker's log does not say {text!r} {count} time(s) in {WAIT} s")
+        time.sleep(0.2)
+
+
+@pytest.mark.long_running(40)
+def test_a_quiet_function_parks_and_wakes_on_input_losing_nothing(
+    shared_worker: SharedWorker,
+) -> None:
+    store = shared_worker.store
+    _setup(store)
+    name = f"park-{uuid.uuid4().hex[:8]}"
+    parked = f"function public/default/{name}: input quiet for 3 s; parking its query"
+    woken = f"function public/default/{name}: input arrived; starting it again"
+    producer = Producer(store, "in")
+    expected: collections.Counter[str] = collections.Counter()
+    with shared_worker.client() as client:
+        _send(client, "POST", name, EXAMPLES / "exclamation.py", parallelism=2)
+        for round_ in range(1, 3):
+            values = [f"r{round_}-{i}" for i in range(40)]
+            producer.send_batch([Message(v.encode()) for v in values])
+            expected.update(v + "!" for v in values)
+            _awaittopic_counts(store, expected)
+            _wait_log(shared_worker, parked, round_)
+            status = client.get(f"/public/default/{name}/status").json()
+            assert status["numRunning"] == 2, status
+            if round_ > 1:
+                _wait_log(shared_worker, woken, round_ - 1)
+        response = client.post(f"/public/default/{name}/drain")
+        assert response.status_code == 204, response.text
+        deadline = time.monotonic() + WAIT
+        while (status := client.get(f"/public/default/{name}/status").json())["state"] != "STOPPED":
+            assert time.monotonic() < deadline, f"not drained in {WAIT} s: {status}"
+            time.sleep(0.2)
+        assert status["numRunning"] == 0, status
+    _awaittopic_counts(store, expected)
