@@ -14,6 +14,7 @@ policy's default applies and :attr:`Decision.handler_error` says why.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from typing import Any
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.api.lifecycle import FailureInfo, Response
 from sparkfn.config.policy import FailurePolicy
+
+_LOG = logging.getLogger("sparkfn.supervisor")
 
 Handler = Callable[[FunctionFailure, FailureInfo], Any]
 
@@ -105,3 +108,14 @@ def load_handler(spec: str, py: str | None) -> Handler:
         msg = f"failure handler {spec} is not callable"
         raise TypeError(msg)
     return handler  # type: ignore[no-any-return]
+
+
+def policy_handler(policy: FailurePolicy, py: str | None, owner: str) -> Handler | None:
+    """The policy's failure handler, or ``None`` (none set, or it cannot be loaded: logged)."""
+    if policy.handler is None:
+        return None
+    try:
+        return load_handler(policy.handler, py)
+    except Exception:
+        _LOG.exception("%s: failure handler %s cannot be loaded", owner, policy.handler)
+        return None

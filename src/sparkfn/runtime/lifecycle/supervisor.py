@@ -40,7 +40,7 @@ from sparkfn.config.policy import FailurePolicy
 from sparkfn.runtime import control
 from sparkfn.runtime.lifecycle.causes import escalated, failure_of, fenced
 from sparkfn.runtime.lifecycle.lookout import Lookout
-from sparkfn.runtime.lifecycle.policy import Handler, RestartHistory, decide, load_handler
+from sparkfn.runtime.lifecycle.policy import RestartHistory, decide, policy_handler
 from sparkfn.runtime.lifecycle.states import can_move
 from sparkfn.runtime.lifecycle.target import RunTarget
 from sparkfn.store.store import Store
@@ -284,7 +284,7 @@ class Supervisor:
             self.history,
             instance_ids=failed,
             parallelism=self.target.parallelism,
-            handler=self._handler(),
+            handler=policy_handler(self.policy, self.py, f"{self.target.kind} {self.fqfn}"),
             stopping=self._stopping is not None and not self._drain_goes_on(),
         )
         if decision.handler_error:
@@ -388,20 +388,6 @@ class Supervisor:
             self._finish(RunState.ERROR)
             return False
         return True
-
-    def _handler(self) -> Handler | None:
-        if self.policy.handler is None:
-            return None
-        try:
-            return load_handler(self.policy.handler, self.py)
-        except Exception:
-            _LOG.exception(
-                "%s %s: failure handler %s cannot be loaded",
-                self.target.kind,
-                self.fqfn,
-                self.policy.handler,
-            )
-            return None
 
     # --- instances ----------------------------------------------------------------------
     def stop_instance(self, instance_id: int, cause: str = "stopped by user") -> None:
