@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 import pyarrow as pa
@@ -253,6 +257,12 @@ def _read_proc(pid: int) -> Proc | None:
     return Proc(pid, int(fields[1]), name, ticks, int(fields[21]) * PAGE_SIZE)
 
 
+def ticks_named(name: str) -> int:
+    """CPU ticks of every process on the machine called ``name`` (and of children it reaped)."""
+    procs = (_read_proc(int(d)) for d in os.listdir("/proc") if d.isdigit())
+    return sum(p.ticks for p in procs if p is not None and p.name == name)
+
+
 def process_tree(root: int | None = None) -> list[Proc]:
     """``root`` (this process by default) and every descendant: JVM, Python workers, ..."""
     root = os.getpid() if root is None else root
@@ -355,3 +365,54 @@ def watch_tree(seconds: float, interval: float = 2.0) -> TreeUsage:
         names=Counter(command_label(p) for p in last),
         cpu_by_kind=by_kind,
     )
+
+
+# --- store setup ------------------------------------------------------------
+
+
+def _is_postgres(url: str) -> bool:
+    return url.split("://", 1)[0].split("+", 1)[0] in ("postgresql", "postgres")
+
+
+def _libpq_url(url: str) -> str:
+    """The URL without a SQLAlchemy driver suffix, for psycopg."""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme.split('+', 1)[0]}://{rest}"
+
+
+def _with_search_path(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    query.append(("options", f"-csearch_path={schema}"))
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
+
+
+@contextmanager
+def bench_store(store_url: str | None, data_dir: Path) -> Iterator[tuple[Store, str]]:
+    """An empty store: SQLite in ``data_dir`` by default, or a fresh PostgreSQL schema."""
+    if store_url is None:
+        store_url = f"sqlite:///{data_dir / 'sparkfn.db'}"
+    if not _is_postgres(store_url):
+        store = Store.open(store_url, data_dir)
+        try:
+            yield store, "sqlite" if store_url.startswith("sqlite") else store_url
+        finally:
+            store.close()
+        return
+
+    import psycopg
+
+    server = _libpq_url(store_url)
+    schema = f"sparkfn_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        store = Store.open(_with_search_path(store_url, schema), data_dir)
+        try:
+            yield store, f"postgresql (schema {schema}, dropped afterwards)"
+        finally:
+            store.close()
+    finally:
+        with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("SET lock_timeout = '30s'")
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

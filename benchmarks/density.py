@@ -30,15 +30,19 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 from _common import (
+    CLOCK_TICKS,
     IDENTITY,
     TreeUsage,
+    bench_store,
     command_label,
     load_average,
     measure_latency,
     process_tree,
+    ticks_named,
     watch_tree,
 )
 
@@ -83,6 +87,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--warmup-seconds", type=float, default=5.0, help="untimed load before the window"
     )
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument(
+        "--store-url",
+        default=None,
+        help="store URL (default: SQLite in a temp dir; PostgreSQL: a fresh schema, dropped after)",
+    )
     parser.add_argument(
         "--wait-timeout", type=float, default=300.0, help="wait for the load's outputs (s)"
     )
@@ -167,8 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     work = Path(tempfile.mkdtemp(prefix="sparkfn-bench-density-"))
+    stores = ExitStack()
+    store, backend = stores.enter_context(bench_store(args.store_url, work / "data"))
+    print(f"store: {backend}", flush=True)
     settings = WorkerSettings.resolve(
         data_dir=work / "data",
+        store_url=store.url,
         spark_master=args.master,
         worker_id="bench",
         park_idle_after=args.park_idle_after,
@@ -202,9 +215,17 @@ def main(argv: list[str] | None = None) -> int:
             ok = False
 
         print(f"idle: sampling the process tree for {args.idle_seconds:g} s ...", flush=True)
+        server_ticks = ticks_named("postgres")
         idle = watch_tree(args.idle_seconds)
+        server = 100.0 * (ticks_named("postgres") - server_ticks) / CLOCK_TICKS / idle.seconds
         for line in idle.lines():
             print(f"  idle {line}", flush=True)
+        if backend != "sqlite":
+            print(
+                f"  idle: the PostgreSQL server, outside the tree (every client of the machine): "
+                f"CPU {server:.1f} % of one core",
+                flush=True,
+            )
         if baseline is not None:
             print(f"  {per_function(idle, baseline, args.functions)}", flush=True)
 
@@ -258,12 +279,15 @@ def main(argv: list[str] | None = None) -> int:
             f"left in the tree: {', '.join(f'{n} {label}' for label, n in left.most_common())}",
             flush=True,
         )
+        stores.close()
         shutil.rmtree(work, ignore_errors=True)
 
     print()
     print(f"functions: {args.functions} started in {seconds:.1f} s, {running} running")
     for line in idle.lines():
         print(f"idle {line}")
+    if backend != "sqlite":
+        print(f"idle: PostgreSQL server (outside the tree) CPU {server:.1f} % of one core")
     if baseline is not None:
         print(per_function(idle, baseline, args.functions))
     if wake is not None:

@@ -32,18 +32,15 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
-from _common import load_average
+from _common import bench_store, load_average
 
 from sparkfn.runtime.spark import spark_session
 from sparkfn.store.store import Store
@@ -86,57 +83,6 @@ class SparkRun:
     rows: int
     batches: int
     duration_ms: dict[str, int] = field(default_factory=dict)
-
-
-# --- store setup ------------------------------------------------------------
-
-
-def _is_postgres(url: str) -> bool:
-    return url.split("://", 1)[0].split("+", 1)[0] in ("postgresql", "postgres")
-
-
-def _libpq_url(url: str) -> str:
-    """The URL without a SQLAlchemy driver suffix, for psycopg."""
-    scheme, rest = url.split("://", 1)
-    return f"{scheme.split('+', 1)[0]}://{rest}"
-
-
-def _with_search_path(url: str, schema: str) -> str:
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
-    query.append(("options", f"-csearch_path={schema}"))
-    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
-
-
-@contextmanager
-def bench_store(store_url: str | None, data_dir: Path) -> Iterator[tuple[Store, str]]:
-    """An empty store: SQLite in ``data_dir`` by default, or a fresh PostgreSQL schema."""
-    if store_url is None:
-        store_url = f"sqlite:///{data_dir / 'sparkfn.db'}"
-    if not _is_postgres(store_url):
-        store = Store.open(store_url, data_dir)
-        try:
-            yield store, "sqlite" if store_url.startswith("sqlite") else store_url
-        finally:
-            store.close()
-        return
-
-    import psycopg
-
-    server = _libpq_url(store_url)
-    schema = f"sparkfn_bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        store = Store.open(_with_search_path(store_url, schema), data_dir)
-        try:
-            yield store, f"postgresql (schema {schema}, dropped afterwards)"
-        finally:
-            store.close()
-    finally:
-        with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
-            conn.execute("SET lock_timeout = '30s'")
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 # --- data --------------------------------------------------------------------
