@@ -82,6 +82,43 @@ def _package_paths(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+# Version 8: on SQLite, ids of these tables are never reused. Without
+# AUTOINCREMENT SQLite hands out max(id) + 1, so once a delete purged a
+# function's rows, the next command could get an id a worker's control
+# thread had already read past, and the thread never saw it (the objects
+# of a function deleted and created again under its name were not closed).
+# PostgreSQL's sequences never go back. The definitions are frozen here.
+_AUTOINCREMENT_TABLES = {
+    "function_commands": (
+        "id INTEGER PRIMARY KEY AUTOINCREMENT, fqfn VARCHAR(400) NOT NULL, "
+        "instances TEXT NOT NULL, command VARCHAR(32) NOT NULL, epoch INTEGER NOT NULL, "
+        "issued_at DATETIME NOT NULL",
+        "id, fqfn, instances, command, epoch, issued_at",
+        (),
+    ),
+    "function_objects": (
+        "id INTEGER PRIMARY KEY AUTOINCREMENT, fqfn VARCHAR(400) NOT NULL, "
+        "instance_id INTEGER NOT NULL, epoch INTEGER NOT NULL, host VARCHAR(256) NOT NULL, "
+        "pid INTEGER NOT NULL, created_at DATETIME NOT NULL, closed_at DATETIME, "
+        "closed_by VARCHAR(64), close_error TEXT",
+        "id, fqfn, instance_id, epoch, host, pid, created_at, closed_at, closed_by, close_error",
+        ("CREATE INDEX ix_function_objects ON function_objects (fqfn, closed_at)",),
+    ),
+}
+
+
+def _ids_never_reused(conn: Connection) -> None:
+    if conn.dialect.name != "sqlite":
+        return
+    for table, (columns, names, indexes) in _AUTOINCREMENT_TABLES.items():
+        conn.exec_driver_sql(f"CREATE TABLE {table}_v8 ({columns})")
+        conn.exec_driver_sql(f"INSERT INTO {table}_v8 ({names}) SELECT {names} FROM {table}")
+        conn.exec_driver_sql(f"DROP TABLE {table}")
+        conn.exec_driver_sql(f"ALTER TABLE {table}_v8 RENAME TO {table}")
+        for index in indexes:
+            conn.exec_driver_sql(index)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
@@ -92,6 +129,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "the worker's registry: functions, their versions, packages", _registry),
     Migration(6, "topic schemas: the definition of each avro topic", _topic_schemas),
     Migration(7, "package upload paths: the digest each uploaded path names", _package_paths),
+    Migration(8, "command and object ids are never reused (SQLite)", _ids_never_reused),
 )
 
 

@@ -277,6 +277,8 @@ function_commands = Table(
     Column("command", String(32), nullable=False),  # close, graceful_close, cancel
     Column("epoch", Integer, nullable=False),  # objects of this epoch or older
     Column("issued_at", DateTime(timezone=True), nullable=False),
+    # Ids never reused (version 8): worker processes remember the last one they read.
+    sqlite_autoincrement=True,
 )
 
 # Every user object created in a Python worker process, and when it closed.
@@ -293,6 +295,7 @@ function_objects = Table(
     Column("closed_at", DateTime(timezone=True), nullable=True),
     Column("closed_by", String(64), nullable=True),  # the command or event that closed it
     Column("close_error", Text, nullable=True),
+    sqlite_autoincrement=True,  # ids never reused (version 8): workers hold theirs
 )
 Index("ix_function_objects", function_objects.c.fqfn, function_objects.c.closed_at)
 
