@@ -13,7 +13,6 @@ reader's planning calls directly against both stores.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -45,14 +44,6 @@ def lstore(data_dir: Path) -> Any:
     store.close()
 
 
-def _wait(predicate: Any, what: str, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {what}")
-        time.sleep(0.1)
-
-
 def _processed(store: Store, expected: int) -> bool:
     return len([o for o in _outputs(store) if not o.startswith("final:")]) >= expected
 
@@ -76,8 +67,8 @@ def test_a_quiet_query_parks_and_wakes_on_input_losing_and_repeating_nothing(
         values += batch
         _produce(lstore, batch)
         total = len(values)
-        _wait(lambda total=total: _processed(lstore, total), f"{total} outputs")
-        _wait(lambda: _parked(run), "the query parked")
+        run.wait_for(lambda total=total: _processed(lstore, total), WAIT, f"{total} outputs")
+        run.wait_for(lambda: _parked(run), WAIT, "the query parked")
         query = run.query
         assert query is not None and not query.isActive, "a parked query is stopped in Spark"
         assert run.run_state == "RUNNING", "a parked run goes on"
@@ -106,8 +97,8 @@ def test_a_suspend_of_a_parked_run_resumes_where_it_stopped(
     run = LocalRun(config, store=lstore, spark=spark, park_idle_after=PARK_AFTER)
     run.start(checkpoint=checkpoint)
     _produce(lstore, ["a", "b", "c"])
-    _wait(lambda: _processed(lstore, 3), "3 outputs")
-    _wait(lambda: _parked(run), "the query parked")
+    run.wait_for(lambda: _processed(lstore, 3), WAIT, "3 outputs")
+    run.wait_for(lambda: _parked(run), WAIT, "the query parked")
     assert run.suspend(WAIT)
     assert run.run_state == "SUSPENDED"
     _check_sequences(log, graceful=True)

@@ -119,9 +119,8 @@ class NoNulCharacters:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            raw_path = scope.get("raw_path") or scope["path"].encode()
-            target = bytes(raw_path) + b"?" + bytes(scope.get("query_string", b""))
-            if b"\0" in unquote_to_bytes(target) or "\0" in scope["path"]:
+            query = unquote_to_bytes(bytes(scope.get("query_string", b"")))
+            if "\0" in scope["path"] or b"\0" in query:  # the path comes percent-decoded
                 response = error_response(
                     400,
                     "invalid_request",

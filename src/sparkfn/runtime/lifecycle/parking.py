@@ -46,9 +46,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
-from sqlalchemy import Connection, and_, select, update
+from sqlalchemy import Connection, and_, update
 
 from sparkfn.api.errors import TopicNotFoundError
 from sparkfn.store import schema, signals, watch
@@ -61,7 +60,6 @@ from sparkfn.topics.spark.admission import PARK
 _LOG = logging.getLogger("sparkfn.parking")
 
 _runs = schema.function_runs
-_plans = schema.subscription_plans
 
 
 class _Busy(Exception):
@@ -90,7 +88,7 @@ class Parking:
         self.after = after
         self._inputs = inputs
         self._topics: list[TopicInfo] | None = None
-        self._activity: Any = None  # the last plan as last seen: a change is activity
+        self._activity: subscription.Plan | None = None  # the last plan seen: a change is activity
         self._quiet_since = time.monotonic()
         self._flagged = False
         self._watching: list[Callable[[], None]] = []
@@ -175,16 +173,11 @@ class Parking:
             self._topics = [admin.get(name) for name in self._inputs()]
         return self._topics
 
-    def _last_plan(self, conn: Connection) -> Any:
-        row = conn.execute(
-            select(_plans.c.epoch, _plans.c.spark_end, _plans.c.committed).where(
-                _plans.c.name == self.subscription_name
-            )
-        ).first()
-        return None if row is None else tuple(row)
+    def _last_plan(self, conn: Connection) -> subscription.Plan | None:
+        return subscription.read_plan(conn, self.subscription_name)
 
-    def _busy(self, conn: Connection, plan: Any) -> bool:
-        in_flight = plan is not None and not plan[2]
+    def _busy(self, conn: Connection, plan: subscription.Plan | None) -> bool:
+        in_flight = plan is not None and not plan.committed
         return in_flight or self._pending(conn)
 
     def _pending(self, conn: Connection) -> bool:
