@@ -257,16 +257,20 @@ def _read_proc(pid: int) -> Proc | None:
     return Proc(pid, int(fields[1]), name, ticks, int(fields[21]) * PAGE_SIZE)
 
 
+def _all_procs() -> list[Proc]:
+    """Every process on the machine (those that ended while being read left out)."""
+    return [p for p in (_read_proc(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p]
+
+
 def ticks_named(name: str) -> int:
     """CPU ticks of every process on the machine called ``name`` (and of children it reaped)."""
-    procs = (_read_proc(int(d)) for d in os.listdir("/proc") if d.isdigit())
-    return sum(p.ticks for p in procs if p is not None and p.name == name)
+    return sum(p.ticks for p in _all_procs() if p.name == name)
 
 
 def process_tree(root: int | None = None) -> list[Proc]:
     """``root`` (this process by default) and every descendant: JVM, Python workers, ..."""
     root = os.getpid() if root is None else root
-    procs = [p for p in (_read_proc(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p]
+    procs = _all_procs()
     children: dict[int, list[Proc]] = {}
     for p in procs:
         children.setdefault(p.ppid, []).append(p)
