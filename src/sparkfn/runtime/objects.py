@@ -89,9 +89,15 @@ def register_object(store: Store, control_id: str, instance_id: int, epoch: int)
         return int(result.inserted_primary_key[0])
 
 
-def mark_closed(store: Store, object_id: int, closed_by: str, error: str | None = None) -> None:
-    """A worker process closed a user object (``error``: ``close()`` raised)."""
+def mark_closed(
+    store: Store, control_id: str, object_id: int, closed_by: str, error: str | None = None
+) -> None:
+    """A worker process closed a user object of run ``control_id`` (``error``: ``close()`` raised).
+
+    Touches the run's hint: the supervisor waiting for its objects looks at once.
+    """
     with store.write() as conn:
+        signals.hint_on_commit(conn, signals.control_hint(control_id))
         conn.execute(
             update(objects)
             .where(and_(objects.c.id == object_id, objects.c.closed_at.is_(None)))

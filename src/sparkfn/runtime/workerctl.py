@@ -4,7 +4,7 @@ Spark keeps Python worker processes between batches, and with them the user
 objects sparkfn created there; once a query stops, no task will ever reach
 an idle worker again. So the first user object a worker creates starts a
 small daemon thread that reads the supervisor's commands from the store
-(when their commit hint changes, or once a second) and acts on this
+(when their commit hint is touched, or once a second) and acts on this
 process's objects:
 
 * ``cancel``  -- interrupt: a running task of those instances fails at its
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from sparkfn.runtime import objects
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.instance import FunctionInstance
-from sparkfn.store import signals
+from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
@@ -71,6 +71,16 @@ def ensure_started(store: Store, registry: Registry, forget: Forget) -> None:
 
 
 def _loop(store: Store, last: int, registry: Registry, forget: Forget) -> None:
+    # A command touches its hint after it commits; where the kernel announces
+    # the touch (store.watch), the thread acts on it at once rather than at
+    # its next poll, so a stopping run's close is not a poll interval late.
+    with watch.woken_by(store.data_dir, _HINT) as touched:
+        _serve(store, last, registry, forget, touched)
+
+
+def _serve(
+    store: Store, last: int, registry: Registry, forget: Forget, touched: threading.Event
+) -> None:
     pending: list[objects.Command] = []
     key = (store.url, str(store.data_dir), os.getpid())
     idle = 0
@@ -79,6 +89,7 @@ def _loop(store: Store, last: int, registry: Registry, forget: Forget) -> None:
     while True:
         # Commands touch a commit hint: between hints, the store is read once
         # every RECHECK_SECONDS (a hint may be lost or late; see store.signals).
+        touched.clear()
         now_seen = signals.stamp(store.data_dir, _HINT)
         if pending or now_seen != seen or time.monotonic() - looked >= RECHECK_SECONDS:
             seen, looked = now_seen, time.monotonic()
@@ -97,7 +108,7 @@ def _loop(store: Store, last: int, registry: Registry, forget: Forget) -> None:
                     store.engine.dispose()  # idle workers keep no connections
                     return
             idle = 0
-        time.sleep(POLL_SECONDS)
+        touched.wait(POLL_SECONDS)
 
 
 def _has_objects(store: Store, registry: Registry) -> bool:
@@ -149,7 +160,7 @@ def close_object(
         error = f"{type(exc).__name__}: {exc}"
         _LOG.exception("function %s: closing instance %s failed", inst.config.fqfn, key[2])
     if inst.object_id is not None:
-        objects.mark_closed(store, inst.object_id, why, error)
+        objects.mark_closed(store, key[0], inst.object_id, why, error)
 
 
 def append(store: Store, emitted: list[Emitted]) -> None:

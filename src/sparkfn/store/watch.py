@@ -12,6 +12,8 @@ at least once a second (see :mod:`~sparkfn.store.signals`).
 
 * :func:`wait_for_change` is for one thread that waits (a query's reader);
 * :func:`subscribe` calls back from one process-wide thread (supervisors);
+* :func:`woken_by` is an event a thread waits on with a timeout (closing
+  objects, a worker process's control thread);
 
 both fall back to polling with ``stat`` where inotify is not available.
 """
@@ -25,7 +27,8 @@ import select
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sparkfn.store.signals import HINTS_DIR, stamp
@@ -232,3 +235,21 @@ def subscribe(data_dir: Path, name: str, callback: Callable[[], None]) -> Callab
     except OSError as exc:
         _LOG.debug("hint %s is polled: %s", name, exc)
         return None
+
+
+@contextmanager
+def woken_by(data_dir: Path, names: list[str]) -> Iterator[threading.Event]:
+    """An event set whenever one of the hints ``names`` is touched here, while in the block.
+
+    The waiter still times out and looks for itself: where inotify is not
+    available the event is never set, and a touch can be lost or made on
+    another machine. Clear the event before looking, then wait on it.
+    """
+    event = threading.Event()
+    cancels = [subscribe(data_dir, name, event.set) for name in names]
+    try:
+        yield event
+    finally:
+        for cancel in cancels:
+            if cancel is not None:
+                cancel()

@@ -33,7 +33,7 @@ from sparkfn.api.lifecycle import StopMode
 from sparkfn.runtime import control, objects
 from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.lifecycle.target import Ended
-from sparkfn.store import signals
+from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics.spark.source import current_ends
 
@@ -201,22 +201,27 @@ class QueryTarget:
     ) -> list[str]:
         """Tell every worker process to close the objects; wait for their acknowledgements."""
         command = "graceful_close" if graceful else "close"
-        objects.issue_command(self.store, self.control_id, command, instances, epoch)
-        deadline = time.monotonic() + timeout
+        hint = [signals.control_hint(self.control_id)]
         unclosed: list[str] = []
-        while True:
-            left = [
-                o for o in objects.open_objects(self.store, self.control_id, instances) if o.alive
-            ]
-            if not left:
-                break
-            if time.monotonic() > deadline:
-                unclosed = [str(o) for o in left]
-                break
-            time.sleep(POLL_SECONDS)
+        # Each close is acknowledged with a touch of the run's hint: no poll interval to wait out.
+        with watch.woken_by(self.store.data_dir, hint) as acknowledged:
+            objects.issue_command(self.store, self.control_id, command, instances, epoch)
+            deadline = time.monotonic() + timeout
+            while True:
+                acknowledged.clear()
+                opened = objects.open_objects(self.store, self.control_id, instances)
+                left = [o for o in opened if o.alive]
+                if not left:
+                    break
+                if time.monotonic() > deadline:
+                    unclosed = [str(o) for o in left]
+                    break
+                acknowledged.wait(POLL_SECONDS)
         for gone in objects.open_objects(self.store, self.control_id, instances):
             if gone.alive is False:
-                objects.mark_closed(self.store, gone.id, "lost: its process ended", None)
+                objects.mark_closed(
+                    self.store, self.control_id, gone.id, "lost: its process ended", None
+                )
         return unclosed
 
     def _active(self) -> bool:
