@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 from sparkfn.config.names import TopicName
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.message import SchemaType
-from sparkfn.topics.spark.planning import TopicRange, cap, record_budget, split_ranges
+from sparkfn.topics.spark.planning import (
+    InstanceRanges,
+    TopicRange,
+    cap,
+    ends_stream,
+    record_budget,
+    split_ranges,
+    with_final,
+)
 
 
 def _topic(name: str, partitions: int, topic_id: int = 1) -> TopicInfo:
@@ -82,3 +90,47 @@ def test_without_instances_tasks_respect_max_per_task() -> None:
         (10, 20),
         (20, 25),
     ]
+
+
+def test_a_drains_last_batch_gives_each_instance_one_task_ending_with_its_marker() -> None:
+    topic = _topic("t", 4)
+    spans = {f"public/default/t#{p}": (0, 100) for p in range(4)}
+    ranges = split_ranges([topic], spans, max_per_task=None, live=[0, 1], assignment="shared")
+    tasks = with_final(ranges, [0, 1], "shared")
+    assert all(isinstance(t, InstanceRanges) and t.final for t in tasks)
+    by_task = {t.instance: t.ranges for t in tasks if isinstance(t, InstanceRanges)}
+    assert sorted(by_task) == [0, 1]
+    # Every range is in the task of its own instance, once.
+    assert sorted(ranges, key=str) == sorted((r for rs in by_task.values() for r in rs), key=str)
+    assert all(r.instance == i for i, rs in by_task.items() for r in rs)
+    # An instance without input in the batch still gets its marker.
+    alone = with_final(ranges[:1], [0, 1], "failover")
+    assert [(t.instance, len(t.ranges)) for t in alone if isinstance(t, InstanceRanges)] == [
+        (0, 1),
+        (1, 0),
+    ]
+    # key_shared: every task reads every range and keeps its instance's keys.
+    keyed = split_ranges([topic], spans, max_per_task=None, live=[0, 1], assignment="key_shared")
+    assert all(
+        isinstance(t, InstanceRanges) and t.final and len(t.ranges) == 4
+        for t in with_final(keyed, [0, 1], "key_shared")
+    )
+
+
+def test_the_markers_ride_on_the_data_only_when_that_costs_no_task_slots() -> None:
+    topic = _topic("t", 4)
+    spans = {f"public/default/t#{p}": (0, 100) for p in range(4)}
+
+    def ends(live: list[int], assignment: str, slots: int | None) -> bool:
+        return ends_stream(
+            [topic], spans, live, max_per_task=None, assignment=assignment, slots=slots
+        )
+
+    assert ends([0, 1], "shared", 2)  # 4 ranges on 2 slots: 2 tasks run as many at once
+    assert not ends([0], "shared", 2)  # 1 task would leave a slot idle
+    assert ends([0], "shared", 1)
+    assert not ends([0, 1], "shared", None)  # slots unknown: only as many tasks as planned
+    assert ends([0, 1, 2, 3], "shared", None)
+    assert ends([0], "key_shared", 8)  # one task per instance anyway
+    assert ends([0, 1], "failover", 2)
+    assert not ends([0, 1], "failover", 4)

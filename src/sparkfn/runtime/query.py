@@ -173,6 +173,8 @@ def start_function_query(
         .option("epoch", str(epoch))
         .option("instances", str(config.parallelism))
         .option("assignment", config.subscription_type.value)
+        # A drain's last batch ends the stream itself when that costs no cores.
+        .option("taskSlots", str(spark.sparkContext.defaultParallelism))
         .option("controlId", control_id)
         .option("admission", ADMISSION)
         # What the Context can expose; publish_time, producer and sequence_id it cannot.

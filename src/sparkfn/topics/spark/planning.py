@@ -52,21 +52,66 @@ class TopicRange(InputPartition):
 
 @dataclass(frozen=True)
 class InstanceRanges(InputPartition):
-    """One ``key_shared`` instance's task: the rows of ``ranges`` whose key routes to it.
+    """One instance's task: its rows of ``ranges``, then (``final``) its end-of-stream marker.
 
     Planned instead of per-range tasks when the reader runs a task function
-    (:mod:`.tasks`): each instance's rows are then in one task, in offset
-    order, without a shuffle; every task reads the batch's ranges.
+    (:mod:`.tasks`), in two cases. ``key_shared``: each instance's rows are
+    then in one task, in offset order, without a shuffle; every task reads
+    the batch's ranges and keeps the rows whose key routes to it. A drain's
+    last batch (:func:`with_final`): each instance's ranges in one task
+    that ends with the instance's marker, so its end-of-stream hooks run
+    after all of its input, in the object that processed it.
     """
 
     instance: int
     ranges: tuple[TopicRange, ...]
+    final: bool = False
 
 
-def by_instance(ranges: Sequence[InputPartition], live: Sequence[int]) -> list[InputPartition]:
+def by_instance(
+    ranges: Sequence[InputPartition], live: Sequence[int], *, final: bool = False
+) -> list[InputPartition]:
     """``key_shared`` ranges regrouped as one :class:`InstanceRanges` task per live instance."""
     spans = tuple(r for r in ranges if isinstance(r, TopicRange))
-    return [InstanceRanges(instance, spans) for instance in live]
+    return [InstanceRanges(instance, spans, final) for instance in live]
+
+
+def with_final(
+    ranges: Sequence[InputPartition], live: Sequence[int], assignment: str
+) -> list[InputPartition]:
+    """A drain's last data batch, carrying the end-of-stream markers: one task per live instance.
+
+    Each task holds the instance's ranges (``key_shared``: every range, its
+    rows chosen by key) and ends with its marker, so the batch needs no
+    end-of-stream batch after it.
+    """
+    if assignment == "key_shared":
+        return by_instance(ranges, live, final=True)
+    spans = [r for r in ranges if isinstance(r, TopicRange)]
+    return [InstanceRanges(i, tuple(r for r in spans if r.instance == i), final=True) for i in live]
+
+
+def ends_stream(
+    topics: Sequence[TopicInfo],
+    spans: Mapping[str, tuple[int, int]],
+    live: Sequence[int],
+    *,
+    max_per_task: int | None,
+    assignment: str,
+    slots: int | None,
+) -> bool:
+    """Whether a drain's last data batch, reading ``spans``, may carry the markers (:func:`with_final`).
+
+    Only when one task per instance runs as many tasks at once as the
+    batch's own plan would on ``slots`` task slots (unknown: as many as the
+    plan has tasks): an end-of-stream batch costs a trigger, less than a
+    batch run on fewer cores.
+    """
+    ranges = split_ranges(
+        topics, spans, max_per_task=max_per_task, live=live, assignment=assignment
+    )
+    tasks = len(live) if assignment == "key_shared" else len(ranges)
+    return len(live) >= (tasks if slots is None else min(slots, tasks))
 
 
 @dataclass(frozen=True)

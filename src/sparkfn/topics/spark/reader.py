@@ -32,10 +32,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
@@ -45,26 +43,25 @@ from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.log import end_offsets, read_range, stored_sizes
-from sparkfn.topics.message import READ_SCHEMA, SPARK_READ_TYPES, properties_to_json
+from sparkfn.topics.log import end_offsets, stored_sizes
+from sparkfn.topics.message import SPARK_READ_TYPES
 from sparkfn.topics.spark.admission import PARK, Admission, AdmissionView, load_admission
 from sparkfn.topics.spark.options import choice, positive_int
 from sparkfn.topics.spark.planning import (
     ASSIGNMENTS,
     FINAL_KEY,
-    INSTANCE_FIELD,
     RESUME_KEY,
     FinalMarker,
-    InstanceRanges,
-    TopicRange,
     by_instance,
     cap,
     data_offsets,
-    instances_for,
+    ends_stream,
     offset_key,
     record_budget,
     split_ranges,
+    with_final,
 )
+from sparkfn.topics.spark.rows import TaskRows
 from sparkfn.topics.spark.tasks import (
     TASK_FUNCTION_OPTION,
     decode_task_function,
@@ -105,6 +102,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_per_task = positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
         self.instances = positive_int(opts, "instances", None)
         self.assignment = choice(opts, "assignment", ASSIGNMENTS, "shared")
+        self.slots = positive_int(opts, "taskSlots", None)  # the cluster's task slots
         self.subscription = opts.get("subscription")
         self.epoch = int(opts.get("epoch", "0"))
         self.ack_on_plan = opts.get("ackonplan", "false").lower() == "true"
@@ -267,7 +265,36 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # the batch reads [cursor, end), which Spark would not run if
             # its offsets equalled the start it knows.
             end[RESUME_KEY] = start.get(RESUME_KEY, 0) + 1
+        if (
+            view is not None
+            and view.stop_mode == "drain"
+            and data_offsets(end) != data  # Spark runs the batch as data (not a resume)
+            and self._ends_drain(base, end, available, view)
+        ):
+            end[FINAL_KEY] = view.final_seq  # the batch carries the end-of-stream markers
         return end
+
+    def _ends_drain(
+        self,
+        base: Mapping[str, int],
+        end: Mapping[str, int],
+        target: Mapping[str, int],
+        view: AdmissionView,
+    ) -> bool:
+        """Whether this batch reaches the drain's target and may end the stream itself
+        (:func:`~.planning.folds`), which saves the end-of-stream batch's trigger."""
+        if self.task_function is None or self.instances is None or not view.live:
+            return False
+        if any(end.get(k, 0) < hi for k, hi in target.items()):
+            return False
+        return ends_stream(
+            self.topics,
+            {k: (base.get(k, 0), hi) for k, hi in data_offsets(end).items()},
+            view.live,
+            max_per_task=self.max_per_task,
+            assignment=self.assignment,
+            slots=self.slots,
+        )
 
     def _bytes_per_record(self, base: Mapping[str, int], end: Mapping[str, int]) -> float | None:
         """The mean stored size of the records next in line, in the partitions with data to admit."""
@@ -302,15 +329,17 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         view = self._view()
         live = self._live(view)
         final = end.get(FINAL_KEY, 0) > start.get(FINAL_KEY, 0)
-        data_end = {} if final else data_offsets(end)
-        spans = self._plan(start, end, data_end)
-        if final:
-            # A final batch replayed by a later run (its stop is over) is empty.
-            current = (
-                view is not None
-                and view.stop_mode in ("drain", "suspend")
-                and view.final_seq == end[FINAL_KEY]
-            )
+        # A drain's last data batch may carry the markers (see _ends_drain).
+        carries_data = final and data_offsets(end) != data_offsets(start)
+        spans = self._plan(start, end, data_offsets(end) if carries_data or not final else {})
+        # A final batch replayed by a later run (its stop is over) has no markers.
+        current = (
+            final
+            and view is not None
+            and view.stop_mode in ("drain", "suspend")
+            and view.final_seq == end[FINAL_KEY]
+        )
+        if final and not carries_data:
             return [FinalMarker(i) for i in (live or [0])] if current else []
         ranges = split_ranges(
             self.topics,
@@ -319,6 +348,8 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             live=live,
             assignment=self.assignment,
         )
+        if current and live:
+            return with_final(ranges, live, self.assignment)
         if self.task_function is not None and live and self.assignment == "key_shared":
             return by_instance(ranges, live)  # no shuffle follows to bring a key's rows together
         return ranges
@@ -354,50 +385,12 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Runs on an executor: the partition's rows as Arrow batches, through the task function if any."""
-        rows = self._rows(partition)
+        rows = TaskRows(self.store_url, self.data_dir, self.columns, self.properties_json).rows(
+            partition
+        )
         if self.task_function is None:
             return freeze_imports(rows)
         return freeze_imports(decode_task_function(self.task_function)(rows))
-
-    def _rows(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if isinstance(partition, FinalMarker):
-            yield self._marker(partition.instance)
-        elif isinstance(partition, TopicRange):
-            yield from self._range_rows(partition)
-        elif isinstance(partition, InstanceRanges):
-            for span in partition.ranges:
-                for batch in self._range_rows(span):
-                    mine = pc.equal(batch.column(INSTANCE_FIELD.name), partition.instance)
-                    yield batch.filter(mine)
-        else:
-            msg = f"sparkfn reader got a foreign partition {partition!r}"
-            raise TypeError(msg)
-
-    def _range_rows(self, partition: TopicRange) -> Iterator[pa.RecordBatch]:
-        store = Store.cached(self.store_url, self.data_dir)
-        batches = read_range(
-            store, partition.topic, partition.partition, partition.start, partition.end
-        )
-        for batch in batches:
-            out = self._shaped(batch if self.columns is None else batch.select(self.columns))
-            if partition.instances is None:
-                yield out
-            else:
-                yield out.append_column(INSTANCE_FIELD, instances_for(batch, partition))
-
-    def _marker(self, instance: int) -> pa.RecordBatch:
-        names = self.columns or list(SPARK_READ_TYPES)
-        fields = [READ_SCHEMA.field(name) for name in names]
-        row: dict[str, Any] = dict.fromkeys(names)
-        row.update({"offset": -1, "partition": -1})
-        batch = self._shaped(pa.RecordBatch.from_pylist([row], schema=pa.schema(fields)))
-        return batch.append_column(INSTANCE_FIELD, pa.array([instance], pa.int32()))
-
-    def _shaped(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        if not self.properties_json:
-            return batch
-        index = batch.schema.get_field_index("properties")
-        return batch.set_column(index, "properties", properties_to_json(batch.column(index)))
 
     def commit(self, end: dict[str, int]) -> None:
         """Spark finished everything up to ``end``; the subscription moved in the sink's commit."""

@@ -1,0 +1,87 @@
+"""What a read task of the ``sparkfn`` reader reads: its planned rows, as Arrow batches.
+
+Runs on executors, from :meth:`~.reader.SparkfnStreamReader.read`. A task is
+one of the planner's partitions (:mod:`.planning`): a range of one topic
+partition, an instance's ranges (ending, in a drain's last batch, with its
+end-of-stream marker), or a marker alone. A marker is one row with
+``offset == -1`` tagged with its instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import InputPartition
+
+from sparkfn.store.store import Store
+from sparkfn.topics.log import read_range
+from sparkfn.topics.message import READ_SCHEMA, SPARK_READ_TYPES, properties_to_json
+from sparkfn.topics.spark.planning import (
+    INSTANCE_FIELD,
+    FinalMarker,
+    InstanceRanges,
+    TopicRange,
+    instances_for,
+)
+
+
+@dataclass(frozen=True)
+class TaskRows:
+    """The rows a task reads, in the reader's columns (``None``: all of them)."""
+
+    store_url: str
+    data_dir: str
+    columns: list[str] | None
+    properties_json: bool  # properties as JSON text rather than a map
+
+    def rows(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The task's rows, each tagged with its instance where the reader has instances."""
+        if isinstance(partition, FinalMarker):
+            yield self.marker(partition.instance)
+        elif isinstance(partition, TopicRange):
+            yield from self._range_rows(partition)
+        elif isinstance(partition, InstanceRanges):
+            for span in partition.ranges:
+                for batch in self._range_rows(span):
+                    if span.instance == partition.instance:
+                        yield batch  # a shared or failover range: all of it is the instance's
+                    else:
+                        yield batch.filter(
+                            pc.equal(batch.column(INSTANCE_FIELD.name), partition.instance)
+                        )
+            if partition.final:
+                yield self.marker(partition.instance)
+        else:
+            msg = f"sparkfn reader got a foreign partition {partition!r}"
+            raise TypeError(msg)
+
+    def _range_rows(self, partition: TopicRange) -> Iterator[pa.RecordBatch]:
+        store = Store.cached(self.store_url, self.data_dir)
+        batches = read_range(
+            store, partition.topic, partition.partition, partition.start, partition.end
+        )
+        for batch in batches:
+            out = self._shaped(batch if self.columns is None else batch.select(self.columns))
+            if partition.instances is None:
+                yield out
+            else:
+                yield out.append_column(INSTANCE_FIELD, instances_for(batch, partition))
+
+    def marker(self, instance: int) -> pa.RecordBatch:
+        """The end-of-stream marker row of ``instance``."""
+        names = self.columns or list(SPARK_READ_TYPES)
+        fields = [READ_SCHEMA.field(name) for name in names]
+        row: dict[str, Any] = dict.fromkeys(names)
+        row.update({"offset": -1, "partition": -1})
+        batch = self._shaped(pa.RecordBatch.from_pylist([row], schema=pa.schema(fields)))
+        return batch.append_column(INSTANCE_FIELD, pa.array([instance], pa.int32()))
+
+    def _shaped(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if not self.properties_json:
+            return batch
+        index = batch.schema.get_field_index("properties")
+        return batch.set_column(index, "properties", properties_to_json(batch.column(index)))
