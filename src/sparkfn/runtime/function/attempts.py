@@ -44,7 +44,9 @@ def attempt_each(
     A failed attempt leaves no trace: its state changes, outputs, metrics
     and publish callbacks are discarded and its exception is counted among
     the user exceptions. A success calls its publish callbacks and counts
-    ``messages`` processed messages and one latency. A :class:`FatalError`
+    ``messages`` processed messages. The process latency recorded is the
+    call's time shared by its successful values (a failed attempt's time
+    included). A :class:`FatalError`
     is not a message error: it ends the task.
 
     This is the hot path, one iteration per message: it keeps what it
@@ -73,10 +75,9 @@ def attempt_each(
     utf8_in = False
     attempts = 1 + inst.config.max_message_retries
     props = properties if properties is not None else [None] * len(values)
-    perf = time.perf_counter
     failed: list[tuple[int, Exception]] = []
     processed = 0
-    latency = 0.0
+    started = time.perf_counter()
     for i in range(len(values)):
         topic = topics[i]
         if topic != decode_topic and topic is not None:
@@ -94,7 +95,6 @@ def attempt_each(
             if callbacks:
                 callbacks.clear()
             mark = out.sealed + len(out_value)  # len(out), without a call
-            started = perf()
             try:
                 raw = values[i]
                 value = raw.decode() if utf8_in and raw is not None else decode(raw)
@@ -103,8 +103,9 @@ def attempt_each(
                     if emit is not None:
                         emit(result, keys[i])
                     else:
+                        # A str for a UTF-8 output is encoded with the column, in Arrow.
                         out_value.append(
-                            result.encode() if utf8_out and type(result) is str else encode(result)
+                            result if utf8_out and type(result) is str else encode(result)
                         )
                         out_kind.append("output")
                         out_topic.append(output)
@@ -122,7 +123,6 @@ def attempt_each(
                 if not left:
                     failed.append((i, exc))
                 continue
-            latency += perf() - started
             processed += messages
             if pending:
                 for name, metric in pending:
@@ -131,8 +131,12 @@ def attempt_each(
                 context.run_callbacks()
             break
     stats.processed_successfully += processed
-    stats.latency_ms_sum += latency * 1000
-    stats.latency_count += len(values) - len(failed)
+    # One clock read per call, not two per message (a sixth of a simple
+    # function's loop): the latency is the call's time over its successes.
+    succeeded = len(values) - len(failed)
+    if succeeded:
+        stats.latency_ms_sum += (time.perf_counter() - started) * 1000
+        stats.latency_count += succeeded
     return failed
 
 

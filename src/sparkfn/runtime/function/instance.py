@@ -255,11 +255,12 @@ class FunctionInstance:
         """Run the per-message function over every row (see :func:`~.attempts.attempt_each`)."""
         self.context.bind(rows, -1)
         output = self.config.output
+        values, topics = rows.arguments(self.input_serde_for)
         failed = attempt_each(
             self,
-            rows.values,
+            values,
             rows.column("key"),
-            rows.column("topic"),
+            topics,
             None if output else _discard,
             properties=rows.properties_json()
             if self.config.forward_source_message_property

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.topics.message import properties_list, properties_to_json
+
+if TYPE_CHECKING:
+    from sparkfn.runtime.function.serde import Serde
 
 # Properties a dead-lettered message carries (Pulsar's names where it has them).
 DLQ_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
@@ -21,10 +27,48 @@ class InputRows:
 
     def __init__(self, batch: pa.RecordBatch | pa.Table) -> None:
         self.n = batch.num_rows
-        names = batch.schema.names
-        self.values: list[bytes | None] = batch.column(names.index("value")).to_pylist()
         self._batch = batch
         self._cols: dict[str, list[Any]] = {}
+
+    @functools.cached_property
+    def values(self) -> list[bytes | None]:
+        """The values as bytes."""
+        return self._batch.column(self._batch.schema.names.index("value")).to_pylist()  # type: ignore[no-any-return]
+
+    def only_topic(self) -> str | None:
+        """The topic of every row, when they all come from one (the usual case)."""
+        topics = self._batch.column(self._batch.schema.names.index("topic"))
+        if self.n == 0 or topics.null_count:
+            return None
+        first: str = topics[0].as_py()
+        return first if pc.all(pc.equal(topics, first)).as_py() else None
+
+    def strings(self) -> list[str | None] | None:
+        """The values decoded as UTF-8 by Arrow, or None if one is not valid UTF-8."""
+        try:
+            array = self._batch.column(self._batch.schema.names.index("value")).cast(pa.string())
+        except pa.ArrowInvalid:
+            return None
+        return array.to_pylist()  # type: ignore[no-any-return]
+
+    def arguments(
+        self, serde_for: Callable[[str], Serde]
+    ) -> tuple[Sequence[Any], Sequence[str | None]]:
+        """The values and topics :func:`~.attempts.attempt_each` decodes from.
+
+        Rows of one topic whose serde is plain UTF-8 are decoded by Arrow in
+        one call and given to the function as they are (topic ``None``); a
+        value that is not UTF-8 leaves the batch to be decoded message by
+        message, where it fails alone.
+        """
+        topic = self.only_topic()
+        if topic is not None:
+            serde = serde_for(topic)
+            if serde.custom is None and serde.kind == "string":
+                strings = self.strings()
+                if strings is not None:
+                    return strings, [None] * self.n
+        return self.values, self.column("topic")
 
     def column(self, name: str) -> list[Any]:
         """A column as a list, converted on first use (``properties`` as pairs, like a map's)."""
