@@ -131,8 +131,17 @@ def write_parquet(store: Store, topic: str, directory: Path) -> None:
 # --- the runs ----------------------------------------------------------------------------
 
 
+Run = tuple[float, int, float]  # seconds from start to end, rows out, seconds in Spark triggers
+
+
+def in_triggers(query: Any) -> float:
+    """Seconds the query spent in its triggers (the rest is its start and stop)."""
+    total = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress)
+    return float(total) / 1000
+
+
 class Bench:
-    """One session, one store, and the kinds' runs; each run returns (seconds, rows out)."""
+    """One session, one store, and the kinds' runs (each returns a :data:`Run`)."""
 
     def __init__(self, spark: Any, store: Store, work: Path, parallelism: int) -> None:
         self.spark = spark
@@ -142,8 +151,8 @@ class Bench:
         (work / "per_record.py").write_text(PER_RECORD)
         (work / "vectorized.py").write_text(VECTORIZED)
 
-    def run(self, kind: str, source: str, tag: str) -> tuple[float, int]:
-        runs: dict[str, Callable[[str, str], tuple[float, int]]] = {
+    def run(self, kind: str, source: str, tag: str) -> Run:
+        runs: dict[str, Callable[[str, str], Run]] = {
             "native": self.native,
             "raw": self.raw,
             "per_record": lambda s, t: self.function(s, t, "per_record.py", "per_record.process"),
@@ -151,7 +160,7 @@ class Bench:
         }
         return runs[kind](source, tag)
 
-    def native(self, source: str, tag: str) -> tuple[float, int]:
+    def native(self, source: str, tag: str) -> Run:
         output = self.work / tag
         started = time.perf_counter()
         query = (
@@ -167,9 +176,10 @@ class Bench:
         )
         query.awaitTermination()
         seconds = time.perf_counter() - started
-        return seconds, int(pads.dataset(str(output), format="parquet").count_rows())
+        rows = int(pads.dataset(str(output), format="parquet").count_rows())
+        return seconds, rows, in_triggers(query)
 
-    def raw(self, source: str, tag: str) -> tuple[float, int]:
+    def raw(self, source: str, tag: str) -> Run:
         TopicAdmin(self.store).create(tag, partitions=4, schema_type="string")
         opts = {"storeUrl": self.store.url, "dataDir": str(self.store.data_dir)}
         started = time.perf_counter()
@@ -190,9 +200,9 @@ class Bench:
         )
         query.awaitTermination()
         seconds = time.perf_counter() - started
-        return seconds, topic_total(self.store, tag)
+        return seconds, topic_total(self.store, tag), in_triggers(query)
 
-    def function(self, source: str, tag: str, py: str, classname: str) -> tuple[float, int]:
+    def function(self, source: str, tag: str, py: str, classname: str) -> Run:
         TopicAdmin(self.store).create(tag, partitions=4, schema_type="string")
         config = FunctionConfig.build(
             name=tag,
@@ -209,11 +219,14 @@ class Bench:
         run.start(until_drained=True, checkpoint=self.work / f"ck-{tag}")
         run.wait()
         seconds = time.perf_counter() - started
-        return seconds, topic_total(self.store, tag)
+        return seconds, topic_total(self.store, tag), in_triggers(run.query)
 
 
-def measure(args: argparse.Namespace) -> dict[str, float]:
-    """Median seconds per kind, from one session on ``args.master``."""
+Medians = dict[str, tuple[float, float]]  # kind -> (seconds, seconds in triggers)
+
+
+def measure(args: argparse.Namespace) -> Medians:
+    """Median seconds per kind, whole and in Spark triggers, from one session on ``args.master``."""
     work = Path(tempfile.mkdtemp(prefix="sparkfn-bench-fn-"))
     try:
         store = Store.open(None, work / "data")
@@ -226,40 +239,45 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
         started = time.perf_counter()
         spark = spark_session(master=args.master, app_name="sparkfn-bench-functions")
         try:
-            times = repeat(args, Bench(spark, store, work, args.parallelism), started)
+            runs = repeat(args, Bench(spark, store, work, args.parallelism), started)
         finally:
             spark.stop()
             store.close()
-        return {kind: statistics.median(v) for kind, v in times.items()}
+        return {
+            kind: (statistics.median(r[0] for r in v), statistics.median(r[2] for r in v))
+            for kind, v in runs.items()
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def repeat(args: argparse.Namespace, bench: Bench, started: float) -> dict[str, list[float]]:
+def repeat(args: argparse.Namespace, bench: Bench, started: float) -> dict[str, list[Run]]:
     # Warm-up on a small topic, not timed: JVM JIT, Python workers, imports.
     for kind in args.kinds:
         bench.run(kind, "warm", f"warm_{kind}")
     print(f"session start + warm-up: {time.perf_counter() - started:.1f} s", flush=True)
-    times: dict[str, list[float]] = {kind: [] for kind in args.kinds}
+    runs: dict[str, list[Run]] = {kind: [] for kind in args.kinds}
     for r in range(args.repeats):
         for kind in args.kinds:  # the kinds alternate, so drift hits them alike
-            seconds, rows = bench.run(kind, "in", f"{kind}{r}")
-            times[kind].append(seconds)
-            if rows != args.messages:
+            run = bench.run(kind, "in", f"{kind}{r}")
+            runs[kind].append(run)
+            if run[1] != args.messages:
                 print(
-                    f"!!! {kind} run {r} wrote {rows:,} messages, expected {args.messages:,}",
+                    f"!!! {kind} run {r} wrote {run[1]:,} messages, expected {args.messages:,}",
                     flush=True,
                 )
         print(
             f"repeat {r + 1}/{args.repeats}: "
-            + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()),
+            + ", ".join(
+                f"{k} {v[-1][0]:.2f} s ({v[-1][2]:.2f} in triggers)" for k, v in runs.items()
+            ),
             flush=True,
         )
-    return times
+    return runs
 
 
-def report(args: argparse.Namespace, medians: dict[str, float]) -> None:
-    rates = {kind: args.messages / seconds for kind, seconds in medians.items()}
+def report(args: argparse.Namespace, medians: Medians) -> None:
+    rates = {kind: args.messages / seconds for kind, (seconds, _) in medians.items()}
     native = rates.get("native")
     print()
     print(
@@ -268,9 +286,15 @@ def report(args: argparse.Namespace, medians: dict[str, float]) -> None:
     )
     for kind, rate in rates.items():
         ratio = f"  {rate / native:5.2f} x native" if native else ""
-        print(f"  {LABELS[kind]:<52} {medians[kind]:7.2f} s {rate:>12,.0f} msg/s{ratio}")
+        print(f"  {LABELS[kind]:<52} {medians[kind][0]:7.2f} s {rate:>12,.0f} msg/s{ratio}")
     if "per_record" in rates and "vectorized" in rates:
         print(f"vectorized / per-record function: {rates['vectorized'] / rates['per_record']:.2f}")
+    # Where the time went: Spark's triggers (the data) and the rest (the query's start and stop).
+    print("in Spark triggers / outside them (query start, stop, the supervisor), medians:")
+    for kind, (seconds, triggers) in medians.items():
+        native_in = medians["native"][1] if "native" in medians else None
+        ratio = f"  in triggers {native_in / triggers:5.2f} x native" if native_in else ""
+        print(f"  {kind:<12} {triggers:6.2f} s / {seconds - triggers:5.2f} s{ratio}")
 
 
 # --- 1 -> 2 cores ----------------------------------------------------------------------------
@@ -278,7 +302,7 @@ def report(args: argparse.Namespace, medians: dict[str, float]) -> None:
 
 def scaling(args: argparse.Namespace) -> int:
     """The per_record kind on each master, each in a child process of this script."""
-    rates: dict[str, float] = {}
+    found: dict[str, dict[str, float]] = {}
     for master in SCALING_MASTERS:
         command = [
             sys.executable,
@@ -295,17 +319,22 @@ def scaling(args: argparse.Namespace) -> int:
         with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
             for line in child.stdout or ():
                 if line.startswith(SUMMARY):
-                    rates[master] = json.loads(line[len(SUMMARY) :])["per_record"]
+                    found[master] = json.loads(line[len(SUMMARY) :])["per_record"]
                 else:
                     print(f"  [{master}] {line}", end="", flush=True)
-        if child.returncode != 0 or master not in rates:
+        if child.returncode != 0 or master not in found:
             print(f"!!! the child on {master} failed (exit code {child.returncode})")
             return 1
-    one, two = (rates[m] for m in SCALING_MASTERS)
+    one, two = (found[m] for m in SCALING_MASTERS)
     print()
-    print(f"per-record function on local[1]: {one:>12,.0f} msg/s")
-    print(f"per-record function on local[2]: {two:>12,.0f} msg/s")
-    print(f"2-core / 1-core: {two / one:.2f}")
+    print(f"per-record function on local[1]: {one['rate']:>12,.0f} msg/s")
+    print(f"per-record function on local[2]: {two['rate']:>12,.0f} msg/s")
+    print(f"2-core / 1-core: {two['rate'] / one['rate']:.2f}")
+    print(
+        f"  in Spark triggers only (the data, without the query's start and stop): "
+        f"{one['in_triggers']:.2f} s / {two['in_triggers']:.2f} s = "
+        f"{one['in_triggers'] / two['in_triggers']:.2f}"
+    )
     return 0
 
 
@@ -357,8 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         medians = measure(args)
         report(args, medians)
         if args.summary_json:
-            rates = {kind: args.messages / seconds for kind, seconds in medians.items()}
-            print(SUMMARY + json.dumps(rates), flush=True)
+            summary = {
+                kind: {"rate": args.messages / seconds, "in_triggers": triggers}
+                for kind, (seconds, triggers) in medians.items()
+            }
+            print(SUMMARY + json.dumps(summary), flush=True)
         code = 0
     print(
         f"total wall time: {time.perf_counter() - wall:.1f} s "
