@@ -277,7 +277,7 @@ def repeat(args: argparse.Namespace, bench: Bench, started: float) -> dict[str, 
         print(
             f"repeat {r + 1}/{args.repeats}: "
             + ", ".join(
-                f"{k} {v[-1][0]:.2f} s ({v[-1][2]:.2f} in triggers)" for k, v in runs.items()
+                f"{k} {v[-1][0]:.2f} s ({v[-1][2]:.2f} to batch 0)" for k, v in runs.items()
             ),
             flush=True,
         )

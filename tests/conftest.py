@@ -52,7 +52,10 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
     from sparkfn.runtime.spark import use_project_interpreter
 
+    # Not zygote=True here: every session of the run (this process's, the
+    # children's) starts its own zygote, as a user's would.
     use_project_interpreter()
+    os.environ.pop("PYSPARK_PYTHON", None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -48,14 +49,61 @@ DEFAULT_CONF = {
 }
 
 
-def use_project_interpreter() -> None:
-    """Make Spark's Python workers (and driver) run this interpreter, from an unzipped pyspark."""
+def use_project_interpreter(*, zygote: bool = False) -> None:
+    """Make Spark's Python workers (and driver) run this interpreter, from an unzipped pyspark.
+
+    With ``zygote`` (a local master, and no Python executable of the
+    user's), Spark's Python processes start through
+    :mod:`sparkfn.runtime.launch`, and a :mod:`~sparkfn.runtime.zygote`
+    forks the queries' source runners with their imports done.
+    """
+    from sparkfn.runtime.launch import LAUNCHER_ENV, ZYGOTE_ENV
+
+    # A launcher inherited from a parent process is that process's, not a
+    # choice of the user's: its zygote serves that process's Spark only.
+    inherited = os.environ.get(LAUNCHER_ENV)
+    if inherited is not None and os.environ.get("PYSPARK_PYTHON") == inherited:
+        for name in ("PYSPARK_PYTHON", LAUNCHER_ENV, ZYGOTE_ENV):
+            os.environ.pop(name, None)
+    if zygote and "PYSPARK_PYTHON" not in os.environ:
+        launcher = start_zygote()
+        if launcher is not None:
+            os.environ["PYSPARK_PYTHON"] = os.environ[LAUNCHER_ENV] = str(launcher)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if "SPARK_HOME" not in os.environ:
         home = spark_home_without_zip()
         if home is not None:
             os.environ["SPARK_HOME"] = str(home)
+
+
+_zygote: subprocess.Popen[bytes] | None = None
+
+
+def start_zygote() -> Path | None:
+    """Start this process's zygote (once); the launcher script Spark should run as Python.
+
+    The zygote lives as long as this process (it ends when its standard
+    input, held here, closes). ``None`` off Linux.
+    """
+    global _zygote  # noqa: PLW0603 - one per driver process
+    from sparkfn.runtime import launch, zygote
+
+    if not sys.platform.startswith("linux"):
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="sparkfn-zygote-"))
+    socket_path = folder / "zygote.sock"
+    launcher = folder / "python"
+    launcher.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" -m {launch.__name__} "$@"\n', encoding="utf-8"
+    )
+    launcher.chmod(0o755)
+    command = [sys.executable, "-m", zygote.__name__, str(socket_path), "-" * zygote.ARGV_ROOM]
+    _zygote = subprocess.Popen(  # noqa: S603 - this interpreter, this package's module
+        command, stdin=subprocess.PIPE, env={**os.environ, **zygote.THREADLESS_ENV}
+    )
+    os.environ[launch.ZYGOTE_ENV] = str(socket_path)
+    return launcher
 
 
 def spark_home_without_zip(cache: Path | None = None) -> Path | None:
@@ -107,7 +155,10 @@ def spark_session(
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """Get or create the SparkSession, with the sparkfn data source registered."""
-    use_project_interpreter()
+    from pyspark import SparkContext
+
+    fresh = SparkContext._active_spark_context is None  # noqa: SLF001 - no public way to ask
+    use_project_interpreter(zygote=fresh and master.startswith("local"))
     from pyspark.sql import SparkSession
 
     from sparkfn.topics.spark.source import SparkfnDataSource

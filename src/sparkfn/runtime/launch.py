@@ -1,0 +1,81 @@
+"""Spark's Python executable when a zygote serves (:mod:`sparkfn.runtime.zygote`).
+
+Spark starts its Python processes as ``<python> -m <module> ...``. This
+module is that ``<python>`` (through a small script, see
+:func:`sparkfn.runtime.spark.use_project_interpreter`): a source runner
+(:data:`~sparkfn.runtime.zygote.FORKED`) is handed to the zygote named by
+``SPARKFN_ZYGOTE``, which forks it with its imports done; this process
+stays, so Spark still sees a process of its own, forwards ``SIGTERM``,
+``SIGINT`` and ``SIGHUP`` to the runner, and exits with its status. Every
+other process, and any runner the zygote does not take (not running,
+refusing), is this interpreter exec'd with the same arguments, as if
+nothing stood between.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+
+ZYGOTE_ENV = "SPARKFN_ZYGOTE"  # the zygote's socket
+LAUNCHER_ENV = "SPARKFN_ZYGOTE_LAUNCHER"  # the script that runs this module, Spark's Python
+# Kept in step with zygote.FORKED; not imported, so that this module stays cheap to start.
+FORKED = frozenset({"pyspark.sql.streaming.python_streaming_source_runner"})
+
+
+def main(args: list[str]) -> int:
+    """Run ``args`` (what follows the interpreter on Spark's command line); only returns
+    the status of a runner the zygote ran."""
+    path = os.environ.get(ZYGOTE_ENV)
+    if path and len(args) >= 2 and args[0] == "-m" and args[1] in FORKED:
+        code = _forked(path, args)
+        if code is not None:
+            return code
+    os.execv(sys.executable, [sys.executable, *args])
+
+
+def _forked(path: str, args: list[str]) -> int | None:
+    """The runner's exit status, or None if the zygote did not take it (run it here instead)."""
+    request = {
+        "executable": sys.executable,
+        "argv": args,
+        "env": dict(os.environ),
+        "cwd": os.getcwd(),
+    }
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
+        replies = sock.makefile("r")
+        first = replies.readline()
+    except OSError:
+        sock.close()
+        return None
+    if not first.strip():
+        return None  # refused before forking: nothing runs
+    pid = int(first)
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    try:
+        status = replies.readline()
+    except OSError:
+        status = ""
+    if not status.strip():  # the zygote ended before its child: leave no runner behind
+        forward(signal.SIGKILL, None)
+        return 1
+    code = int(status)
+    return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,192 @@
+"""The zygote forks Spark's source runners with their imports done; the launcher stands in for them.
+
+Real processes throughout: a zygote serving a probe module, launchers run
+as Spark would run Python, and a Spark query whose source runner the
+session's zygote forked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkfn.runtime import launch, zygote
+
+HERE = Path(__file__).parent
+PROBE = "zygote_probe"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
+    """A zygote forking the probe module, on a socket in ``tmp_path``."""
+    path = tmp_path / "z.sock"
+    env = {**os.environ, **zygote.THREADLESS_ENV, "PYTHONPATH": str(HERE)}
+    command = [sys.executable, "-m", zygote.__name__, str(path), "-" * zygote.ARGV_ROOM, PROBE]
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert proc.poll() is None, "the zygote ended"
+        assert time.monotonic() < deadline, "the zygote did not listen within 60 s"
+        time.sleep(0.05)
+    yield path, proc
+    assert proc.stdin is not None
+    proc.stdin.close()  # as when the driver ends
+    assert proc.wait(timeout=30) == 0
+    assert not path.exists()
+
+
+def _launch(path: Path, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    """A launcher handing ``-m probe args`` to the zygote (as ``launch.main`` does for a runner)."""
+    code = (
+        "import sys; from sparkfn.runtime import launch; "
+        f"sys.exit(launch._forked({str(path)!r}, ['-m', {PROBE!r}, *sys.argv[1:]]))"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def test_a_forked_child_takes_over_the_launchers_streams_environment_and_command_line(
+    served: tuple[Path, subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    path, proc = served
+    env = {**os.environ, "ZYGOTE_PROBE": "from the launcher"}
+    launcher = _launch(path, "a", "b c", env=env, cwd=tmp_path)
+    out, _ = launcher.communicate("a line on stdin\n", timeout=60)
+    assert launcher.returncode == 7, out  # the child's exit status
+    report = json.loads(out)
+    assert report["argv"][1:] == ["a", "b c"]
+    assert report["argv"][0].endswith(f"{PROBE}.py")
+    assert report["env"] == "from the launcher"
+    assert Path(report["cwd"]) == tmp_path
+    assert report["stdin"] == "a line on stdin"
+    assert report["ppid"] == proc.pid  # forked by the zygote, not started anew
+    # ps and /proc show what runs, as if Spark had started it itself.
+    assert report["cmdline"] == [sys.executable, "-m", PROBE, "a", "b c"]
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_the_child_ends_with_its_launcher(
+    served: tuple[Path, subprocess.Popen[bytes]], how: signal.Signals
+) -> None:
+    path, _ = served
+    launcher = _launch(path, "sleep")
+    assert launcher.stdout is not None
+    child = json.loads(launcher.stdout.readline())["pid"]
+    launcher.send_signal(how)  # SIGTERM is forwarded; a SIGKILL is seen as the launcher's end
+    code = launcher.wait(timeout=30)
+    assert code == (128 + signal.SIGTERM if how == signal.SIGTERM else -signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and _state(child) != "Z":
+        assert time.monotonic() < deadline, f"child {child} outlived its launcher"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def test_without_a_zygote_the_launcher_is_the_interpreter(tmp_path: Path) -> None:
+    env = {**os.environ, launch.ZYGOTE_ENV: str(tmp_path / "none.sock")}
+    for args in (
+        ["-c", "import sys; print(sys.argv[1:]); sys.exit(3)", "x"],  # not a runner
+        ["-m", next(iter(launch.FORKED)), "--help"],  # a runner, but no zygote listens
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", launch.__name__, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if args[0] == "-c":
+            assert (done.returncode, done.stdout.strip()) == (3, "['x']")
+        else:  # the real runner, exec'd: with no JVM to connect to it fails on its own
+            assert done.returncode != 0 and "sparkfn" not in done.stderr.split("\n")[-2:]
+
+
+def test_the_sessions_source_runners_are_forked_by_its_zygote(spark: Any, data_dir: Path) -> None:
+    from sparkfn.store.store import Store
+    from sparkfn.topics.admin import TopicAdmin
+
+    store = Store.open(None, data_dir)
+    try:
+        TopicAdmin(store).create("in")
+        query = (
+            spark.readStream.format("sparkfn")
+            .option("storeUrl", store.url)
+            .option("dataDir", str(store.data_dir))
+            .option("topic", "in")
+            .load()
+            .writeStream.format("memory")
+            .queryName("zygote_probe_query")
+            .start()
+        )
+        try:
+            runners = _wait_for_runners(query)
+            parents = {tuple(_argv(_ppid(pid))[1:3]) for pid in runners}
+        finally:
+            query.stop()
+    finally:
+        store.close()
+    assert parents == {("-m", zygote.__name__)}, parents
+
+
+def _wait_for_runners(query: Any) -> list[int]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        runners = [
+            pid
+            for pid in _descendants(os.getpid())
+            if _argv(pid)[1:3] == ["-m", "pyspark.sql.streaming.python_streaming_source_runner"]
+        ]
+        if runners and query.lastProgress is not None:
+            return runners
+        time.sleep(0.1)
+    pytest.fail("no source runner of the query was found")
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0")
+    except OSError:
+        return []
+    return [part.decode() for part in raw.split(b"\0")]
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _descendants(root: int) -> list[int]:
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = _ppid(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        found.extend(children)
+        frontier.extend(children)
+    return found
