@@ -55,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Not zygote=True here: every session of the run (this process's, the
     # children's) starts its own zygote, as a user's would.
     use_project_interpreter()
-    os.environ.pop("PYSPARK_PYTHON", None)
+    os.environ.pop("PYSPARK_PYTHON", None)  # see above
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -95,6 +95,20 @@ def test_the_child_ends_with_its_launcher(
         time.sleep(0.05)
 
 
+def test_a_child_lives_as_long_as_its_launcher(
+    served: tuple[Path, subprocess.Popen[bytes]],
+) -> None:
+    """Longer than the zygote waits for a request (5 s): a runner lives as long as its query."""
+    path, _ = served
+    launcher = _launch(path, "sleep")
+    assert launcher.stdout is not None
+    child = json.loads(launcher.stdout.readline())["pid"]
+    time.sleep(7)
+    assert _state(child) not in ("Z", "gone") and launcher.poll() is None
+    launcher.terminate()
+    assert launcher.wait(timeout=30) == 128 + signal.SIGTERM
+
+
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

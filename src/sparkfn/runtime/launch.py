@@ -1,7 +1,8 @@
 """Spark's Python executable when a zygote serves (:mod:`sparkfn.runtime.zygote`).
 
 Spark starts its Python processes as ``<python> -m <module> ...``. This
-module is that ``<python>`` (through a small script, see
+module is that ``<python>`` (installed as the ``sparkfn-spark-python``
+script beside the interpreter, see
 :func:`sparkfn.runtime.spark.use_project_interpreter`): a source runner
 (:data:`~sparkfn.runtime.zygote.FORKED`) is handed to the zygote named by
 ``SPARKFN_ZYGOTE``, which forks it with its imports done; this process
@@ -20,8 +21,16 @@ import signal
 import socket
 import sys
 
-ZYGOTE_ENV = "SPARKFN_ZYGOTE"  # the zygote's socket
-LAUNCHER_ENV = "SPARKFN_ZYGOTE_LAUNCHER"  # the script that runs this module, Spark's Python
+ZYGOTE_ENV = "SPARKFN_ZYGOTE"  # the zygote's socket (see socket_address)
+SCRIPT = "sparkfn-spark-python"  # this module's console script
+
+
+def socket_address(name: str) -> str:
+    """The address of a zygote's socket named ``name``: ``@x`` is ``x`` in Linux's
+    abstract namespace (no file to clean up), anything else a path."""
+    return "\0" + name[1:] if name.startswith("@") else name
+
+
 # Kept in step with zygote.FORKED; not imported, so that this module stays cheap to start.
 FORKED = frozenset({"pyspark.sql.streaming.python_streaming_source_runner"})
 
@@ -47,7 +56,7 @@ def _forked(path: str, args: list[str]) -> int | None:
     }
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(path)
+        sock.connect(socket_address(path))
         socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
         replies = sock.makefile("r")
         first = replies.readline()
@@ -77,5 +86,10 @@ def _forked(path: str, args: list[str]) -> int | None:
     return 128 - code if code < 0 else code
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The console script's entry point."""
     sys.exit(main(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    run()

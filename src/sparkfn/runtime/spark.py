@@ -2,7 +2,7 @@
 
 sparkfn points Spark's Python workers at the interpreter running sparkfn
 (``PYSPARK_PYTHON``), so a user never has to, and registers the ``sparkfn``
-data source. Two settings only make Python workers cheaper to start:
+data source. Three settings only make Python processes cheaper to start:
 
 * The daemon they are forked from is :mod:`sparkfn.runtime.daemon`, which
   has already imported the thread-free part of what sparkfn's tasks import.
@@ -13,6 +13,10 @@ data source. Two settings only make Python workers cheaper to start:
   ``importlib.invalidate_caches()`` would compile or re-index pyspark from
   the zip. Without it they import the same pyspark from the installed
   package, compiled once by pip. A ``SPARK_HOME`` the user set is kept.
+* With a local master and no ``PYSPARK_PYTHON`` of the user's, each
+  query's source runner is forked by a zygote with its imports done
+  (:mod:`sparkfn.runtime.zygote`), through the launcher Spark runs as its
+  Python (:mod:`sparkfn.runtime.launch`).
 
 >>> spark = spark_session()            # local[*]
 >>> spark.readStream.format("sparkfn").option("topic", "orders").load()
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -57,18 +62,17 @@ def use_project_interpreter(*, zygote: bool = False) -> None:
     :mod:`sparkfn.runtime.launch`, and a :mod:`~sparkfn.runtime.zygote`
     forks the queries' source runners with their imports done.
     """
-    from sparkfn.runtime.launch import LAUNCHER_ENV, ZYGOTE_ENV
+    from sparkfn.runtime.launch import SCRIPT, ZYGOTE_ENV
 
-    # A launcher inherited from a parent process is that process's, not a
+    # The launcher inherited from a parent process is that process's, not a
     # choice of the user's: its zygote serves that process's Spark only.
-    inherited = os.environ.get(LAUNCHER_ENV)
-    if inherited is not None and os.environ.get("PYSPARK_PYTHON") == inherited:
-        for name in ("PYSPARK_PYTHON", LAUNCHER_ENV, ZYGOTE_ENV):
+    if Path(os.environ.get("PYSPARK_PYTHON", "")).name == SCRIPT:
+        for name in ("PYSPARK_PYTHON", ZYGOTE_ENV):
             os.environ.pop(name, None)
     if zygote and "PYSPARK_PYTHON" not in os.environ:
         launcher = start_zygote()
         if launcher is not None:
-            os.environ["PYSPARK_PYTHON"] = os.environ[LAUNCHER_ENV] = str(launcher)
+            os.environ["PYSPARK_PYTHON"] = str(launcher)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if "SPARK_HOME" not in os.environ:
@@ -81,28 +85,24 @@ _zygote: subprocess.Popen[bytes] | None = None
 
 
 def start_zygote() -> Path | None:
-    """Start this process's zygote (once); the launcher script Spark should run as Python.
+    """Start this process's zygote (once); the launcher Spark should run as its Python.
 
     The zygote lives as long as this process (it ends when its standard
-    input, held here, closes). ``None`` off Linux.
+    input, held here, closes). ``None`` off Linux, or without the
+    ``sparkfn-spark-python`` script beside this interpreter.
     """
     global _zygote  # noqa: PLW0603 - one per driver process
     from sparkfn.runtime import launch, zygote
 
-    if not sys.platform.startswith("linux"):
+    launcher = Path(sys.executable).with_name(launch.SCRIPT)
+    if not sys.platform.startswith("linux") or not launcher.is_file():
         return None
-    folder = Path(tempfile.mkdtemp(prefix="sparkfn-zygote-"))
-    socket_path = folder / "zygote.sock"
-    launcher = folder / "python"
-    launcher.write_text(
-        f'#!/bin/sh\nexec "{sys.executable}" -m {launch.__name__} "$@"\n', encoding="utf-8"
-    )
-    launcher.chmod(0o755)
-    command = [sys.executable, "-m", zygote.__name__, str(socket_path), "-" * zygote.ARGV_ROOM]
+    name = f"@sparkfn-zygote-{os.getpid()}-{secrets.token_hex(8)}"
+    command = [sys.executable, "-m", zygote.__name__, name, "-" * zygote.ARGV_ROOM]
     _zygote = subprocess.Popen(  # noqa: S603 - this interpreter, this package's module
         command, stdin=subprocess.PIPE, env={**os.environ, **zygote.THREADLESS_ENV}
     )
-    os.environ[launch.ZYGOTE_ENV] = str(socket_path)
+    os.environ[launch.ZYGOTE_ENV] = name
     return launcher
 
 

@@ -23,7 +23,9 @@ the child. numpy's OpenBLAS and pyarrow's jemalloc start a thread on
 import; with ``OPENBLAS_NUM_THREADS=1`` and jemalloc's background thread
 off (both set for this process only) they start none, and the zygote
 checks it has one thread before it serves. It ends when the driver does
-(its standard input closes).
+(its standard input closes). Its socket is in Linux's abstract namespace,
+so there is no file to clean up, and it serves only processes of its own
+user (``SO_PEERCRED``).
 
 The forked runner shows the runner's command line in ``ps`` and
 ``/proc/<pid>/cmdline`` (the zygote's argument space, reserved on its own
@@ -42,9 +44,12 @@ import runpy
 import selectors
 import signal
 import socket
+import struct
 import sys
 import threading
 import traceback
+
+from sparkfn.runtime.launch import socket_address
 
 # Modules Spark starts as a separate process per query that are forked here.
 FORKED = frozenset({"pyspark.sql.streaming.python_streaming_source_runner"})
@@ -92,10 +97,13 @@ def serve(path: str, forked: frozenset[str] = FORKED) -> int:
         sys.stderr.write("sparkfn zygote: imports started a thread; not forking runners\n")
         return 1
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    listener.bind(path)
-    os.chmod(path, 0o600)
+    address = socket_address(path)
+    if not path.startswith("@"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    listener.bind(address)
+    if not path.startswith("@"):
+        os.chmod(path, 0o600)
     listener.listen(64)
     wake_r, wake_w = socket.socketpair()
     wake_r.setblocking(False)
@@ -123,8 +131,9 @@ def serve(path: str, forked: frozenset[str] = FORKED) -> int:
                         wake_r.recv(4096)
                     _reap(children)
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        if not path.startswith("@"):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _spawn(
@@ -140,6 +149,10 @@ def _spawn(
     """
     try:
         conn.settimeout(5)
+        _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        if uid != os.getuid():
+            msg = f"a process of user {uid} is not served"
+            raise ValueError(msg)
         data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 3)
         request = json.loads(data)
         if len(fds) != 3 or request["argv"][0] != "-m" or request["argv"][1] not in forked:
@@ -225,6 +238,7 @@ def _become(conn: socket.socket, fds: list[int], request: dict[str, object]) -> 
 
 def _watch_launcher(conn: socket.socket) -> None:
     """End this child when its launcher ends (it cannot forward a SIGKILL)."""
+    conn.settimeout(None)  # the request's timeout would end the watch, and the child, early
 
     def watch() -> None:
         with contextlib.suppress(OSError):
