@@ -22,13 +22,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from test_lifecycle import WAIT, _calls, _check_sequences, _config, _outputs, _produce
+from test_parking import _reader as parked_reader
 
 from sparkfn.runtime import control
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.message import SPARK_READ_TYPES
 from sparkfn.topics.spark.planning import FINAL_KEY, FinalMarker, InstanceRanges
 from sparkfn.topics.spark.reader import SparkfnStreamReader
 from sparkfn.topics.spark.source import current_ends
@@ -40,20 +40,15 @@ def _as_read(batches: Any) -> Any:
 
 
 def _reader(store: Store, control_id: str, slots: int) -> SparkfnStreamReader:
-    opts = {
-        "storeurl": store.url,
-        "datadir": str(store.data_dir),
-        "topics": "in",
-        "startingoffsets": "earliest",
-        "subscription": control_id,
-        "epoch": "1",
-        "instances": "2",
-        "taskslots": str(slots),
-        "controlid": control_id,
-        "admission": "sparkfn.runtime.admission:RunAdmission",
-        TASK_FUNCTION_OPTION.lower(): encode_task_function(_as_read),
-    }
-    return SparkfnStreamReader(opts, list(SPARK_READ_TYPES))
+    return parked_reader(
+        store,
+        control_id,
+        control_id,
+        instances="2",
+        ackonplan="false",
+        taskslots=str(slots),
+        **{TASK_FUNCTION_OPTION.lower(): encode_task_function(_as_read)},
+    )
 
 
 def _draining(store: Store, slots: int) -> tuple[SparkfnStreamReader, dict[str, int], int]:

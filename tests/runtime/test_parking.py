@@ -114,7 +114,8 @@ def test_a_suspend_of_a_parked_run_resumes_where_it_stopped(
 # --- parking and planning, driven directly ----------------------------------------------
 
 
-def _reader(store: Store, control_id: str, sub: str) -> SparkfnStreamReader:
+def _reader(store: Store, control_id: str, sub: str, **more: str) -> SparkfnStreamReader:
+    """A run's reader over topic ``in``, driven directly (``more``: options to add or change)."""
     opts = {
         "storeurl": store.url,
         "datadir": str(store.data_dir),
@@ -126,6 +127,7 @@ def _reader(store: Store, control_id: str, sub: str) -> SparkfnStreamReader:
         "instances": "1",
         "controlid": control_id,
         "admission": "sparkfn.runtime.admission:RunAdmission",
+        **more,
     }
     return SparkfnStreamReader(opts, list(SPARK_READ_TYPES))
 

@@ -23,6 +23,7 @@ from sparkfn.runtime import launch, zygote
 
 HERE = Path(__file__).parent
 PROBE = "zygote_probe"
+RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
 
 
 @pytest.fixture
@@ -120,7 +121,7 @@ def test_without_a_zygote_the_launcher_is_the_interpreter(tmp_path: Path) -> Non
     env = {**os.environ, launch.ZYGOTE_ENV: str(tmp_path / "none.sock")}
     for args in (
         ["-c", "import sys; print(sys.argv[1:]); sys.exit(3)", "x"],  # not a runner
-        ["-m", next(iter(launch.FORKED)), "--help"],  # a runner, but no zygote listens
+        ["-m", RUNNER, "--help"],  # a runner, but no zygote listens
     ):
         done = subprocess.run(
             [sys.executable, "-m", launch.__name__, *args],
@@ -166,11 +167,7 @@ def test_the_sessions_source_runners_are_forked_by_its_zygote(spark: Any, data_d
 def _wait_for_runners(query: Any) -> list[int]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        runners = [
-            pid
-            for pid in _descendants(os.getpid())
-            if _argv(pid)[1:3] == ["-m", "pyspark.sql.streaming.python_streaming_source_runner"]
-        ]
+        runners = [pid for pid in _descendants(os.getpid()) if _argv(pid)[1:3] == ["-m", RUNNER]]
         if runners and query.lastProgress is not None:
             return runners
         time.sleep(0.1)
@@ -204,3 +201,7 @@ def _descendants(root: int) -> list[int]:
         found.extend(children)
         frontier.extend(children)
     return found
+
+
+def test_launcher_and_zygote_fork_the_same_modules() -> None:
+    assert launch.FORKED == zygote.FORKED

@@ -5,7 +5,8 @@ module is that ``<python>`` (installed as the ``sparkfn-spark-python``
 script beside the interpreter, see
 :func:`sparkfn.runtime.spark.use_project_interpreter`): a source runner
 (:data:`~sparkfn.runtime.zygote.FORKED`) is handed to the zygote named by
-``SPARKFN_ZYGOTE``, which forks it with its imports done; this process
+``SPARKFN_ZYGOTE``, which forks it with its imports done (so does a
+Python daemon); this process
 stays, so Spark still sees a process of its own, forwards ``SIGTERM``,
 ``SIGINT`` and ``SIGHUP`` to the runner, and exits with its status. Every
 other process, and any runner the zygote does not take (not running,
@@ -32,7 +33,13 @@ def socket_address(name: str) -> str:
 
 
 # Kept in step with zygote.FORKED; not imported, so that this module stays cheap to start.
-FORKED = frozenset({"pyspark.sql.streaming.python_streaming_source_runner"})
+FORKED = frozenset(
+    {
+        "pyspark.sql.streaming.python_streaming_source_runner",
+        "pyspark.daemon",
+        "sparkfn.runtime.daemon",
+    }
+)
 
 
 def main(args: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""A process that forks Spark's per-query Python source runners with their imports done.
+"""A process that forks Spark's Python source runners and daemons with their imports done.
 
 Every streaming query of the ``sparkfn`` source makes Spark start a Python
 process on the driver, ``python -m pyspark.sql.streaming.python_streaming_source_runner``,
@@ -51,19 +51,40 @@ import traceback
 
 from sparkfn.runtime.launch import socket_address
 
-# Modules Spark starts as a separate process per query that are forked here.
-FORKED = frozenset({"pyspark.sql.streaming.python_streaming_source_runner"})
+# Modules Spark starts as processes of their own that are forked here: the
+# per-query source runner, and the daemons whose forks run the planning
+# calls (pyspark's) and the tasks (sparkfn's). A daemon forked from here
+# passes what it holds on to every worker it forks, so a worker Spark
+# forks again after a minute without tasks starts with its imports done.
+FORKED = frozenset(
+    {
+        "pyspark.sql.streaming.python_streaming_source_runner",
+        "pyspark.daemon",
+        "sparkfn.runtime.daemon",
+    }
+)
 
-# What a source runner of the sparkfn data source imports.
+# What those processes import: pyspark's runner and workers, pandas and
+# pyarrow (thread-free here, see THREADLESS_ENV), SQLAlchemy, and sparkfn's
+# source, reader and task runtime.
 PRELOAD = (
     "pyspark.sql.streaming.python_streaming_source_runner",
+    "pyspark.daemon",
+    "pyspark.worker",
+    "pyspark.sql.worker.create_data_source",
+    "pyspark.sql.worker.plan_data_source_read",
+    "pandas",
     "sqlalchemy",
     "sqlalchemy.dialects.sqlite",
     "sqlalchemy.dialects.postgresql",
     "psycopg",
+    "pydantic",
+    "yaml",
     "sparkfn.topics.spark.source",
     "sparkfn.topics.spark.reader",
     "sparkfn.runtime.admission",
+    "sparkfn.runtime.daemon",
+    "sparkfn.runtime.sink",
 )
 
 # Set for the zygote's own imports, so that they start no thread.
