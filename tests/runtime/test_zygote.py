@@ -64,7 +64,9 @@ def test_a_forked_child_takes_over_the_launchers_streams_environment_and_command
     served: tuple[Path, subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
     path, proc = served
-    env = {**os.environ, "ZYGOTE_PROBE": "from the launcher"}
+    # A large environment: the request arrives in more than one read.
+    padding = {f"PADDING_{i}": "x" * 100_000 for i in range(3)}
+    env = {**os.environ, **padding, "ZYGOTE_PROBE": "from the launcher"}
     launcher = _launch(path, "a", "b c", env=env, cwd=tmp_path)
     out, _ = launcher.communicate("a line on stdin\n", timeout=60)
     assert launcher.returncode == 7, out  # the child's exit status

@@ -64,7 +64,9 @@ def _forked(path: str, args: list[str]) -> int | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(socket_address(path))
-        socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
+        line = json.dumps(request).encode() + b"\n"  # JSON holds no raw newline
+        sent = socket.send_fds(sock, [line], [0, 1, 2])
+        sock.sendall(line[sent:])
         replies = sock.makefile("r")
         first = replies.readline()
     except OSError:

@@ -175,6 +175,8 @@ def _spawn(
             msg = f"a process of user {uid} is not served"
             raise ValueError(msg)
         data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 3)
+        while data and not data.endswith(b"\n") and len(data) < MAX_REQUEST:
+            data += conn.recv(MAX_REQUEST)  # a request is one line; a large one comes in parts
         request = json.loads(data)
         if len(fds) != 3 or request["argv"][0] != "-m" or request["argv"][1] not in forked:
             msg = "not a runner request"
