@@ -120,14 +120,16 @@ class QueryTarget:
         if query is None or self._terminated is query or not parking.due():
             return False
         if parking.park(self.on_end or (lambda: None)):
-            self.parked = True
             _LOG.info(
                 "%s %s: input quiet for %g s; parking its query",
                 self.kind,
                 self.name,
                 parking.after,
             )
-            self._stop(query)
+            try:
+                self._stop(query)
+            finally:  # parked once the query is stopped, as whoever reads the flag expects
+                self.parked = True
         return False
 
     def begin_stop(self, mode: StopMode, point: Any, cause: str) -> bool:
