@@ -49,6 +49,7 @@ import sys
 import threading
 import traceback
 
+from sparkfn.runtime import daemon
 from sparkfn.runtime.launch import socket_address
 
 # Modules Spark starts as processes of their own that are forked here: the
@@ -70,20 +71,13 @@ FORKED = frozenset(
 PRELOAD = (
     "pyspark.sql.streaming.python_streaming_source_runner",
     "pyspark.daemon",
-    "pyspark.worker",
     "pyspark.sql.worker.create_data_source",
     "pyspark.sql.worker.plan_data_source_read",
     "pandas",
-    "sqlalchemy",
-    "sqlalchemy.dialects.sqlite",
-    "sqlalchemy.dialects.postgresql",
-    "psycopg",
-    "pydantic",
-    "yaml",
+    *daemon.PRELOAD,  # what sparkfn's daemon loads for its tasks
     "sparkfn.topics.spark.source",
     "sparkfn.topics.spark.reader",
     "sparkfn.runtime.admission",
-    "sparkfn.runtime.daemon",
     "sparkfn.runtime.sink",
 )
 
