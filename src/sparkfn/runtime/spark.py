@@ -66,7 +66,8 @@ def use_project_interpreter(*, zygote: bool = False) -> None:
 
     # The launcher inherited from a parent process is that process's, not a
     # choice of the user's: its zygote serves that process's Spark only.
-    if Path(os.environ.get("PYSPARK_PYTHON", "")).name == SCRIPT:
+    ours = _zygote is not None and _zygote.poll() is None  # a session started here before
+    if not ours and Path(os.environ.get("PYSPARK_PYTHON", "")).name == SCRIPT:
         for name in ("PYSPARK_PYTHON", ZYGOTE_ENV):
             os.environ.pop(name, None)
     if zygote and "PYSPARK_PYTHON" not in os.environ:

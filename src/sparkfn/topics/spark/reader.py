@@ -282,7 +282,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         view: AdmissionView,
     ) -> bool:
         """Whether this batch reaches the drain's target and may end the stream itself
-        (:func:`~.planning.folds`), which saves the end-of-stream batch's trigger."""
+        (:func:`~.planning.ends_stream`), which saves the end-of-stream batch's trigger."""
         if self.task_function is None or self.instances is None or not view.live:
             return False
         if any(end.get(k, 0) < hi for k, hi in target.items()):
