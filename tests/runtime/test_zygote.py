@@ -112,6 +112,28 @@ def test_a_child_lives_as_long_as_its_launcher(
     assert launcher.wait(timeout=30) == 128 + signal.SIGTERM
 
 
+def test_a_launcher_that_comes_before_the_zygote_is_ready_is_still_forked(tmp_path: Path) -> None:
+    """The driver listens before the zygote has started, as ``start_zygote`` does: a runner
+    Spark starts at once waits for the zygote's imports instead of running unforked."""
+    path = str(tmp_path / "early.sock")
+    env = {**os.environ, **zygote.THREADLESS_ENV, "PYTHONPATH": str(HERE)}
+    with zygote.listen(path) as listener:
+        env[zygote.LISTENER_ENV] = str(listener.fileno())
+        command = [sys.executable, "-m", zygote.__name__, path, "-" * zygote.ARGV_ROOM, PROBE]
+        proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, env=env, pass_fds=[listener.fileno()]
+        )
+        launcher = _launch(Path(path), "early")  # the zygote's interpreter is still starting
+    try:
+        out, _ = launcher.communicate("", timeout=60)
+        assert launcher.returncode == 7, out
+        assert json.loads(out)["ppid"] == proc.pid
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+
+
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

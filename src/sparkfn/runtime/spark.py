@@ -100,9 +100,16 @@ def start_zygote() -> Path | None:
         return None
     name = f"@sparkfn-zygote-{os.getpid()}-{secrets.token_hex(8)}"
     command = [sys.executable, "-m", zygote.__name__, name, "-" * zygote.ARGV_ROOM]
-    _zygote = subprocess.Popen(  # noqa: S603 - this interpreter, this package's module
-        command, stdin=subprocess.PIPE, env={**os.environ, **zygote.THREADLESS_ENV}
-    )
+    # Listening before Spark can start a launcher: none finds it not there yet.
+    with zygote.listen(name) as listener:
+        env = {
+            **os.environ,
+            **zygote.THREADLESS_ENV,
+            zygote.LISTENER_ENV: str(listener.fileno()),
+        }
+        _zygote = subprocess.Popen(  # noqa: S603 - this interpreter, this package's module
+            command, stdin=subprocess.PIPE, env=env, pass_fds=[listener.fileno()]
+        )
     os.environ[launch.ZYGOTE_ENV] = name
     return launcher
 

@@ -102,24 +102,39 @@ def preload() -> None:
             sys.stderr.write(f"sparkfn zygote: not preloading {name}: {exc}\n")
 
 
+LISTENER_ENV = "SPARKFN_ZYGOTE_LISTENER"  # the fd of a listening socket made by the driver
+
+
+def listen(path: str) -> socket.socket:
+    """A socket listening at ``path`` (see :func:`~sparkfn.runtime.launch.socket_address`)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if not path.startswith("@"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    listener.bind(socket_address(path))
+    if not path.startswith("@"):
+        os.chmod(path, 0o600)
+    listener.listen(64)
+    return listener
+
+
 def serve(path: str, forked: frozenset[str] = FORKED) -> int:
     """Preload, then fork the ``forked`` modules for requests on the Unix socket ``path``
-    until stdin closes."""
+    until stdin closes.
+
+    The socket listens before the imports (or was made listening by the
+    driver, fd in :data:`LISTENER_ENV`): a launcher that comes while they
+    run waits in the backlog instead of being refused and running unforked.
+    """
+    inherited = os.environ.pop(LISTENER_ENV, None)
+    listener = socket.socket(fileno=int(inherited)) if inherited else listen(path)
     preload()
     gc.collect()
     gc.freeze()
     if threads() != 1:
         sys.stderr.write("sparkfn zygote: imports started a thread; not forking runners\n")
+        listener.close()  # the waiting launchers read an end and run their module themselves
         return 1
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    address = socket_address(path)
-    if not path.startswith("@"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-    listener.bind(address)
-    if not path.startswith("@"):
-        os.chmod(path, 0o600)
-    listener.listen(64)
     wake_r, wake_w = socket.socketpair()
     wake_r.setblocking(False)
     wake_w.setblocking(False)
