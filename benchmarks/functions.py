@@ -17,10 +17,10 @@ per record), timed from the query's start to its end (``Trigger.AvailableNow``):
 * vectorized: the same as a VectorizedFunction (pyarrow compute).
 
 Prints medians of ``--repeats`` runs in msg/s, each as a ratio to the native
-job, and vectorized / per_record. ``--scaling`` instead runs the per_record
-kind in a child process on ``local[1]`` and one on ``local[2]`` (a
-SparkSession's master is fixed for its process) and prints the 2-core /
-1-core ratio. Never asserts on time.
+job, and vectorized / per_record. ``--scaling`` instead runs the native and
+per_record kinds in a child process on ``local[1]``, pinned to one CPU, and
+one on ``local[2]`` on two (a SparkSession's master is fixed for its
+process), and prints each kind's 2-core / 1-core ratio. Never asserts on time.
 
     .venv/bin/python benchmarks/functions.py --messages 1000000 --repeats 3
     .venv/bin/python benchmarks/functions.py --scaling --messages 1000000
@@ -309,41 +309,59 @@ def report(args: argparse.Namespace, medians: Medians) -> None:
 # --- 1 -> 2 cores ----------------------------------------------------------------------------
 
 
+def _pinned(cores: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that keeps a child (and all it starts) on ``cores`` CPUs."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < cores:
+        return None
+    chosen = set(allowed[:cores])
+    return lambda: os.sched_setaffinity(0, chosen)
+
+
 def scaling(args: argparse.Namespace) -> int:
-    """The per_record kind on each master, each in a child process of this script."""
-    found: dict[str, dict[str, float]] = {}
-    for master in SCALING_MASTERS:
+    """native and per_record on each master, each master in a child process of this script.
+
+    With ``--pin`` (the default) each child, and the JVM and Python workers it
+    starts, runs on as many CPUs as its master has task slots, so ``local[1]``
+    is one core; without it ``local[1]`` has one task slot while its JVM, its
+    driver and its source runner use the second core too.
+    """
+    found: dict[str, dict[str, dict[str, float]]] = {}
+    for cores, master in enumerate(SCALING_MASTERS, start=1):
         command = [
             sys.executable,
             str(Path(__file__).resolve()),
             f"--master={master}",
-            "--kinds=per_record",
+            "--kinds=native,per_record",
             f"--messages={args.messages}",
             f"--repeats={args.repeats}",
             f"--partitions={args.partitions}",
             f"--parallelism={args.parallelism}",
             "--summary-json",
         ]
-        print(f"--- child process on {master} ---", flush=True)
-        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+        pin = _pinned(cores) if args.pin else None
+        where = f"{cores} CPU(s)" if pin else "every CPU"
+        print(f"--- child process on {master}, on {where} ---", flush=True)
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, preexec_fn=pin) as child:
             for line in child.stdout or ():
                 if line.startswith(SUMMARY):
-                    found[master] = json.loads(line[len(SUMMARY) :])["per_record"]
+                    found[master] = json.loads(line[len(SUMMARY) :])
                 else:
                     print(f"  [{master}] {line}", end="", flush=True)
         if child.returncode != 0 or master not in found:
             print(f"!!! the child on {master} failed (exit code {child.returncode})")
             return 1
-    one, two = (found[m] for m in SCALING_MASTERS)
     print()
-    print(f"per-record function on local[1]: {one['rate']:>12,.0f} msg/s")
-    print(f"per-record function on local[2]: {two['rate']:>12,.0f} msg/s")
-    print(f"2-core / 1-core: {two['rate'] / one['rate']:.2f}")
-    print(
-        f"  from the first batch on (without the query's start): "
-        f"{one['after_start']:.2f} s / {two['after_start']:.2f} s = "
-        f"{one['after_start'] / two['after_start']:.2f}"
-    )
+    for kind in ("native", "per_record"):
+        one, two = (found[m][kind] for m in SCALING_MASTERS)
+        print(f"{LABELS[kind]}:")
+        print(f"  local[1] {one['rate']:>12,.0f} msg/s, local[2] {two['rate']:>12,.0f} msg/s")
+        print(f"  2-core / 1-core: {two['rate'] / one['rate']:.2f}")
+        print(
+            f"  from the first batch on (without the query's start): "
+            f"{one['after_start']:.2f} s / {two['after_start']:.2f} s = "
+            f"{one['after_start'] / two['after_start']:.2f}"
+        )
     return 0
 
 
@@ -364,7 +382,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--scaling",
         action="store_true",
-        help="per_record on local[1] and local[2] in child processes; print the ratio",
+        help="native and per_record on local[1] and local[2] in child processes; print the ratios",
+    )
+    parser.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --scaling: run the local[N] child on N CPUs (default on)",
     )
     parser.add_argument(
         "--summary-json",

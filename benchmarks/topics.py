@@ -17,7 +17,9 @@ schema that is dropped afterwards):
    ``format("sparkfn")`` (``Trigger.AvailableNow``) over the N messages,
    against Spark's own Parquet file source -> Parquet file sink on the same
    (key, value) rows, timed from query start to termination, repeated, and
-   compared in the same run.
+   compared in the same run. The sparkfn copy runs twice: reading every
+   message column (Spark cannot prune a Python source's columns), and with
+   the reader's ``columns=key,value``.
 
 MB/s counts value payload bytes only (1 MB = 10**6 bytes). The numbers are
 printed, never asserted.
@@ -184,15 +186,26 @@ def run_query(start: Callable[[], Any]) -> SparkRun:
 
 
 def sparkfn_copy(
-    spark: Any, store: Store, source: str, target: str, checkpoint: Path
+    spark: Any, store: Store, source: str, target: str, checkpoint: Path, *, columns: str = ""
 ) -> Callable[[], Any]:
+    """The copy through sparkfn's source and sink, of (key, value).
+
+    Spark cannot prune a Python data source's columns, so ``.select`` alone
+    leaves the reader shipping every message column to the JVM; the
+    reader's ``columns`` option is how a query asks for fewer.
+    """
+
     def start() -> Any:
-        return (
+        reader = (
             spark.readStream.format("sparkfn")
             .options(**spark_options(store))
             .option("topic", source)
             .option("startingOffsets", "earliest")
-            .load()
+        )
+        if columns:
+            reader = reader.option("columns", columns)
+        return (
+            reader.load()
             .select("key", "value")
             .writeStream.format("sparkfn")
             .options(**spark_options(store))
@@ -225,15 +238,24 @@ def parquet_rows(directory: Path) -> int:
     return int(pads.dataset(str(directory), format="parquet").count_rows())
 
 
+COPIES = {
+    "sparkfn": "sparkfn copy (every column read, then select key, value)",
+    "sparkfn-columns": "sparkfn copy (reader option columns=key,value)",
+    "parquet": "Spark Parquet copy (key, value)",
+}
+
+
 def bench_spark(
     store: Store, info: TopicInfo, args: argparse.Namespace, work: Path
-) -> tuple[list[SparkRun], list[SparkRun]]:
+) -> dict[str, list[SparkRun]]:
+    """Each kind of copy ``--repeats`` times, the kinds alternating."""
     admin = TopicAdmin(store)
     parquet_src = work / "parquet-src"
     write_parquet_copy(store, info, parquet_src)
 
     started = time.perf_counter()
     spark = spark_session(master=SPARK_MASTER, app_name="sparkfn-bench")
+    runs: dict[str, list[SparkRun]] = {kind: [] for kind in COPIES}
     try:
         # Warm-up, not timed: JVM JIT, Python worker start, data source registration.
         admin.create("warmup-src", partitions=args.partitions, schema_type="bytes")
@@ -245,32 +267,29 @@ def bench_spark(
         run_query(parquet_copy(spark, warm_parquet, work / "warm-out", work / "ck-warm-p"))
         print(f"  session start + warm-up: {time.perf_counter() - started:.1f} s", flush=True)
 
-        sparkfn_runs: list[SparkRun] = []
-        parquet_runs: list[SparkRun] = []
         for r in range(args.repeats):
-            target = admin.create(f"bench-dst-{r}", partitions=args.partitions)
-            run = run_query(
-                sparkfn_copy(spark, store, "bench-src", target.name.name, work / f"ck-s-{r}")
-            )
-            copied = topic_size(store, target)
-            if copied != args.messages:
-                raise RuntimeError(f"sparkfn copy {r}: {copied} of {args.messages} messages")
-            sparkfn_runs.append(run)
-
-            out_dir = work / f"parquet-out-{r}"
-            run = run_query(parquet_copy(spark, parquet_src, out_dir, work / f"ck-p-{r}"))
-            copied = parquet_rows(out_dir)
-            if copied != args.messages:
-                raise RuntimeError(f"parquet copy {r}: {copied} of {args.messages} rows")
-            parquet_runs.append(run)
-            print(
-                f"  repeat {r + 1}/{args.repeats}: sparkfn {sparkfn_runs[-1].seconds:.2f} s, "
-                f"parquet {parquet_runs[-1].seconds:.2f} s",
-                flush=True,
-            )
+            for kind in COPIES:
+                checkpoint = work / f"ck-{kind}-{r}"
+                if kind == "parquet":
+                    out_dir = work / f"parquet-out-{r}"
+                    run = run_query(parquet_copy(spark, parquet_src, out_dir, checkpoint))
+                    copied = parquet_rows(out_dir)
+                else:
+                    target = admin.create(f"bench-{kind}-{r}", partitions=args.partitions)
+                    columns = "key,value" if kind == "sparkfn-columns" else ""
+                    start = sparkfn_copy(
+                        spark, store, "bench-src", target.name.name, checkpoint, columns=columns
+                    )
+                    run = run_query(start)
+                    copied = topic_size(store, target)
+                if copied != args.messages:
+                    raise RuntimeError(f"{kind} copy {r}: {copied} of {args.messages} messages")
+                runs[kind].append(run)
+            times = ", ".join(f"{kind} {runs[kind][-1].seconds:.2f} s" for kind in COPIES)
+            print(f"  repeat {r + 1}/{args.repeats}: {times}", flush=True)
     finally:
         spark.stop()
-    return sparkfn_runs, parquet_runs
+    return runs
 
 
 # --- output ----------------------------------------------------------------------
@@ -340,29 +359,29 @@ def main(argv: list[str] | None = None) -> int:
             bench_consume(store, info, args, rows)
             print_table(rows)
             print(f"spark copy: warm-up, then {args.repeats} repeat(s) of each", flush=True)
-            sparkfn_runs, parquet_runs = bench_spark(store, info, args, work)
+            runs = bench_spark(store, info, args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    s_secs = statistics.median(r.seconds for r in sparkfn_runs)
-    p_secs = statistics.median(r.seconds for r in parquet_runs)
+    medians = {kind: statistics.median(r.seconds for r in runs[kind]) for kind in COPIES}
     rows += [
-        Row(f"spark copy sparkfn (median of {args.repeats})", args.messages, s_secs),
-        Row(f"spark copy parquet (median of {args.repeats})", args.messages, p_secs),
+        Row(f"{COPIES[kind]} (median of {args.repeats})", args.messages, seconds)
+        for kind, seconds in medians.items()
     ]
     print()
     print_table(rows)
     print()
-    print("spark copy runs (s): sparkfn", [round(r.seconds, 2) for r in sparkfn_runs])
-    print("                     parquet", [round(r.seconds, 2) for r in parquet_runs])
-    print(f"spark copy sparkfn, run nearest the median: {breakdown(median_run(sparkfn_runs))}")
-    print(f"spark copy parquet, run nearest the median: {breakdown(median_run(parquet_runs))}")
-    s_rate = args.messages / s_secs
-    p_rate = args.messages / p_secs
-    print(
-        f"spark copy: sparkfn {s_rate:,.0f} msg/s vs parquet {p_rate:,.0f} msg/s "
-        f"-> ratio {s_rate / p_rate:.2f}"
-    )
+    for kind in COPIES:
+        print(f"spark copy runs (s), {kind}: {[round(r.seconds, 2) for r in runs[kind]]}")
+    for kind in COPIES:
+        print(f"spark copy {kind}, run nearest the median: {breakdown(median_run(runs[kind]))}")
+    p_rate = args.messages / medians["parquet"]
+    for kind in ("sparkfn", "sparkfn-columns"):
+        s_rate = args.messages / medians[kind]
+        print(
+            f"spark copy: {COPIES[kind]} {s_rate:,.0f} msg/s vs parquet {p_rate:,.0f} msg/s "
+            f"-> ratio {s_rate / p_rate:.2f}"
+        )
     batch_row, single_row, receive_row, range_row = rows[:4]
     print(
         f"produce: send {single_row.rate:,.0f} msg/s vs send_batch {batch_row.rate:,.0f} msg/s "
