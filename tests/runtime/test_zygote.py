@@ -134,6 +134,45 @@ def test_a_launcher_that_comes_before_the_zygote_is_ready_is_still_forked(tmp_pa
         assert proc.wait(timeout=30) == 0
 
 
+def test_a_preloaded_package_module_runs_without_runpys_warning(tmp_path: Path) -> None:
+    """Every module the zygote forks is imported beforehand (``pyspark.daemon`` is), and
+    runpy warns on stderr when it runs such a module of a package again: not here. (json.tool
+    closes its stdout when done; what it or runpy wrote to stderr still arrives.)"""
+    path = tmp_path / "pkg.sock"
+    env = {**os.environ, **zygote.THREADLESS_ENV}
+    command = [
+        sys.executable,
+        "-m",
+        zygote.__name__,
+        str(path),
+        "-" * zygote.ARGV_ROOM,
+        "json.tool",
+    ]
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env)
+    try:
+        while not path.exists():  # listening (the imports may still run: the launch waits)
+            assert proc.poll() is None, "the zygote ended"
+            time.sleep(0.05)
+        code = (
+            "import sys; from sparkfn.runtime import launch; "
+            f"sys.exit(launch._forked({str(path)!r}, ['-m', 'json.tool']))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            input='{"a": 1}',
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, json.loads(done.stdout)) == (0, {"a": 1}), done.stderr
+        assert done.stderr == ""
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+
+
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -48,6 +48,7 @@ import struct
 import sys
 import threading
 import traceback
+import warnings
 
 from sparkfn.runtime import daemon
 from sparkfn.runtime.launch import socket_address
@@ -93,9 +94,9 @@ def threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def preload() -> None:
-    """Import :data:`PRELOAD`; a module that fails is left to the runner."""
-    for name in PRELOAD:
+def preload(extra: frozenset[str] = frozenset()) -> None:
+    """Import :data:`PRELOAD` and ``extra``; a module that fails is left to the runner."""
+    for name in (*PRELOAD, *sorted(extra - set(PRELOAD))):
         try:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - the runner imports it and reports it
@@ -128,7 +129,7 @@ def serve(path: str, forked: frozenset[str] = FORKED) -> int:
     """
     inherited = os.environ.pop(LISTENER_ENV, None)
     listener = socket.socket(fileno=int(inherited)) if inherited else listen(path)
-    preload()
+    preload(forked)
     gc.collect()
     gc.freeze()
     if threads() != 1:
@@ -255,6 +256,10 @@ def _become(conn: socket.socket, fds: list[int], request: dict[str, object]) -> 
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         _watch_launcher(conn)
         sys.argv = [argv[1], *argv[2:]]
+        # The module was preloaded on purpose; runpy would warn on stderr that it runs it again.
+        warnings.filterwarnings(
+            "ignore", message=r".* found in sys\.modules after import of package", module="runpy"
+        )
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
@@ -262,9 +267,9 @@ def _become(conn: socket.socket, fds: list[int], request: dict[str, object]) -> 
     except BaseException:  # noqa: BLE001 - reported like an uncaught error, then the exit
         traceback.print_exc()
     finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):  # each: a module may have closed one
+            with contextlib.suppress(Exception):
+                stream.flush()
         os._exit(code)
 
 
