@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkfn.runtime.daemon import PRELOAD
-from sparkfn.runtime.spark import spark_home_without_zip
+from sparkfn.runtime.spark import WARM_UP_GROUP, spark_home_without_zip, warm_up
 
 
 def test_the_preloaded_modules_start_no_thread() -> None:
@@ -66,6 +66,45 @@ def test_workers_fork_from_sparkfns_daemon_and_import_pyspark_unzipped(spark: An
     assert seen["preloaded"] and not seen["zip_on_path"], seen
     assert ".zip" not in seen["pyspark_from"], seen
     assert seen["frozen"] > 50_000, seen["frozen"]
+
+
+def test_the_warm_up_runs_a_python_task_per_slot_through_sparkfns_daemon(spark: Any) -> None:
+    warm_up(spark)
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [tracker.getJobInfo(job) for job in tracker.getJobIdsForGroup(WARM_UP_GROUP)]
+    assert jobs and all(job.status == "SUCCEEDED" for job in jobs), jobs
+    stages = [tracker.getStageInfo(stage) for job in jobs for stage in job.stageIds]
+    assert sum(s.numCompletedTasks for s in stages) >= spark.sparkContext.defaultParallelism
+    daemons = [pid for pid in _descendants(os.getpid()) if _argv(pid)[1:3] == DAEMON_ARGS]
+    assert daemons, "no sparkfn.runtime.daemon runs after the warm-up"
+
+
+DAEMON_ARGS = ["-m", "sparkfn.runtime.daemon"]
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0")
+    except OSError:
+        return []
+    return [part.decode() for part in raw.split(b"\0")]
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, frontier = [], [root]
+    while frontier:
+        pid = frontier.pop()
+        found += children.get(pid, [])
+        frontier += children.get(pid, [])
+    return found
 
 
 def test_a_read_task_freezes_its_process_once() -> None:

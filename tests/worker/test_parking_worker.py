@@ -12,13 +12,17 @@ import collections
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_worker_versions import _awaittopic_counts, _send, _setup
 from worker_process import SharedWorker
 
+from sparkfn.runtime.spark import WARM_UP_GROUP
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from sparkfn.worker.service import Worker
+from sparkfn.worker.settings import WorkerSettings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WAIT = 120
@@ -63,3 +67,20 @@ def test_a_quiet_function_parks_and_wakes_on_input_losing_nothing(
             time.sleep(0.2)
         assert status["numRunning"] == 0, status
     _awaittopic_counts(store, expected)
+
+
+def test_a_worker_that_makes_its_session_warms_it_up_in_the_background(
+    spark: Any, store_url: str, data_dir: Path
+) -> None:
+    """So the first batch after a start with every input idle (a parked function's
+    wake-up) does not pay the session's first Python task."""
+    worker = Worker(WorkerSettings.resolve(data_dir=data_dir, store_url=store_url))
+    assert worker.spark is spark  # this process's session, got as a worker gets its own
+    assert worker.warming is not None
+    worker.warming.join(120)
+    assert not worker.warming.is_alive()
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [tracker.getJobInfo(job) for job in tracker.getJobIdsForGroup(WARM_UP_GROUP)]
+    assert jobs and all(job.status == "SUCCEEDED" for job in jobs), jobs
+    # Given a session, a worker leaves it as it is.
+    assert Worker(WorkerSettings.resolve(data_dir=data_dir), spark=spark).warming is None

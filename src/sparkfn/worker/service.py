@@ -33,7 +33,7 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.purge import purge_function
 from sparkfn.runtime.query import resolve_inputs, validate
-from sparkfn.runtime.spark import spark_session
+from sparkfn.runtime.spark import spark_session, warm_up
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
 from sparkfn.store.store import Store
@@ -70,6 +70,9 @@ class Worker:
         self.restored_functions: list[str] = []
         self.function_starts = 0  # runs this worker started: restore, create, start, ...
         self.spark_error: str | None = None  # why Spark did not start, if it did not
+        self.warming: threading.Thread | None = (
+            None  # the session's warm-up, if this worker made it
+        )
 
     # --- the process -------------------------------------------------------------
 
@@ -119,7 +122,19 @@ class Worker:
             self._spark = spark_session(
                 master=self.settings.spark_master, app_name="sparkfn worker", conf=SPARK_CONF
             )
+            self.warming = threading.Thread(
+                target=self._warm_up, args=(self._spark,), name="sparkfn-warm-up", daemon=True
+            )
+            self.warming.start()
         return self._spark
+
+    @staticmethod
+    def _warm_up(spark: SparkSession) -> None:
+        """In the background: the session's first Python tasks, before any function's."""
+        try:
+            warm_up(spark)
+        except Exception as exc:  # noqa: BLE001 - only a first batch's speed depends on it
+            log.debug("the session's warm-up tasks failed: %s", exc)
 
     def running(self) -> list[str]:
         """FQFNs of the functions whose runs have not ended."""
