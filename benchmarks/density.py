@@ -197,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"!!! Spark did not start: {worker.spark_error}")
             return 1
         print(f"session started in {time.perf_counter() - started:.1f} s", flush=True)
+        if worker.warming is not None:  # its first tasks, not part of the session's idle cost
+            worker.warming.join()
+            print(f"session warmed up after {time.perf_counter() - started:.1f} s", flush=True)
         baseline = None
         if args.baseline_seconds > 0:
             baseline = watch_tree(args.baseline_seconds)
