@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from test_zygote import _argv, _descendants
+
 from sparkfn.runtime.daemon import PRELOAD
 from sparkfn.runtime.spark import WARM_UP_GROUP, spark_home_without_zip, warm_up
 
@@ -80,31 +82,6 @@ def test_the_warm_up_runs_a_python_task_per_slot_through_sparkfns_daemon(spark: 
 
 
 DAEMON_ARGS = ["-m", "sparkfn.runtime.daemon"]
-
-
-def _argv(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0")
-    except OSError:
-        return []
-    return [part.decode() for part in raw.split(b"\0")]
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, frontier = [], [root]
-    while frontier:
-        pid = frontier.pop()
-        found += children.get(pid, [])
-        frontier += children.get(pid, [])
-    return found
 
 
 def test_a_read_task_freezes_its_process_once() -> None:
