@@ -71,7 +71,9 @@ def test_workers_fork_from_sparkfns_daemon_and_import_pyspark_unzipped(spark: An
 
 
 def test_the_warm_up_runs_a_python_task_per_slot_through_sparkfns_daemon(spark: Any) -> None:
+    group = spark.sparkContext.getLocalProperty("spark.jobGroup.id")
     warm_up(spark)
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") == group  # the caller's again
     tracker = spark.sparkContext.statusTracker()
     jobs = [tracker.getJobInfo(job) for job in tracker.getJobIdsForGroup(WARM_UP_GROUP)]
     assert jobs and all(job.status == "SUCCEEDED" for job in jobs), jobs

@@ -196,12 +196,19 @@ def warm_up(spark: SparkSession) -> None:
     2.3 s at the 99th percentile instead of under 1 s). The worker runs this
     in the background right after its session starts. The tasks go through
     the same daemon as a function's (``spark.python.daemon.module``), in
-    the job group :data:`WARM_UP_GROUP` (set for the calling thread).
+    the job group :data:`WARM_UP_GROUP` (the calling thread's group is
+    restored afterwards).
     """
     context = spark.sparkContext
     slots = max(1, context.defaultParallelism)
+    group = ("spark.jobGroup.id", "spark.job.description")
+    before = {key: context.getLocalProperty(key) for key in group}
     context.setJobGroup(WARM_UP_GROUP, "sparkfn: the session's first Python tasks")
-    spark.range(0, slots, numPartitions=slots).mapInArrow(_unchanged, "id long").collect()
+    try:
+        spark.range(0, slots, numPartitions=slots).mapInArrow(_unchanged, "id long").collect()
+    finally:  # the thread's later jobs are not the warm-up's
+        for key, value in before.items():
+            context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None unsets
 
 
 def _unchanged(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

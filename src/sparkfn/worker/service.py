@@ -70,9 +70,8 @@ class Worker:
         self.restored_functions: list[str] = []
         self.function_starts = 0  # runs this worker started: restore, create, start, ...
         self.spark_error: str | None = None  # why Spark did not start, if it did not
-        self.warming: threading.Thread | None = (
-            None  # the session's warm-up, if this worker made it
-        )
+        # The session's warm-up (runtime.spark.warm_up), if this worker made the session.
+        self.warming: threading.Thread | None = None
 
     # --- the process -------------------------------------------------------------
 
