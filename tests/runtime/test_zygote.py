@@ -30,26 +30,40 @@ RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
 def served(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
     """A zygote forking the probe module, on a socket in ``tmp_path``."""
     path = tmp_path / "z.sock"
-    env = {**os.environ, **zygote.THREADLESS_ENV, "PYTHONPATH": str(HERE)}
-    command = [sys.executable, "-m", zygote.__name__, str(path), "-" * zygote.ARGV_ROOM, PROBE]
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env)
+    proc = _zygote(path, PROBE)
+    _wait_listening(path, proc)
+    yield path, proc
+    _end(proc)
+    assert not path.exists()
+
+
+def _zygote(path: Path, module: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """A zygote forking ``module`` on the socket ``path`` (the probe importable)."""
+    env = {**os.environ, **zygote.THREADLESS_ENV, "PYTHONPATH": str(HERE), **kwargs.pop("env", {})}
+    command = [sys.executable, "-m", zygote.__name__, str(path), "-" * zygote.ARGV_ROOM, module]
+    return subprocess.Popen(command, stdin=subprocess.PIPE, env=env, **kwargs)
+
+
+def _wait_listening(path: Path, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while not path.exists():
         assert proc.poll() is None, "the zygote ended"
         assert time.monotonic() < deadline, "the zygote did not listen within 60 s"
         time.sleep(0.05)
-    yield path, proc
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """End the zygote as the driver's end does: its stdin closes."""
     assert proc.stdin is not None
-    proc.stdin.close()  # as when the driver ends
+    proc.stdin.close()
     assert proc.wait(timeout=30) == 0
-    assert not path.exists()
 
 
-def _launch(path: Path, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    """A launcher handing ``-m probe args`` to the zygote (as ``launch.main`` does for a runner)."""
+def _launch(path: Path, *args: str, module: str = PROBE, **kwargs: Any) -> subprocess.Popen[str]:
+    """A launcher handing ``-m module args`` to the zygote (as ``launch.main`` does for a runner)."""
     code = (
         "import sys; from sparkfn.runtime import launch; "
-        f"sys.exit(launch._forked({str(path)!r}, ['-m', {PROBE!r}, *sys.argv[1:]]))"
+        f"sys.exit(launch._forked({str(path)!r}, ['-m', {module!r}, *sys.argv[1:]]))"
     )
     return subprocess.Popen(
         [sys.executable, "-c", code, *args],
@@ -115,23 +129,17 @@ def test_a_child_lives_as_long_as_its_launcher(
 def test_a_launcher_that_comes_before_the_zygote_is_ready_is_still_forked(tmp_path: Path) -> None:
     """The driver listens before the zygote has started, as ``start_zygote`` does: a runner
     Spark starts at once waits for the zygote's imports instead of running unforked."""
-    path = str(tmp_path / "early.sock")
-    env = {**os.environ, **zygote.THREADLESS_ENV, "PYTHONPATH": str(HERE)}
-    with zygote.listen(path) as listener:
-        env[zygote.LISTENER_ENV] = str(listener.fileno())
-        command = [sys.executable, "-m", zygote.__name__, path, "-" * zygote.ARGV_ROOM, PROBE]
-        proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, env=env, pass_fds=[listener.fileno()]
-        )
-        launcher = _launch(Path(path), "early")  # the zygote's interpreter is still starting
+    path = tmp_path / "early.sock"
+    with zygote.listen(str(path)) as listener:
+        fd = listener.fileno()
+        proc = _zygote(path, PROBE, env={zygote.LISTENER_ENV: str(fd)}, pass_fds=[fd])
+        launcher = _launch(path, "early")  # the zygote's interpreter is still starting
     try:
         out, _ = launcher.communicate("", timeout=60)
         assert launcher.returncode == 7, out
         assert json.loads(out)["ppid"] == proc.pid
     finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        assert proc.wait(timeout=30) == 0
+        _end(proc)
 
 
 def test_a_preloaded_package_module_runs_without_runpys_warning(tmp_path: Path) -> None:
@@ -139,38 +147,15 @@ def test_a_preloaded_package_module_runs_without_runpys_warning(tmp_path: Path) 
     runpy warns on stderr when it runs such a module of a package again: not here. (json.tool
     closes its stdout when done; what it or runpy wrote to stderr still arrives.)"""
     path = tmp_path / "pkg.sock"
-    env = {**os.environ, **zygote.THREADLESS_ENV}
-    command = [
-        sys.executable,
-        "-m",
-        zygote.__name__,
-        str(path),
-        "-" * zygote.ARGV_ROOM,
-        "json.tool",
-    ]
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env)
+    proc = _zygote(path, "json.tool")
     try:
-        while not path.exists():  # listening (the imports may still run: the launch waits)
-            assert proc.poll() is None, "the zygote ended"
-            time.sleep(0.05)
-        code = (
-            "import sys; from sparkfn.runtime import launch; "
-            f"sys.exit(launch._forked({str(path)!r}, ['-m', 'json.tool']))"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            input='{"a": 1}',
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert (done.returncode, json.loads(done.stdout)) == (0, {"a": 1}), done.stderr
-        assert done.stderr == ""
+        _wait_listening(path, proc)  # (the imports may still run: the launch waits)
+        launcher = _launch(path, module="json.tool", stderr=subprocess.PIPE)
+        out, err = launcher.communicate('{"a": 1}', timeout=60)
+        assert (launcher.returncode, json.loads(out)) == (0, {"a": 1}), err
+        assert err == ""
     finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        assert proc.wait(timeout=30) == 0
+        _end(proc)
 
 
 def _state(pid: int) -> str:
