@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -93,6 +94,36 @@ def test_a_forked_child_takes_over_the_launchers_streams_environment_and_command
     assert report["ppid"] == proc.pid  # forked by the zygote, not started anew
     # ps and /proc show what runs, as if Spark had started it itself.
     assert report["cmdline"] == [sys.executable, "-m", PROBE, "a", "b c"]
+
+
+def test_an_environment_value_with_a_newline_or_undecodable_bytes_arrives_intact(
+    served: tuple[Path, subprocess.Popen[bytes]],
+) -> None:
+    path, _ = served
+    value = 'two\nlines, "quoted", and a byte that is not UTF-8: \udcff'
+    launcher = _launch(path, env={**os.environ, "ZYGOTE_PROBE": value})
+    out, _ = launcher.communicate("\n", timeout=60)
+    assert launcher.returncode == 7, out
+    assert json.loads(out)["env"] == value
+
+
+def test_a_request_that_is_not_a_literal_is_refused_and_the_zygote_serves_on(
+    served: tuple[Path, subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    path, proc = served
+    marker = tmp_path / "ran"
+    code = f"__import__('pathlib').Path({str(marker)!r}).touch()"
+    request = {"executable": sys.executable, "argv": ["-m", PROBE], "env": {}, "cwd": code}
+    line = repr(request).replace(repr(code), code).encode() + b"\n"  # a call, not a literal
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        sock.connect(str(path))
+        socket.send_fds(sock, [line], [0, 1, 2])
+        assert sock.recv(100) == b""  # closed without a pid: nothing forked
+    assert not marker.exists()
+    launcher = _launch(path)  # the next launcher is served
+    out, _ = launcher.communicate("\n", timeout=60)
+    assert (launcher.returncode, json.loads(out)["ppid"]) == (7, proc.pid)
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])

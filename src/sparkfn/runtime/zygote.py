@@ -34,11 +34,11 @@ command line, is overwritten), so tools that look for runners find it.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
 import gc
 import importlib
-import json
 import os
 import runpy
 import selectors
@@ -187,11 +187,14 @@ def _spawn(
         data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 3)
         while data and not data.endswith(b"\n") and len(data) < MAX_REQUEST:
             data += conn.recv(MAX_REQUEST)  # a request is one line; a large one comes in parts
-        request = json.loads(data)
+        request = ast.literal_eval(data.decode())  # a literal only (see sparkfn.runtime.launch)
+        if not isinstance(request, dict):
+            msg = "not a request"
+            raise ValueError(msg)
         if len(fds) != 3 or request["argv"][0] != "-m" or request["argv"][1] not in forked:
             msg = "not a runner request"
             raise ValueError(msg)
-    except (OSError, ValueError, KeyError, IndexError) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever was sent is refused; the zygote serves on
         sys.stderr.write(f"sparkfn zygote: bad request: {exc}\n")
         conn.close()
         return None
