@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -318,3 +319,30 @@ def test_concurrent_upgrades_apply_each_step_once(store: Store, data_dir: Path) 
         assert [t.name.name for t in TopicAdmin(store).list()] == ["before", "t0", "t1", "t2"]
     finally:
         store.close()
+
+
+def test_opening_a_current_store_waits_for_no_transaction_in_progress(
+    store: Store, reopen: Callable[..., Store]
+) -> None:
+    """Every source runner and Spark worker opens the store: none may queue behind a writer.
+
+    The migration lock is SQLite's write lock or PostgreSQL's advisory lock;
+    held here while another open runs.
+    """
+    opened: list[Store | BaseException] = []
+
+    def open_store() -> None:
+        try:
+            opened.append(reopen())
+        except BaseException as exc:
+            opened.append(exc)
+
+    with store._migration_connection():
+        opening = threading.Thread(target=open_store, daemon=True)
+        opening.start()
+        opening.join(timeout=30)
+        done_while_held = not opening.is_alive()
+    opening.join(timeout=120)
+    assert done_while_held, "the open waited for the migration lock"
+    assert isinstance(opened[0], Store), opened
+    assert TopicAdmin(opened[0]).list() == []
