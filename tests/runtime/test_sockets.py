@@ -8,14 +8,10 @@ and so did the exchanges of small tasks.
 from __future__ import annotations
 
 import os
-import socket
-import time
 from pathlib import Path
 from typing import Any
 
 from test_zygote import _wait_for_runners
-
-from sparkfn.runtime.spark import SOCKET_DIR_CONF, STALE_SOCKET_SECONDS, socket_dir
 
 
 def _socket_inodes(pid: int) -> set[int]:
@@ -84,40 +80,3 @@ def test_a_querys_source_runner_talks_to_the_jvm_over_a_unix_socket(
     for pid, kinds in found.items():
         assert kinds["tcp"] == 0, (pid, kinds)
         assert kinds["unix"] >= 1, (pid, kinds)
-
-
-def _bound(directory: Path) -> set[Path]:
-    table = Path("/proc/net/unix").read_text().splitlines()[1:]
-    paths = {Path(fields[7]) for fields in (row.split() for row in table) if len(fields) > 7}
-    return {path for path in paths if path.parent == directory}
-
-
-def test_the_sessions_sockets_are_in_its_own_directory(spark: Any) -> None:
-    spark.sparkContext.parallelize([0], 1).map(lambda _: 0).collect()  # a daemon is up
-    directory = Path(spark.sparkContext.getConf().get(SOCKET_DIR_CONF))
-    assert directory == socket_dir()
-    assert directory.stat().st_mode & 0o777 == 0o700
-    assert _bound(directory), "no socket of the session's Python processes is in its directory"
-
-
-def test_stale_sockets_are_removed_and_live_or_young_ones_kept(tmp_path: Path) -> None:
-    directory = tmp_path / f"sparkfn-sockets-{os.getuid()}"
-    directory.mkdir(mode=0o700)
-    old = time.time() - 2 * STALE_SOCKET_SECONDS
-
-    def bound_at(name: str) -> socket.socket:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(str(directory / name))
-        return sock
-
-    live = bound_at(".live.sock")
-    live.listen(1)
-    bound_at(".stale.sock").close()  # the file stays, as a killed process leaves it
-    bound_at(".young.sock").close()
-    for name in (".live.sock", ".stale.sock"):
-        os.utime(directory / name, (old, old))
-    try:
-        assert socket_dir(tmp_path) == directory
-        assert sorted(p.name for p in directory.iterdir()) == [".live.sock", ".young.sock"]
-    finally:
-        live.close()

@@ -22,9 +22,7 @@ to talk to:
   (where POSIX has them). Over TCP the handshake of each runner and each
   Python task's exchanges waited out delayed acknowledgements: two 50 ms
   stalls before a query's source runner got its data source, 0.1-0.2 s
-  of each function query's start and of a small batch. A local session's
-  sockets go in ``<temp>/sparkfn-sockets-<uid>``, cleared of the ones
-  killed processes left (:func:`socket_dir`).
+  of each function query's start and of a small batch.
 
 >>> spark = spark_session()            # local[*]
 >>> spark.readStream.format("sparkfn").option("topic", "orders").load()
@@ -32,7 +30,6 @@ to talk to:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import secrets
@@ -41,7 +38,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -189,55 +185,12 @@ def spark_session(
     from sparkfn.topics.spark.source import SparkfnDataSource
 
     builder = SparkSession.builder.master(master).appName(app_name)
-    local = {}
-    sockets = socket_dir() if master.startswith("local") else None
-    if sockets is not None:
-        local[SOCKET_DIR_CONF] = str(sockets)
-    for key, value in {**DEFAULT_CONF, **local, **(conf or {})}.items():
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(SparkfnDataSource)
     return spark
-
-
-SOCKET_DIR_CONF = "spark.python.unix.domain.socket.dir"
-STALE_SOCKET_SECONDS = 60  # younger sockets are left alone: one may be bound right now
-
-
-def socket_dir(root: Path | None = None) -> Path | None:
-    """The directory of this user's Unix sockets of Spark's Python processes, cleared of stale ones.
-
-    Spark and pyspark make one socket file per daemon and per process that
-    connects back, in the temp directory unless told otherwise, and a process
-    that is killed leaves its file behind (a test suite left a hundred in
-    twenty minutes). sparkfn gives a local session ``<temp>/sparkfn-sockets-<uid>``
-    (mode 0700) and removes from it, on Linux, the sockets older than a
-    minute that no process has bound (``/proc/net/unix``). ``None`` if the
-    directory cannot be made or is not this user's: Spark's default then.
-    """
-    path = (root or Path(tempfile.gettempdir())) / f"sparkfn-sockets-{os.getuid()}"
-    try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        if path.is_symlink() or path.stat().st_uid != os.getuid():
-            return None
-    except OSError:
-        return None
-    _remove_stale_sockets(path)
-    return path
-
-
-def _remove_stale_sockets(directory: Path) -> None:
-    try:
-        table = Path("/proc/net/unix").read_text().splitlines()[1:]
-    except OSError:
-        return  # not Linux: nothing tells a stale socket from a live one
-    bound = {fields[7] for fields in (row.split() for row in table) if len(fields) > 7}
-    too_young = time.time() - STALE_SOCKET_SECONDS
-    for entry in directory.glob(".*.sock"):
-        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove
-            if str(entry) not in bound and entry.lstat().st_mtime < too_young:
-                entry.unlink()
 
 
 WARM_UP_GROUP = "sparkfn-warm-up"  # the Spark job group of :func:`warm_up`'s job
