@@ -2,8 +2,7 @@
 
 sparkfn points Spark's Python workers at the interpreter running sparkfn
 (``PYSPARK_PYTHON``), so a user never has to, and registers the ``sparkfn``
-data source. Four settings only make Python processes cheaper to start or
-to talk to:
+data source. Three settings only make Python processes cheaper to start:
 
 * The daemon they are forked from is :mod:`sparkfn.runtime.daemon`, which
   has already imported the thread-free part of what sparkfn's tasks import.
@@ -18,11 +17,6 @@ to talk to:
   query's source runner is forked by a zygote with its imports done
   (:mod:`sparkfn.runtime.zygote`), through the launcher Spark runs as its
   Python (:mod:`sparkfn.runtime.launch`).
-* Spark talks to its Python processes over Unix sockets, not loopback TCP
-  (where POSIX has them). Over TCP the handshake of each runner and each
-  Python task's exchanges waited out delayed acknowledgements: two 50 ms
-  stalls before a query's source runner got its data source, 0.1-0.2 s
-  of each function query's start and of a small batch.
 
 >>> spark = spark_session()            # local[*]
 >>> spark.readStream.format("sparkfn").option("topic", "orders").load()
@@ -34,7 +28,6 @@ import hashlib
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -61,9 +54,6 @@ DEFAULT_CONF = {
     # read: at Spark's 10 ms an idle function kept a fifth of a core busy.
     # A message arriving after a quiet spell waits at most this much longer.
     "spark.sql.streaming.pollingDelay": "100ms",
-    # Loopback TCP made each handshake with a Python process wait out delayed
-    # acknowledgements (two 50 ms stalls per query's source runner).
-    "spark.python.unix.domain.socket.enabled": str(hasattr(socket, "AF_UNIX")).lower(),
 }
 
 
