@@ -30,6 +30,8 @@ from __future__ import annotations
 import gc
 import importlib
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 # Imported in the daemon, before any fork: pure Python or thread-free.
 PRELOAD = (
@@ -56,10 +58,42 @@ def preload() -> None:
             sys.stderr.write(f"sparkfn daemon: not preloading {name}: {exc}\n")
 
 
-if __name__ == "__main__":
-    preload()
+def serve() -> None:
+    """Run pyspark's daemon, with workers that end quietly when Spark has hung up on them.
+
+    Spark retires a Python worker idle for a minute by closing its
+    connection; the worker, waiting for its next task, reads the end,
+    writes its error report and exits. Over Unix sockets (see
+    :func:`sparkfn.runtime.spark.spark_session`) that last flush fails at
+    once with ``BrokenPipeError``, and pyspark's daemon printed its
+    traceback on the driver's console every time; over TCP the write went
+    unnoticed. Nobody reads that connection any more, so nothing is lost:
+    the worker ends as one not to be reused does. The zygote runs pyspark's
+    own daemon (the data sources' planning calls) through this too.
+    """
     from pyspark import daemon
 
+    daemon.worker = quiet(daemon.worker)
+    daemon.manager()
+
+
+Worker = TypeVar("Worker", bound=Callable[..., int])
+
+
+def quiet(spark_worker: Worker) -> Worker:
+    """pyspark's daemon ``worker``, ending with status 1 (not reused) where Spark hung up."""
+
+    def worker(sock: Any, authenticated: bool) -> int:
+        try:
+            return int(spark_worker(sock, authenticated))
+        except BrokenPipeError:
+            return 1
+
+    return cast(Worker, worker)
+
+
+if __name__ == "__main__":
+    preload()
     gc.collect()
     gc.freeze()
-    daemon.manager()
+    serve()

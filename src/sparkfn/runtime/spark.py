@@ -2,7 +2,8 @@
 
 sparkfn points Spark's Python workers at the interpreter running sparkfn
 (``PYSPARK_PYTHON``), so a user never has to, and registers the ``sparkfn``
-data source. Three settings only make Python processes cheaper to start:
+data source. Four settings only make Python processes cheaper to start or
+to talk to:
 
 * The daemon they are forked from is :mod:`sparkfn.runtime.daemon`, which
   has already imported the thread-free part of what sparkfn's tasks import.
@@ -17,6 +18,13 @@ data source. Three settings only make Python processes cheaper to start:
   query's source runner is forked by a zygote with its imports done
   (:mod:`sparkfn.runtime.zygote`), through the launcher Spark runs as its
   Python (:mod:`sparkfn.runtime.launch`).
+* With the zygote, Spark talks to its Python processes over Unix
+  sockets, not loopback TCP. Over TCP the handshake of each runner and each
+  Python task's exchanges waited out delayed acknowledgements: two 50 ms
+  stalls before a query's source runner got its data source, 0.1-0.2 s
+  of each function query's start and of a small batch. A local session's
+  sockets go in ``<temp>/sparkfn-sockets-<uid>``, cleared of the ones
+  killed processes left (:func:`socket_dir`).
 
 >>> spark = spark_session()            # local[*]
 >>> spark.readStream.format("sparkfn").option("topic", "orders").load()
@@ -24,6 +32,7 @@ data source. Three settings only make Python processes cheaper to start:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -31,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,10 +83,16 @@ def use_project_interpreter(*, zygote: bool = False) -> None:
     if not ours and Path(os.environ.get("PYSPARK_PYTHON", "")).name == SCRIPT:
         for name in ("PYSPARK_PYTHON", ZYGOTE_ENV):
             os.environ.pop(name, None)
+        if Path(os.environ.get("PYSPARK_DRIVER_PYTHON", "")).name == SCRIPT:
+            os.environ.pop("PYSPARK_DRIVER_PYTHON")
     if zygote and "PYSPARK_PYTHON" not in os.environ:
         launcher = start_zygote()
         if launcher is not None:
             os.environ["PYSPARK_PYTHON"] = str(launcher)
+            # Spark starts the data sources' lookup with the driver's Python
+            # (unless the user chose one: sparkfn's own default is this interpreter).
+            if os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable) == sys.executable:
+                os.environ["PYSPARK_DRIVER_PYTHON"] = str(launcher)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if "SPARK_HOME" not in os.environ:
@@ -86,6 +102,14 @@ def use_project_interpreter(*, zygote: bool = False) -> None:
 
 
 _zygote: subprocess.Popen[bytes] | None = None
+
+
+def zygote_serves() -> bool:
+    """Whether this process's zygote runs and Spark's Python is its launcher."""
+    from sparkfn.runtime.launch import SCRIPT
+
+    ours = _zygote is not None and _zygote.poll() is None
+    return ours and Path(os.environ.get("PYSPARK_PYTHON", "")).name == SCRIPT
 
 
 def start_zygote() -> Path | None:
@@ -175,12 +199,72 @@ def spark_session(
     from sparkfn.topics.spark.source import SparkfnDataSource
 
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    for key, value in {**DEFAULT_CONF, **_socket_conf(), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(SparkfnDataSource)
     return spark
+
+
+UNIX_SOCKETS_CONF = "spark.python.unix.domain.socket.enabled"
+SOCKET_DIR_CONF = "spark.python.unix.domain.socket.dir"
+
+
+def _socket_conf() -> dict[str, str]:
+    """Unix sockets between Spark and its Python processes, when this process's zygote serves.
+
+    Loopback TCP made each handshake with a Python process wait out delayed
+    acknowledgements (two 50 ms stalls per query's source runner). Only
+    where the zygote runs every Spark Python daemon: their workers end
+    quietly when Spark retires them (:func:`sparkfn.runtime.daemon.serve`),
+    which pyspark's own daemon, over Unix sockets, reports with a traceback.
+    """
+    if not zygote_serves():
+        return {}
+    conf = {UNIX_SOCKETS_CONF: "true"}
+    sockets = socket_dir()
+    if sockets is not None:
+        conf[SOCKET_DIR_CONF] = str(sockets)
+    return conf
+
+
+STALE_SOCKET_SECONDS = 60  # younger sockets are left alone: one may be bound right now
+
+
+def socket_dir(root: Path | None = None) -> Path | None:
+    """The directory of this user's Unix sockets of Spark's Python processes, cleared of stale ones.
+
+    Spark and pyspark make one socket file per daemon and per process that
+    connects back, in the temp directory unless told otherwise, and a process
+    that is killed leaves its file behind (a test suite left a hundred in
+    twenty minutes). sparkfn gives a local session ``<temp>/sparkfn-sockets-<uid>``
+    (mode 0700) and removes from it, on Linux, the sockets older than a
+    minute that no process has bound (``/proc/net/unix``). ``None`` if the
+    directory cannot be made or is not this user's: Spark's default then.
+    """
+    path = (root or Path(tempfile.gettempdir())) / f"sparkfn-sockets-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        if path.is_symlink() or path.stat().st_uid != os.getuid():
+            return None
+    except OSError:
+        return None
+    _remove_stale_sockets(path)
+    return path
+
+
+def _remove_stale_sockets(directory: Path) -> None:
+    try:
+        table = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return  # not Linux: nothing tells a stale socket from a live one
+    bound = {fields[7] for fields in (row.split() for row in table) if len(fields) > 7}
+    too_young = time.time() - STALE_SOCKET_SECONDS
+    for entry in directory.glob(".*.sock"):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove
+            if str(entry) not in bound and entry.lstat().st_mtime < too_young:
+                entry.unlink()
 
 
 WARM_UP_GROUP = "sparkfn-warm-up"  # the Spark job group of :func:`warm_up`'s job

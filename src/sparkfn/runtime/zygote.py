@@ -263,7 +263,10 @@ def _become(conn: socket.socket, fds: list[int], request: dict[str, object]) -> 
         warnings.filterwarnings(
             "ignore", message=r".* found in sys\.modules after import of package", module="runpy"
         )
-        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        if argv[1] == "pyspark.daemon":  # the planning calls' daemon, with quiet workers
+            daemon.serve()
+        else:
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
