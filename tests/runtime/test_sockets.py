@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from test_zygote import _argv, _descendants, _ppid, _wait_for_runners
+from test_zygote import _argv, _descendants, _ppid, source_runners
 
 from sparkfn.runtime.spark import SOCKET_DIR_CONF, STALE_SOCKET_SECONDS, socket_dir
 
@@ -60,28 +60,8 @@ def test_a_python_task_talks_to_the_jvm_over_a_unix_socket(spark: Any) -> None:
 def test_a_querys_source_runner_talks_to_the_jvm_over_a_unix_socket(
     spark: Any, data_dir: Path
 ) -> None:
-    from sparkfn.store.store import Store
-    from sparkfn.topics.admin import TopicAdmin
-
-    store = Store.open(None, data_dir)
-    try:
-        TopicAdmin(store).create("in")
-        query = (
-            spark.readStream.format("sparkfn")
-            .option("storeUrl", store.url)
-            .option("dataDir", str(store.data_dir))
-            .option("topic", "in")
-            .load()
-            .writeStream.format("memory")
-            .queryName("socket_probe_query")
-            .start()
-        )
-        try:
-            found = {pid: socket_kinds(pid) for pid in _wait_for_runners(query)}
-        finally:
-            query.stop()
-    finally:
-        store.close()
+    with source_runners(spark, data_dir, "socket_probe_query") as runners:
+        found = {pid: socket_kinds(pid) for pid in runners}
     assert found, "no source runner"
     for pid, kinds in found.items():
         assert kinds["tcp"] == 0, (pid, kinds)

@@ -7,6 +7,7 @@ session's zygote forked.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -217,6 +218,14 @@ def test_without_a_zygote_the_launcher_is_the_interpreter(tmp_path: Path) -> Non
 
 
 def test_the_sessions_source_runners_are_forked_by_its_zygote(spark: Any, data_dir: Path) -> None:
+    with source_runners(spark, data_dir, "zygote_probe_query") as runners:
+        parents = {tuple(_argv(_ppid(pid))[1:3]) for pid in runners}
+    assert parents == {("-m", zygote.__name__)}, parents
+
+
+@contextlib.contextmanager
+def source_runners(spark: Any, data_dir: Path, name: str) -> Iterator[list[int]]:
+    """The source runners of a running query of the ``sparkfn`` source (stopped after)."""
     from sparkfn.store.store import Store
     from sparkfn.topics.admin import TopicAdmin
 
@@ -230,17 +239,15 @@ def test_the_sessions_source_runners_are_forked_by_its_zygote(spark: Any, data_d
             .option("topic", "in")
             .load()
             .writeStream.format("memory")
-            .queryName("zygote_probe_query")
+            .queryName(name)
             .start()
         )
         try:
-            runners = _wait_for_runners(query)
-            parents = {tuple(_argv(_ppid(pid))[1:3]) for pid in runners}
+            yield _wait_for_runners(query)
         finally:
             query.stop()
     finally:
         store.close()
-    assert parents == {("-m", zygote.__name__)}, parents
 
 
 def _wait_for_runners(query: Any) -> list[int]:
