@@ -19,10 +19,10 @@ to talk to:
   (:mod:`sparkfn.runtime.zygote`), through the launcher Spark runs as its
   Python (:mod:`sparkfn.runtime.launch`).
 * With the zygote, Spark talks to its Python processes over Unix
-  sockets, not loopback TCP. Over TCP the handshake of each runner and each
-  Python task's exchanges waited out delayed acknowledgements: two 50 ms
-  stalls before a query's source runner got its data source, 0.1-0.2 s
-  of each function query's start and of a small batch. A local session's
+  sockets, not loopback TCP. Over TCP each query's source runner waited
+  out two delayed acknowledgements (50 ms each) before it had its data
+  source, and a sink's writer tasks and commit runner more: a
+  1,000-message topic copy took 0.98 s, now 0.75 s. A local session's
   sockets go in ``<temp>/sparkfn-sockets-<uid>``, cleared of the ones
   killed processes left (:func:`socket_dir`).
 
