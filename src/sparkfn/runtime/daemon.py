@@ -37,6 +37,7 @@ from typing import Any, TypeVar, cast
 PRELOAD = (
     "pyspark.worker",
     "sqlalchemy",
+    "sqlite3",
     "sqlalchemy.dialects.sqlite",
     "sqlalchemy.dialects.postgresql",
     "psycopg",

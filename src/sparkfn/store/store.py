@@ -91,7 +91,8 @@ class Store:
             raise StoreError(msg)
         store = cls(settings.store_url, settings.data_dir, engine)
         try:
-            migrations.upgrade(store._migration_connection, steps)
+            if not store._at_version(steps[-1].number):
+                migrations.upgrade(store._migration_connection, steps)
         except OperationalError as exc:
             engine.dispose()
             msg = f"cannot open the store at {settings.store_url!r}: {exc.orig}"
@@ -129,6 +130,18 @@ class Store:
             conn.exec_driver_sql(f"BEGIN {mode}")
 
         return engine
+
+    def _at_version(self, latest: int) -> bool:
+        """Whether the store is already at ``latest``, read without the migration lock.
+
+        Every source runner and Spark worker opens the store; taking the lock
+        (SQLite's write lock, PostgreSQL's advisory lock) for a store that
+        needs nothing would queue each open behind any write in progress.
+        Versions only grow, so a store seen at ``latest`` stays there; any
+        other answer goes through :func:`migrations.upgrade`, under the lock.
+        """
+        with self.engine.connect() as conn:
+            return migrations.current_version(conn) == latest
 
     @contextmanager
     def _migration_connection(self) -> Iterator[Connection]:
