@@ -11,13 +11,22 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_zygote import _argv, _descendants, _ppid, source_runners
 
-from sparkfn.runtime.spark import SOCKET_DIR_CONF, STALE_SOCKET_SECONDS, socket_dir
+from sparkfn.runtime.spark import (
+    LONGEST_SOCKET_DIR,
+    SOCKET_DIR_CONF,
+    STALE_SOCKET_SECONDS,
+    socket_dir,
+)
 
 
 def _socket_inodes(pid: int) -> set[int]:
@@ -82,8 +91,15 @@ def test_the_sessions_sockets_are_in_its_own_directory(spark: Any) -> None:
     assert _bound(directory), "no socket of the session's Python processes is in its directory"
 
 
-def test_stale_sockets_are_removed_and_live_or_young_ones_kept(tmp_path: Path) -> None:
-    directory = tmp_path / f"sparkfn-sockets-{os.getuid()}"
+@pytest.fixture
+def short_root() -> Iterator[Path]:
+    """A directory shallow enough for sockets (``tmp_path`` may be too deep)."""
+    with tempfile.TemporaryDirectory(prefix="sfs-", dir="/tmp") as root:  # noqa: S108
+        yield Path(root)
+
+
+def test_stale_sockets_are_removed_and_live_or_young_ones_kept(short_root: Path) -> None:
+    directory = short_root / f"sparkfn-sockets-{os.getuid()}"
     directory.mkdir(mode=0o700)
     old = time.time() - 2 * STALE_SOCKET_SECONDS
 
@@ -99,10 +115,25 @@ def test_stale_sockets_are_removed_and_live_or_young_ones_kept(tmp_path: Path) -
     for name in (".live.sock", ".stale.sock"):
         os.utime(directory / name, (old, old))
     try:
-        assert socket_dir(tmp_path) == directory
+        assert socket_dir(short_root) == directory
         assert sorted(p.name for p in directory.iterdir()) == [".live.sock", ".young.sock"]
     finally:
         live.close()
+
+
+def test_a_temp_directory_too_deep_for_a_socket_gives_way_to_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * LONGEST_SOCKET_DIR)
+    deep.mkdir()
+    assert socket_dir(deep) is None  # Spark is then left to talk TCP
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    directory = socket_dir()
+    assert directory == Path("/tmp") / f"sparkfn-sockets-{os.getuid()}"
+    name = directory / f".{uuid.uuid4()}.sock"  # as Spark and pyspark name theirs
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(name))
+    name.unlink()
 
 
 DAEMONS = (["-m", "pyspark.daemon"], ["-m", "sparkfn.runtime.daemon"])

@@ -222,14 +222,16 @@ def _socket_conf() -> dict[str, str]:
     """
     if not zygote_serves():
         return {}
-    conf = {UNIX_SOCKETS_CONF: "true"}
     sockets = socket_dir()
-    if sockets is not None:
-        conf[SOCKET_DIR_CONF] = str(sockets)
-    return conf
+    if sockets is None:  # Spark's default, the temp directory, would not do better
+        return {}
+    return {UNIX_SOCKETS_CONF: "true", SOCKET_DIR_CONF: str(sockets)}
 
 
 STALE_SOCKET_SECONDS = 60  # younger sockets are left alone: one may be bound right now
+# A socket's path fits in 107 bytes (sockaddr_un); Spark and pyspark name theirs
+# "/.<uuid4>.sock" inside the directory: 43 bytes.
+LONGEST_SOCKET_DIR = 107 - 43
 
 
 def socket_dir(root: Path | None = None) -> Path | None:
@@ -240,18 +242,27 @@ def socket_dir(root: Path | None = None) -> Path | None:
     that is killed leaves its file behind (a test suite left a hundred in
     twenty minutes). sparkfn gives a local session ``<temp>/sparkfn-sockets-<uid>``
     (mode 0700) and removes from it, on Linux, the sockets older than a
-    minute that no process has bound (``/proc/net/unix``). ``None`` if the
-    directory cannot be made or is not this user's: Spark's default then.
+    minute that no process has bound (``/proc/net/unix``).
+
+    A socket's path is at most 107 bytes, so a temp directory too deep for
+    one (``TMPDIR`` set to a test's scratch directory, say) gives way to
+    ``/tmp``. ``None`` (Spark then talks TCP) if no candidate is short enough,
+    can be made, or is this user's alone.
     """
-    path = (root or Path(tempfile.gettempdir())) / f"sparkfn-sockets-{os.getuid()}"
-    try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        if path.is_symlink() or path.stat().st_uid != os.getuid():
-            return None
-    except OSError:
-        return None
-    _remove_stale_sockets(path)
-    return path
+    roots = [root] if root is not None else [Path(tempfile.gettempdir()), Path("/tmp")]  # noqa: S108
+    for candidate in roots:
+        path = candidate / f"sparkfn-sockets-{os.getuid()}"
+        if len(os.fsencode(path)) > LONGEST_SOCKET_DIR:
+            continue
+        try:
+            path.mkdir(mode=0o700, exist_ok=True)
+            if path.is_symlink() or path.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        _remove_stale_sockets(path)
+        return path
+    return None
 
 
 def _remove_stale_sockets(directory: Path) -> None:
