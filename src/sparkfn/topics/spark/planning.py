@@ -34,6 +34,16 @@ def data_offsets(offsets: Mapping[str, int]) -> dict[str, int]:
     return {k: v for k, v in offsets.items() if not k.startswith("__")}
 
 
+def in_key_order(offsets: Mapping[str, int]) -> dict[str, int]:
+    """``offsets`` with their keys sorted: the one order the reader gives Spark.
+
+    Spark tells offsets apart by their JSON text, so the same offsets in
+    another key order are "new data" to it, and it runs a batch that reads
+    nothing (and, under ``Trigger.AvailableNow``, waits for input after it).
+    """
+    return dict(sorted(offsets.items()))
+
+
 @dataclass(frozen=True)
 class TopicRange(InputPartition):
     """One Spark task's share: ``[start, end)`` of one topic partition.

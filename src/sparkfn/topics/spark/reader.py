@@ -56,6 +56,7 @@ from sparkfn.topics.spark.planning import (
     cap,
     data_offsets,
     ends_stream,
+    in_key_order,
     offset_key,
     record_budget,
     split_ranges,
@@ -173,9 +174,9 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.subscription is not None:
             with self._store().write() as conn:
                 found = subscription.ensure(conn, self.subscription, self.topics, self._position())
-            return self._by_key(found)
+            return in_key_order(self._by_key(found))
         index = 0 if self.starting == "earliest" else 1
-        return {key: bounds[index] for key, bounds in self._bounds().items()}
+        return in_key_order({key: bounds[index] for key, bounds in self._bounds().items()})
 
     def _base(self, data: dict[str, int]) -> dict[str, int]:
         """Where the next batch starts: the subscription's cursors, else Spark's offsets."""
@@ -217,8 +218,8 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 wait = min(left, self._wait)
                 hints = watch.wait_for_change(data_dir, self._hints, hints, wait, HINT_POLL_SECONDS)
                 if hints == idle[1] and wait < left:
-                    return start
-        end = self._latest(start, limit)
+                    return in_key_order(start)
+        end = in_key_order(self._latest(start, limit))
         self._idle = (start, hints, time.monotonic()) if end == start else None
         return end
 
@@ -317,7 +318,8 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             or self._idle is None
             or time.monotonic() - self._reported[0] >= self._recheck
         ):
-            self._reported = (time.monotonic(), {k: e for k, (_, e) in self._bounds().items()})
+            ends = {k: e for k, (_, e) in self._bounds().items()}
+            self._reported = (time.monotonic(), in_key_order(ends))
         return self._reported[1]
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
