@@ -140,6 +140,20 @@ def test_a_copy_of_a_whole_topic_runs_one_batch(spark: Any, store: Store, data_d
     assert collections.Counter(_read_all(store, "dst")) == collections.Counter(values)
 
 
+def test_the_checkpoint_has_no_checksum_side_files(
+    spark: Any, store: Store, data_dir: Path
+) -> None:
+    # sparkfn's session writes local files without Hadoop's .crc files: two
+    # fewer file writes per checkpoint entry, two entries per micro-batch.
+    _fill(store, "src", 50)
+    TopicAdmin(store).create("dst")
+    _copy(spark, store, data_dir / "ck")
+    written = [p for p in (data_dir / "ck").rglob("*") if p.is_file()]
+    assert any(p.parent.name == "offsets" for p in written)
+    assert any(p.parent.name == "commits" for p in written)
+    assert [p for p in written if p.name.endswith(".crc")] == []
+
+
 def test_the_reader_answers_offsets_in_one_key_order(store: Store) -> None:
     _fill(store, "src", 300, partitions=12)
     options = {**_lower(spark_options(store)), "topic": "src", "startingoffsets": "earliest"}
