@@ -20,7 +20,8 @@ Prints medians of ``--repeats`` runs in msg/s, each as a ratio to the native
 job, and vectorized / per_record. ``--scaling`` instead runs the native and
 per_record kinds in a child process on ``local[1]``, pinned to one CPU, and
 one on ``local[2]`` on two (a SparkSession's master is fixed for its
-process), and prints each kind's 2-core / 1-core ratio. Never asserts on time.
+process), alternating for ``--rounds`` rounds, and prints each kind's
+2-core / 1-core ratio per round and their median. Never asserts on time.
 
     .venv/bin/python benchmarks/functions.py --messages 1000000 --repeats 3
     .venv/bin/python benchmarks/functions.py --scaling --messages 1000000
@@ -318,51 +319,76 @@ def _pinned(cores: int) -> Callable[[], None] | None:
     return lambda: os.sched_setaffinity(0, chosen)
 
 
+Summary = dict[str, dict[str, float]]  # kind -> {"rate": msg/s, "after_start": s}
+
+
 def scaling(args: argparse.Namespace) -> int:
     """native and per_record on each master, each master in a child process of this script.
 
     With ``--pin`` (the default) each child, and the JVM and Python workers it
     starts, runs on as many CPUs as its master has task slots, so ``local[1]``
     is one core; without it ``local[1]`` has one task slot while its JVM, its
-    driver and its source runner use the second core too.
+    driver and its source runner use the second core too. The masters'
+    children alternate for ``--rounds`` rounds: this machine's speed drifts
+    over minutes, and each round's ratio compares two children run one after
+    the other.
     """
-    found: dict[str, dict[str, dict[str, float]]] = {}
-    for cores, master in enumerate(SCALING_MASTERS, start=1):
-        command = [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            f"--master={master}",
-            "--kinds=native,per_record",
-            f"--messages={args.messages}",
-            f"--repeats={args.repeats}",
-            f"--partitions={args.partitions}",
-            f"--parallelism={args.parallelism}",
-            "--summary-json",
-        ]
-        pin = _pinned(cores) if args.pin else None
-        where = f"{cores} CPU(s)" if pin else "every CPU"
-        print(f"--- child process on {master}, on {where} ---", flush=True)
-        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, preexec_fn=pin) as child:
-            for line in child.stdout or ():
-                if line.startswith(SUMMARY):
-                    found[master] = json.loads(line[len(SUMMARY) :])
-                else:
-                    print(f"  [{master}] {line}", end="", flush=True)
-        if child.returncode != 0 or master not in found:
-            print(f"!!! the child on {master} failed (exit code {child.returncode})")
-            return 1
+    found: dict[str, list[Summary]] = {master: [] for master in SCALING_MASTERS}
+    for round_no in range(1, args.rounds + 1):
+        for cores, master in enumerate(SCALING_MASTERS, start=1):
+            summary = _scaling_child(args, cores, master, f"round {round_no}/{args.rounds}")
+            if summary is None:
+                return 1
+            found[master].append(summary)
     print()
     for kind in ("native", "per_record"):
-        one, two = (found[m][kind] for m in SCALING_MASTERS)
+        ones, twos = ([s[kind] for s in found[m]] for m in SCALING_MASTERS)
+        rates = [two["rate"] / one["rate"] for one, two in zip(ones, twos, strict=True)]
+        later = [
+            one["after_start"] / two["after_start"] for one, two in zip(ones, twos, strict=True)
+        ]
+        one_rate = statistics.median(o["rate"] for o in ones)
+        two_rate = statistics.median(t["rate"] for t in twos)
         print(f"{LABELS[kind]}:")
-        print(f"  local[1] {one['rate']:>12,.0f} msg/s, local[2] {two['rate']:>12,.0f} msg/s")
-        print(f"  2-core / 1-core: {two['rate'] / one['rate']:.2f}")
+        print(f"  local[1] {one_rate:>12,.0f} msg/s, local[2] {two_rate:>12,.0f} msg/s (medians)")
+        print(
+            f"  2-core / 1-core: {statistics.median(rates):.2f} "
+            f"(each round: {', '.join(f'{r:.2f}' for r in rates)})"
+        )
         print(
             f"  from the first batch on (without the query's start): "
-            f"{one['after_start']:.2f} s / {two['after_start']:.2f} s = "
-            f"{one['after_start'] / two['after_start']:.2f}"
+            f"{statistics.median(later):.2f} (each round: {', '.join(f'{r:.2f}' for r in later)})"
         )
     return 0
+
+
+def _scaling_child(args: argparse.Namespace, cores: int, master: str, label: str) -> Summary | None:
+    """Run this script on ``master`` in a child process; its summary, or None if it failed."""
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        f"--master={master}",
+        "--kinds=native,per_record",
+        f"--messages={args.messages}",
+        f"--repeats={args.repeats}",
+        f"--partitions={args.partitions}",
+        f"--parallelism={args.parallelism}",
+        "--summary-json",
+    ]
+    pin = _pinned(cores) if args.pin else None
+    where = f"{cores} CPU(s)" if pin else "every CPU"
+    print(f"--- {label}: child process on {master}, on {where} ---", flush=True)
+    summary: Summary | None = None
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, preexec_fn=pin) as child:
+        for line in child.stdout or ():
+            if line.startswith(SUMMARY):
+                summary = json.loads(line[len(SUMMARY) :])
+            else:
+                print(f"  [{master}] {line}", end="", flush=True)
+    if child.returncode != 0 or summary is None:
+        print(f"!!! the child on {master} failed (exit code {child.returncode})")
+        return None
+    return summary
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -385,6 +411,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="native and per_record on local[1] and local[2] in child processes; print the ratios",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="with --scaling: rounds of one child per master, alternating (default 2)",
+    )
+    parser.add_argument(
         "--pin",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -400,7 +432,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.kinds) - set(KINDS))
     if unknown or not args.kinds:
         parser.error(f"--kinds takes some of {', '.join(KINDS)}; got {args.kinds!r}")
-    for name in ("messages", "repeats", "partitions", "parallelism"):
+    for name in ("messages", "repeats", "partitions", "parallelism", "rounds"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name} must be positive")
     return args
