@@ -351,15 +351,15 @@ def scaling(args: argparse.Namespace) -> int:
         two_rate = statistics.median(t["rate"] for t in twos)
         print(f"{LABELS[kind]}:")
         print(f"  local[1] {one_rate:>12,.0f} msg/s, local[2] {two_rate:>12,.0f} msg/s (medians)")
-        print(
-            f"  2-core / 1-core: {statistics.median(rates):.2f} "
-            f"(each round: {', '.join(f'{r:.2f}' for r in rates)})"
-        )
-        print(
-            f"  from the first batch on (without the query's start): "
-            f"{statistics.median(later):.2f} (each round: {', '.join(f'{r:.2f}' for r in later)})"
-        )
+        print(f"  2-core / 1-core: {_by_round(rates)}")
+        print(f"  from the first batch on (without the query's start): {_by_round(later)}")
     return 0
+
+
+def _by_round(ratios: list[float]) -> str:
+    """The median of ``ratios`` and each round's."""
+    each = ", ".join(f"{r:.2f}" for r in ratios)
+    return f"{statistics.median(ratios):.2f} (each round: {each})"
 
 
 def _scaling_child(args: argparse.Namespace, cores: int, master: str, label: str) -> Summary | None:
