@@ -82,10 +82,10 @@ DEFAULT_CONF = {
     # Checkpoint files through Hadoop's FileSystem API, not FileContext.
     # Without Hadoop's native library (pyspark ships none) FileContext's
     # rename forks `readlink` twice and the file's creation forks `chmod`:
-    # three child processes of the driver's JVM per checkpoint file, about
-    # 20 ms of each of the two writes a micro-batch makes (6 ms without).
-    # The FileSystem API creates without a chmod and renames with one
-    # rename(2); like FileContext it refuses to replace an existing batch.
+    # three child processes of the driver's JVM per checkpoint file, two
+    # files per micro-batch, 27-28 ms a file. The FileSystem API renames
+    # with one rename(2) (its create still forks the chmod): 7-8 ms. Like
+    # FileContext it refuses to replace an existing batch's entry.
     CHECKPOINT_MANAGER_CONF: FILESYSTEM_CHECKPOINTS,
 }
 
