@@ -51,11 +51,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-CHECKPOINT_MANAGER_CONF = "spark.sql.streaming.checkpointFileManagerClass"
-FILESYSTEM_CHECKPOINTS = (
-    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-)
-
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -86,7 +81,9 @@ DEFAULT_CONF = {
     # files per micro-batch, 27-28 ms a file. The FileSystem API renames
     # with one rename(2) (its create still forks the chmod): 7-8 ms. Like
     # FileContext it refuses to replace an existing batch's entry.
-    CHECKPOINT_MANAGER_CONF: FILESYSTEM_CHECKPOINTS,
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
 }
 
 
