@@ -209,7 +209,14 @@ def spark_session(
     app_name: str = "sparkfn",
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """Get or create the SparkSession, with the sparkfn data source registered."""
+    """Get or create the SparkSession, with the sparkfn data source registered.
+
+    A session created here gets :data:`DEFAULT_CONF`, which holds for every
+    query in it, the user's own too: among others, local files are written
+    without Hadoop's ``.crc`` side files and streaming checkpoints through
+    Hadoop's FileSystem API (see ``docs/architecture.md``). A key given in
+    ``conf`` wins over the default.
+    """
     from pyspark import SparkContext
 
     fresh = SparkContext._active_spark_context is None  # noqa: SLF001 - no public way to ask
