@@ -92,16 +92,24 @@ class StandaloneCluster:
     """A standalone master and one worker on 127.0.0.1, each in a session of its own."""
 
     def __init__(self, root: Path) -> None:
-        use_project_interpreter()  # SPARK_HOME (spark-class) and PYSPARK_PYTHON, inherited
+        # SPARK_HOME (spark-class) and PYSPARK_PYTHON for the cluster's
+        # processes only: left in this process's environment, PYSPARK_PYTHON
+        # would keep the session this (xdist) process makes later from
+        # starting its zygote, as pytest_configure notes.
+        saved = os.environ.copy()
+        use_project_interpreter()
+        inherited = os.environ.copy()
+        os.environ.clear()
+        os.environ.update(saved)
         self.root = root
         self.work_dir = root / "worker-work"
         self.work_dir.mkdir()
         self.port = _free_port()
         self.webui_port = _free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
-        jvm_options = os.environ.get("SPARK_SUBMIT_OPTS", "")
+        jvm_options = inherited.get("SPARK_SUBMIT_OPTS", "")
         self.env = {
-            **os.environ,
+            **inherited,
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_MASTER_HOST": "127.0.0.1",
             "SPARK_DAEMON_MEMORY": "512m",
@@ -110,7 +118,7 @@ class StandaloneCluster:
             "SPARK_LOG_DIR": str(root / "logs"),
             "SPARK_WORKER_DIR": str(self.work_dir),
         }
-        spark_class = Path(os.environ["SPARK_HOME"]) / "bin" / "spark-class"
+        spark_class = Path(inherited["SPARK_HOME"]) / "bin" / "spark-class"
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
         self._start(
