@@ -64,7 +64,7 @@ from sparkfn.topics.log import StagedSegment, commit_segments
 from sparkfn.topics.message import SchemaType
 from sparkfn.topics.spark.commit import (
     PartitionStager,
-    discard_staged,
+    commit_staged,
     kill_after_stage_if_requested,
     kill_if_requested,
 )
@@ -142,17 +142,10 @@ class FunctionBatchWriter:
         batches = [m for m in messages if isinstance(m, FunctionBatch)]
         staged = [seg for b in batches for _, seg in b.staged]
         try:
-            with store.write() as conn:
-                committed = self._commit(store, conn, batches, batchId)
+            commit_staged(store, staged, lambda conn: self._commit(store, conn, batches, batchId))
         except StaleRunError as exc:
-            discard_staged(store, staged)
             self._record_fenced(store, exc)
             raise
-        except BaseException:
-            discard_staged(store, staged)
-            raise
-        if not committed:
-            discard_staged(store, staged)
         kill_if_requested(batchId)  # crash tests only: see commit.KILL_AFTER_COMMIT_ENV
 
     def _commit(

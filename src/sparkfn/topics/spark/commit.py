@@ -2,8 +2,9 @@
 
 Executors *stage* segments (inline bytes in the commit message when small,
 else a file nobody references yet); the driver makes them visible in one
-store transaction. :func:`commit_batch_once` records ``(sink id, batchId)``
-in that transaction, so a batch Spark replays after a crash is skipped (the
+store transaction (:func:`commit_staged`, which deletes the files of a
+batch that did not commit). :func:`commit_batch_once` records ``(sink id,
+batchId)`` in that transaction, so a batch Spark replays after a crash is skipped (the
 plain topic sink); the function sink keys its commits on its subscription
 instead (:mod:`sparkfn.topics.subscription`).
 """
@@ -73,34 +74,67 @@ def kill_after_stage_if_requested() -> None:
 
 
 def commit_batch_once(
-    store: Store, sink_id: str, batch_id: int, apply: Callable[[Connection, str], None]
+    conn: Connection, sink_id: str, batch_id: int, apply: Callable[[Connection, str], None]
 ) -> bool:
-    """Run ``apply(conn, commit_id)`` and record ``(sink_id, batch_id)`` in one transaction.
+    """In ``conn``'s transaction: ``apply(conn, commit_id)`` and record ``(sink_id, batch_id)``.
 
     Returns False, doing nothing, if the batch was committed before (Spark
     replays a batch it had not recorded when the driver died): the shared
     exactly-once mechanism of every sparkfn sink.
     """
     table = schema.sink_commits
-    with store.write() as conn:
-        done = conn.execute(
-            select(table.c.batch_id).where(
-                and_(table.c.sink_id == sink_id, table.c.batch_id == batch_id)
-            )
-        ).first()
-        if done is not None:
-            return False
-        commit_id = uuid.uuid4().hex
-        apply(conn, commit_id)
-        conn.execute(
-            insert(table).values(
-                sink_id=sink_id, batch_id=batch_id, commit_id=commit_id, committed_at=utc_now()
-            )
+    if batch_committed(conn, sink_id, batch_id):
+        return False
+    commit_id = uuid.uuid4().hex
+    apply(conn, commit_id)
+    conn.execute(
+        insert(table).values(
+            sink_id=sink_id, batch_id=batch_id, commit_id=commit_id, committed_at=utc_now()
         )
+    )
     return True
 
 
+def batch_committed(conn: Connection, sink_id: str, batch_id: int) -> bool:
+    """Whether :func:`commit_batch_once` committed ``(sink_id, batch_id)``."""
+    table = schema.sink_commits
+    found = conn.execute(
+        select(table.c.batch_id).where(
+            and_(table.c.sink_id == sink_id, table.c.batch_id == batch_id)
+        )
+    ).first()
+    return found is not None
+
+
+def commit_staged(
+    store: Store, staged: list[StagedSegment], body: Callable[[Connection], bool]
+) -> bool:
+    """Run ``body`` in one write transaction; delete the ``staged`` files it did not make visible.
+
+    ``body`` returns whether it committed the staged segments (False: a
+    replay, which references none of them). The files go when nothing can
+    reference them: ``body`` returned False, or raised, so the transaction
+    rolled back before its COMMIT. When the COMMIT itself fails the outcome
+    is unknown (a connection lost after the server committed): the files
+    stay, since deleting them could break committed segments, and
+    ``topics maintain`` removes them later if nothing references them.
+    """
+    reached_commit = False
+    try:
+        with store.write() as conn:
+            visible = body(conn)
+            reached_commit = True
+    except BaseException:
+        if not reached_commit:
+            discard_staged(store, staged)
+        raise
+    if not visible:
+        discard_staged(store, staged)
+    return visible
+
+
 def discard_staged(store: Store, staged: list[StagedSegment]) -> None:
+    """Delete staged segment files; only for segments no committed row references."""
     for seg in staged:
         if seg.location:
             store.path(seg.location).unlink(missing_ok=True)
