@@ -15,7 +15,7 @@ from concurrent.futures import Future, as_completed, wait
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from sparkfn.api.errors import (
     ConfigError,
@@ -216,44 +216,185 @@ def test_flush_and_close_without_async_sends_do_nothing(store: Store) -> None:
     producer.close()  # idempotent
 
 
-# --- failures are never silent ------------------------------------------------------------------
+# --- failures are never silent, and final -------------------------------------------------------
+
+
+def _break_appends(store: Store) -> None:
+    """Make every later append fail, as a broken store would: the segments table is gone.
+
+    Renaming a table stops writes for any user, root included (a read-only
+    file would not stop root).
+    """
+    with store.write() as conn:
+        conn.execute(text("ALTER TABLE segments RENAME TO segments_away"))
+
+
+def _repair_appends(store: Store) -> None:
+    with store.write() as conn:
+        conn.execute(text("ALTER TABLE segments_away RENAME TO segments"))
 
 
 @pytest.mark.parametrize("name", [None, "named"])
-def test_a_failed_append_fails_every_future_of_the_batch_and_flush(
+def test_a_failed_append_fails_every_future_of_the_batch_and_every_flush(
     store: Store, name: str | None
 ) -> None:
     _create(store, partitions=2)
     producer = Producer(store, "t", name=name, batching_max_publish_delay=HOUR)
     futures = [producer.send_async(b"x", sequence_id=i) for i in range(6)]
     TopicAdmin(store).delete("t")  # underneath the producer
-    with pytest.raises(TopicNotFoundError, match="was deleted") as raised:
+    with pytest.raises(ProducerClosedError, match="to topic public/default/t failed") as raised:
         producer.flush()
-    assert "6 message(s) failed since the last flush" in "\n".join(raised.value.__notes__)
+    assert "6 message(s) sent with it were not appended" in str(raised.value)
+    assert "the first failure: TopicNotFoundError" in str(raised.value)
+    cause = raised.value.__cause__
+    assert isinstance(cause, TopicNotFoundError) and "was deleted" in str(cause)
     for future in futures:
         error = future.exception(timeout=WAIT)
-        assert isinstance(error, TopicNotFoundError)
+        assert error is cause  # each future carries the append's own error
         assert "an append of 6 message(s) failed" in "\n".join(error.__notes__)
-    # The failure was reported once; a later send fails again, loudly again.
-    producer.flush()
-    later = producer.send_async(b"y")
-    with pytest.raises(TopicNotFoundError):
+    # The failure is final: every later call says so, again and again.
+    with pytest.raises(ProducerClosedError) as again:
+        producer.flush()
+    assert again.value is not raised.value and again.value.__cause__ is cause
+    for send in (
+        lambda: producer.send_async(b"y"),
+        lambda: producer.send(b"y"),
+        lambda: producer.send_batch([Message(b"y")]),
+    ):
+        with pytest.raises(ProducerClosedError, match="sends nothing more") as refused:
+            send()
+        assert refused.value.__cause__ is cause
+    with pytest.raises(ProducerClosedError):
         producer.close()
-    assert isinstance(later.exception(timeout=WAIT), TopicNotFoundError)
+    with pytest.raises(ProducerClosedError):
+        producer.close()
     thread = producer._batcher.thread
     assert thread is not None and not thread.is_alive()
 
 
-def test_a_failure_of_one_batch_leaves_the_others_appended(store: Store) -> None:
+def test_a_failure_of_one_batch_leaves_the_earlier_ones_appended(store: Store) -> None:
     _create(store)
     producer = Producer(store, "t", batching_max_messages=2, batching_max_publish_delay=HOUR)
     ok = [producer.send_async(b"a"), producer.send_async(b"b")]  # a full batch: appended
     assert _results(ok) == ["0:0", "0:1"]
     pending = producer.send_async(b"c")
     TopicAdmin(store).delete("t")
-    with pytest.raises(TopicNotFoundError):
+    with pytest.raises(ProducerClosedError) as raised:
         producer.close()
-    assert isinstance(pending.exception(timeout=WAIT), TopicNotFoundError)
+    assert isinstance(raised.value.__cause__, TopicNotFoundError)
+    assert pending.exception(timeout=WAIT) is raised.value.__cause__
+    assert _results(ok) == ["0:0", "0:1"]
+
+
+def test_every_thread_sharing_a_producer_is_told_its_messages_failed(store: Store) -> None:
+    _create(store)
+    producer = Producer(store, "t", batching_max_publish_delay=HOUR)
+    before = producer.send_async(b"before")
+    producer.flush()
+    _break_appends(store)  # the store fails from now on, mid-run
+    sent = threading.Barrier(2)
+    first_flushed = threading.Event()
+    futures: dict[int, list[Future[str | None]]] = {}
+    raised: dict[int, BaseException | None] = {}
+
+    def send_then_flush(thread: int) -> None:
+        futures[thread] = [producer.send_async(f"{thread}:{i}".encode()) for i in range(5)]
+        sent.wait(timeout=WAIT)  # both threads' messages are in the one open batch
+        if thread == 1:  # flushes only once thread 0's flush was told of the failure
+            assert first_flushed.wait(timeout=WAIT)
+        try:
+            producer.flush()
+            raised[thread] = None
+        except Exception as exc:  # the outcome is what is asserted
+            raised[thread] = exc
+        finally:
+            first_flushed.set()
+
+    threads = [threading.Thread(target=send_then_flush, args=(t,)) for t in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=WAIT)
+        assert not thread.is_alive()
+
+    assert before.result(timeout=0) == "0:0"
+    errors = [raised[0], raised[1]]
+    assert all(isinstance(e, ProducerClosedError) for e in errors), errors
+    assert errors[0] is not errors[1]
+    cause = errors[0].__cause__ if errors[0] is not None else None
+    assert cause is not None and errors[1] is not None and errors[1].__cause__ is cause
+    assert not isinstance(cause, ProducerClosedError)  # the store's own error
+    assert "producer to topic public/default/t failed: 10 message(s)" in str(errors[1])
+    for future in futures[0] + futures[1]:
+        assert future.exception(timeout=WAIT) is cause
+    with pytest.raises(ProducerClosedError) as closing:
+        producer.close()
+    assert closing.value.__cause__ is cause
+    _repair_appends(store)
+    assert [m.value for m in _read_all(store)] == [b"before"]
+
+
+def test_what_is_queued_behind_a_failed_append_is_failed_untried(store: Store) -> None:
+    _create(store)
+    producer = Producer(store, "t", batching_max_messages=5, batching_max_publish_delay=HOUR)
+    _break_appends(store)
+    futures = [producer.send_async(f"{i}".encode()) for i in range(50)]  # ten batches
+    with pytest.raises(ProducerClosedError, match="50 message") as raised:
+        producer.flush()
+    cause = raised.value.__cause__
+    _repair_appends(store)  # the store works again; the producer stays failed
+    with pytest.raises(ProducerClosedError):
+        producer.send_async(b"later")
+    with pytest.raises(ProducerClosedError):
+        producer.close()
+    assert _read_all(store) == []  # what was appended is a prefix of what was sent: none
+    for future in futures:
+        error = future.exception(timeout=WAIT)
+        # In the failed append (its own error), or queued behind it (refused).
+        assert error is cause or (
+            isinstance(error, ProducerClosedError)
+            and "not appended, as an earlier append failed" in str(error)
+            and error.__cause__ is cause
+        ), error
+
+
+class _Crash(BaseException):
+    """Escapes a done callback's error handling: the flusher thread stops on it."""
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_flusher_thread_that_crashed_fails_flush_close_and_the_with_block(
+    store: Store,
+) -> None:
+    _create(store)
+    in_callback, release = threading.Event(), threading.Event()
+
+    def crash(_: Future[str | None]) -> None:
+        in_callback.set()
+        release.wait(timeout=WAIT)
+        raise _Crash
+
+    with pytest.raises(ProducerClosedError, match="the first failure: _Crash") as raised:
+        with Producer(
+            store, "t", batching_max_messages=2, batching_max_publish_delay=HOUR
+        ) as producer:
+            first = producer.send_async(b"a")
+            first.add_done_callback(crash)
+            producer.send_async(b"b")  # a full batch: appended; its callback holds the thread
+            assert in_callback.wait(timeout=WAIT)
+            queued = [producer.send_async(b"c"), producer.send_async(b"d")]  # behind it
+            release.set()
+    assert isinstance(raised.value.__cause__, _Crash)
+    assert "2 message(s) sent with it were not appended" in str(raised.value)
+    assert first.result(timeout=0) == "0:0"  # appended before the crash
+    for future in queued:
+        error = future.exception(timeout=0)
+        assert isinstance(error, ProducerClosedError)
+        assert isinstance(error.__cause__, _Crash)
+    for call in (producer.flush, producer.close, lambda: producer.send_async(b"e")):
+        with pytest.raises(ProducerClosedError):
+            call()
+    assert [m.value for m in _read_all(store)] == [b"a", b"b"]
 
 
 def test_a_bad_value_raises_from_send_async_and_is_not_buffered(store: Store) -> None:

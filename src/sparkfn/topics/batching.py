@@ -9,8 +9,21 @@ follow the order in which the messages were added.
 
 Each message gets a :class:`~sparkfn.topics.message_future.MessageFuture`
 that resolves to its id once its append committed, or carries the exception
-that failed the append (every future of it gets it, and the next
-:meth:`Batcher.flush` raises it: nothing is dropped silently).
+that failed the append (every future of it gets it: nothing is dropped
+silently).
+
+A failure is final (:attr:`BatcherState.FAILED`): the first append that
+fails, or the flusher thread stopping on an error, fails the batcher. The
+batches queued behind that append are not tried (their futures carry a
+:class:`~sparkfn.api.errors.ProducerClosedError` caused by the first
+failure), no message is accepted any more, and every later
+:meth:`Batcher.flush` and :meth:`Batcher.close`, from any thread, raises a
+``ProducerClosedError`` naming the producer, its topic and the first failure
+(its ``__cause__``). So what was appended is always a prefix of what was
+added, and no caller of ``flush`` or ``close`` is told that its messages
+are durable when one of them failed: a failure raised once, to whichever
+thread flushed first, would let another thread's ``flush`` return normally
+although its messages were in the failed append.
 
 Threads: :meth:`Batcher.add` may be called from any number of threads. The
 flusher thread is started by the first ``add``, is a daemon, and ends in
@@ -50,13 +63,18 @@ class BatcherState(Enum):
 
     IDLE = "idle"  # nothing sent asynchronously yet: no thread
     RUNNING = "running"  # the flusher thread runs; adds are accepted
-    CLOSED = "closed"  # close() was called: adds are refused; the thread ends once drained
+    # An append failed: adds are refused, what was queued is failed untried,
+    # and flush and close raise; the thread waits for close().
+    FAILED = "failed"
+    # close() was called, or the flusher thread stopped on an error: adds are
+    # refused; the thread ends once drained. After a failure flush and close raise.
+    CLOSED = "closed"
 
 
 class _Batch:
     """Messages buffered together, per partition, and their futures, in add order."""
 
-    __slots__ = ("condition", "deadline", "futures", "number", "parts", "size")
+    __slots__ = ("condition", "deadline", "finished", "futures", "number", "parts", "size")
 
     def __init__(self, deadline: float) -> None:
         self.parts: dict[int, MessageColumns] = {}
@@ -65,14 +83,22 @@ class _Batch:
         self.condition = threading.Condition()  # shared by the futures (see MessageFuture)
         self.deadline = deadline  # time.monotonic() by which it is sealed
         self.number = 0  # set when sealed: 1, 2, 3, ... in commit order
+        self.finished = False  # counted done by Batcher._finished
 
-    def resolve(self, ids: dict[int, list[str | None]] | None, error: BaseException | None) -> None:
-        """Finish every future: with its id, or with ``error``; then run their callbacks."""
+    def resolve(self, ids: dict[int, list[str | None]] | None, error: BaseException | None) -> int:
+        """Finish every future: with its id, or with ``error``; then run their callbacks.
+
+        Returns how many futures it failed (those already done keep their outcome).
+        """
         with_callbacks = []
+        failed = 0
         with self.condition:
             for part, futures in self.futures.items():
                 if ids is None:
                     for future in futures:
+                        if future.done():  # a crash after it was resolved: see _fail_remaining
+                            continue
+                        failed += 1
                         if future.finish(None, error):
                             with_callbacks.append(future)
                 else:
@@ -82,6 +108,7 @@ class _Batch:
             self.condition.notify_all()
         for future in with_callbacks:
             future.run_callbacks()
+        return failed
 
 
 class Batcher:
@@ -91,6 +118,10 @@ class Batcher:
     :func:`sparkfn.topics.append.append` on its topic). ``max_pending`` bounds
     the messages buffered and not yet appended (0: no bound); ``add`` blocks
     while it is reached, so a sender cannot outrun the store by more.
+
+    The first failure is final (see the module docstring): from then on
+    :meth:`add` raises at once and :meth:`flush` and :meth:`close` raise,
+    every time and on every thread.
     """
 
     def __init__(
@@ -116,8 +147,8 @@ class Batcher:
         self._sealed_count = 0  # number of the last batch sealed
         self._done_count = 0  # number of the last batch appended or failed
         self._pending = 0  # messages added and not yet appended or failed
-        self._failure: BaseException | None = None  # first failure since the last flush
-        self._failed_messages = 0
+        self._failure: BaseException | None = None  # the first failure; never cleared
+        self._failed_messages = 0  # messages failed, since the first failure
 
     @property
     def state(self) -> BatcherState:
@@ -179,9 +210,8 @@ class Batcher:
         return future
 
     def _start(self) -> None:
-        if self._state is BatcherState.CLOSED:
-            msg = f"{self._name} is closed: no message can be sent with it"
-            raise ProducerClosedError(msg)
+        """Start the flusher thread (lock held); or raise why no message can be added."""
+        self._raise_if_refusing()
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
         self._state = BatcherState.RUNNING
@@ -193,9 +223,35 @@ class Batcher:
         self._seal()  # what is buffered is all the flusher can make room with
         while self._pending >= self._max_pending and self._state is BatcherState.RUNNING:
             self._cond.wait()
+        if self._failure is not None:
+            raise self._failed_error()
         if self._state is BatcherState.CLOSED:
             msg = f"{self._name} was closed while a send waited for room"
             raise ProducerClosedError(msg)
+
+    def _raise_if_refusing(self) -> None:
+        """Raise why no message can be sent now, if so (lock held)."""
+        if self._failure is not None:
+            raise self._failed_error()
+        if self._state is BatcherState.CLOSED:
+            msg = f"{self._name} is closed: no message can be sent with it"
+            raise ProducerClosedError(msg)
+
+    def _failed_error(self) -> ProducerClosedError:
+        """A new error for one caller, naming the first failure (lock held, failed)."""
+        first = self._failure
+        error = ProducerClosedError(
+            f"{self._name} failed: {self._failed_messages} message(s) sent with it were not "
+            f"appended (the future of each carries why); the first failure: {_describe(first)}. "
+            "It sends nothing more: make a new producer"
+        )
+        error.__cause__ = first
+        return error
+
+    def check_open(self) -> None:
+        """Raise what :meth:`add` would: a :class:`ProducerClosedError` once it failed or closed."""
+        with self._cond:
+            self._raise_if_refusing()
 
     def _seal(self) -> None:
         """Move the open batch to the append queue (lock held)."""
@@ -240,9 +296,13 @@ class Batcher:
             while True:
                 with self._cond:
                     batches = self._next()
+                    failure = self._failure
                 if not batches:
                     return
-                self._commit(batches)
+                if failure is None:
+                    self._commit(batches)
+                else:
+                    self._refuse(batches, failure)
                 batches = []
         except BaseException as exc:
             # A bug, not a failed append (_commit handles those): fail what is
@@ -264,11 +324,14 @@ class Batcher:
             size = sum(batch.size for batch in batches)
             exc.add_note(
                 f"{self._name}: an append of {size} message(s) failed and appended none of "
-                "them; the future of each carries this error"
+                "them; the future of each carries this error; the producer sends nothing more"
             )
+            # Failed before the futures resolve: a done callback sending more
+            # is refused rather than queued behind the failure.
+            with self._cond:
+                self._fail(exc)
             for batch in batches:
-                batch.resolve(None, exc)
-                self._finished(batch, exc)
+                self._finished(batch, batch.resolve(None, exc))
             return
         taken = dict.fromkeys(ids, 0)  # per partition, the ids given to earlier batches
         for batch in batches:
@@ -278,30 +341,49 @@ class Batcher:
                 taken[part] = start + len(futures)
                 mine[part] = ids[part][start : start + len(futures)]
             batch.resolve(mine, None)
-            self._finished(batch, None)
+            self._finished(batch, 0)
 
-    def _finished(self, batch: _Batch, failure: BaseException | None) -> None:
+    def _refuse(self, batches: list[_Batch], first: BaseException) -> None:
+        """Fail ``batches`` untried: they were queued behind the append that failed first."""
+        error = ProducerClosedError(
+            f"{self._name}: not appended, as an earlier append failed ({_describe(first)}) "
+            "and the producer sends nothing more"
+        )
+        error.__cause__ = first
+        for batch in batches:
+            self._finished(batch, batch.resolve(None, error))
+
+    def _fail(self, failure: BaseException) -> None:
+        """Record a failure (lock held): the first one is kept; no add is accepted from now on."""
+        if self._failure is None:
+            self._failure = failure
+        if self._state is BatcherState.RUNNING:
+            self._state = BatcherState.FAILED
+        self._seal()  # what is buffered fails now rather than after the publish delay
+        self._cond.notify_all()  # wakes sends waiting for room
+
+    def _finished(self, batch: _Batch, failed: int) -> None:
+        """Count ``batch`` done (once), ``failed`` of its messages failed."""
         with self._cond:
+            if batch.finished:
+                return
+            batch.finished = True
             self._pending -= batch.size
-            self._done_count = batch.number
-            if failure is not None:
-                self._failed_messages += batch.size
-                if self._failure is None:
-                    self._failure = failure
+            self._done_count = max(self._done_count, batch.number)
+            self._failed_messages += failed
             self._cond.notify_all()
 
     def _fail_remaining(self, current: list[_Batch], cause: BaseException) -> None:
         with self._cond:
+            self._fail(cause)
             self._state = BatcherState.CLOSED
-            self._seal()
             left = [*current, *self._sealed]
             self._sealed.clear()
         _open_batchers.discard(self)
         error = ProducerClosedError(f"{self._name}: the flusher thread stopped on an error")
         error.__cause__ = cause
         for batch in left:
-            batch.resolve(None, error)  # those already finished keep their outcome
-            self._finished(batch, error)
+            self._finished(batch, batch.resolve(None, error))
 
     def drain(self) -> None:
         """Wait until every message added so far is appended or failed; raise nothing."""
@@ -320,35 +402,47 @@ class Batcher:
                 self._cond.wait()
 
     def flush(self) -> None:
-        """Wait as :meth:`drain`, then raise the first append failure since the last flush."""
+        """Wait as :meth:`drain`; then, if the batcher has failed, raise ``ProducerClosedError``.
+
+        Every call after the first failure raises, on every thread, a new
+        error whose ``__cause__`` is that failure: sticky, because the
+        batcher cannot tell whose messages a failed append held.
+        """
         self.drain()
         with self._cond:
-            failure, failed = self._failure, self._failed_messages
-            self._failure, self._failed_messages = None, 0
-        if failure is not None:
-            if failed:
-                failure.add_note(f"{self._name}: {failed} message(s) failed since the last flush")
-            raise failure
+            if self._failure is not None:
+                raise self._failed_error()
 
     def close(self) -> None:
-        """Refuse new messages, append the buffered ones, stop the thread; then as :meth:`flush`.
+        """Refuse new messages, append the buffered ones, stop the thread; then raise as :meth:`flush`.
 
-        Idempotent: a second call returns at once.
+        A second call (or one from another thread meanwhile) waits for the
+        thread too, and raises again if the batcher failed; else it returns.
         """
         with self._cond:
-            if self._state is BatcherState.CLOSED:
-                return
             thread = self._thread
             if thread is not None and thread is threading.current_thread():
                 msg = f"{self._name}: close cannot be called from a send_async callback"
                 raise ConfigError(msg)
-            self._state = BatcherState.CLOSED
-            self._seal()
-            self._cond.notify_all()
+            if self._state is not BatcherState.CLOSED:
+                self._state = BatcherState.CLOSED
+                self._seal()
+                self._cond.notify_all()
         if thread is not None:
             thread.join()
         _open_batchers.discard(self)
-        self.flush()
+        with self._cond:
+            if self._failure is not None:
+                raise self._failed_error()
+
+
+def _describe(error: BaseException | None) -> str:
+    """``Type: first line of the message``, short enough for another error's message."""
+    lines = str(error).splitlines()
+    text = lines[0] if lines else ""
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 # Batchers with a running thread: closed when the interpreter exits, so that

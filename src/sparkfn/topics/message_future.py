@@ -3,7 +3,9 @@
 A :class:`MessageFuture` is a :class:`concurrent.futures.Future` that
 resolves to its message's id once the append of its batch committed, or
 carries the exception that failed the append (every future of the batch
-gets it). The batcher (:mod:`sparkfn.topics.batching`) makes them and
+gets it). A message queued behind a failed append is not tried: its future
+carries a :class:`~sparkfn.api.errors.ProducerClosedError` whose
+``__cause__`` is that append's exception. The batcher (:mod:`sparkfn.topics.batching`) makes them and
 finishes them; the futures of one batch share one condition, so they are
 finished together under it and their waiters are woken once.
 

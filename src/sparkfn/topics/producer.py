@@ -13,6 +13,9 @@ do, for 100 k messages a second and more from one producer::
         producer.flush()                     # every one durable, or raises
     ids = [f.result() for f in futures]
 
+Unlike Pulsar's producer, one that fails an append stays failed (see
+:meth:`Producer.flush`): make a new one to go on.
+
 A producer with a ``name`` gets de-duplication: a message whose
 ``sequence_id`` is not above the highest one already persisted for that
 producer and partition is dropped (Pulsar's effectively-once producer).
@@ -28,12 +31,12 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, NoReturn
 
-from sparkfn.api.errors import ConfigError, PayloadError, ProducerClosedError
+from sparkfn.api.errors import ConfigError, PayloadError
 from sparkfn.config.names import TopicName
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.append import MessageColumns, append
-from sparkfn.topics.batching import Batcher, BatcherState
+from sparkfn.topics.batching import Batcher
 from sparkfn.topics.log import partition_for_key
 from sparkfn.topics.message import Message, SchemaType, check_values, encode_value
 
@@ -61,6 +64,10 @@ class Producer:
     Per partition, offsets follow the order of the calls, whichever of the
     three made them. Methods may be called from several threads. A producer
     that never calls ``send_async`` starts no thread.
+
+    A failed append of ``send_async``'s is final: the producer appends
+    nothing more, and every later ``flush``, ``close`` and send raises
+    :class:`~sparkfn.api.errors.ProducerClosedError` (see :meth:`flush`).
     """
 
     def __init__(
@@ -144,8 +151,11 @@ class Producer:
         bad one raises :class:`~sparkfn.api.errors.PayloadError` at once and
         is not buffered. The future's result is ``partition:offset``, or
         ``None`` if de-duplicated; if the batch's append fails, the future
-        carries the exception, and so does the next :meth:`flush`. It
-        resolves on the producer's background thread, where its done
+        carries the exception, and every later :meth:`flush` raises (a
+        message queued behind a failed append is not tried: its future
+        carries a ``ProducerClosedError`` caused by that failure). Once the
+        producer failed, ``send_async`` raises that error at once. The
+        future resolves on the producer's background thread, where its done
         callbacks run too (they must not call ``flush`` or ``close``).
 
         >>> future = producer.send_async(b"hello", key="k")
@@ -159,18 +169,32 @@ class Producer:
         return self._batcher.add(part, data, key, pairs, event_time, sequence_id)
 
     def flush(self) -> None:
-        """Wait until every message sent so far is appended (durable).
+        """Wait until every message sent so far is appended (durable), or raise.
 
-        Raises the exception of the first append that failed since the last
-        ``flush`` (the futures of its messages carry it too).
+        The first append that fails fails the producer, for good: the
+        messages queued behind it are not tried, and from then on every
+        ``flush`` (and ``close``), from any thread, raises a new
+        :class:`~sparkfn.api.errors.ProducerClosedError` that names the
+        topic and the first failure, which is its ``__cause__``; ``send``,
+        ``send_batch`` and ``send_async`` raise it at once. Each message's
+        future carries its own error. So a ``flush`` that returns means
+        that nothing sent before it failed, whichever thread sent it.
+
+        Pulsar's producer fails the futures and goes on. A sparkfn producer
+        does not, because one failure reported once, to whichever thread
+        flushed first, would let another thread's ``flush`` return although
+        its messages were in the failed append, and because what it
+        appended stays a prefix of what was sent, in order. To go on after
+        a failure, make a new producer.
         """
         self._batcher.flush()
 
     def close(self) -> None:
         """Flush, then stop the background thread; later sends raise ``ProducerClosedError``.
 
-        Raises as :meth:`flush` does, after the thread stopped. A second call
-        does nothing.
+        Raises as :meth:`flush` does, after the thread stopped, and again on
+        every later call once the producer failed; otherwise a second call
+        does nothing. A ``with`` block's exit raises it too.
         """
         self._batcher.close()
 
@@ -231,16 +255,13 @@ class Producer:
     # --- internals --------------------------------------------------------------------
 
     def _send_now(self, parts: dict[int, MessageColumns]) -> dict[int, list[str | None]]:
-        if self._batcher.state is BatcherState.CLOSED:
-            msg = (
-                f"the producer to topic {self.topic.name} is closed: no message can be sent with it"
-            )
-            raise ProducerClosedError(msg)
         batcher = self._batcher
+        batcher.check_open()
         # Wait for what send_async buffered, to keep the order of the calls per
         # partition; a done callback (on the flusher thread) cannot wait for it.
         if batcher.pending and threading.current_thread() is not batcher.thread:
             batcher.drain()
+            batcher.check_open()  # not after a hole that a failed append left
         return self._append(parts)
 
     def _append(self, parts: dict[int, MessageColumns]) -> dict[int, list[str | None]]:

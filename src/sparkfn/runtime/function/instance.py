@@ -226,13 +226,16 @@ class FunctionInstance:
             msg = f"function {self.config.fqfn} instance {self.instance_id}: object is closed"
             raise RuntimeError(msg)
         self.task_thread = threading.get_ident()
+        logs: list[Emitted] = []
         if self.lifecycle is InstanceState.CREATED:
             self.user.initialize(self.context)
             self._move(InstanceState.RUNNING)
+            # What initialize() logged goes to the log topic with this task's output.
+            logs = self._logs
         self.state = StateBuffer(reader)
         self.stats = InstanceStats()
         self.out = EmitBuffer()
-        self._logs = []
+        self._logs = logs
 
     def end_task(self) -> TaskResult:
         """Finish the task: everything to commit with the batch.
