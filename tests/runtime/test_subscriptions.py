@@ -160,3 +160,28 @@ def _kill_session(sid: int) -> None:
                 os.kill(int(entry.name), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_topic_a_pattern_gains_is_read_from_its_first_message(
+    spark: Any, store: Store, data_dir: Path
+) -> None:
+    """``latest`` is where the subscription began; a topic made later holds nothing older."""
+    admin = TopicAdmin(store)
+    admin.create("in-a", partitions=2, schema_type="string")
+    admin.create("out", partitions=1, schema_type="string")
+    Producer(store, "in-a").send_batch([Message(f"old{i}".encode()) for i in range(7)])
+    fields = {
+        **_fields(inputs=[], topics_pattern="public/default/in-.*"),
+        "subscription_position": "latest",
+    }
+    config = FunctionConfig.build(**fields)
+    for _ in range(2):  # the second run finds the topic made after the first
+        with LocalRun(config, store=store, spark=spark) as run:
+            run.start(until_drained=True, checkpoint=data_dir / "ck")
+            assert run.wait(timeout=120), "the pattern function did not drain within 120 s"
+        if not admin.exists("in-b"):
+            admin.create("in-b", partitions=3, schema_type="string")
+            Producer(store, "in-b").send_batch([Message(f"b{i}".encode()) for i in range(20)])
+            Producer(store, "in-a").send_batch([Message(f"a{i}".encode()) for i in range(5)])
+    expected = [f"b{i}!" for i in range(20)] + [f"a{i}!" for i in range(5)]
+    assert _outputs(store) == collections.Counter(expected)  # the 7 before it began: skipped

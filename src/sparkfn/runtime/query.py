@@ -32,6 +32,7 @@ from sparkfn.runtime.executor import make_run_function
 from sparkfn.runtime.loader import load_function
 from sparkfn.runtime.sink import COMMIT_SCHEMA, BatchCommitter, FunctionBatchWriter, stage_in_task
 from sparkfn.store.store import Store
+from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.spark.source import SparkfnDataSource
 from sparkfn.topics.spark.tasks import (
@@ -106,6 +107,26 @@ def validate(store: Store, config: FunctionConfig) -> list[str]:
     return inputs
 
 
+def adopt_pattern_topics(store: Store, config: FunctionConfig, inputs: list[str]) -> None:
+    """Subscribe an existing subscription to the topics its ``topics_pattern`` gained, from their start.
+
+    A topic that appears while a pattern function is subscribed holds only
+    messages produced after the subscription began, so none of them may be
+    skipped, whatever ``subscription_position`` says (it applies to the
+    topics there when the subscription was made). The running query reads
+    the topics it started with; the next start (a restart, a parked query
+    waking, a new run) reads the new ones from here.
+    """
+    added = [name for name in inputs if name not in config.inputs]
+    if not config.topics_pattern or not added:
+        return
+    admin = TopicAdmin(store)
+    topics = [admin.get(name) for name in added]
+    with store.write() as conn:
+        if subscription.cursors(conn, config.subscription):  # it exists: it began before them
+            subscription.ensure(conn, config.subscription, topics, "earliest")
+
+
 def apply_spark_conf(spark: SparkSession, config: FunctionConfig) -> None:
     """Set the function's ``spark_conf`` on a running session.
 
@@ -160,6 +181,7 @@ def start_function_query(
     (:func:`sparkfn.runtime.control.control_id`), the checkpoint and the query.
     """
     inputs = validate(store, config)
+    adopt_pattern_topics(store, config, inputs)
     control_id = control.control_id(kind, config.fqfn)
     _activate(spark)
     apply_spark_conf(spark, config)
