@@ -7,7 +7,8 @@ resembles, so callers may catch either::
     ├── ConfigError            (ValueError)   invalid configuration, name or option
     │   ├── FunctionLoadError                  a function's code cannot be loaded
     │   ├── ConnectorLoadError                 a connector's code cannot be loaded
-    │   └── NoOutputTopicError                 a trigger of a function with no output topic
+    │   ├── NoOutputTopicError                 a trigger of a function with no output topic
+    │   └── SubscriptionInUseError             another function or query reads the subscription (HTTP 409)
     ├── PayloadError           (ValueError)   a message value does not fit the topic schema
     ├── NotFoundError          (LookupError)  a named object does not exist
     │   ├── TopicNotFoundError
@@ -86,6 +87,17 @@ class NoOutputTopicError(ConfigError):
     """A trigger of a function that has no output topic, so no output to return."""
 
     reason = "no_output_topic"
+
+
+class SubscriptionInUseError(ConfigError):
+    """Another function, sink or query reads the subscription: one owner per subscription.
+
+    Two queries planning batches of one subscription would overwrite each
+    other's plan and lose messages, so the first to plan owns it (see
+    :mod:`sparkfn.topics.subscription`); the message names both.
+    """
+
+    reason = "subscription_in_use"
 
 
 class PayloadError(SparkfnError, ValueError):

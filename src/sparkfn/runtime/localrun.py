@@ -33,6 +33,7 @@ from sparkfn.runtime.supervisor import FunctionSupervisor
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import all_state, get_state
 from sparkfn.store.store import Store
+from sparkfn.topics import subscription
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -91,8 +92,13 @@ class LocalRun(Closing):
     def start(self, *, until_drained: bool = False, checkpoint: Path | None = None) -> LocalRun:
         """Validate and start the query; with ``until_drained`` it drains what is there and stops."""
         try:
-            # Fail on bad topics or code before paying for a JVM.
+            # Fail on bad topics, code or a subscription another run owns
+            # before paying for a JVM (its first plan would refuse it too).
             validate(self.store, self.config)
+            with self.store.read() as conn:
+                holder = subscription.owner_of(conn, self.config.subscription)
+            if holder is not None and holder != self.control_id:
+                raise subscription.in_use_error(self.config.subscription, holder, self.control_id)
         except Exception as exc:
             self.record_start_error(exc)
             raise

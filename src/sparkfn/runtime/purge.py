@@ -4,8 +4,10 @@ A deleted function leaves nothing that a new function of the same name
 would inherit: its state, statistics, exceptions, lifecycle records and
 Spark checkpoint go; its subscription goes too when ``cleanup_subscription``
 is set (Pulsar's default), so a new function of that name starts from its
-``subscription_position``; kept, the new one resumes where this one stopped.
-Topics, their messages and uploaded packages stay.
+``subscription_position``; kept, the new one resumes where this one stopped
+(and any function may claim it: see :mod:`sparkfn.topics.subscription`). A
+subscription that another function owns is left alone. Topics, their
+messages and uploaded packages stay.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sparkfn.runtime import control
 from sparkfn.runtime.query import checkpoint_dir
 from sparkfn.store import schema
 from sparkfn.store.store import Store
-from sparkfn.topics.subscription import delete_subscription
+from sparkfn.topics import subscription
 
 # Rows keyed by the function's FQFN (state) or by its run's control id (stats,
 # lifecycle records: a sink's are its own, see control.control_id).
@@ -59,12 +61,18 @@ def purge_function(store: Store, config: FunctionConfig, *, kind: str = "functio
             rows += conn.execute(delete(table).where(table.c.fqfn == config.fqfn)).rowcount
         for table in _BY_CONTROL_ID:
             rows += conn.execute(delete(table).where(table.c.fqfn == cid)).rowcount
-        # The last planned batch goes either way: it carries the old runs' epoch,
-        # which a new run (its epochs start again at 1) would take for a newer one.
-        plans = schema.subscription_plans
-        rows += conn.execute(delete(plans).where(plans.c.name == config.subscription)).rowcount
-        if config.cleanup_subscription:
-            cursors = delete_subscription(conn, config.subscription)
+        # A subscription another run owns is that run's: this function never
+        # read it (its plans were refused), so nothing of it goes.
+        name = config.subscription
+        if subscription.owner_of(conn, name) in (None, cid):
+            # The last planned batch goes either way: it carries the old runs' epoch,
+            # which a new run (its epochs start again at 1) would take for a newer one.
+            # So does the claim: a kept subscription is free for the next function.
+            plans = schema.subscription_plans
+            rows += conn.execute(delete(plans).where(plans.c.name == name)).rowcount
+            subscription.release(conn, name)
+            if config.cleanup_subscription:
+                cursors = subscription.delete_subscription(conn, name)
     location = checkpoint_dir(store, config, kind)
     existed = location.exists()
     shutil.rmtree(location, ignore_errors=True)

@@ -169,7 +169,10 @@ class FunctionBatchWriter:
                 if inst.dead and not inst.handled:
                     msg = f"function {fqfn} instance {i} died ({inst.death}); batch {batch_id} not committed"
                     raise FatalError(msg)
-        if subscription.commit_plan(conn, self.subscription, self.epoch) is None:
+        if (
+            subscription.commit_plan(conn, self.subscription, self.epoch, owner=self.control_id)
+            is None
+        ):
             return False  # the subscription is past this batch's input: a replay
         commit_id = uuid.uuid4().hex
         admin = TopicAdmin(store)

@@ -40,6 +40,7 @@ def _initial(conn: Connection) -> None:
         *schema.SUBSCRIPTION_TABLES,
         *schema.REGISTRY_TABLES,
         *schema.TOPIC_SCHEMA_TABLES,
+        *schema.SUBSCRIPTION_OWNER_TABLES,
     )
     tables = [t for t in schema.metadata.sorted_tables if t not in later]
     schema.metadata.create_all(conn, tables=tables)
@@ -119,6 +120,13 @@ def _ids_never_reused(conn: Connection) -> None:
             conn.exec_driver_sql(index)
 
 
+def _subscription_owners(conn: Connection) -> None:
+    # New in version 9; freeze the definition here if it ever changes. An
+    # existing subscription has no owner yet: its next plan claims it.
+    for table in schema.SUBSCRIPTION_OWNER_TABLES:
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
@@ -130,6 +138,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "topic schemas: the definition of each avro topic", _topic_schemas),
     Migration(7, "package upload paths: the digest each uploaded path names", _package_paths),
     Migration(8, "command and object ids are never reused (SQLite)", _ids_never_reused),
+    Migration(
+        9, "a subscription is read by one owner: the run that claimed it", _subscription_owners
+    ),
 )
 
 

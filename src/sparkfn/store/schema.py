@@ -384,6 +384,23 @@ package_paths = Table(
 
 PACKAGE_PATH_TABLES = (package_paths,)
 
+# --- subscription owners (version 9) ---------------------------------------------
+# The one query that reads a subscription: the control id of its run (a
+# function's FQFN, a sink's ``sink:<fqfn>``) or, for a plain reader (no
+# ``controlId``), ``reader:<subscription>``. The first plan claims it in its
+# own transaction; another owner's plan and commit are refused, so two
+# queries never overwrite each other's plan (sparkfn.topics.subscription).
+# Released with the subscription and when the function is purged.
+subscription_owners = Table(
+    "subscription_owners",
+    metadata,
+    Column("name", String(256), primary_key=True),  # a subscriptions / subscription_plans name
+    Column("owner", String(512), nullable=False),
+    Column("claimed_at", DateTime(timezone=True), nullable=False),
+)
+
+SUBSCRIPTION_OWNER_TABLES = (subscription_owners,)
+
 LIFECYCLE_TABLES = (
     function_runs,
     function_instance_runs,

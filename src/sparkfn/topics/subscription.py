@@ -21,6 +21,19 @@ A streaming query reads a subscription in two steps, both on the driver:
    Because the sink's outputs, state and the cursor move share one
    transaction, every input's effects land exactly once.
 
+A subscription has **one owner**, because its plan is one row: two queries
+planning it in turn would each overwrite the other's plan, and a commit
+would move the cursors by a plan that is not its batch's (messages lost
+without a trace). The owner is the run's control id (a function's FQFN, a
+sink's ``sink:<fqfn>``: the reader's ``controlId`` option); every plain
+reader (no ``controlId``) of a subscription shares the owner
+:func:`reader_owner`. The first plan claims the subscription in its own
+transaction (:func:`claim`); a plan by another owner is refused with
+:class:`~sparkfn.api.errors.SubscriptionInUseError` before anything
+moves, and so is a commit that names another owner. Epochs then fence the
+runs of the one owner as before. :func:`delete_subscription` and
+:func:`release` free the subscription for another owner.
+
 >>> with store.write() as conn:
 ...     ensure(conn, "public/default/wc", [topic], "earliest")
 {(3, 0): 0}
@@ -34,8 +47,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
-from sparkfn.api.errors import StaleRunError
+from sparkfn.api.errors import StaleRunError, SubscriptionInUseError
 from sparkfn.store import schema
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.log import end_offsets
@@ -46,6 +60,10 @@ PartitionKey = tuple[int, int]  # (topic id, partition)
 
 _cursors = schema.subscriptions
 _plans = schema.subscription_plans
+_owners = schema.subscription_owners
+
+# The owner of a subscription read by a query with no controlId: reader:<name>.
+READER_OWNER_PREFIX = "reader:"
 
 
 @dataclass(frozen=True)
@@ -118,9 +136,84 @@ def ensure(
 
 
 def delete_subscription(conn: Connection, name: str) -> int:
-    """Remove subscription ``name`` (``cleanup_subscription``); returns the cursors removed."""
+    """Remove subscription ``name`` (``cleanup_subscription``) and its owner's claim; returns the cursors removed."""
     conn.execute(delete(_plans).where(_plans.c.name == name))
+    release(conn, name)
     return int(conn.execute(delete(_cursors).where(_cursors.c.name == name)).rowcount or 0)
+
+
+def reader_owner(name: str) -> str:
+    """The owner of subscription ``name`` when a plain reader (no ``controlId``) plans it.
+
+    One owner for every plain reader of the subscription, so they share it as
+    they always could: no sparkfn sink commits a plain reader's plan (its
+    cursors move only at planning, with ``ackOnPlan``, and each such move is
+    one serialized transaction), so their overwriting each other's plan
+    loses nothing. A function or a sink is refused it, and it them: a commit
+    of theirs would move the cursors by the plain reader's plan.
+    """
+    return f"{READER_OWNER_PREFIX}{name}"
+
+
+def describe_owner(owner: str) -> str:
+    """``owner`` as a message says it: ``function t/ns/f``, ``sink t/ns/s``, ``a plain reader``."""
+    if owner.startswith(READER_OWNER_PREFIX):
+        return "a plain sparkfn reader (no controlId)"
+    kind, colon, fqfn = owner.partition(":")
+    return f"{kind} {fqfn}" if colon else f"function {owner}"
+
+
+def in_use_error(name: str, holder: str, refused: str) -> SubscriptionInUseError:
+    """The refusal of ``refused`` (an owner) on subscription ``name``, which ``holder`` owns."""
+    option = (
+        "'subscription' option" if refused.startswith(READER_OWNER_PREFIX) else "subscription_name"
+    )
+    msg = (
+        f"subscription {name}: read by {describe_owner(holder)}; {describe_owner(refused)} "
+        f"cannot share it (give it another {option})"
+    )
+    return SubscriptionInUseError(msg)
+
+
+def owner_of(conn: Connection, name: str, *, lock: bool = False) -> str | None:
+    """Who owns subscription ``name`` (a run's control id, or :func:`reader_owner`); None: nobody yet."""
+    query = select(_owners.c.owner).where(_owners.c.name == name)
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return conn.execute(query).scalar()
+
+
+def claim(conn: Connection, name: str, owner: str) -> None:
+    """Make ``owner`` the owner of subscription ``name``, unless another owner has it.
+
+    Raises :class:`SubscriptionInUseError` naming both if another has it.
+    Called in the transaction of a plan, so the first plan and its claim
+    commit together; of two first claims at once, one waits for the other
+    (on PostgreSQL the insert waits on the key; SQLite has one writer) and
+    then sees it.
+    """
+    holder = owner_of(conn, name, lock=True)
+    if holder is None:
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        conn.execute(
+            dialect.insert(_owners)
+            .values(name=name, owner=owner, claimed_at=utc_now())
+            .on_conflict_do_nothing(index_elements=[_owners.c.name])
+        )
+        holder = owner_of(conn, name, lock=True)
+    if holder is not None and holder != owner:
+        raise in_use_error(name, holder, owner)
+
+
+def release(conn: Connection, name: str, owner: str | None = None) -> bool:
+    """Free subscription ``name`` for another owner (only from ``owner``, if given); True if it had one.
+
+    The cursors stay: whoever plans it next claims it and resumes from them.
+    """
+    condition = _owners.c.name == name
+    if owner is not None:
+        condition = and_(condition, _owners.c.owner == owner)
+    return bool(conn.execute(delete(_owners).where(condition)).rowcount)
 
 
 def _move(conn: Connection, name: str, spans: Iterable[Span]) -> None:
@@ -161,14 +254,20 @@ def plan_batch(
     spark_end: str,
     ends: dict[PartitionKey, int],
     ack_on_plan: bool = False,
+    owner: str | None = None,
 ) -> Plan:
-    """Record what the batch ``(spark_start, spark_end)`` of run ``epoch`` reads.
+    """Record what the batch ``(spark_start, spark_end)`` of run ``epoch`` of ``owner`` reads.
 
-    Each partition is read from its cursor up to ``ends`` (nothing where the
-    cursor is already there or past it). Called again for the same batch of
-    the same run before it committed, it returns the plan made the first time.
-    A run older than the one that planned last is refused (:class:`StaleRunError`).
+    ``owner`` is the run's control id (None: a plain reader, see
+    :func:`reader_owner`). The first plan claims the subscription for it; a
+    plan by another owner is refused (:class:`SubscriptionInUseError`)
+    before anything moves. Each partition is read from its cursor up to
+    ``ends`` (nothing where the cursor is already there or past it). Called
+    again for the same batch of the same run before it committed, it returns
+    the plan made the first time. A run older than the one that planned last
+    is refused (:class:`StaleRunError`).
     """
+    claim(conn, name, owner if owner is not None else reader_owner(name))
     found = read_plan(conn, name)
     if found is not None and found.epoch > epoch:
         msg = (
@@ -206,15 +305,27 @@ def plan_batch(
     return Plan(epoch, spark_start, spark_end, spans, ack_on_plan, False)
 
 
-def commit_plan(conn: Connection, name: str, epoch: int) -> Plan | None:
+def commit_plan(
+    conn: Connection, name: str, epoch: int, *, owner: str | None = None
+) -> Plan | None:
     """Inside a sink's transaction: advance ``name`` past the batch run ``epoch`` planned.
 
     Returns the plan when the batch should commit; ``None`` when it must be
     discarded: it was committed already, or the cursors are no longer where
     the batch started (a replay, or another run moved them), so committing
-    would duplicate. The cursor rows are locked first, so two transactions
-    can never both move a cursor from the same start.
+    would duplicate. The cursor rows are locked before the plan is read, so
+    two transactions can never both move a cursor from the same start. With ``owner`` (the
+    run's control id), a commit of a run that does not own the subscription
+    is refused: :class:`SubscriptionInUseError` if another owner has it,
+    ``None`` if nobody has (it was deleted since the plan).
     """
+    if owner is not None:
+        # The claim is locked before the cursors, as a plan locks them.
+        holder = owner_of(conn, name, lock=True)
+        if holder is None:
+            return None
+        if holder != owner:
+            raise in_use_error(name, holder, owner)
     current = cursors(conn, name, lock=True)
     plan = read_plan(conn, name)
     if plan is None or plan.epoch != epoch or plan.committed:

@@ -28,6 +28,7 @@ from sparkfn.api.errors import (
     PayloadError,
     SparkfnError,
     StaleRunError,
+    SubscriptionInUseError,
     TriggerFailedError,
     TriggerTimeoutError,
 )
@@ -41,6 +42,7 @@ STATUS_OF: tuple[tuple[type[SparkfnError], int], ...] = (
     (AlreadyExistsError, 409),
     (StaleRunError, 409),
     (FunctionNotRunningError, 409),
+    (SubscriptionInUseError, 409),  # before ConfigError: it conflicts with another function
     (TriggerTimeoutError, 408),
     (TriggerFailedError, 422),
     (ConfigError, 400),

@@ -26,6 +26,7 @@ from sparkfn.api.errors import FunctionExistsError, FunctionNotFoundError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.store import schema
 from sparkfn.store.store import Store
+from sparkfn.topics import subscription
 from sparkfn.topics.message import utc_now
 
 _functions = schema.functions
@@ -92,6 +93,24 @@ class Registry:
         with self.store.read() as conn:
             if _record(conn, fqfn) is not None:
                 raise _exists(fqfn)
+
+    def check_subscription_free(self, config: FunctionConfig) -> None:
+        """:class:`SubscriptionInUseError` if another function reads ``config.subscription``.
+
+        Another registered function's current config names it, or another run
+        owns it in the store (a ``localrun``, a sink, a plain reader: see
+        :mod:`sparkfn.topics.subscription`). An early answer, not the guard:
+        of two registrations at once both may pass, and then the first plan
+        of the one that plans second is refused.
+        """
+        name = config.subscription
+        for other in self.current():
+            if other.fqfn != config.fqfn and other.config.subscription == name:
+                raise subscription.in_use_error(name, other.fqfn, config.fqfn)
+        with self.store.read() as conn:
+            holder = subscription.owner_of(conn, name)
+        if holder is not None and holder != config.fqfn:
+            raise subscription.in_use_error(name, holder, config.fqfn)
 
     def update(
         self, config: FunctionConfig, *, package_digest: str | None, who: str

@@ -170,6 +170,7 @@ class Worker:
     ) -> FunctionVersion:
         """Register ``config`` (version 1) and start it."""
         self.registry.check_free(config.fqfn)  # a taken name is the first thing to say
+        self.registry.check_subscription_free(config)  # two readers of one would lose messages
         validate(self.open_store(), config)  # bad topics or code fail before anything is kept
         version = self.registry.create(config, package_digest=package_digest, who=who)
         self._start(version.config)
@@ -190,6 +191,7 @@ class Worker:
         repeated across the switch under ``effectively_once``.
         """
         record = self.registry.record(config.fqfn)  # an unknown name is said first
+        self.registry.check_subscription_free(config)
         validate(self.open_store(), config)
         version = self.registry.update(config, package_digest=package_digest, who=who)
         self._end(config.fqfn, mode)

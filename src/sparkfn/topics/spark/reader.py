@@ -15,7 +15,11 @@ Options beyond those of :mod:`.source`:
 * ``subscription`` (a name), ``epoch`` (the run) and ``ackOnPlan``: the
   query reads from the subscription's cursors, not from Spark's checkpoint
   (see :mod:`sparkfn.topics.subscription`); ``startingOffsets`` applies
-  only when the subscription does not exist yet.
+  only when the subscription does not exist yet. The subscription belongs
+  to the run named by ``controlId`` (every plain reader, without one,
+  shares :func:`~sparkfn.topics.subscription.reader_owner`): the first
+  batch planned claims it, and a query of another owner fails at its first
+  batch with :class:`~sparkfn.api.errors.SubscriptionInUseError`.
 * ``instances`` and ``assignment`` (``shared``, ``failover``,
   ``key_shared``): rows get an ``instance_id`` column.
 * ``admission`` (``module:callable``) and ``controlId``: a supervisor steers
@@ -125,6 +129,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._reported: tuple[float, dict[str, int]] | None = None
         self.admission: Admission | None = None
         control_id = opts.get("controlid")
+        self.control_id = control_id  # owns the subscription (None: a plain reader)
         if control_id is not None:
             spec = opts.get("admission")
             if not spec:
@@ -381,6 +386,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 spark_end=json.dumps(end, sort_keys=True),
                 ends=ends,
                 ack_on_plan=self.ack_on_plan,
+                owner=self.control_id,
             )
         names = {t.id: t for t in self.topics}
         return {offset_key(names[s.topic_id], s.partition): (s.start, s.end) for s in plan.spans}
