@@ -47,7 +47,7 @@ from enum import Enum
 
 from sparkfn.api.errors import ConfigError, ProducerClosedError
 from sparkfn.topics.append import MessageColumns
-from sparkfn.topics.message_future import MessageFuture
+from sparkfn.topics.message_future import FutureBatch, MessageFuture
 
 logger = logging.getLogger(__name__)
 
@@ -69,46 +69,6 @@ class BatcherState(Enum):
     # close() was called, or the flusher thread stopped on an error: adds are
     # refused; the thread ends once drained. After a failure flush and close raise.
     CLOSED = "closed"
-
-
-class _Batch:
-    """Messages buffered together, per partition, and their futures, in add order."""
-
-    __slots__ = ("condition", "deadline", "finished", "futures", "number", "parts", "size")
-
-    def __init__(self, deadline: float) -> None:
-        self.parts: dict[int, MessageColumns] = {}
-        self.futures: dict[int, list[MessageFuture]] = {}  # row for row with parts
-        self.size = 0
-        self.condition = threading.Condition()  # shared by the futures (see MessageFuture)
-        self.deadline = deadline  # time.monotonic() by which it is sealed
-        self.number = 0  # set when sealed: 1, 2, 3, ... in commit order
-        self.finished = False  # counted done by Batcher._finished
-
-    def resolve(self, ids: dict[int, list[str | None]] | None, error: BaseException | None) -> int:
-        """Finish every future: with its id, or with ``error``; then run their callbacks.
-
-        Returns how many futures it failed (those already done keep their outcome).
-        """
-        with_callbacks = []
-        failed = 0
-        with self.condition:
-            for part, futures in self.futures.items():
-                if ids is None:
-                    for future in futures:
-                        if future.done():  # a crash after it was resolved: see _fail_remaining
-                            continue
-                        failed += 1
-                        if future.finish(None, error):
-                            with_callbacks.append(future)
-                else:
-                    for future, message_id in zip(futures, ids[part], strict=True):
-                        if future.finish(message_id, None):
-                            with_callbacks.append(future)
-            self.condition.notify_all()
-        for future in with_callbacks:
-            future.run_callbacks()
-        return failed
 
 
 class Batcher:
@@ -142,8 +102,8 @@ class Batcher:
         self._cond = threading.Condition(self._lock)
         self._state = BatcherState.IDLE
         self._thread: threading.Thread | None = None
-        self._open: _Batch | None = None
-        self._sealed: deque[_Batch] = deque()
+        self._open: FutureBatch | None = None
+        self._sealed: deque[FutureBatch] = deque()
         self._sealed_count = 0  # number of the last batch sealed
         self._done_count = 0  # number of the last batch appended or failed
         self._pending = 0  # messages added and not yet appended or failed
@@ -189,7 +149,7 @@ class Batcher:
                 self._wait_for_room()
             batch = self._open
             if batch is None:
-                batch = self._open = _Batch(time.monotonic() + self._max_delay)
+                batch = self._open = FutureBatch(time.monotonic() + self._max_delay)
                 self._cond.notify_all()  # the flusher learns the new deadline
             future = MessageFuture(batch.condition)
             columns = batch.parts.get(partition)
@@ -264,7 +224,7 @@ class Batcher:
         self._sealed.append(batch)
         self._cond.notify_all()
 
-    def _next(self) -> list[_Batch]:
+    def _next(self) -> list[FutureBatch]:
         """The sealed batches to append now, waiting for one; ``[]`` once closed and drained.
 
         All that are sealed, up to ``MERGE_LIMIT`` messages: when appends fall
@@ -291,7 +251,7 @@ class Batcher:
                 self._cond.wait()
 
     def _run(self) -> None:
-        batches: list[_Batch] = []
+        batches: list[FutureBatch] = []
         try:
             while True:
                 with self._cond:
@@ -310,7 +270,7 @@ class Batcher:
             self._fail_remaining(batches, exc)
             raise
 
-    def _commit(self, batches: list[_Batch]) -> None:
+    def _commit(self, batches: list[FutureBatch]) -> None:
         """Append ``batches`` in one transaction; resolve their futures and count them done."""
         parts = batches[0].parts
         if len(batches) > 1:
@@ -343,7 +303,7 @@ class Batcher:
             batch.resolve(mine, None)
             self._finished(batch, 0)
 
-    def _refuse(self, batches: list[_Batch], first: BaseException) -> None:
+    def _refuse(self, batches: list[FutureBatch], first: BaseException) -> None:
         """Fail ``batches`` untried: they were queued behind the append that failed first."""
         error = ProducerClosedError(
             f"{self._name}: not appended, as an earlier append failed ({_describe(first)}) "
@@ -362,7 +322,7 @@ class Batcher:
         self._seal()  # what is buffered fails now rather than after the publish delay
         self._cond.notify_all()  # wakes sends waiting for room
 
-    def _finished(self, batch: _Batch, failed: int) -> None:
+    def _finished(self, batch: FutureBatch, failed: int) -> None:
         """Count ``batch`` done (once), ``failed`` of its messages failed."""
         with self._cond:
             if batch.finished:
@@ -373,7 +333,7 @@ class Batcher:
             self._failed_messages += failed
             self._cond.notify_all()
 
-    def _fail_remaining(self, current: list[_Batch], cause: BaseException) -> None:
+    def _fail_remaining(self, current: list[FutureBatch], cause: BaseException) -> None:
         with self._cond:
             self._fail(cause)
             self._state = BatcherState.CLOSED

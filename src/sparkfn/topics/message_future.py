@@ -21,7 +21,10 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures._base import FINISHED, RUNNING
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sparkfn.topics.append import MessageColumns
 
 logger = logging.getLogger(__name__)
 
@@ -101,3 +104,48 @@ class MessageFuture(Future[str | None]):
                 callback(self)
             except Exception:
                 logger.exception("exception calling callback for %r", self)
+
+
+class FutureBatch:
+    """Messages a batcher buffered together, per partition, and their futures, in add order.
+
+    The futures share :attr:`condition`, so they finish together (:meth:`resolve`).
+    """
+
+    __slots__ = ("condition", "deadline", "finished", "futures", "number", "parts", "size")
+
+    def __init__(self, deadline: float) -> None:
+        self.parts: dict[int, MessageColumns] = {}
+        self.futures: dict[int, list[MessageFuture]] = {}  # row for row with parts
+        self.size = 0
+        self.condition = threading.Condition()  # shared by the futures (see MessageFuture)
+        self.deadline = deadline  # time.monotonic() by which it is sealed
+        self.number = 0  # set when sealed: 1, 2, 3, ... in commit order
+        self.finished = False  # counted done by the batcher
+
+    def resolve(self, ids: dict[int, list[str | None]] | None, error: BaseException | None) -> int:
+        """Finish every future: with its id, or with ``error``; then run their callbacks.
+
+        Returns how many futures it failed (those already done keep their outcome).
+        """
+        with_callbacks = []
+        failed = 0
+        with self.condition:
+            for part, futures in self.futures.items():
+                if ids is None:
+                    for future in futures:
+                        if (
+                            future.done()
+                        ):  # a crash after it was resolved: see Batcher._fail_remaining
+                            continue
+                        failed += 1
+                        if future.finish(None, error):
+                            with_callbacks.append(future)
+                else:
+                    for future, message_id in zip(futures, ids[part], strict=True):
+                        if future.finish(message_id, None):
+                            with_callbacks.append(future)
+            self.condition.notify_all()
+        for future in with_callbacks:
+            future.run_callbacks()
+        return failed
