@@ -609,3 +609,21 @@ def _check_no_gap(
     assert new == list(range(first_new, last)), (
         f"{who} p{partition}: unexpired messages lost: read {len(new)} of {first_new}..{last - 1}"
     )
+
+
+def test_retention_keeps_what_a_subscription_has_not_read(store: Store) -> None:
+    """As in Pulsar, retention covers acknowledged messages: a backlog is never expired."""
+    topic = TopicAdmin(store).create("t", retention=HOUR)
+    producer = Producer(store, "t")
+    for i in range(4):
+        producer.send(f"m{i}".encode())  # one segment each
+    consumer = Consumer(store, "t", subscription="audit", initial_position="earliest")
+    assert [m.value for m in consumer.receive(max_messages=2)] == [b"m0", b"m1"]
+    consumer.acknowledge()
+    later = utc_now() + FAR_FUTURE  # every message is past the time limit
+    report = maintenance.apply_retention(store, topic, now=later)
+    assert report.messages_expired == 2  # m0 and m1 were read; m2 and m3 were not
+    assert [m.value for m in consumer.receive()] == [b"m2", b"m3"]
+    consumer.acknowledge()
+    assert maintenance.apply_retention(store, topic, now=later).messages_expired == 2
+    assert TopicAdmin(store).stats("t")[0].messages == 0

@@ -7,7 +7,10 @@ deleted, so a reader in the middle of a segment keeps reading.
 * Retention deletes a partition's oldest segments while they are older than
   the topic's time limit (every message in them expired) or while the
   partition is over its size limit. It never deletes the newest segment
-  for size, and advances ``start_offset`` past what it deleted.
+  for size, nor a message a subscription has not read yet (as in Pulsar,
+  retention covers acknowledged messages; a subscription's backlog stays
+  until it is read or the subscription is deleted), and advances
+  ``start_offset`` past what it deleted.
 * Compaction merges runs of consecutive small segments into one file, so
   many small appends do not leave many tiny files and index rows.
 """
@@ -21,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
-from sqlalchemy import Row, and_, delete, select, update
+from sqlalchemy import Connection, Row, and_, delete, func, select, update
 
 from sparkfn.store import schema
 from sparkfn.store.store import Store
@@ -74,8 +77,11 @@ def apply_retention(
                 .order_by(seg.c.base_offset)
             ).all()
             total = sum(r.size_bytes for r in rows)
+            floor = _acknowledged(conn, topic, partition)
             doomed = []
             for index, row in enumerate(rows):
+                if floor is not None and row.base_offset + row.n > floor:
+                    break  # a subscription has not read all of it yet: its backlog stays
                 too_old = topic.retention_ms is not None and _aware(
                     row.max_publish_time
                 ) < now - timedelta(milliseconds=topic.retention_ms)
@@ -106,6 +112,21 @@ def apply_retention(
             deleted += len(doomed)
             expired += sum(r.n for r in doomed)
     return MaintenanceReport(segments_deleted=deleted, messages_expired=expired)
+
+
+def _acknowledged(conn: Connection, topic: TopicInfo, partition: int) -> int | None:
+    """The offset every subscription of the partition has read up to (None: it has none).
+
+    Cursors only move forward, so a value read while one moves is at worst
+    too low: retention then keeps a segment a little longer.
+    """
+    cursors = schema.subscriptions
+    floor: int | None = conn.execute(
+        select(func.min(cursors.c.cursor)).where(
+            and_(cursors.c.topic_id == topic.id, cursors.c.partition == partition)
+        )
+    ).scalar()
+    return floor
 
 
 def _aware(value: datetime) -> datetime:
