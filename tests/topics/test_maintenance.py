@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import threading
 import time
 import traceback
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from topic_data import stored_table
 
 from sparkfn.store import schema
 from sparkfn.store.store import Store
@@ -627,3 +629,30 @@ def test_retention_keeps_what_a_subscription_has_not_read(store: Store) -> None:
     consumer.acknowledge()
     assert maintenance.apply_retention(store, topic, now=later).messages_expired == 2
     assert TopicAdmin(store).stats("t")[0].messages == 0
+
+
+def test_a_staged_file_collected_before_its_commit_fails_the_commit(store: Store) -> None:
+    """A batch longer than the orphan grace must not commit a row whose file is gone."""
+    from sparkfn.api.errors import StoreError
+    from sparkfn.topics.log import commit_segments, stage
+
+    topic = TopicAdmin(store).create("t")
+    old = time.time() - 2 * garbage.ORPHAN_GRACE.total_seconds()
+
+    lost = stage(store, topic, 0, stored_table([BIG] * 50))
+    assert lost.location is not None
+    os.utime(store.path(lost.location), (old, old))  # staged long ago, never committed yet
+    assert garbage.collect_orphans(store) == 1
+    with pytest.raises(StoreError, match=r"staged segment file .* is gone before its commit"):
+        with store.write() as conn:
+            commit_segments(store, conn, topic, [lost], "c1")
+    assert TopicAdmin(store).stats("t")[0].messages == 0  # no row points at a missing file
+
+    kept = stage(store, topic, 0, stored_table([BIG] * 50))
+    assert kept.location is not None
+    os.utime(store.path(kept.location), (old, old))
+    with store.write() as conn:  # the commit makes it young again, then references it
+        commit_segments(store, conn, topic, [kept], "c2")
+    assert store.path(kept.location).stat().st_mtime > old
+    assert garbage.collect_orphans(store) == 0
+    assert [m.value for m in _read(store, topic)] == [BIG] * 50

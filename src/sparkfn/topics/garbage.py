@@ -77,7 +77,13 @@ def collect_orphans(store: Store, older_than: timedelta = ORPHAN_GRACE) -> int:
         referenced.update(conn.execute(select(schema.garbage_files.c.location)).scalars())
     deleted = 0
     for path in candidates:
-        if path.relative_to(store.data_dir).as_posix() not in referenced:
-            path.unlink(missing_ok=True)
-            deleted += 1
+        if path.relative_to(store.data_dir).as_posix() in referenced:
+            continue
+        try:  # a commit touches its files first: one touched since is not an orphan
+            if path.stat().st_mtime >= cutoff:
+                continue
+        except FileNotFoundError:
+            continue
+        path.unlink(missing_ok=True)
+        deleted += 1
     return deleted

@@ -8,6 +8,7 @@ only once that transaction commits, so a crash never exposes half an append.
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import Connection, and_, func, insert, select, update
 
-from sparkfn.api.errors import ConfigError, TopicNotFoundError
+from sparkfn.api.errors import ConfigError, StoreError, TopicNotFoundError
 from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
 from sparkfn.topics import segments
@@ -112,6 +113,9 @@ def commit_segments(
             by_partition.setdefault(seg.partition, []).append(seg)
     if not by_partition:
         return {}
+    for seg in staged:
+        if seg.location:
+            _keep_staged(store, topic, seg.location)
     offsets = lock_for_append(store, conn, topic, list(by_partition))
     signals.hint_on_commit(conn, signals.topic_hint(topic.id))
     now = utc_now()
@@ -148,6 +152,26 @@ def commit_segments(
         )
     conn.execute(insert(schema.segments), rows)
     return assigned
+
+
+def _keep_staged(store: Store, topic: TopicInfo, location: str) -> None:
+    """Check a staged file is still there, and make it young again for the orphan collector.
+
+    :func:`~sparkfn.topics.garbage.collect_orphans` deletes unreferenced
+    files older than an hour: a batch that ran longer than that may find
+    one of its files gone. Committing a row for it would lose its messages,
+    so the commit fails instead (and the batch is retried); touched, the
+    file is not an orphan candidate while its commit goes on.
+    """
+    try:
+        os.utime(store.path(location))
+    except FileNotFoundError:
+        msg = (
+            f"topic {topic.name}: the staged segment file {location} is gone before its commit "
+            "(unreferenced for over an hour, so `topics maintain` may have collected it); "
+            "nothing of it is committed, and a retried batch stages it again"
+        )
+        raise StoreError(msg) from None
 
 
 def end_offsets(store: Store | Connection, topic: TopicInfo) -> dict[int, tuple[int, int]]:
