@@ -109,7 +109,9 @@ class FunctionInstance:
         self.state = StateBuffer(_no_state)
         self.stats = InstanceStats()
         self.out = EmitBuffer()
-        self._logs: list[Emitted] = []
+        self._logs: list[Emitted] = []  # appended from any thread: under _logs_lock
+        self._logs_lock = threading.Lock()
+        self._finishing = False  # finish() runs prepare_to_shutdown(): what it publishes counts
         self.pending_metrics: list[tuple[str, float]] = []
         # Lifecycle (DESIGN.md 2.3). Every call into the user object holds
         # ``lock``, so calls are never concurrent; after CLOSED nothing is
@@ -200,19 +202,40 @@ class FunctionInstance:
 
     # --- emission ---------------------------------------------------------------
     def emit(self, item: Emitted) -> None:
-        """Buffer an output of the current message."""
+        """Buffer an output of the current message (from any thread, while a task runs).
+
+        Outputs commit with a batch. Between tasks (a thread of the
+        function's own, or ``shutdown()`` and ``close()``) there is no batch
+        to commit one with, so a publish then raises rather than vanish.
+        """
+        if self.task_thread is None and not self._finishing:
+            msg = (
+                f"function {self.config.fqfn} instance {self.instance_id}: context.publish "
+                f"called in thread {threading.current_thread().name!r} while no batch of the "
+                "instance runs; what a function publishes commits with a batch, so publish "
+                "while process() runs (from any thread), or use a Producer for messages of "
+                "your own"
+            )
+            raise RuntimeError(msg)
         self.out.append(item)
 
     def emit_log(self, item: Emitted) -> None:
-        """Buffer a log record; logs are kept even when the message fails."""
-        self._logs.append(item)
+        """Buffer a log record, from any thread; it goes out with the next task's output.
+
+        Logs are kept even when the message fails, and records logged
+        between tasks (``initialize()``, a thread of the function's own)
+        wait for the next task.
+        """
+        with self._logs_lock:
+            self._logs.append(item)
 
     def take_output(self) -> EmitBuffer:
         """Hand over what was emitted so far (between messages only)."""
         out, self.out = self.out, EmitBuffer()
-        for item in self._logs:
+        with self._logs_lock:
+            logs, self._logs = self._logs, []
+        for item in logs:
             out.append(item)
-        self._logs = []
         return out
 
     # --- the task ------------------------------------------------------------------
@@ -226,16 +249,14 @@ class FunctionInstance:
             msg = f"function {self.config.fqfn} instance {self.instance_id}: object is closed"
             raise RuntimeError(msg)
         self.task_thread = threading.get_ident()
-        logs: list[Emitted] = []
         if self.lifecycle is InstanceState.CREATED:
             self.user.initialize(self.context)
             self._move(InstanceState.RUNNING)
-            # What initialize() logged goes to the log topic with this task's output.
-            logs = self._logs
         self.state = StateBuffer(reader)
         self.stats = InstanceStats()
+        # What a failed task emitted is not committed; its logs (and those of
+        # initialize() or the function's threads since) go with this task's output.
         self.out = EmitBuffer()
-        self._logs = logs
 
     def end_task(self) -> TaskResult:
         """Finish the task: everything to commit with the batch.
@@ -368,8 +389,12 @@ class FunctionInstance:
             try:
                 if not graceful or self.lifecycle not in _LIVE:
                     return []
-                self.out, self._logs = EmitBuffer(), []
-                self.prepare_to_shutdown()
+                self.out = EmitBuffer()
+                self._finishing = True
+                try:
+                    self.prepare_to_shutdown()
+                finally:
+                    self._finishing = False
                 emitted = self.take_output().items()
                 self._move(InstanceState.SHUT_DOWN)
                 hook = self.user.hook("shutdown")
