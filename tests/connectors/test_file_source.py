@@ -4,6 +4,7 @@ directory, splitting files over instances, and effectively-once after lost progr
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -131,14 +132,28 @@ def test_files_are_split_over_instances_and_each_line_is_appended_once(
     TopicAdmin(store).create("raw", partitions=2, schema_type="json")
     inbox = tmp_path / "in"
     inbox.mkdir()
-    for f in range(6):
-        _jsonl(inbox / f"part-{f}.jsonl", f * 10, f * 10 + 10)
+    # A file belongs to instance crc32(path) % 3, and the path holds pytest's
+    # temporary directory: six files can all fall on one instance (0.4 % of
+    # runs), so more are named until at least two instances own some.
+    names: list[Path] = []
+    while len(names) < 6 or len({_owner(p, 3) for p in names}) < 2:
+        names.append(inbox / f"part-{len(names)}.jsonl")
+    for f, path in enumerate(names):
+        _jsonl(path, f * 10, f * 10 + 10)
     group = SourceInstances(_config(path=str(inbox), parallelism=3), store)
     group.start()
     assert group.wait(30) and group.join(30)
     assert group.state is SourceState.STOPPED
-    assert sorted(json.loads(v)["n"] for v in _values(store)) == list(range(60))
-    assert sum(1 for r in group.runners if r.stats.appended) >= 2  # the work was shared
+    assert sorted(json.loads(v)["n"] for v in _values(store)) == list(range(10 * len(names)))
+    appended = {r.instance_id: r.stats.appended for r in group.runners if r.stats.appended}
+    assert appended == {  # each file read by its owner only: the work was shared
+        owner: 10 * sum(1 for p in names if _owner(p, 3) == owner)
+        for owner in {_owner(p, 3) for p in names}
+    }
+
+
+def _owner(path: Path, instances: int) -> int:
+    return zlib.crc32(str(path).encode()) % instances
 
 
 def test_effectively_once_drops_lines_appended_before_the_progress_was_lost(
