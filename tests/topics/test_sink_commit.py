@@ -7,16 +7,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from sqlalchemy import Connection, text
+from test_spark_source import _copy
+from topic_data import read_all, stored_table, value_schema
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.log import StagedSegment, stage
-from sparkfn.topics.message import STORED_SCHEMA, Message, utc_now
+from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.topics.spark.commit import commit_staged
 from sparkfn.topics.spark.source import spark_options
@@ -28,48 +28,9 @@ from sparkfn.topics.spark.writer import (
 )
 
 
-def _read_all(store: Store, topic: str) -> list[bytes]:
-    consumer = Consumer(store, topic, initial_position="earliest")
-    out: list[bytes] = []
-    while batch := consumer.receive(max_messages=10_000):
-        out.extend(m.value for m in batch if m.value is not None)
-    return out
-
-
-def _copy(spark: Any, store: Store, checkpoint: Path) -> None:
-    query = (
-        spark.readStream.format("sparkfn")
-        .options(**spark_options(store))
-        .option("topic", "src")
-        .option("startingOffsets", "earliest")
-        .load()
-        .select("key", "value")
-        .writeStream.format("sparkfn")
-        .options(**spark_options(store))
-        .option("topic", "dst")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
-    assert not query.isActive, "the copy query did not finish within 120 s"
-
-
 def _staged_file(store: Store, topic: str, tag: str) -> StagedSegment:
     """A segment staged as a file (too big to inline), committed by nobody yet."""
-    n = 3000
-    table = pa.Table.from_pydict(
-        {
-            "key": [None] * n,
-            "value": [f"{tag}-{i}".encode() * 10 for i in range(n)],
-            "properties": [[]] * n,
-            "event_time": [None] * n,
-            "publish_time": [utc_now()] * n,
-            "producer": [None] * n,
-            "sequence_id": [None] * n,
-        },
-        schema=STORED_SCHEMA,
-    )
+    table = stored_table([f"{tag}-{i}".encode() * 10 for i in range(3000)])
     seg = stage(store, TopicAdmin(store).get(topic), 0, table)
     assert seg.location is not None
     return seg
@@ -91,7 +52,7 @@ def test_a_new_checkpoint_at_the_same_path_writes_its_batches(
     more = [f"more-{i}".encode() for i in range(25)]
     Producer(store, "src").send_batch([Message(v) for v in more])
     _copy(spark, store, checkpoint)  # reads src from the earliest offset again, as asked
-    assert collections.Counter(_read_all(store, "dst")) == collections.Counter(first + first + more)
+    assert collections.Counter(read_all(store, "dst")) == collections.Counter(first + first + more)
 
 
 def test_the_sink_id_lives_in_the_checkpoint(data_dir: Path) -> None:
@@ -166,13 +127,13 @@ def test_the_topic_sinks_abort_deletes_only_what_did_not_commit(store: Store) ->
     options = {k.lower(): str(v) for k, v in spark_options(store).items()}
     writer = SparkfnStreamWriter(
         {**options, "topic": "dst", "sinkid": "s1"},
-        _value_schema(),
+        value_schema(),
     )
     committed = _staged_file(store, "dst", "a")
     writer.commit([StagedBatch([committed])], 0)
     writer.abort([StagedBatch([committed])], 0)  # Spark's abort after a commit that landed
     assert store.path(committed.location or "").exists()
-    assert len(_read_all(store, "dst")) == 3000
+    assert len(read_all(store, "dst")) == 3000
 
     failed = _staged_file(store, "dst", "b")
     with store.engine.connect() as conn:  # every COMMIT of a sink batch fails from now on
@@ -194,10 +155,4 @@ def test_the_topic_sinks_abort_deletes_only_what_did_not_commit(store: Store) ->
     assert store.path(failed.location or "").exists()  # the outcome was unknown to the sink
     writer.abort([StagedBatch([failed])], 1)  # the store says batch 1 did not commit
     assert not store.path(failed.location or "").exists()
-    assert len(_read_all(store, "dst")) == 3000
-
-
-def _value_schema() -> Any:
-    from pyspark.sql.types import BinaryType, StructField, StructType
-
-    return StructType([StructField("value", BinaryType())])
+    assert len(read_all(store, "dst")) == 3000

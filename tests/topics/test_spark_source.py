@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 from spark_copy_child import start_copy
+from topic_data import read_all as _read_all
+from topic_data import stored_table
+from topic_data import value_schema as _value_schema
 
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.store.store import Store
@@ -39,14 +42,6 @@ def _fill(store: Store, topic: str, count: int, partitions: int = 3) -> list[byt
         chunk = values[first : first + 97]
         producer.send_batch([Message(v, key=f"k{i % 13}") for i, v in enumerate(chunk, first)])
     return values
-
-
-def _read_all(store: Store, topic: str) -> list[bytes]:
-    consumer = Consumer(store, topic, initial_position="earliest")
-    out: list[bytes] = []
-    while batch := consumer.receive(max_messages=10_000):
-        out.extend(m.value for m in batch if m.value is not None)
-    return out
 
 
 def _copy(spark: Any, store: Store, checkpoint: Path, **read_options: Any) -> Any:
@@ -216,24 +211,10 @@ def test_replayed_batch_id_is_skipped(store: Store, data_dir: Path) -> None:
         {**{k.lower(): v for k, v in spark_options(store).items()}, "topic": "dst", "sinkid": "s1"},
         _value_schema(),
     )
-    import pyarrow as pa
-
-    from sparkfn.topics.message import STORED_SCHEMA, utc_now
 
     def staged_batch(tag: str, big: bool) -> StagedBatch:
         n = 3000 if big else 3
-        table = pa.Table.from_pydict(
-            {
-                "key": [None] * n,
-                "value": [f"{tag}-{i}".encode() * (10 if big else 1) for i in range(n)],
-                "properties": [[]] * n,
-                "event_time": [None] * n,
-                "publish_time": [utc_now()] * n,
-                "producer": [None] * n,
-                "sequence_id": [None] * n,
-            },
-            schema=STORED_SCHEMA,
-        )
+        table = stored_table([f"{tag}-{i}".encode() * (10 if big else 1) for i in range(n)])
         return StagedBatch([stage(store, topic, 0, table)])
 
     writer.commit([staged_batch("a", big=False)], 0)
@@ -245,12 +226,6 @@ def test_replayed_batch_id_is_skipped(store: Store, data_dir: Path) -> None:
     assert not store.path(replay.segments[0].location).exists()
     writer.commit([staged_batch("c", big=False)], 1)
     assert len(_read_all(store, "dst")) == 6
-
-
-def _value_schema() -> Any:
-    from pyspark.sql.types import BinaryType, StructField, StructType
-
-    return StructType([StructField("value", BinaryType())])
 
 
 def _query_error(spark: Any, store: Store, data_dir: Path, **options: str) -> str:
@@ -411,28 +386,14 @@ def test_sigkill_mid_stream_then_restart_is_exactly_once(
 
 def test_orphaned_staged_files_are_collected(store: Store, data_dir: Path) -> None:
     """A staged segment nobody committed is deleted once old; committed ones stay."""
-    import pyarrow as pa
 
     from sparkfn.topics import garbage
-    from sparkfn.topics.message import STORED_SCHEMA, utc_now
 
     admin = TopicAdmin(store)
     admin.create("t")
     topic = admin.get("t")
     n = 3000
-    table = pa.Table.from_pydict(
-        {
-            "key": [None] * n,
-            "value": [b"x" * 100] * n,
-            "properties": [[]] * n,
-            "event_time": [None] * n,
-            "publish_time": [utc_now()] * n,
-            "producer": [None] * n,
-            "sequence_id": [None] * n,
-        },
-        schema=STORED_SCHEMA,
-    )
-    orphan = stage(store, topic, 0, table)
+    orphan = stage(store, topic, 0, stored_table([b"x" * 100] * n))
     Producer(store, "t").send_batch([Message(b"y" * 100) for _ in range(n)])
     assert orphan.location is not None
     from datetime import timedelta
