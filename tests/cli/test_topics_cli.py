@@ -41,7 +41,16 @@ def test_help_shows_the_global_options_and_their_environment_variables(cli: Cli)
     for text in ("--data-dir", "SPARKFN_DATA_DIR", "--store-url", "SPARKFN_STORE_URL", "topics"):
         assert text in result.stdout
     commands = cli.ok("topics", "--help").stdout
-    for command in ("create", "list", "describe", "delete", "produce", "consume", "maintain"):
+    for command in (
+        "create",
+        "list",
+        "describe",
+        "delete",
+        "unsubscribe",
+        "produce",
+        "consume",
+        "maintain",
+    ):
         assert command in commands
 
 
@@ -388,6 +397,76 @@ def test_maintain_compacts_small_segments(cli: Cli) -> None:
     assert "segments merged" in cli.ok("topics", "maintain").stdout
 
 
+# --- unsubscribe -------------------------------------------------------------------
+
+
+def test_unsubscribe_deletes_the_subscription_and_a_consumer_starts_over(cli: Cli) -> None:
+    _topic_with(cli, "unsub", ["m1", "m2", "m3"])
+    sub = ["topics", "consume", "unsub", "-s", "audit", "--json"]
+    assert _values(cli.ok(*sub, "-n", "2")) == ["m1", "m2"]
+    done = cli.ok("topics", "unsubscribe", "unsub", "--subscription", "audit")
+    assert "unsubscribed audit from topic public/default/unsub (1 cursor(s) removed)" in done.stdout
+    again = cli.fail("topics", "unsubscribe", "unsub", "-s", "audit")
+    assert again.stderr.startswith(
+        "error [subscription_not_found]: topic public/default/unsub has no subscription 'audit'"
+    ), again.describe()
+    assert _values(cli.ok(*sub, "-n", "1")) == ["m1"]
+
+
+def _claimed_by_a_running_function(
+    store_url: str, data_dir: Path, topics: list[str], fqfn: str
+) -> None:
+    """What a function's run leaves in the store: its subscription's cursors and claim, RUNNING."""
+    from sparkfn.runtime import control
+    from sparkfn.store.store import Store
+    from sparkfn.topics import subscription
+    from sparkfn.topics.admin import TopicAdmin
+
+    store = Store.open(store_url, data_dir)
+    try:
+        infos = [TopicAdmin(store).get(topic) for topic in topics]
+        with store.write() as conn:
+            subscription.ensure(conn, fqfn, infos, "earliest")
+            subscription.claim(conn, fqfn, fqfn)
+        control.begin_run(store, fqfn, "function", 1, "started")
+        control.set_state(store, fqfn, control.RUNNING, "test")
+    finally:
+        store.close()
+
+
+def _unsubscribe_a_running_functions_subscription(
+    cli: Cli, store_url: str, data_dir: Path, prefix: str
+) -> None:
+    a, b, fqfn = f"{prefix}-a", f"{prefix}-b", f"public/default/{prefix}-f"
+    for topic in (a, b):
+        cli.ok("topics", "create", topic, "-p", "2")
+    _claimed_by_a_running_function(store_url, data_dir, [a, b], fqfn)
+
+    busy = cli.fail("topics", "unsubscribe", a, "-s", fqfn)
+    assert busy.stderr.startswith(
+        f"error [subscription_busy]: subscription '{fqfn}' of topic public/default/{a} "
+        f"is read by function {fqfn}, which is RUNNING"
+    ), busy.describe()
+    assert busy.code == 1
+    forced = cli.ok("topics", "unsubscribe", a, "-s", fqfn, "--force")
+    assert f"from topic public/default/{a} (2 cursor(s) removed)" in forced.stdout
+    # Topic b's cursors stayed: only they are left to remove.
+    cli.fail("topics", "unsubscribe", a, "-s", fqfn, "-f")
+    assert "(2 cursor(s) removed)" in cli.ok("topics", "unsubscribe", b, "-s", fqfn, "-f").stdout
+
+
+def test_unsubscribe_refuses_a_running_functions_subscription_unless_forced(
+    cli: Cli, data_dir: Path
+) -> None:
+    url = f"sqlite:///{data_dir.resolve() / 'sparkfn.db'}"
+    _unsubscribe_a_running_functions_subscription(cli, url, data_dir, "live")
+
+
+def test_unsubscribe_on_postgresql(pg_cli: Cli, pg_url: str, data_dir: Path) -> None:
+    prefix = f"pg-{uuid.uuid4().hex[:12]}"
+    _unsubscribe_a_running_functions_subscription(pg_cli, pg_url, data_dir, prefix)
+
+
 # --- errors ------------------------------------------------------------------------
 
 
@@ -506,6 +585,24 @@ ERROR_CASES: list[tuple[str, list[str], str, list[str]]] = [
         ["consume", "orders", "--position", "middle"],
         "usage_error",
         ["--position", "'middle'"],
+    ),
+    (
+        "unsubscribe-unknown-topic",
+        ["unsubscribe", "nope", "-s", "audit"],
+        "topic_not_found",
+        ["public/default/nope"],
+    ),
+    (
+        "unsubscribe-unknown-subscription",
+        ["unsubscribe", "orders", "-s", "audit"],
+        "subscription_not_found",
+        ["public/default/orders", "'audit'"],
+    ),
+    (
+        "unsubscribe-without-subscription",
+        ["unsubscribe", "orders"],
+        "usage_error",
+        ["--subscription"],
     ),
     ("unknown-command", ["frobnicate"], "usage_error", ["frobnicate"]),
 ]

@@ -1,4 +1,4 @@
-"""Topics over HTTP: create, list, describe, produce, peek and delete, on both stores.
+"""Topics over HTTP: create, list, describe, produce, peek, unsubscribe and delete, on both stores.
 
 The real app, served by uvicorn in this process, over a real store (no Spark
 run is needed for topics). Each answer is checked against what the store
@@ -17,7 +17,9 @@ import httpx
 import pytest
 from app_server import served
 
+from sparkfn.runtime import control
 from sparkfn.store.store import Store
+from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import SchemaType
@@ -260,3 +262,131 @@ def test_a_nul_character_in_a_path_or_query_is_a_400_on_both_stores(client: http
     ):
         message = _error(client.get(url), 400, "invalid_request")
         assert "NUL characters are not allowed" in message, message
+
+
+# --- unsubscribe ----------------------------------------------------------------------
+
+FUNCTION_SUB = "acme/sales/f"  # a function's default subscription name: it holds slashes
+FUNCTION_SUB_PATH = "acme%2Fsales%2Ff"
+
+
+def _plan(store: Store, name: str, topics: list[str], owner: str | None) -> subscription.Plan:
+    """What a run's source does first: claim ``name``, create its cursors, plan a batch
+    of every message."""
+    admin = TopicAdmin(store)
+    infos = [admin.get(f"acme/sales/{topic}") for topic in topics]
+    ends = {(info.id, s.partition): s.end_offset for info in infos for s in admin.stats(info.name)}
+    with store.write() as conn:
+        return subscription.plan_batch(
+            conn, name, infos, "earliest", epoch=1, spark_start="s", spark_end="e", ends=ends,
+            owner=owner,
+        )  # fmt: skip
+
+
+def _cursor_topics(store: Store, name: str) -> set[int]:
+    with store.read() as conn:
+        return {topic_id for topic_id, _ in subscription.cursors(conn, name)}
+
+
+def _owner_and_plan(store: Store, name: str) -> tuple[str | None, subscription.Plan | None]:
+    with store.read() as conn:
+        return subscription.owner_of(conn, name), subscription.read_plan(conn, name)
+
+
+def test_unsubscribe_removes_one_topics_cursors_then_the_subscription(
+    client: httpx.Client, store: Store
+) -> None:
+    client.put(f"{ADMIN}/in-a/partitions", json=2)
+    client.put(f"{ADMIN}/in-b")
+    b = TopicAdmin(store).get("acme/sales/in-b").id
+    _plan(store, FUNCTION_SUB, ["in-a", "in-b"], owner=FUNCTION_SUB)
+    assert client.get(f"{ADMIN}/in-a/subscriptions").json() == [FUNCTION_SUB]
+
+    gone = client.delete(f"{ADMIN}/in-a/subscription/{FUNCTION_SUB_PATH}")
+    assert gone.status_code == 204, gone.text
+    # Only this topic's cursors went: the subscription still reads in-b, owned and planned.
+    assert client.get(f"{ADMIN}/in-a/subscriptions").json() == []
+    assert client.get(f"{ADMIN}/in-b/subscriptions").json() == [FUNCTION_SUB]
+    assert _cursor_topics(store, FUNCTION_SUB) == {b}
+    owner, plan = _owner_and_plan(store, FUNCTION_SUB)
+    assert owner == FUNCTION_SUB
+    assert plan is not None
+    message = _error(
+        client.delete(f"{ADMIN}/in-a/subscription/{FUNCTION_SUB_PATH}"),
+        404,
+        "subscription_not_found",
+    )
+    assert message == f"topic acme/sales/in-a has no subscription {FUNCTION_SUB!r}"
+
+    # Its last topic: the plan and the owner's claim go with the cursors.
+    assert client.delete(f"{ADMIN}/in-b/subscription/{FUNCTION_SUB}").status_code == 204
+    assert _cursor_topics(store, FUNCTION_SUB) == set()
+    assert _owner_and_plan(store, FUNCTION_SUB) == (None, None)
+    assert client.get(f"{ADMIN}/in-b/stats").json()["subscriptions"] == {}
+
+    _error(client.delete(f"{ADMIN}/nope/subscription/x"), 404, "topic_not_found")
+    _error(client.delete(f"{ADMIN}/in-b/subscription/x"), 404, "subscription_not_found")
+    _error(client.delete(f"{ADMIN}/in-b/subscription/"), 400, "invalid_request")
+    _error(
+        client.delete(f"{ADMIN}/in-b/subscription/x", params={"force": "maybe"}),
+        400,
+        "invalid_request",
+    )
+
+
+def test_a_plain_consumers_subscription_is_unsubscribed(
+    client: httpx.Client, worker: Worker
+) -> None:
+    client.put(f"{ADMIN}/events")
+    _produce(client, "events", [1, 2, 3], partition=0)
+    audit = Consumer(
+        worker.open_store(), "acme/sales/events", subscription="audit", initial_position="earliest"
+    )
+    assert [m.value for m in audit.receive(2)] == [b"1", b"2"]
+    audit.acknowledge()
+    assert client.delete(f"{ADMIN}/events/subscription/audit").status_code == 204
+    assert client.get(f"{ADMIN}/events/subscriptions").json() == []
+    # A consumer of the name starts over, as a new subscription does.
+    again = Consumer(
+        worker.open_store(), "acme/sales/events", subscription="audit", initial_position="earliest"
+    )
+    assert [m.value for m in again.receive(1)] == [b"1"]
+
+
+@pytest.mark.parametrize("kind", ["function", "sink"])
+def test_unsubscribe_is_refused_while_the_owners_run_is_live_unless_forced(
+    client: httpx.Client, store: Store, kind: str
+) -> None:
+    for topic in ("in-a", "in-b"):
+        client.put(f"{ADMIN}/{topic}")
+        _produce(client, topic, [1, 2], partition=0)
+    owner = control.control_id(kind, "acme/sales/f")
+    plan = _plan(store, FUNCTION_SUB, ["in-a", "in-b"], owner=owner)
+    control.begin_run(store, owner, kind, 1, "started")
+    url = f"{ADMIN}/in-a/subscription/{FUNCTION_SUB_PATH}"
+
+    for state in (control.STARTING, control.RUNNING, control.STOPPING):
+        control.set_state(store, owner, state, "test")
+        message = _error(client.delete(url), 412, "subscription_busy")
+        assert f"{kind} acme/sales/f, which is {state}" in message, message
+        assert "acme/sales/in-a" in message
+    assert len(_cursor_topics(store, FUNCTION_SUB)) == 2
+    _error(client.delete(url, params={"force": "false"}), 412, "subscription_busy")
+
+    forced = client.delete(url, params={"force": "true"})
+    assert forced.status_code == 204, forced.text
+    assert client.get(f"{ADMIN}/in-a/subscriptions").json() == []
+    assert client.get(f"{ADMIN}/in-b/subscriptions").json() == [FUNCTION_SUB]
+    # The run's batch in flight read in-a from a cursor that is gone: its commit
+    # is discarded, and in-b's cursor stays where the batch started.
+    assert [(s.start, s.end) for s in plan.spans] == [(0, 2), (0, 2)]
+    with store.write() as conn:
+        assert subscription.commit_plan(conn, FUNCTION_SUB, plan.epoch, owner=owner) is None
+    b = TopicAdmin(store).get("acme/sales/in-b").id
+    with store.read() as conn:
+        assert subscription.cursors(conn, FUNCTION_SUB) == {(b, 0): 0}
+
+    # Once the run has ended, no force is needed.
+    control.set_state(store, owner, control.STOPPED, "test")
+    assert client.delete(f"{ADMIN}/in-b/subscription/{FUNCTION_SUB_PATH}").status_code == 204
+    assert _owner_and_plan(store, FUNCTION_SUB) == (None, None)

@@ -29,6 +29,7 @@ resembles, so callers may catch either::
     ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
     │   └── StaleRunError                      a newer run replaced this one (fenced)
     ├── FunctionNotRunningError (RuntimeError) the request needs the function running
+    ├── SubscriptionBusyError  (RuntimeError) a running function or sink owns the subscription (HTTP 412)
     ├── WorkerError            (RuntimeError) a worker refused a request, for a reason it names
     │   └── WorkerUnreachableError (ConnectionError) no worker answers at the URL
     ├── TriggerError           (RuntimeError) a triggered value gave no output
@@ -218,6 +219,17 @@ class FunctionNotRunningError(SparkfnError, RuntimeError):
     """The request needs the function running here (a trigger, say) and it is not."""
 
     reason = "function_not_running"
+
+
+class SubscriptionBusyError(SparkfnError, RuntimeError):
+    """A running function or sink owns the subscription that a request would delete.
+
+    As Pulsar refuses to delete a subscription with connected consumers, an
+    unsubscribe is refused while its owner's run is live, unless forced; the
+    message names the owner and the run's state.
+    """
+
+    reason = "subscription_busy"
 
 
 class WorkerError(SparkfnError, RuntimeError):

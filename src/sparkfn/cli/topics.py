@@ -7,13 +7,14 @@
     sparkfn topics produce orders --file - < orders.jsonl
     sparkfn topics consume orders -s audit -n 10 --json
     sparkfn topics consume orders --follow
+    sparkfn topics unsubscribe orders -s audit
 
 Machine output: ``--json`` on ``list``, ``describe``, ``produce``,
 ``consume`` and ``maintain``; ``consume --json`` prints one JSON object per
 line. Tables are for people.
 
 The admin commands (``create``, ``list``, ``describe``, ``delete``,
-``maintain``) are here; ``produce`` and ``consume`` are in
+``unsubscribe``, ``maintain``) are here; ``produce`` and ``consume`` are in
 :mod:`sparkfn.cli.messages`. The store and the topic modules (SQLAlchemy,
 pyarrow) are imported inside the commands, never pyspark, so the command
 starts quickly.
@@ -43,6 +44,8 @@ from sparkfn.cli.params import (
 )
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from sparkfn.topics.admin import PartitionStats, TopicInfo
 
 topics_app = typer.Typer(
@@ -266,6 +269,50 @@ def delete(
                 raise typer.Exit(1)
         admin.delete(info.name)
     console().print(f"deleted topic {info.name}", markup=False)
+
+
+@topics_app.command("unsubscribe")
+def unsubscribe(
+    ctx: typer.Context,
+    topic: TopicArgument,
+    subscription: Annotated[
+        str,
+        typer.Option(
+            "--subscription", "-s", help="The subscription to delete.", show_default=False
+        ),
+    ],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", "-f", help="Delete it even while a running function or sink reads it."
+        ),
+    ] = False,
+) -> None:
+    """Delete a subscription's cursors on a topic (its cursors on other topics stay).
+
+    Refused while a running function or sink owns the subscription, unless
+    --force: the run then starts it over at its initial position.
+    """
+    from sparkfn.topics.admin import TopicAdmin
+    from sparkfn.topics.subscription import unsubscribe as unsubscribe_topic
+
+    with open_store(ctx) as store:
+        info = TopicAdmin(store).get(topic)
+        with store.write() as conn:
+            removed = unsubscribe_topic(conn, subscription, info, live_run=_live_run, force=force)
+    console().print(
+        f"unsubscribed {subscription} from topic {info.name} ({removed} cursor(s) removed)",
+        markup=False,
+    )
+
+
+def _live_run(conn: Connection, owner: str) -> str | None:
+    """The state of ``owner``'s run while it is live (as the worker's unsubscribe route asks)."""
+    from sparkfn.api.lifecycle import RunState
+    from sparkfn.runtime.control import read_control
+
+    run = read_control(conn, owner)
+    return None if run is None or RunState(run.state).final else run.state
 
 
 # Writing and reading messages (cli/messages.py), listed here in the help's order.

@@ -32,7 +32,8 @@ transaction (:func:`claim`); a plan by another owner is refused with
 :class:`~sparkfn.api.errors.SubscriptionInUseError` before anything
 moves, and so is a commit that names another owner. Epochs then fence the
 runs of the one owner as before. :func:`delete_subscription` and
-:func:`release` free the subscription for another owner.
+:func:`release` free the subscription for another owner; :func:`unsubscribe`
+(Pulsar's) removes it from one topic.
 
 >>> with store.write() as conn:
 ...     ensure(conn, "public/default/wc", [topic], "earliest")
@@ -42,14 +43,19 @@ runs of the one owner as before. :func:`delete_subscription` and
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from sparkfn.api.errors import StaleRunError, SubscriptionInUseError
+from sparkfn.api.errors import (
+    StaleRunError,
+    SubscriptionBusyError,
+    SubscriptionInUseError,
+    SubscriptionNotFoundError,
+)
 from sparkfn.store import schema
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.log import end_offsets
@@ -140,6 +146,46 @@ def delete_subscription(conn: Connection, name: str) -> int:
     conn.execute(delete(_plans).where(_plans.c.name == name))
     release(conn, name)
     return int(conn.execute(delete(_cursors).where(_cursors.c.name == name)).rowcount or 0)
+
+
+# The state of the live run of an owner (a control id), None if it has none: the runtime's to say.
+LiveRun = Callable[[Connection, str], str | None]
+
+
+def unsubscribe(
+    conn: Connection, name: str, topic: TopicInfo, *, live_run: LiveRun, force: bool = False
+) -> int:
+    """Pulsar's unsubscribe: remove subscription ``name`` from ``topic``; returns the cursors removed.
+
+    A subscription may read several topics; its cursors on the others stay.
+    Once it has none left anywhere it goes as :func:`delete_subscription`
+    removes it, with its plan and its owner's claim. While ``live_run``
+    gives the state of its owner's run, the unsubscribe is refused with
+    :class:`SubscriptionBusyError`, unless ``force``: the run's batch in
+    flight is then discarded (its commit finds the cursors it started from
+    gone) and its next plan creates the subscription again at its initial
+    position, as a Pulsar consumer does when it reconnects.
+    :class:`SubscriptionNotFoundError` if the topic has no such
+    subscription. Call it in a write transaction.
+    """
+    here = and_(_cursors.c.name == name, _cursors.c.topic_id == topic.id)
+    owner = owner_of(conn, name, lock=True)  # locked before the cursors, as a commit does
+    if conn.execute(select(_cursors.c.name).where(here).limit(1)).first() is None:
+        msg = f"topic {topic.name} has no subscription {name!r}"
+        raise SubscriptionNotFoundError(msg)
+    state = None if owner is None or force else live_run(conn, owner)
+    if owner is not None and state is not None:
+        msg = (
+            f"subscription {name!r} of topic {topic.name} is read by {describe_owner(owner)}, "
+            f"which is {state}; stop it first, or force the unsubscribe"
+        )
+        raise SubscriptionBusyError(msg)
+    removed = int(conn.execute(delete(_cursors).where(here)).rowcount or 0)
+    left = conn.execute(select(_cursors.c.name).where(_cursors.c.name == name).limit(1)).first()
+    if left is None:
+        conn.execute(delete(_plans).where(_plans.c.name == name))
+        release(conn, name)
+    return removed
 
 
 def reader_owner(name: str) -> str:

@@ -28,6 +28,7 @@ from sparkfn.api.errors import (
     PayloadError,
     SparkfnError,
     StaleRunError,
+    SubscriptionBusyError,
     SubscriptionInUseError,
     TriggerFailedError,
     TriggerTimeoutError,
@@ -43,6 +44,7 @@ STATUS_OF: tuple[tuple[type[SparkfnError], int], ...] = (
     (StaleRunError, 409),
     (FunctionNotRunningError, 409),
     (SubscriptionInUseError, 409),  # before ConfigError: it conflicts with another function
+    (SubscriptionBusyError, 412),  # Pulsar's answer to deleting a subscription in use
     (TriggerTimeoutError, 408),
     (TriggerFailedError, 422),
     (ConfigError, 400),

@@ -14,6 +14,7 @@ GET         ``/{tenant}/{namespace}/{topic}/stats``                             
 GET         ``/{tenant}/{namespace}/{topic}/partitioned-stats``                  and each partition's
 GET         ``/{tenant}/{namespace}/{topic}/subscriptions``                      subscription names
 GET         ``/{tenant}/{namespace}/{topic}/subscription/{sub}/position/{n}``    peek: n-th after a cursor
+DELETE      ``/{tenant}/{namespace}/{topic}/subscription/{sub}``                 unsubscribe (``?force``)
 GET         ``/{tenant}/{namespace}/{topic}/examinemessage``                     n-th from either end
 ==========  ===================================================================  ==========================
 
@@ -29,13 +30,18 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
+from sqlalchemy import Connection
 
 from sparkfn.api.errors import ConfigError, NotFoundError, SubscriptionNotFoundError
+from sparkfn.api.lifecycle import RunState
 from sparkfn.config.names import TopicName
+from sparkfn.runtime.control import read_control
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
 from sparkfn.topics.log import read_range
 from sparkfn.topics.message import ReceivedMessage, messages_from_table
+from sparkfn.topics.subscription import unsubscribe
+from sparkfn.worker.http import ErrorBody
 from sparkfn.worker.service import Worker
 from sparkfn.worker.topic_models import (
     MAX_NAME_LENGTH,
@@ -64,6 +70,12 @@ def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
 def check_namespace(tenant: str, namespace: str) -> None:
     """:class:`ConfigError` (400) unless both are valid names."""
     topic_name(tenant, namespace, "topic")
+
+
+def live_run(conn: Connection, owner: str) -> str | None:
+    """The state of ``owner``'s run (a control id) while it is live; None if it has none."""
+    run = read_control(conn, owner)
+    return None if run is None or RunState(run.state).final else run.state
 
 
 def topics_router(worker: Worker) -> APIRouter:
@@ -177,6 +189,33 @@ def topics_router(worker: Worker) -> APIRouter:
             f"{subscription!r}'s position; there is no message {position}"
         )
         raise NotFoundError(msg)
+
+    # ``:path``: a function's subscription is named tenant/namespace/name by default.
+    @router.delete(
+        TOPIC + "/subscription/{subscription:path}",
+        status_code=204,
+        response_class=Response,
+        responses={412: {"model": ErrorBody, "description": "A live run owns it."}},
+    )
+    def unsubscribe_topic(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: Subscription,
+        force: Annotated[
+            bool, Query(description="Delete it even while a running function or sink reads it.")
+        ] = False,
+    ) -> Response:
+        """Delete the subscription's cursors on this topic (Pulsar's unsubscribe).
+
+        Its cursors on other topics stay; with none left, it is gone. Refused
+        (412 ``subscription_busy``) while a running function or sink owns it,
+        unless ``force``.
+        """
+        info = admin.get(topic_name(tenant, namespace, topic))
+        with store.write() as conn:
+            unsubscribe(conn, subscription, info, live_run=live_run, force=force)
+        return Response(status_code=204)
 
     @router.get(TOPIC + "/examinemessage", response_model=TopicMessage)
     def examine(
