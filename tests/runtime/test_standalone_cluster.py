@@ -166,6 +166,8 @@ class StandaloneCluster:
                 state = self.state()
             except OSError as exc:
                 seen = f"the master's web UI: {exc}"
+            except ValueError as exc:  # JSON not served yet: the UI answers its HTML page first
+                seen = f"the master's web UI answered no JSON yet: {exc}"
             else:
                 alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
                 if alive:

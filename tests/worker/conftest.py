@@ -1,7 +1,9 @@
 """Fixtures of the worker tests: real worker processes on real stores.
 
-Two kinds:
+Three kinds:
 
+* ``worker`` and its ``client``: a worker in the test process on the test's
+  store (no Spark until a function runs), its REST app served over HTTP.
 * ``worker_process``: a worker of its own on the test's store, for tests that
   stop, kill or restart it.
 * ``shared_worker``: one worker per backend for this test process, started
@@ -25,12 +27,32 @@ from pathlib import Path
 
 import httpx
 import pytest
+from app_server import served
 from worker_process import SHARED_ENV, SharedWorker, WorkerProcess
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.worker.app import create_app
+from sparkfn.worker.service import Worker
+from sparkfn.worker.settings import WorkerSettings
 
 NAMESPACE = "public/default"
+
+
+@pytest.fixture
+def worker(store_url: str, data_dir: Path) -> Iterator[Worker]:
+    """A worker in this process on the test's store (see the module docstring)."""
+    worker = Worker(WorkerSettings.resolve(data_dir=data_dir, store_url=store_url))
+    worker.open()
+    yield worker
+    worker.shutdown()
+
+
+@pytest.fixture
+def client(worker: Worker) -> Iterator[httpx.Client]:
+    """``worker``'s REST app, served over HTTP on a free port."""
+    with served(create_app(worker)) as client:
+        yield client
 
 
 @pytest.fixture

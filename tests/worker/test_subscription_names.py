@@ -8,37 +8,17 @@ the function already there is registered without being started.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from app_server import served
 
 from sparkfn.api.errors import SubscriptionInUseError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.topics import subscription
-from sparkfn.worker.app import create_app
 from sparkfn.worker.http import status_of
 from sparkfn.worker.service import Worker
-from sparkfn.worker.settings import WorkerSettings
 
 FUNCTIONS = "/admin/v3/functions/public/default"
-
-
-@pytest.fixture
-def worker(store_url: str, data_dir: Path) -> Iterator[Worker]:
-    worker = Worker(WorkerSettings.resolve(data_dir=data_dir, store_url=store_url))
-    worker.open()
-    yield worker
-    worker.shutdown()
-
-
-@pytest.fixture
-def client(worker: Worker) -> Iterator[httpx.Client]:
-    with served(create_app(worker)) as client:
-        yield client
 
 
 def _registered(worker: Worker, name: str, **more: Any) -> FunctionConfig:

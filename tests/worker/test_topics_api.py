@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from app_server import served
 
 from sparkfn.runtime import control
 from sparkfn.store.store import Store
@@ -24,9 +21,7 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import SchemaType
 from sparkfn.topics.producer import Producer
-from sparkfn.worker.app import create_app
 from sparkfn.worker.service import Worker
-from sparkfn.worker.settings import WorkerSettings
 
 ADMIN = "/admin/v2/persistent/acme/sales"
 PRODUCE = "/topics/persistent/acme/sales"
@@ -35,20 +30,6 @@ AVRO = {
     "name": "Order",
     "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}],
 }
-
-
-@pytest.fixture
-def worker(store_url: str, data_dir: Path) -> Iterator[Worker]:
-    worker = Worker(WorkerSettings.resolve(data_dir=data_dir, store_url=store_url))
-    worker.open()
-    yield worker
-    worker.shutdown()
-
-
-@pytest.fixture
-def client(worker: Worker) -> Iterator[httpx.Client]:
-    with served(create_app(worker)) as client:
-        yield client
 
 
 def _error(response: httpx.Response, status: int, reason: str) -> str:
