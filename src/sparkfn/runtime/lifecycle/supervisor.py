@@ -177,9 +177,9 @@ class Supervisor:
         down = [
             i for i, r in (record.instances.items() if record else []) if r.state == control.ERROR
         ]
-        control.set_state(self.store, self.control_id, state, cause)
         up = [i for i in self._all() if i not in down]
-        control.set_state(self.store, self.control_id, state, cause, up)
+        # One transaction: a status read never sees the function stopped and its instances running.
+        control.set_state(self.store, self.control_id, state, cause, [control.FUNCTION, *up])
         self._finish(RunState(state))
 
     def _finish(self, state: RunState) -> None:
