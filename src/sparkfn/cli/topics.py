@@ -44,8 +44,6 @@ from sparkfn.cli.params import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from sparkfn.topics.admin import PartitionStats, TopicInfo
 
 topics_app = typer.Typer(
@@ -293,26 +291,18 @@ def unsubscribe(
     Refused while a running function or sink owns the subscription, unless
     --force: the run then starts it over at its initial position.
     """
+    from sparkfn.runtime.control import live_state
     from sparkfn.topics.admin import TopicAdmin
     from sparkfn.topics.subscription import unsubscribe as unsubscribe_topic
 
     with open_store(ctx) as store:
         info = TopicAdmin(store).get(topic)
         with store.write() as conn:
-            removed = unsubscribe_topic(conn, subscription, info, live_run=_live_run, force=force)
+            removed = unsubscribe_topic(conn, subscription, info, live_run=live_state, force=force)
     console().print(
         f"unsubscribed {subscription} from topic {info.name} ({removed} cursor(s) removed)",
         markup=False,
     )
-
-
-def _live_run(conn: Connection, owner: str) -> str | None:
-    """The state of ``owner``'s run while it is live (as the worker's unsubscribe route asks)."""
-    from sparkfn.api.lifecycle import RunState
-    from sparkfn.runtime.control import read_control
-
-    run = read_control(conn, owner)
-    return None if run is None or RunState(run.state).final else run.state
 
 
 # Writing and reading messages (cli/messages.py), listed here in the help's order.

@@ -250,6 +250,12 @@ def clear_stop(store: Store, fqfn: str) -> None:
         )
 
 
+def live_state(conn: Connection, control_id: str) -> str | None:
+    """The state of ``control_id``'s run while it is live (not final); None otherwise."""
+    run = read_control(conn, control_id)
+    return None if run is None or RunState(run.state).final else run.state
+
+
 def read_control(store: Store | Connection, fqfn: str) -> RunControl | None:
     """The run's control record, or ``None`` when nothing supervises ``fqfn``."""
     if isinstance(store, Store):

@@ -96,9 +96,7 @@ class LocalRun(Closing):
             # before paying for a JVM (its first plan would refuse it too).
             validate(self.store, self.config)
             with self.store.read() as conn:
-                holder = subscription.owner_of(conn, self.config.subscription)
-            if holder is not None and holder != self.control_id:
-                raise subscription.in_use_error(self.config.subscription, holder, self.control_id)
+                subscription.check_free(conn, self.config.subscription, self.control_id)
         except Exception as exc:
             self.record_start_error(exc)
             raise

@@ -229,6 +229,16 @@ def owner_of(conn: Connection, name: str, *, lock: bool = False) -> str | None:
     return conn.execute(query).scalar()
 
 
+def check_free(conn: Connection, name: str, owner: str) -> None:
+    """:class:`SubscriptionInUseError` naming both if an owner other than ``owner`` has ``name``.
+
+    A check before a run starts; :func:`claim`, in the plan's transaction, is the guard.
+    """
+    holder = owner_of(conn, name)
+    if holder is not None and holder != owner:
+        raise in_use_error(name, holder, owner)
+
+
 def claim(conn: Connection, name: str, owner: str) -> None:
     """Make ``owner`` the owner of subscription ``name``, unless another owner has it.
 

@@ -108,9 +108,7 @@ class Registry:
             if other.fqfn != config.fqfn and other.config.subscription == name:
                 raise subscription.in_use_error(name, other.fqfn, config.fqfn)
         with self.store.read() as conn:
-            holder = subscription.owner_of(conn, name)
-        if holder is not None and holder != config.fqfn:
-            raise subscription.in_use_error(name, holder, config.fqfn)
+            subscription.check_free(conn, name, config.fqfn)
 
     def update(
         self, config: FunctionConfig, *, package_digest: str | None, who: str

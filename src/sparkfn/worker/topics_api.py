@@ -30,12 +30,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
-from sqlalchemy import Connection
 
 from sparkfn.api.errors import ConfigError, NotFoundError, SubscriptionNotFoundError
-from sparkfn.api.lifecycle import RunState
 from sparkfn.config.names import TopicName
-from sparkfn.runtime.control import read_control
+from sparkfn.runtime.control import live_state
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
 from sparkfn.topics.log import read_range
@@ -70,12 +68,6 @@ def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
 def check_namespace(tenant: str, namespace: str) -> None:
     """:class:`ConfigError` (400) unless both are valid names."""
     topic_name(tenant, namespace, "topic")
-
-
-def live_run(conn: Connection, owner: str) -> str | None:
-    """The state of ``owner``'s run (a control id) while it is live; None if it has none."""
-    run = read_control(conn, owner)
-    return None if run is None or RunState(run.state).final else run.state
 
 
 def topics_router(worker: Worker) -> APIRouter:
@@ -214,7 +206,7 @@ def topics_router(worker: Worker) -> APIRouter:
         """
         info = admin.get(topic_name(tenant, namespace, topic))
         with store.write() as conn:
-            unsubscribe(conn, subscription, info, live_run=live_run, force=force)
+            unsubscribe(conn, subscription, info, live_run=live_state, force=force)
         return Response(status_code=204)
 
     @router.get(TOPIC + "/examinemessage", response_model=TopicMessage)
