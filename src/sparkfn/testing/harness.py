@@ -255,7 +255,7 @@ class FunctionHarness(Closing):
     def _encode_input(self, value: Any, topic: str) -> bytes | None:
         if value is None:
             return None
-        serde = self._instance.input_serde_for(topic)
+        serde = self._instance.serdes.input_for(topic)
         if serde.custom is not None:
             return serde.encode(value)
         return encode_value(value, serde.schema_type, topic=topic, definition=serde.definition)
@@ -279,7 +279,7 @@ class FunctionHarness(Closing):
                 value: Any = None if item.value is None else item.value.decode()
             elif item.kind == "dead_letter":
                 real = item.properties.get(DLQ_REAL_TOPIC, "")
-                value = self._instance.input_serde_for(topic_name(real)).decode(item.value)
+                value = self._instance.serdes.input_for(topic_name(real)).decode(item.value)
             else:
                 value = self._topics.decoder(item.topic).decode(item.value)
             self._messages.append(

@@ -34,9 +34,6 @@ producer (``flush``, ``close``), or it would wait for itself.
 
 from __future__ import annotations
 
-import atexit
-import concurrent.futures.thread  # noqa: F401 (see _register_exit_hook below)
-import logging
 import threading
 import time
 from collections import deque
@@ -46,10 +43,9 @@ from datetime import datetime
 from enum import Enum
 
 from sparkfn.api.errors import ConfigError, ProducerClosedError
+from sparkfn.topics import at_exit
 from sparkfn.topics.append import MessageColumns
 from sparkfn.topics.message_future import FutureBatch, MessageFuture
-
-logger = logging.getLogger(__name__)
 
 # Messages one append takes at most when it merges sealed batches (see Batcher._next).
 MERGE_LIMIT = 20_000
@@ -175,7 +171,7 @@ class Batcher:
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()
         self._state = BatcherState.RUNNING
-        _open_batchers.add(self)
+        at_exit.register(self)
 
     def _wait_for_room(self) -> None:
         if threading.current_thread() is self._thread:
@@ -339,7 +335,7 @@ class Batcher:
             self._state = BatcherState.CLOSED
             left = [*current, *self._sealed]
             self._sealed.clear()
-        _open_batchers.discard(self)
+        at_exit.discard(self)
         error = ProducerClosedError(f"{self._name}: the flusher thread stopped on an error")
         error.__cause__ = cause
         for batch in left:
@@ -390,7 +386,7 @@ class Batcher:
                 self._cond.notify_all()
         if thread is not None:
             thread.join()
-        _open_batchers.discard(self)
+        at_exit.discard(self)
         with self._cond:
             if self._failure is not None:
                 raise self._failed_error()
@@ -403,26 +399,3 @@ def _describe(error: BaseException | None) -> str:
     if len(text) > 300:
         text = text[:297] + "..."
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-# Batchers with a running thread: closed when the interpreter exits, so that
-# what was buffered in the last moments is appended rather than lost with the
-# daemon thread.
-_open_batchers: set[Batcher] = set()
-
-
-def _close_open_batchers() -> None:
-    for batcher in list(_open_batchers):
-        try:
-            batcher.close()
-        except Exception:
-            logger.exception("%s: closing at interpreter exit failed", batcher.name)
-
-
-# threading's exit hooks run when the main thread ends, before atexit's, with
-# the interpreter whole. A module imported first during them cannot register
-# a hook of its own; pyarrow's first pa.array imports pandas, which imports
-# concurrent.futures.thread, which registers one: that is why it is imported
-# above, so that a producer's first append may happen at exit.
-_register_exit_hook = getattr(threading, "_register_atexit", atexit.register)
-_register_exit_hook(_close_open_batchers)

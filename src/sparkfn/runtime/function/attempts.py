@@ -67,7 +67,7 @@ def attempt_each(
     encode: Callable[[Any], bytes] = bytes  # unused when ``emit`` is given
     utf8_out = False
     if emit is None:
-        out_serde = inst.output_serde_for(output)
+        out_serde = inst.serdes.output_for(output)
         encode = out_serde.encode
         utf8_out = out_serde.kind in ("string", "bytes", "identity")
     decode: Decode = as_is
@@ -81,7 +81,7 @@ def attempt_each(
     for i in range(len(values)):
         topic = topics[i]
         if topic != decode_topic and topic is not None:
-            in_serde = inst.input_serde_for(topic)
+            in_serde = inst.serdes.input_for(topic)
             decode, decode_topic = in_serde.decode, topic
             utf8_in = in_serde.custom is None and in_serde.kind == "string"
         context.index = i

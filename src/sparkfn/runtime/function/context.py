@@ -179,7 +179,7 @@ class FunctionContext(Context):
         config = self._inst.config
         if config.output is None:
             return None
-        serde = self._inst.output_serde_for(config.output)
+        serde = self._inst.serdes.output_for(config.output)
         if serde.custom is not None or serde.record is not None:
             return config.output_serde
         return "serde.IdentitySerDe" if serde.kind == "identity" else serde.kind
@@ -223,9 +223,9 @@ class FunctionContext(Context):
         inst = self._inst
         topic = str(TopicName.parse(publication.topic_name, field="publish topic"))
         if publication.serde_class_name is None:
-            data = inst.output_serde_for(topic).encode(publication.message)
+            data = inst.serdes.output_for(topic).encode(publication.message)
         else:
-            data = inst.encode_with(publication.serde_class_name, topic, publication.message)
+            data = inst.serdes.encode_with(publication.serde_class_name, topic, publication.message)
         inst.emit(
             Emitted(
                 "publish",

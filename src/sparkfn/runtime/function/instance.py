@@ -29,20 +29,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkfn.api.errors import FatalError, TopicNotFoundError
+from sparkfn.api.errors import FatalError
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.attempts import EmitResult, attempt_each
 from sparkfn.runtime.function.context import FatalOrigin, FunctionContext
 from sparkfn.runtime.function.emit import EmitBuffer, Emitted
 from sparkfn.runtime.function.rows import InputRows
-from sparkfn.runtime.function.serde import Serde
+from sparkfn.runtime.function.serdes import InstanceSerdes
 from sparkfn.runtime.function.topics import TopicCatalog
 from sparkfn.runtime.function.vectorized import decode_batch, emit_batch_result
 from sparkfn.runtime.loader import UserFunction
 from sparkfn.runtime.stats import InstanceStats
 from sparkfn.state.buffer import CommittedState, StateBuffer, StateMutation, StateReader
-from sparkfn.topics.message import SchemaType, check_values
 
 _LOG = logging.getLogger("sparkfn.lifecycle")
 
@@ -101,10 +100,7 @@ class FunctionInstance:
         self.instance_id = instance_id
         self.user = user
         self.version = version
-        self._topics = topics
-        self._serdes: dict[str, Serde] = {}
-        self.input_serdes: dict[str, Serde] = {}
-        self._named_serdes: dict[tuple[str, str], Serde] = {}  # publish's, by (name, topic)
+        self.serdes = InstanceSerdes(config, topics)
         self.context = FunctionContext(self)
         self.state = StateBuffer(_no_state)
         self.stats = InstanceStats()
@@ -139,66 +135,6 @@ class FunctionInstance:
             )
             raise RuntimeError(msg)
         self.lifecycle = to
-
-    # --- topics and serdes ----------------------------------------------------------
-    def topic_schema(self, topic: str) -> SchemaType:
-        """The schema type of ``topic``, which the instance writes to.
-
-        A topic that does not exist is created here when the function's
-        ``auto_create_topics`` allows it; otherwise it is a
-        :class:`TopicNotFoundError` naming the function and the topic.
-        """
-        try:
-            return self._topics.schema_of(topic)
-        except TopicNotFoundError:
-            if not self.config.auto_create_topics:
-                msg = (
-                    f"function {self.config.fqfn}: publish to topic {topic}, which does not "
-                    "exist; create it first, or set auto_create_topics to create it on first use"
-                )
-                raise TopicNotFoundError(msg) from None
-        return self._topics.create(topic)
-
-    def output_serde_for(self, topic: str) -> Serde:
-        """The serde encoding values for ``topic``."""
-        serde = self._serdes.get(topic)
-        if serde is None:
-            name = self.config.output_serde if topic == self.config.output else "auto"
-            serde = self._serdes[topic] = self._serde(name, self.topic_schema(topic), topic)
-        return serde
-
-    def input_serde_for(self, topic: str) -> Serde:
-        """The serde decoding values from input ``topic``."""
-        serde = self.input_serdes.get(topic)
-        if serde is None:
-            schema = self._topics.schema_of(topic)
-            name = self.config.input_serde_of(topic)
-            serde = self.input_serdes[topic] = self._serde(name, schema, topic)
-        return serde
-
-    def _serde(self, name: str, schema: SchemaType, topic: str) -> Serde:
-        definition = self._topics.definition_of(topic) if schema is SchemaType.AVRO else None
-        return Serde(
-            name,
-            schema,
-            topic,
-            self.config.fqfn,
-            definition=definition,
-            pulsar_compat=self.config.pulsar_compat,
-        )
-
-    def encode_with(self, serde_class_name: str, topic: str, value: Any) -> bytes:
-        """``value`` encoded for ``topic`` by the serde (or Record class) that
-        ``serde_class_name`` names (``context.publish``); the bytes must suit the topic."""
-        key = (serde_class_name, topic)
-        serde = self._named_serdes.get(key)
-        if serde is None:
-            schema = self.topic_schema(topic)
-            serde = self._named_serdes[key] = self._serde(serde_class_name, schema, topic)
-        data = serde.encode(value)
-        if serde.custom is not None:
-            check_values([data], serde.schema_type, topic=topic, definition=serde.definition)
-        return data
 
     # --- emission ---------------------------------------------------------------
     def emit(self, item: Emitted) -> None:
@@ -279,7 +215,7 @@ class FunctionInstance:
         """Run the per-message function over every row (see :func:`~.attempts.attempt_each`)."""
         self.context.bind(rows, -1)
         output = self.config.output
-        values, topics = rows.arguments(self.input_serde_for)
+        values, topics = rows.arguments(self.serdes.input_for)
         failed = attempt_each(
             self,
             values,
@@ -300,7 +236,7 @@ class FunctionInstance:
         for :func:`~.attempts.attempt_each`; when every attempt fails, each row is dead-lettered."""
         self.stats.received += batch.num_rows
         self.context.bind(None, -1)
-        arg: Any = decode_batch(batch, self.input_serde_for)
+        arg: Any = decode_batch(batch, self.serdes.input_for)
         if self.user.batch_format == "pandas":
             arg = arg.to_pandas()
         failed = attempt_each(self, [arg], [None], [None], self._batch_emitter(), batch.num_rows)
@@ -317,7 +253,7 @@ class FunctionInstance:
             return _discard
 
         def emit(result: Any, key: str | None) -> None:
-            emit_batch_result(result, self.config.fqfn, output, self.output_serde_for, self.out)
+            emit_batch_result(result, self.config.fqfn, output, self.serdes.output_for, self.out)
 
         return emit
 
@@ -371,7 +307,7 @@ class FunctionInstance:
         output = self.config.output
         if result is None or not output:
             return
-        serde = self.output_serde_for(output)
+        serde = self.serdes.output_for(output)
         for value in result if isinstance(result, list | tuple) else [result]:
             if value is not None:
                 self.out.append(Emitted("output", output, serde.encode(value), None))
