@@ -185,3 +185,57 @@ def test_a_topic_a_pattern_gains_is_read_from_its_first_message(
             Producer(store, "in-a").send_batch([Message(f"a{i}".encode()) for i in range(5)])
     expected = [f"b{i}!" for i in range(20)] + [f"a{i}!" for i in range(5)]
     assert _outputs(store) == collections.Counter(expected)  # the 7 before it began: skipped
+
+
+def test_topics_a_pattern_gains_while_it_runs_or_is_parked_are_read_whole(
+    spark: Any, store: Store
+) -> None:
+    """Pulsar's pattern consumers find new topics while they run; so does a function's query.
+
+    ``latest`` applies to the topics there at the start; one created while
+    the query runs is read from its first message by the running query
+    (its creation wakes the reader), and one created while it is parked
+    wakes it.
+    """
+    admin = TopicAdmin(store)
+    admin.create("in-a", partitions=2, schema_type="string")
+    admin.create("out", partitions=1, schema_type="string")
+    Producer(store, "in-a").send_batch([Message(b"before") for _ in range(3)])  # skipped: latest
+    fields = {
+        **_fields(inputs=[], topics_pattern="public/default/in-.*"),
+        "subscription_position": "latest",
+    }
+    config = FunctionConfig.build(**fields)
+    expected: collections.Counter[str] = collections.Counter()
+
+    def produce(topic: str, prefix: str, count: int) -> None:
+        values = [f"{prefix}{i}" for i in range(count)]
+        Producer(store, topic).send_batch([Message(v.encode()) for v in values])
+        expected.update(f"{v}!" for v in values)
+
+    with LocalRun(config, store=store, spark=spark, park_idle_after=8.0) as run:
+        run.start()
+        assert run.supervisor is not None
+        target = run.supervisor.query_target
+        run.wait_for(lambda: _subscribed(store, config.subscription), 60, "the subscription")
+        produce("in-a", "a", 5)
+        run.wait_for(lambda: _outputs(store) == expected, 60, "in-a's outputs")
+        query = run.query
+        admin.create("in-b", partitions=3, schema_type="string")
+        produce("in-b", "b", 20)
+        produce("in-a", "c", 2)
+        run.wait_for(lambda: _outputs(store) == expected, 60, "in-b's outputs")
+        assert run.query is query and not target.parked, "the running query found in-b"
+
+        run.wait_for(lambda: target.parked, 60, "the query parked")
+        admin.create("in-c", partitions=1, schema_type="string")
+        produce("in-c", "d", 4)
+        run.wait_for(lambda: _outputs(store) == expected, 60, "in-c's outputs")
+        assert run.query is not query, "in-c woke the parked query"
+        assert run.drain(120)
+    assert _outputs(store) == expected  # nothing twice, "before" never
+
+
+def _subscribed(store: Store, name: str) -> bool:
+    with store.read() as conn:
+        return bool(subscription.cursors(conn, name))

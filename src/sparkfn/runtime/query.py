@@ -113,9 +113,10 @@ def adopt_pattern_topics(store: Store, config: FunctionConfig, inputs: list[str]
     A topic that appears while a pattern function is subscribed holds only
     messages produced after the subscription began, so none of them may be
     skipped, whatever ``subscription_position`` says (it applies to the
-    topics there when the subscription was made). The running query reads
-    the topics it started with; the next start (a restart, a parked query
-    waking, a new run) reads the new ones from here.
+    topics there when the subscription was made). A running query's reader
+    adopts the topics created while it runs the same way
+    (:mod:`sparkfn.topics.discovery`); this covers those created while
+    nothing ran.
     """
     added = [name for name in inputs if name not in config.inputs]
     if not config.topics_pattern or not added:
@@ -202,6 +203,8 @@ def start_function_query(
         # What the Context can expose; publish_time, producer and sequence_id it cannot.
         .option("columns", "key,value,properties,event_time,topic,partition,offset")
     )
+    if config.topics_pattern:  # topics created while it runs are read too
+        reader = reader.option("topicsPattern", config.topics_pattern)
     if config.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", str(config.max_records_per_batch))
     if config.max_bytes_per_batch:

@@ -55,6 +55,7 @@ class FunctionSupervisor(Supervisor):
                 subscription_name=config.subscription,
                 inputs=inputs,
                 after=park_idle_after,
+                topics_pattern=config.topics_pattern,
             )
             if park_idle_after
             else None

@@ -43,6 +43,10 @@ SHARED_RECHECK_SECONDS = 1.0
 # The hint of the supervisors' commands to worker processes (close, cancel).
 COMMANDS_HINT = "commands"
 
+# The hint of topic creations: readers of a topics_pattern look for new topics
+# (:mod:`sparkfn.topics.discovery`).
+TOPICS_HINT = "topics"
+
 
 def hint_on_commit(conn: Connection, name: str) -> None:
     """Touch hint ``name`` when ``conn``'s write transaction commits."""

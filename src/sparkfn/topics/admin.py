@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sparkfn.api.errors import ConfigError, TopicExistsError, TopicNotFoundError
 from sparkfn.api.schemas import AvroSchema, Schema
 from sparkfn.config.names import TopicName
-from sparkfn.store import schema
+from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
 from sparkfn.topics.garbage import retire_locations
 from sparkfn.topics.message import SchemaType
@@ -174,6 +174,7 @@ class TopicAdmin:
         retention_ms = _retention_ms(name, retention, retention_bytes)
         try:
             with self.store.write() as conn:
+                signals.hint_on_commit(conn, signals.TOPICS_HINT)  # for topics_pattern readers
                 topic_id = conn.execute(
                     insert(schema.topics)
                     .values(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -210,6 +210,18 @@ def stored_sizes(conn: Connection, topic: TopicInfo, partition: int, start: int)
             .limit(1)
         ).all()
     return sum(r.size_bytes for r in rows), sum(r.n for r in rows)
+
+
+def mean_stored_size(
+    conn: Connection, starts: Iterable[tuple[TopicInfo, int, int]]
+) -> float | None:
+    """The mean stored size of a record next in line in ``(topic, partition, start)``
+    (:func:`stored_sizes` summed); ``None`` without any record."""
+    size = count = 0
+    for topic, partition, start in starts:
+        more = stored_sizes(conn, topic, partition, start)
+        size, count = size + more[0], count + more[1]
+    return size / count if count else None
 
 
 def _with_position(table: pa.Table, topic: TopicInfo, partition: int, first: int) -> pa.Table:

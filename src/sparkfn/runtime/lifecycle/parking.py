@@ -54,6 +54,7 @@ from sparkfn.store import schema, signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.discovery import TopicDiscovery
 from sparkfn.topics.log import end_offsets
 from sparkfn.topics.spark.admission import PARK
 
@@ -81,6 +82,7 @@ class Parking:
         subscription_name: str,
         inputs: Callable[[], list[str]],
         after: float,
+        topics_pattern: str | None = None,
     ) -> None:
         self.store = store
         self.control_id = control_id
@@ -92,6 +94,12 @@ class Parking:
         self._quiet_since = time.monotonic()
         self._flagged = False
         self._watching: list[Callable[[], None]] = []
+        # A pattern's inputs are listed again when a topic is created, or every minute.
+        self._discovery = (
+            TopicDiscovery(store.url, str(store.data_dir), topics_pattern)
+            if topics_pattern
+            else None
+        )
 
     def started(self) -> None:
         """The query (re)started: clear a park flag of ours, stop watching, quiet from now."""
@@ -155,8 +163,11 @@ class Parking:
 
     def watch(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` when an input topic's hint is touched (where the kernel announces it)."""
-        for topic in self._input_topics():
-            cancel = watch.subscribe(self.store.data_dir, signals.topic_hint(topic.id), wake)
+        hints = [signals.topic_hint(topic.id) for topic in self._input_topics()]
+        if self._discovery is not None:
+            hints.append(signals.TOPICS_HINT)  # a new topic may be an input with messages
+        for hint in hints:
+            cancel = watch.subscribe(self.store.data_dir, hint, wake)
             if cancel is not None:
                 self._watching.append(cancel)
 
@@ -168,6 +179,9 @@ class Parking:
 
     # --- reading the store ------------------------------------------------------------
     def _input_topics(self) -> list[TopicInfo]:
+        if self._discovery is not None and self._discovery.due():
+            self._discovery.listed()
+            self._topics = None
         if self._topics is None:
             admin = TopicAdmin(self.store)
             self._topics = [admin.get(name) for name in self._inputs()]
@@ -181,15 +195,18 @@ class Parking:
         return in_flight or self._pending(conn)
 
     def _pending(self, conn: Connection) -> bool:
-        """Some input partition's end is past its cursor (or has no cursor yet: unknown is busy)."""
+        """Some input partition's end is past its cursor, or it has no cursor and holds messages.
+
+        A partition without a cursor is one of a topic the pattern gained
+        since the query started: the query reads it from its first message.
+        """
         try:
             topics = self._input_topics()
         except TopicNotFoundError:
             return True  # the query finds out and fails with a clear error
         cursors = subscription.cursors(conn, self.subscription_name)
         for topic in topics:
-            for part, (_, end) in end_offsets(conn, topic).items():
-                cursor = cursors.get((topic.id, part))
-                if cursor is None or cursor < end:
+            for part, (first, end) in end_offsets(conn, topic).items():
+                if cursors.get((topic.id, part), first) < end:
                     return True
         return False

@@ -20,6 +20,10 @@ Options beyond those of :mod:`.source`:
   shares :func:`~sparkfn.topics.subscription.reader_owner`): the first
   batch planned claims it, and a query of another owner fails at its first
   batch with :class:`~sparkfn.api.errors.SubscriptionInUseError`.
+* ``topicsPattern`` (a regular expression over full topic names): topics
+  created while the query runs that it matches are read too, from their
+  first message (:mod:`sparkfn.topics.discovery`); ``topics`` holds those
+  that matched when it started.
 * ``instances`` and ``assignment`` (``shared``, ``failover``,
   ``key_shared``): rows get an ``instance_id`` column.
 * ``admission`` (``module:callable``) and ``controlId``: a supervisor steers
@@ -43,11 +47,12 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.settings import Settings
-from sparkfn.store import signals, watch
+from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.log import end_offsets, stored_sizes
+from sparkfn.topics.discovery import TopicDiscovery
+from sparkfn.topics.log import end_offsets, mean_stored_size
 from sparkfn.topics.message import SPARK_READ_TYPES
 from sparkfn.topics.spark.admission import PARK, Admission, AdmissionView, load_admission
 from sparkfn.topics.spark.options import choice, positive_int
@@ -66,6 +71,7 @@ from sparkfn.topics.spark.planning import (
     split_ranges,
     with_final,
 )
+from sparkfn.topics.spark.quiet import IDLE_WAIT_SECONDS, RUN_WAIT_SECONDS, QuietWait
 from sparkfn.topics.spark.rows import TaskRows
 from sparkfn.topics.spark.tasks import (
     TASK_FUNCTION_OPTION,
@@ -76,13 +82,6 @@ from sparkfn.topics.spark.tasks import (
 DEFAULT_MAX_RECORDS_PER_TASK = 500_000
 DEFAULT_MAX_RECORDS_PER_BATCH = 1_000_000
 DEFAULT_MAX_BYTES_PER_BATCH = 256 * 1024 * 1024
-# How long one call of an idle reader waits for a commit hint: a query of a
-# function or a sink (every stop of which touches its run's hint), and any
-# other (whose query.stop() waits for the call). Where hints are polled, how
-# often it looks. It asks the store at least every signals.recheck_seconds.
-RUN_WAIT_SECONDS = 2.0
-IDLE_WAIT_SECONDS = 0.5
-HINT_POLL_SECONDS = 0.05
 
 
 class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -93,12 +92,24 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.store_url = settings.store_url
         self.data_dir = str(settings.data_dir)
         self._data_path = settings.data_dir  # for the hints, looked at on every idle call
-        names = opts.get("topics") or opts.get("topic")
-        if not names:
-            msg = "sparkfn data source: option 'topic' (or 'topics') is required for reading"
+        names = opts.get("topics") or opts.get("topic") or ""
+        pattern = opts.get("topicspattern")
+        if not names and not pattern:
+            msg = (
+                "sparkfn data source: option 'topic' (or 'topics') is required for reading, "
+                "unless 'topicsPattern' is given"
+            )
             raise ConfigError(msg)
+        self._discovery = (
+            TopicDiscovery(self.store_url, self.data_dir, pattern) if pattern else None
+        )
         admin = TopicAdmin(self._store())
         self.topics = [admin.get(n.strip()) for n in names.split(",") if n.strip()]
+        if self._discovery is not None:
+            self.topics += self._discovery.new_topics(self.topics)
+            if not self.topics:
+                msg = f"sparkfn data source: topicsPattern {pattern!r} matches no topic"
+                raise ConfigError(msg)
         self.starting = choice(opts, "startingOffsets", ("earliest", "latest"), "latest")
         self.max_records: int = (
             positive_int(opts, "maxRecordsPerBatch", None) or DEFAULT_MAX_RECORDS_PER_BATCH
@@ -118,14 +129,17 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.properties_json = as_json and "properties" in columns
         self.target: dict[str, int] | None = None
         self.task_function = opts.get(TASK_FUNCTION_OPTION.lower())
-        self._hints = [signals.topic_hint(t.id) for t in self.topics]
-        self._recheck = signals.recheck_seconds(self.store_url)
-        self._wait = IDLE_WAIT_SECONDS
+        hints = [signals.topic_hint(t.id) for t in self.topics]
+        if self._discovery is not None:
+            hints.append(signals.TOPICS_HINT)
         if opts.get("controlid"):
-            self._hints.append(signals.control_hint(opts["controlid"]))
-            self._wait = RUN_WAIT_SECONDS
-        # (start, hints, when) of the last "nothing new" answer; see latestOffset.
-        self._idle: tuple[dict[str, int], tuple[int, ...], float] | None = None
+            hints.append(signals.control_hint(opts["controlid"]))
+        self._quiet = QuietWait(
+            self._data_path,
+            hints,
+            recheck=signals.recheck_seconds(self.store_url),
+            wait=RUN_WAIT_SECONDS if opts.get("controlid") else IDLE_WAIT_SECONDS,
+        )
         self._reported: tuple[float, dict[str, int]] | None = None
         self.admission: Admission | None = None
         control_id = opts.get("controlid")
@@ -202,33 +216,24 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         """The end of the next batch: what is available, capped by ``limit``, the byte cap and the run's admission.
 
-        An idle query asks again after ``pollingDelay``. While the last answer
-        was "nothing new" for this same ``start`` and is younger than
-        :func:`~sparkfn.store.signals.recheck_seconds`, the call waits here,
-        up to :data:`RUN_WAIT_SECONDS` (a function's or a sink's query) or
-        :data:`IDLE_WAIT_SECONDS`, for a commit hint of an input topic or of
-        the run's lifecycle record to change (:mod:`sparkfn.store.signals`,
-        :mod:`sparkfn.store.watch`), and answers "nothing new" without
-        asking the store if none does. So an idle function's query costs
-        Spark one call every 2 s, not ten a second, and new input is seen as
-        soon as its commit touches the hint (inotify), or within
-        :data:`HINT_POLL_SECONDS` where hints are polled.
+        An idle query's calls wait for a commit hint (:class:`~.quiet.QuietWait`)
+        and answer "nothing new" without asking the store while none changes.
         """
-        data_dir = self._data_path
-        hints = signals.stamp(data_dir, self._hints)
-        idle = self._idle
-        if idle is not None and idle[0] == start and idle[1] == hints:
-            left = self._recheck - (time.monotonic() - idle[2])
-            if left > 0:
-                wait = min(left, self._wait)
-                hints = watch.wait_for_change(data_dir, self._hints, hints, wait, HINT_POLL_SECONDS)
-                if hints == idle[1] and wait < left:
-                    return in_key_order(start)
+        if self._quiet.nothing_new(start):
+            return in_key_order(start)
         end = in_key_order(self._latest(start, limit))
-        self._idle = (start, hints, time.monotonic()) if end == start else None
+        self._quiet.answered(start, end)
         return end
 
+    def _discover(self) -> None:
+        """Read the topics ``topicsPattern`` gained too (see :mod:`sparkfn.topics.discovery`)."""
+        if self._discovery is not None and self._discovery.due():
+            added = self._discovery.adopt(self.topics, self.subscription)
+            self.topics = [*self.topics, *added]
+            self._quiet.watch(signals.topic_hint(t.id) for t in added)
+
     def _latest(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        self._discover()
         view = self._view()
         data = data_offsets(start)
         finals = start.get(FINAL_KEY, 0)
@@ -306,22 +311,18 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The mean stored size of the records next in line, in the partitions with data to admit."""
         if self.max_bytes is None:
             return None
-        size = count = 0
+        keys = [(t, p, offset_key(t, p)) for t in self.topics for p in range(t.partitions)]
         with self._store().read() as conn:
-            for t in self.topics:
-                for p in range(t.partitions):
-                    key = offset_key(t, p)
-                    if end.get(key, 0) > base.get(key, 0):
-                        more = stored_sizes(conn, t, p, base.get(key, 0))
-                        size, count = size + more[0], count + more[1]
-        return size / count if count else None
+            return mean_stored_size(
+                conn, [(t, p, base.get(k, 0)) for t, p, k in keys if end.get(k, 0) > base.get(k, 0)]
+            )
 
     def reportLatestOffset(self) -> dict[str, int]:
         """What is committed now, for Spark's progress reports (at most a second old when idle)."""
         if (
             self._reported is None
-            or self._idle is None
-            or time.monotonic() - self._reported[0] >= self._recheck
+            or not self._quiet.idle
+            or time.monotonic() - self._reported[0] >= self._quiet.recheck
         ):
             ends = {k: e for k, (_, e) in self._bounds().items()}
             self._reported = (time.monotonic(), in_key_order(ends))

@@ -1,0 +1,92 @@
+"""The topics a ``topics_pattern`` gains while its reader runs, as Pulsar's pattern consumers find them.
+
+Pulsar's pattern consumer looks for new matching topics every minute
+(``patternAutoDiscoveryPeriod``). sparkfn's reader and a parked function's
+supervisor do too, and sooner where they can: creating a topic touches
+:data:`~sparkfn.store.signals.TOPICS_HINT` when it commits, so whoever
+watches the pattern on this machine looks at once. The period is the
+backstop for creations the kernel does not announce (another machine
+writing to a shared data directory).
+
+What a new topic holds was produced after the subscription began, so a
+subscription takes it from its first message, whatever
+``subscription_position`` said when it was made (see
+:func:`sparkfn.runtime.query.adopt_pattern_topics`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from sparkfn.store import signals
+from sparkfn.store.store import Store
+from sparkfn.topics import subscription
+from sparkfn.topics.admin import TopicAdmin, TopicInfo
+
+_LOG = logging.getLogger("sparkfn.discovery")
+
+# Pulsar's default ``patternAutoDiscoveryPeriod``: one minute.
+DISCOVERY_SECONDS = 60.0
+
+
+class TopicDiscovery:
+    """Lists the topics whose full name (``persistent://tenant/ns/name``) ``pattern`` matches.
+
+    :meth:`due` is cheap (a ``stat`` of the hint): callers ask it often and
+    list only when a topic was created or a period went by.
+    """
+
+    def __init__(
+        self, store_url: str, data_dir: str, pattern: str, period: float = DISCOVERY_SECONDS
+    ) -> None:
+        # The URL and directory, not a Store: a Spark reader holding this is pickled.
+        self.store_url = store_url
+        self.data_dir = data_dir
+        self.pattern = re.compile(pattern)
+        self.period = period
+        self._stamp = self._hint()
+        self._listed = time.monotonic()
+
+    def _hint(self) -> tuple[int, ...]:
+        return signals.stamp(Path(self.data_dir), [signals.TOPICS_HINT])
+
+    def due(self) -> bool:
+        """Whether a topic was created (on this machine) or a period passed since the last list."""
+        return self._hint() != self._stamp or time.monotonic() - self._listed >= self.period
+
+    def listed(self) -> None:
+        """The caller lists the topics now: :meth:`due` is false until the next creation or period."""
+        # Stamped before the list: a topic created meanwhile makes the next call due.
+        self._stamp = self._hint()
+        self._listed = time.monotonic()
+
+    def matching(self) -> list[TopicInfo]:
+        """Every existing topic the pattern matches, sorted by name (see :meth:`listed`)."""
+        self.listed()
+        admin = TopicAdmin(Store.cached(self.store_url, self.data_dir))
+        return [t for t in admin.list() if self.pattern.fullmatch(str(t.name))]
+
+    def new_topics(self, known: Iterable[TopicInfo]) -> list[TopicInfo]:
+        """The matching topics not in ``known`` (compared by id)."""
+        ids = {t.id for t in known}
+        return [t for t in self.matching() if t.id not in ids]
+
+    def adopt(self, known: Iterable[TopicInfo], subscription_name: str | None) -> list[TopicInfo]:
+        """The matching topics not in ``known``, with cursors at their first message in
+        ``subscription_name`` (if any) before a plan can name them."""
+        added = self.new_topics(known)
+        if added and subscription_name is not None:
+            store = Store.cached(self.store_url, self.data_dir)
+            with store.write() as conn:
+                subscription.ensure(conn, subscription_name, added, "earliest")
+        if added:
+            _LOG.info(
+                "subscription %s: reading topics created since it started: %s",
+                subscription_name or "(none)",
+                ", ".join(str(t.name) for t in added),
+            )
+        return added
