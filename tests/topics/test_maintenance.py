@@ -656,3 +656,47 @@ def test_a_staged_file_collected_before_its_commit_fails_the_commit(store: Store
     assert store.path(kept.location).stat().st_mtime > old
     assert garbage.collect_orphans(store) == 0
     assert [m.value for m in _read(store, topic)] == [BIG] * 50
+
+
+def test_an_orphan_touched_by_a_commit_at_the_last_moment_is_put_back(tmp_path: Path) -> None:
+    """The collector renames a candidate aside, then checks it: one a commit
+    touched just before the rename is being committed and goes back."""
+    cutoff = time.time() - garbage.ORPHAN_GRACE.total_seconds()
+    old = cutoff - 10
+    kept = tmp_path / "a.arrow"
+    kept.write_bytes(b"x")  # young: touched by a commit after the collector listed it
+    assert not garbage.delete_orphan(kept, kept, cutoff)
+    assert kept.read_bytes() == b"x"
+    assert list(tmp_path.iterdir()) == [kept]
+
+    gone = tmp_path / "b.arrow"
+    gone.write_bytes(b"y")
+    os.utime(gone, (old, old))
+    assert garbage.delete_orphan(gone, gone, cutoff)
+    assert list(tmp_path.iterdir()) == [kept]
+
+
+def test_a_file_left_renamed_aside_is_restored_if_referenced_else_deleted(store: Store) -> None:
+    """A collector that died between renaming a file aside and deleting it."""
+    from sparkfn.topics.log import commit_segments, stage
+
+    topic = TopicAdmin(store).create("t")
+    seg = stage(store, topic, 0, stored_table([BIG] * 20))
+    assert seg.location is not None
+    with store.write() as conn:
+        commit_segments(store, conn, topic, [seg], "c1")
+    path = store.path(seg.location)
+    aside = path.with_name(path.name + garbage.DOOMED_SUFFIX)
+    os.rename(path, aside)  # the commit touched it just before a collector's rename
+    orphan = stage(store, topic, 0, stored_table([BIG] * 5))
+    assert orphan.location is not None
+    orphan_path = store.path(orphan.location)
+    old = time.time() - 2 * garbage.ORPHAN_GRACE.total_seconds()
+    os.utime(orphan_path, (old, old))
+    orphan_aside = orphan_path.with_name(orphan_path.name + garbage.DOOMED_SUFFIX)
+    os.rename(orphan_path, orphan_aside)
+
+    assert garbage.collect_orphans(store) == 1  # the unreferenced old one
+    assert path.exists() and not aside.exists()
+    assert not orphan_aside.exists() and not orphan_path.exists()
+    assert [m.value for m in _read(store, topic)] == [BIG] * 20

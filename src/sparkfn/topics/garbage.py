@@ -8,8 +8,10 @@ open it. :func:`collect` deletes retired files whose grace period is over.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import Connection, delete, insert, select
 
@@ -48,6 +50,9 @@ def collect(store: Store, now: datetime | None = None) -> int:
 # A staged file younger than this may still be about to be committed.
 ORPHAN_GRACE = timedelta(hours=1)
 
+# An orphan candidate is renamed to its name plus this before it is deleted.
+DOOMED_SUFFIX = ".doomed"
+
 
 def collect_orphans(store: Store, older_than: timedelta = ORPHAN_GRACE) -> int:
     """Delete segment files no index row references and nothing will.
@@ -56,6 +61,18 @@ def collect_orphans(store: Store, older_than: timedelta = ORPHAN_GRACE) -> int:
     that died after staging, a retried task's first attempt, a replayed
     batch. Only files older than ``older_than`` are touched, so a segment
     staged but not yet committed is safe. Returns how many were deleted.
+
+    A commit touches its staged files before it references them
+    (:func:`sparkfn.topics.log.commit_segments`), so a file that became
+    young is being committed. To rule out a commit touching a file between
+    the check and the delete, each candidate is first renamed aside
+    (:data:`DOOMED_SUFFIX`, atomic): a commit touching it after that fails
+    (the batch is retried and stages again), and one that touched it before
+    left it young, which the check of the renamed file sees; it is then
+    renamed back. A collector that died between the two steps left a
+    renamed file, which the next run restores if it is referenced or young.
+    The only cost of the rename: a reader opening a file that was committed
+    in the microseconds it was aside fails that read (its task is retried).
     """
     root = store.data_dir / "segments"
     if not root.exists():
@@ -64,7 +81,11 @@ def collect_orphans(store: Store, older_than: timedelta = ORPHAN_GRACE) -> int:
     candidates = [
         path
         for path in root.rglob("*")
-        if path.is_file() and path.suffix in (".arrow", ".tmp") and path.stat().st_mtime < cutoff
+        if path.is_file()
+        and (
+            path.suffix == DOOMED_SUFFIX  # left by a collector that died: restored or deleted
+            or (path.suffix in (".arrow", ".tmp") and path.stat().st_mtime < cutoff)
+        )
     ]
     if not candidates:
         return 0
@@ -77,13 +98,29 @@ def collect_orphans(store: Store, older_than: timedelta = ORPHAN_GRACE) -> int:
         referenced.update(conn.execute(select(schema.garbage_files.c.location)).scalars())
     deleted = 0
     for path in candidates:
-        if path.relative_to(store.data_dir).as_posix() in referenced:
+        original = path.with_suffix("") if path.suffix == DOOMED_SUFFIX else path
+        if original.relative_to(store.data_dir).as_posix() in referenced:
+            if original != path:
+                os.replace(path, original)  # a collector died after renaming it aside
             continue
-        try:  # a commit touches its files first: one touched since is not an orphan
-            if path.stat().st_mtime >= cutoff:
-                continue
-        except FileNotFoundError:
-            continue
-        path.unlink(missing_ok=True)
-        deleted += 1
+        deleted += delete_orphan(original, path, cutoff)
     return deleted
+
+
+def delete_orphan(path: Path, current: Path, cutoff: float) -> bool:
+    """Delete the unreferenced file ``path`` (found at ``current``) unless a commit touched it.
+
+    ``True`` if it was deleted; a file touched since ``cutoff`` is put back at ``path``.
+    """
+    doomed = path.with_name(path.name + DOOMED_SUFFIX)
+    try:
+        if current != doomed:
+            os.rename(current, doomed)  # from here on a commit touching it fails
+        touched = doomed.stat().st_mtime >= cutoff
+    except FileNotFoundError:
+        return False
+    if touched:  # a commit touched it just before the rename: it is being committed
+        os.replace(doomed, path)
+        return False
+    doomed.unlink(missing_ok=True)
+    return True
