@@ -8,9 +8,13 @@ cursors before any plan can name it.
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from sparkfn.api.errors import ConfigError
+from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
@@ -68,6 +72,7 @@ def test_discovery_is_due_after_a_topic_is_created_or_a_period_passed(store: Sto
     assert not discovery.due()
     admin.create("in-b")  # its commit touches the topics hint
     assert discovery.due()
+    time.sleep(0.06)  # past the hint's tick (see the next test)
     assert [t.name.name for t in discovery.matching()] == ["in-a", "in-b"]
     assert not discovery.due()
     assert TopicDiscovery(store.url, str(store.data_dir), "x", period=0.0).due()
@@ -76,3 +81,40 @@ def test_discovery_is_due_after_a_topic_is_created_or_a_period_passed(store: Sto
 def test_a_pattern_that_matches_nothing_is_a_clear_error(store: Store) -> None:
     with pytest.raises(ConfigError, match="topicsPattern 'public/default/none-.\\*' matches no"):
         _reader(store, topicspattern="public/default/none-.*")
+
+
+def test_a_topic_created_while_the_reader_starts_is_read_whole(store: Store) -> None:
+    """The caller listed the pattern's topics; one made before its reader was built is new too."""
+    admin = TopicAdmin(store)
+    a = admin.create("in-a")
+    with store.write() as conn:  # the subscription began with in-a only
+        subscription.ensure(conn, "sub", [a], "latest")
+    b = admin.create("in-b", partitions=2)
+    _send(store, "in-b", 6)
+    reader = _reader(
+        store,
+        topics="in-a",
+        topicspattern="public/default/in-.*",
+        startingoffsets="latest",
+        subscription="sub",
+    )
+    assert [t.name.name for t in reader.topics] == ["in-a", "in-b"]
+    with store.read() as conn:
+        cursors = subscription.cursors(conn, "sub")
+    assert {p: c for (t, p), c in cursors.items() if t == b.id} == {0: 0, 1: 0}
+
+
+def test_a_creation_in_the_same_tick_as_the_list_is_looked_for_again(store: Store) -> None:
+    """A file's time moves in coarse ticks: a list right after a touch is not the last word."""
+    discovery = TopicDiscovery(store.url, str(store.data_dir), "public/default/in-.*")
+    hint = store.data_dir / signals.HINTS_DIR / signals.TOPICS_HINT
+    hint.parent.mkdir(parents=True, exist_ok=True)
+    hint.touch()
+    now = time.time_ns()
+    os.utime(hint, ns=(now, now))
+    discovery.listed()
+    assert discovery.due()  # another topic may have come in the same tick
+    earlier = now - 10**9
+    os.utime(hint, ns=(earlier, earlier))
+    discovery.listed()
+    assert not discovery.due()

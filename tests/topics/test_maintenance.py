@@ -700,3 +700,19 @@ def test_a_file_left_renamed_aside_is_restored_if_referenced_else_deleted(store:
     assert path.exists() and not aside.exists()
     assert not orphan_aside.exists() and not orphan_path.exists()
     assert [m.value for m in _read(store, topic)] == [BIG] * 20
+
+
+def test_a_reader_puts_back_a_committed_file_the_collector_had_aside(store: Store) -> None:
+    """A collector that died between its rename and its check left a committed file aside."""
+    from sparkfn.topics.log import commit_segments, stage
+
+    topic = TopicAdmin(store).create("t")
+    seg = stage(store, topic, 0, stored_table([BIG] * 3))
+    assert seg.location is not None
+    with store.write() as conn:
+        commit_segments(store, conn, topic, [seg], "c1")
+    path = store.path(seg.location)
+    os.rename(path, garbage.aside(path))
+    assert [m.value for m in _read(store, topic)] == [BIG] * 3
+    assert path.exists()
+    assert not garbage.delete_orphan(path, garbage.aside(path), time.time())  # already back

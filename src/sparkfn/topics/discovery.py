@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from sqlalchemy.exc import IntegrityError
+
 from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
@@ -32,9 +34,14 @@ _LOG = logging.getLogger("sparkfn.discovery")
 # Pulsar's default ``patternAutoDiscoveryPeriod``: one minute.
 DISCOVERY_SECONDS = 60.0
 
+# A file's modification time moves in coarse ticks (a few ms): a topic created
+# within this long of a touch that a list followed may leave the time as it
+# was, so the next check lists again.
+SAME_TICK_NS = 50_000_000
+
 
 class TopicDiscovery:
-    """Lists the topics whose full name (``persistent://tenant/ns/name``) ``pattern`` matches.
+    """Lists the topics whose full name (``tenant/ns/name``) ``pattern`` matches.
 
     :meth:`due` is cheap (a ``stat`` of the hint): callers ask it often and
     list only when a topic was created or a period went by.
@@ -50,19 +57,25 @@ class TopicDiscovery:
         self.period = period
         self._stamp = self._hint()
         self._listed = time.monotonic()
+        self._recent = False  # the hint was touched just before the last list
 
     def _hint(self) -> tuple[int, ...]:
         return signals.stamp(Path(self.data_dir), [signals.TOPICS_HINT])
 
     def due(self) -> bool:
         """Whether a topic was created (on this machine) or a period passed since the last list."""
-        return self._hint() != self._stamp or time.monotonic() - self._listed >= self.period
+        return (
+            self._recent
+            or self._hint() != self._stamp
+            or time.monotonic() - self._listed >= self.period
+        )
 
     def listed(self) -> None:
         """The caller lists the topics now: :meth:`due` is false until the next creation or period."""
         # Stamped before the list: a topic created meanwhile makes the next call due.
         self._stamp = self._hint()
         self._listed = time.monotonic()
+        self._recent = 0 < time.time_ns() - self._stamp[0] < SAME_TICK_NS
 
     def matching(self) -> list[TopicInfo]:
         """Every existing topic the pattern matches, sorted by name (see :meth:`listed`)."""
@@ -76,17 +89,27 @@ class TopicDiscovery:
         return [t for t in self.matching() if t.id not in ids]
 
     def adopt(self, known: Iterable[TopicInfo], subscription_name: str | None) -> list[TopicInfo]:
-        """The matching topics not in ``known``, with cursors at their first message in
-        ``subscription_name`` (if any) before a plan can name them."""
+        """The matching topics not in ``known``; an existing subscription named
+        ``subscription_name`` gets their cursors at their first message now,
+        before any plan can name them (a new one starts where its position says)."""
         added = self.new_topics(known)
-        if added and subscription_name is not None:
+        if not added:
+            return added
+        if subscription_name is not None:
             store = Store.cached(self.store_url, self.data_dir)
-            with store.write() as conn:
-                subscription.ensure(conn, subscription_name, added, "earliest")
-        if added:
-            _LOG.info(
-                "subscription %s: reading topics created since it started: %s",
-                subscription_name or "(none)",
-                ", ".join(str(t.name) for t in added),
-            )
+            try:
+                _subscribe_from_start(store, subscription_name, added)
+            except IntegrityError:  # another reader of the subscription made them meanwhile
+                _subscribe_from_start(store, subscription_name, added)
+        _LOG.info(
+            "subscription %s: reading topics created since it began: %s",
+            subscription_name or "(none)",
+            ", ".join(str(t.name) for t in added),
+        )
         return added
+
+
+def _subscribe_from_start(store: Store, name: str, topics: list[TopicInfo]) -> None:
+    with store.write() as conn:
+        if subscription.cursors(conn, name):  # it exists: it began before these topics
+            subscription.ensure(conn, name, topics, "earliest")

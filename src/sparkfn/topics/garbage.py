@@ -101,7 +101,7 @@ def collect_orphans(store: Store, older_than: timedelta = ORPHAN_GRACE) -> int:
         original = path.with_suffix("") if path.suffix == DOOMED_SUFFIX else path
         if original.relative_to(store.data_dir).as_posix() in referenced:
             if original != path:
-                os.replace(path, original)  # a collector died after renaming it aside
+                restore_aside(original)  # a collector died after renaming it aside
             continue
         deleted += delete_orphan(original, path, cutoff)
     return deleted
@@ -112,15 +112,34 @@ def delete_orphan(path: Path, current: Path, cutoff: float) -> bool:
 
     ``True`` if it was deleted; a file touched since ``cutoff`` is put back at ``path``.
     """
-    doomed = path.with_name(path.name + DOOMED_SUFFIX)
+    doomed = aside(path)
     try:
         if current != doomed:
             os.rename(current, doomed)  # from here on a commit touching it fails
         touched = doomed.stat().st_mtime >= cutoff
-    except FileNotFoundError:
+    except FileNotFoundError:  # another collector (or a reader) moved it first
         return False
     if touched:  # a commit touched it just before the rename: it is being committed
-        os.replace(doomed, path)
+        restore_aside(path)
         return False
     doomed.unlink(missing_ok=True)
+    return True
+
+
+def aside(path: Path) -> Path:
+    """Where the orphan collector renames ``path`` before it deletes it."""
+    return path.with_name(path.name + DOOMED_SUFFIX)
+
+
+def restore_aside(path: Path) -> bool:
+    """Put ``path`` back from where the collector renamed it aside; ``True`` if it was there.
+
+    A reader that found ``path`` in the index but not on disk calls this:
+    a collector that died between its rename and its check, or that is
+    checking right now, has a committed file aside.
+    """
+    try:
+        os.rename(aside(path), path)
+    except FileNotFoundError:
+        return False
     return True

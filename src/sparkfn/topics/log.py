@@ -22,7 +22,7 @@ from sqlalchemy import Connection, and_, func, insert, select, update
 from sparkfn.api.errors import ConfigError, StoreError, TopicNotFoundError
 from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
-from sparkfn.topics import segments
+from sparkfn.topics import garbage, segments
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.message import READ_SCHEMA, utc_now
 
@@ -113,10 +113,10 @@ def commit_segments(
             by_partition.setdefault(seg.partition, []).append(seg)
     if not by_partition:
         return {}
-    for seg in staged:
+    offsets = lock_for_append(store, conn, topic, list(by_partition))
+    for seg in staged:  # after the lock, whose wait may be long: then nothing more waits
         if seg.location:
             _keep_staged(store, topic, seg.location)
-    offsets = lock_for_append(store, conn, topic, list(by_partition))
     signals.hint_on_commit(conn, signals.topic_hint(topic.id))
     now = utc_now()
     rows = []
@@ -309,6 +309,8 @@ def read_range(
                     else segments.read_file(store.data_dir, row.location)
                 )
             except FileNotFoundError:
+                if row.location is not None and garbage.restore_aside(store.path(row.location)):
+                    break  # the orphan collector had it aside: committed, so it goes back
                 attempts += 1
                 if attempts > 5:
                     raise

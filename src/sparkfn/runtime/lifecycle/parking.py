@@ -49,7 +49,7 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, and_, update
 
-from sparkfn.api.errors import TopicNotFoundError
+from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.store import schema, signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
@@ -94,6 +94,7 @@ class Parking:
         self._quiet_since = time.monotonic()
         self._flagged = False
         self._watching: list[Callable[[], None]] = []
+        self._wake: Callable[[], None] | None = None  # what the watches call
         # A pattern's inputs are listed again when a topic is created, or every minute.
         self._discovery = (
             TopicDiscovery(store.url, str(store.data_dir), topics_pattern)
@@ -163,7 +164,11 @@ class Parking:
 
     def watch(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` when an input topic's hint is touched (where the kernel announces it)."""
-        hints = [signals.topic_hint(topic.id) for topic in self._input_topics()]
+        self._wake = wake
+        self._watch(self._input_topics(), wake)
+
+    def _watch(self, topics: list[TopicInfo], wake: Callable[[], None]) -> None:
+        hints = [signals.topic_hint(topic.id) for topic in topics]
         if self._discovery is not None:
             hints.append(signals.TOPICS_HINT)  # a new topic may be an input with messages
         for hint in hints:
@@ -179,12 +184,16 @@ class Parking:
 
     # --- reading the store ------------------------------------------------------------
     def _input_topics(self) -> list[TopicInfo]:
+        relist = False
         if self._discovery is not None and self._discovery.due():
             self._discovery.listed()
-            self._topics = None
-        if self._topics is None:
+            relist = True
+        if self._topics is None or relist:
             admin = TopicAdmin(self.store)
             self._topics = [admin.get(name) for name in self._inputs()]
+            if relist and self._watching and self._wake is not None:
+                self.stop_watching()  # watch the new topics too
+                self._watch(self._topics, self._wake)
         return self._topics
 
     def _last_plan(self, conn: Connection) -> subscription.Plan | None:
@@ -202,7 +211,7 @@ class Parking:
         """
         try:
             topics = self._input_topics()
-        except TopicNotFoundError:
+        except (TopicNotFoundError, ConfigError):  # gone, or the pattern matches nothing
             return True  # the query finds out and fails with a clear error
         cursors = subscription.cursors(conn, self.subscription_name)
         for topic in topics:

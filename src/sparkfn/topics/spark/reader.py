@@ -105,8 +105,10 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         admin = TopicAdmin(self._store())
         self.topics = [admin.get(n.strip()) for n in names.split(",") if n.strip()]
+        self.subscription = opts.get("subscription")
         if self._discovery is not None:
-            self.topics += self._discovery.new_topics(self.topics)
+            # Created since the caller listed them: read whole, as any topic gained later.
+            self.topics += self._discovery.adopt(self.topics, self.subscription)
             if not self.topics:
                 msg = f"sparkfn data source: topicsPattern {pattern!r} matches no topic"
                 raise ConfigError(msg)
@@ -119,7 +121,6 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.instances = positive_int(opts, "instances", None)
         self.assignment = choice(opts, "assignment", ASSIGNMENTS, "shared")
         self.slots = positive_int(opts, "taskSlots", None)  # the cluster's task slots
-        self.subscription = opts.get("subscription")
         self.epoch = int(opts.get("epoch", "0"))
         self.ack_on_plan = opts.get("ackonplan", "false").lower() == "true"
         # Producing only the columns the query uses saves their conversion in
@@ -225,16 +226,21 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._quiet.answered(start, end)
         return end
 
-    def _discover(self) -> None:
-        """Read the topics ``topicsPattern`` gained too (see :mod:`sparkfn.topics.discovery`)."""
-        if self._discovery is not None and self._discovery.due():
+    def _discover(self, view: AdmissionView | None) -> None:
+        """Read the topics ``topicsPattern`` gained too (see :mod:`sparkfn.topics.discovery`);
+        at once when a drain's target names a partition the reader does not know."""
+        if self._discovery is None:
+            return
+        target = view.drain_target if view is not None and view.stop_mode == "drain" else None
+        known = {offset_key(t, p) for t in self.topics for p in range(t.partitions)}
+        if (target and not known.issuperset(target)) or self._discovery.due():
             added = self._discovery.adopt(self.topics, self.subscription)
             self.topics = [*self.topics, *added]
             self._quiet.watch(signals.topic_hint(t.id) for t in added)
 
     def _latest(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        self._discover()
         view = self._view()
+        self._discover(view)
         data = data_offsets(start)
         finals = start.get(FINAL_KEY, 0)
         base = self._base(data)
