@@ -678,22 +678,18 @@ def test_an_orphan_touched_by_a_commit_at_the_last_moment_is_put_back(tmp_path: 
 
 def test_a_file_left_renamed_aside_is_restored_if_referenced_else_deleted(store: Store) -> None:
     """A collector that died between renaming a file aside and deleting it."""
-    from sparkfn.topics.log import commit_segments, stage
+    from sparkfn.topics.log import stage
 
     topic = TopicAdmin(store).create("t")
-    seg = stage(store, topic, 0, stored_table([BIG] * 20))
-    assert seg.location is not None
-    with store.write() as conn:
-        commit_segments(store, conn, topic, [seg], "c1")
-    path = store.path(seg.location)
-    aside = path.with_name(path.name + garbage.DOOMED_SUFFIX)
+    path = _committed_file(store, topic, 20)
+    aside = garbage.aside(path)
     os.rename(path, aside)  # the commit touched it just before a collector's rename
     orphan = stage(store, topic, 0, stored_table([BIG] * 5))
     assert orphan.location is not None
     orphan_path = store.path(orphan.location)
     old = time.time() - 2 * garbage.ORPHAN_GRACE.total_seconds()
     os.utime(orphan_path, (old, old))
-    orphan_aside = orphan_path.with_name(orphan_path.name + garbage.DOOMED_SUFFIX)
+    orphan_aside = garbage.aside(orphan_path)
     os.rename(orphan_path, orphan_aside)
 
     assert garbage.collect_orphans(store) == 1  # the unreferenced old one
@@ -704,15 +700,20 @@ def test_a_file_left_renamed_aside_is_restored_if_referenced_else_deleted(store:
 
 def test_a_reader_puts_back_a_committed_file_the_collector_had_aside(store: Store) -> None:
     """A collector that died between its rename and its check left a committed file aside."""
-    from sparkfn.topics.log import commit_segments, stage
-
     topic = TopicAdmin(store).create("t")
-    seg = stage(store, topic, 0, stored_table([BIG] * 3))
-    assert seg.location is not None
-    with store.write() as conn:
-        commit_segments(store, conn, topic, [seg], "c1")
-    path = store.path(seg.location)
+    path = _committed_file(store, topic, 3)
     os.rename(path, garbage.aside(path))
     assert [m.value for m in _read(store, topic)] == [BIG] * 3
     assert path.exists()
     assert not garbage.delete_orphan(path, garbage.aside(path), time.time())  # already back
+
+
+def _committed_file(store: Store, topic: TopicInfo, count: int) -> Path:
+    """The file of a committed segment of ``count`` big messages."""
+    from sparkfn.topics.log import commit_segments, stage
+
+    seg = stage(store, topic, 0, stored_table([BIG] * count))
+    assert seg.location is not None
+    with store.write() as conn:
+        commit_segments(store, conn, topic, [seg], f"c-{count}")
+    return store.path(seg.location)
