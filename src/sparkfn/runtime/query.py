@@ -124,8 +124,7 @@ def adopt_pattern_topics(store: Store, config: FunctionConfig, inputs: list[str]
     admin = TopicAdmin(store)
     topics = [admin.get(name) for name in added]
     with store.write() as conn:
-        if subscription.cursors(conn, config.subscription):  # it exists: it began before them
-            subscription.ensure(conn, config.subscription, topics, "earliest")
+        subscription.adopt(conn, config.subscription, topics)
 
 
 def apply_spark_conf(spark: SparkSession, config: FunctionConfig) -> None:

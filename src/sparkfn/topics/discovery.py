@@ -98,18 +98,14 @@ class TopicDiscovery:
         if subscription_name is not None:
             store = Store.cached(self.store_url, self.data_dir)
             try:
-                _subscribe_from_start(store, subscription_name, added)
+                with store.write() as conn:
+                    subscription.adopt(conn, subscription_name, added)
             except IntegrityError:  # another reader of the subscription made them meanwhile
-                _subscribe_from_start(store, subscription_name, added)
+                with store.write() as conn:
+                    subscription.adopt(conn, subscription_name, added)
         _LOG.info(
             "subscription %s: reading topics created since it began: %s",
             subscription_name or "(none)",
             ", ".join(str(t.name) for t in added),
         )
         return added
-
-
-def _subscribe_from_start(store: Store, name: str, topics: list[TopicInfo]) -> None:
-    with store.write() as conn:
-        if subscription.cursors(conn, name):  # it exists: it began before these topics
-            subscription.ensure(conn, name, topics, "earliest")

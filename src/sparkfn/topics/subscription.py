@@ -141,6 +141,18 @@ def ensure(
     return found
 
 
+def adopt(conn: Connection, name: str, topics: Iterable[TopicInfo]) -> None:
+    """Cursors for ``name`` at the first message of ``topics`` it has none on, if it exists.
+
+    Topics a subscription gains after it began (a ``topics_pattern`` that
+    matches more) hold only messages produced since, so none may be
+    skipped, whatever its position said; a new subscription starts where
+    its position says (:func:`ensure`, at its first plan).
+    """
+    if cursors(conn, name):
+        ensure(conn, name, topics, "earliest")
+
+
 def delete_subscription(conn: Connection, name: str) -> int:
     """Remove subscription ``name`` (``cleanup_subscription``) and its owner's claim; returns the cursors removed."""
     conn.execute(delete(_plans).where(_plans.c.name == name))
@@ -183,8 +195,7 @@ def unsubscribe(
     removed = int(conn.execute(delete(_cursors).where(here)).rowcount or 0)
     left = conn.execute(select(_cursors.c.name).where(_cursors.c.name == name).limit(1)).first()
     if left is None:
-        conn.execute(delete(_plans).where(_plans.c.name == name))
-        release(conn, name)
+        delete_subscription(conn, name)  # its plan and its owner's claim go with its last cursor
     return removed
 
 

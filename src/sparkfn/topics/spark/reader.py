@@ -232,8 +232,8 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._discovery is None:
             return
         target = view.drain_target if view is not None and view.stop_mode == "drain" else None
-        known = {offset_key(t, p) for t in self.topics for p in range(t.partitions)}
-        if (target and not known.issuperset(target)) or self._discovery.due():
+        keys = (offset_key(t, p) for t in self.topics for p in range(t.partitions))  # lazy
+        if self._discovery.due() or (target and not set(keys).issuperset(target)):
             added = self._discovery.adopt(self.topics, self.subscription)
             self.topics = [*self.topics, *added]
             self._quiet.watch(signals.topic_hint(t.id) for t in added)
