@@ -34,7 +34,7 @@ from rich.console import Console, RenderableType
 
 from sparkfn._closing import Closing
 from sparkfn.api.errors import SparkfnError, WorkerError, WorkerUnreachableError
-from sparkfn.cli.context import emit_json
+from sparkfn.cli.context import console, emit_json
 from sparkfn.cli.flags import OWN_PANEL, Flag
 
 if TYPE_CHECKING:
@@ -299,11 +299,12 @@ def show(call: Call, body: Any, render: Callable[[Any], RenderableType]) -> None
 def table_console() -> Console:
     """A console on stdout for the tables of the admin commands.
 
-    Names, values and configs come from users, so nothing is read as Rich
-    markup; on a pipe or in a file, where Rich assumes 80 columns, the tables
-    get :data:`PIPE_WIDTH` so that they are not folded.
+    Names, values and configs come from users, so they are printed as they
+    are (:func:`~sparkfn.cli.context.console`); on a pipe or in a file, where
+    Rich assumes 80 columns, the tables get :data:`PIPE_WIDTH` so that they
+    are not folded.
     """
-    out = Console(highlight=False, markup=False)
+    out = console()
     if not out.is_terminal:
         out.width = max(out.width, PIPE_WIDTH)
     return out

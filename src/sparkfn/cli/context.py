@@ -50,9 +50,17 @@ def open_store(ctx: typer.Context) -> Iterator[Store]:
         store.close()
 
 
-def console() -> Console:
-    """A Rich console on stdout that does not colour numbers and strings by guesswork."""
-    return Console(highlight=False)
+def console(*, stderr: bool = False) -> Console:
+    """A Rich console (on stdout, or ``stderr``) that prints every text as it is given.
+
+    What the CLI prints is mostly users' data: topic and function names,
+    state keys and values, messages, exceptions, configs. So no text is read
+    as Rich markup (``[red]`` stays ``[red]``) or as an emoji code (``:four:``
+    stays ``:four:``), and nothing is coloured by guesswork; styles are
+    given as ``style=`` arguments, never inside a text. Every console of the
+    CLI is made here.
+    """
+    return Console(stderr=stderr, highlight=False, markup=False, emoji=False)
 
 
 def emit_json(value: Any) -> None:

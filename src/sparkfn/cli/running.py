@@ -20,9 +20,8 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import typer
-from rich.console import Console
 
-from sparkfn.cli.context import emit_json, note
+from sparkfn.cli.context import console, emit_json, note
 from sparkfn.cli.progress import REFRESH_SECONDS, Display, progress_display
 
 if TYPE_CHECKING:
@@ -181,7 +180,7 @@ def run_query(
             return run.status(), None
         try:
             run.start(until_drained=until_drained)
-            shown = progress_display(Console(stderr=True, highlight=False), run.config)
+            shown = progress_display(console(stderr=True), run.config)
             stack.callback(shown.close, None)
             while not run.wait(timeout=0):  # raises the failure if the run failed
                 for mode, name in signals.next_requests(REFRESH_SECONDS):

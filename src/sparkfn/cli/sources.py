@@ -40,18 +40,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from sparkfn.cli.configs import build_config
-from sparkfn.cli.context import note, open_store
+from sparkfn.cli.context import console, note, open_store
 from sparkfn.cli.flags import takes
 from sparkfn.cli.localrun import SOURCE_LOCALRUN
 from sparkfn.cli.params import elapsed
 from sparkfn.cli.running import StopSignals, finish
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from sparkfn.connectors.source_run import SourceRun
 
 sources_app = typer.Typer(name="sources", help="Run sources.", no_args_is_help=True)
@@ -109,9 +110,9 @@ def _run(group: SourceRun, sigterm_mode: str) -> None:
     for name in ("sparkfn.connectors", "sparkfn.supervisor"):
         logging.getLogger(name).addHandler(logging.NullHandler())
     with StopSignals(sigterm_mode) as signals:
-        console = Console(stderr=True, highlight=False)
+        shown = console(stderr=True)
         display: _LiveTable | _ProgressLines = (
-            _LiveTable(console, group) if console.is_terminal else _ProgressLines(group)
+            _LiveTable(shown, group) if shown.is_terminal else _ProgressLines(group)
         )
         try:
             what = config.source_type or config.classname or config.py

@@ -127,8 +127,7 @@ def create(
         return
     console().print(
         f"created topic {info.name} with {info.partitions} partition(s), "
-        f"schema {info.schema_type.value}",
-        markup=False,
+        f"schema {info.schema_type.value}"
     )
 
 
@@ -266,7 +265,7 @@ def delete(
                 sys.stderr.write(f"topic {info.name} was not deleted\n")
                 raise typer.Exit(1)
         admin.delete(info.name)
-    console().print(f"deleted topic {info.name}", markup=False)
+    console().print(f"deleted topic {info.name}")
 
 
 @topics_app.command("unsubscribe")
@@ -300,8 +299,7 @@ def unsubscribe(
         with store.write() as conn:
             removed = unsubscribe_topic(conn, subscription, info, live_run=live_state, force=force)
     console().print(
-        f"unsubscribed {subscription} from topic {info.name} ({removed} cursor(s) removed)",
-        markup=False,
+        f"unsubscribed {subscription} from topic {info.name} ({removed} cursor(s) removed)"
     )
 
 
