@@ -261,21 +261,31 @@ def read_control(store: Store | Connection, fqfn: str) -> RunControl | None:
     if isinstance(store, Store):
         with store.read() as conn:
             return read_control(conn, fqfn)
-    conn = store
-    row = conn.execute(select(runs).where(runs.c.fqfn == fqfn)).first()
-    if row is None:
-        return None
-    found = conn.execute(select(instance_runs).where(instance_runs.c.fqfn == fqfn)).all()
-    return RunControl(
-        state=row.state,
-        cause=row.cause,
-        epoch=row.epoch,
-        stop_mode=row.stop_mode,
-        drain_target=json.loads(row.drain_target) if row.drain_target else None,
-        final_seq=row.final_seq,
-        final_committed=row.final_committed,
-        instances={r.instance_id: _instance_record(r) for r in found},
-    )
+    return read_controls(store, [fqfn]).get(fqfn)
+
+
+def read_controls(conn: Connection, ids: Iterable[str]) -> dict[str, RunControl]:
+    """The control records of many runs in two queries (a group's reader, every trigger)."""
+    wanted = list(ids)
+    if not wanted:
+        return {}
+    rows = conn.execute(select(runs).where(runs.c.fqfn.in_(wanted))).all()
+    found: dict[str, dict[int, InstanceRecord]] = {}
+    for r in conn.execute(select(instance_runs).where(instance_runs.c.fqfn.in_(wanted))):
+        found.setdefault(r.fqfn, {})[r.instance_id] = _instance_record(r)
+    return {
+        row.fqfn: RunControl(
+            state=row.state,
+            cause=row.cause,
+            epoch=row.epoch,
+            stop_mode=row.stop_mode,
+            drain_target=json.loads(row.drain_target) if row.drain_target else None,
+            final_seq=row.final_seq,
+            final_committed=row.final_committed,
+            instances=found.get(row.fqfn, {}),
+        )
+        for row in rows
+    }
 
 
 def _instance_record(r: Any) -> InstanceRecord:

@@ -89,10 +89,12 @@ def _forget(key: InstanceKey, inst: FunctionInstance) -> None:
             _ORIGINS.pop(key, None)
 
 
-def close_all(store: Store, why: str) -> None:
-    """Close every object of this process (its worker is about to exit)."""
+def close_all(store: Store, why: str, only: str | None = None) -> None:
+    """Close every object of this process (its worker is about to exit), or
+    only those of run ``only`` (a group's member failed; the process goes on)."""
     for key, inst in _registry():
-        workerctl.close_object(store, key, inst, why, _forget)
+        if only is None or key[0] == only:
+            workerctl.close_object(store, key, inst, why, _forget)
 
 
 def instance_for(
@@ -154,12 +156,16 @@ def make_run_function(
     version: str,
     epoch: int = 0,
     control_id: str | None = None,
+    *,
+    isolated: bool = False,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[TaskPiece]]:
     """The function each of the query's read tasks runs over its rows (pickled to executors).
 
     ``control_id`` names the run's lifecycle record (default the FQFN, a
     function's; a sink's is ``sink:<fqfn>``, see
-    :func:`sparkfn.runtime.control.control_id`).
+    :func:`sparkfn.runtime.control.control_id`). ``isolated``: the task goes
+    on after this run fails (a group's task runs other members too), so a
+    failure closes only this run's objects of the process.
     """
     cid = control_id or config.fqfn
 
@@ -204,7 +210,7 @@ def make_run_function(
                     instance_id, result.mutations, result.stats, final=instance_id in final
                 )
         except BaseException as exc:
-            _fail_task(store, cid, current, exc, epoch)
+            _fail_task(store, cid, current, exc, epoch, only=cid if isolated else None)
             raise
         finally:
             for inst in active.values():
@@ -233,10 +239,15 @@ def _enter(config: FunctionConfig, key: InstanceKey, store: Store, epoch: int) -
 
 
 def _fail_task(
-    store: Store, control_id: str, instance_id: int | None, exc: BaseException, epoch: int
+    store: Store,
+    control_id: str,
+    instance_id: int | None,
+    exc: BaseException,
+    epoch: int,
+    only: str | None = None,
 ) -> None:
     """A task is failing: record the instance's death unless it is already
-    recorded (fatal, cancel), then close this process's objects."""
+    recorded (fatal, cancel), then close this process's objects (``only``: of that run)."""
     if isinstance(exc, GeneratorExit | workerctl.CancelledError | FatalError):
         why = "fatal" if isinstance(exc, FatalError) else "cancelled"
     else:
@@ -252,6 +263,6 @@ def _fail_task(
                     "function %s: cannot record the death of instance %s", control_id, instance_id
                 )
     try:
-        close_all(store, why)
+        close_all(store, why, only)
     except Exception:  # the task's own error is what Spark must see; this one is logged
         _LOG.exception("function %s: closing the objects of a failing task failed", control_id)

@@ -37,6 +37,8 @@ from sparkfn.topics import subscription
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from sparkfn.runtime.group.run import QueryGroup
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["LocalRun", "short_error"]
@@ -59,8 +61,11 @@ class LocalRun(Closing):
         on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
         worker_id: str = "localrun",
         park_idle_after: float | None = None,
+        group: QueryGroup | None = None,
     ) -> None:
         self.config = config
+        # The query group the run is a member of (a worker's), or None: a query of its own.
+        self.group = group
         self.kind = kind
         # A worker runs every function in a Spark FAIR-scheduler pool of its own.
         self.scheduler_pool = scheduler_pool
@@ -126,6 +131,7 @@ class LocalRun(Closing):
             control_id=self.control_id,
             on_worker_shutdown=self.on_worker_shutdown,
             park_idle_after=self.park_idle_after,
+            group=self.group,
         )
         self.supervisor.start(until_drained=until_drained)
         return self

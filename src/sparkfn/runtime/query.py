@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 ADMISSION = "sparkfn.runtime.admission:RunAdmission"
-_REGISTER_LOCK = threading.Lock()
+REGISTER_LOCK = threading.Lock()
 
 
 def checkpoint_dir(store: Store, config: FunctionConfig, kind: str = "function") -> Path:
@@ -147,7 +147,7 @@ def apply_spark_conf(spark: SparkSession, config: FunctionConfig) -> None:
             raise ConfigError(msg) from None
 
 
-def _activate(spark: SparkSession) -> None:
+def activate(spark: SparkSession) -> None:
     """Make ``spark`` the JVM thread's active session.
 
     The active session is per thread; Spark looks up Python data sources
@@ -183,7 +183,7 @@ def start_function_query(
     inputs = validate(store, config)
     adopt_pattern_topics(store, config, inputs)
     control_id = control.control_id(kind, config.fqfn)
-    _activate(spark)
+    activate(spark)
     apply_spark_conf(spark, config)
     location = {"storeUrl": store.url, "dataDir": str(store.data_dir)}
     reader = (
@@ -217,7 +217,7 @@ def start_function_query(
     reader = reader.option(
         TASK_FUNCTION_OPTION, encode_task_function(stage_in_task(committer, run))
     ).option(TASK_SCHEMA_OPTION, COMMIT_SCHEMA)
-    with _REGISTER_LOCK:
+    with REGISTER_LOCK:
         # Each query gets a registration of its own. A registered Python data
         # source is one Spark PythonFunction, environment map included, that
         # every query loaded from it shares; Spark fills that map in while it

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
+from sparkfn.runtime.group.run import GroupMemberTarget, QueryGroup
 from sparkfn.runtime.lifecycle.lookout import POLL_SECONDS
 from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.lifecycle.policy import load_handler
@@ -32,6 +33,8 @@ class FunctionSupervisor(Supervisor):
 
     With ``park_idle_after`` (seconds), the query is parked after that long
     without input and started again when input arrives (:mod:`~sparkfn.runtime.lifecycle.parking`).
+    With ``group``, the run has no query of its own: it is a member of the
+    group's (:mod:`sparkfn.runtime.group`).
     """
 
     def __init__(
@@ -45,6 +48,7 @@ class FunctionSupervisor(Supervisor):
         control_id: str | None = None,
         on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
         park_idle_after: float | None = None,
+        group: QueryGroup | None = None,
     ) -> None:
         self.config = config
         cid = control_id or control.control_id(kind, config.fqfn)
@@ -60,15 +64,30 @@ class FunctionSupervisor(Supervisor):
             if park_idle_after
             else None
         )
-        self.query_target = QueryTarget(
-            store,
-            kind=kind,
-            name=config.fqfn,
-            control_id=cid,
-            parallelism=config.parallelism,
-            start_query=start_query,
-            inputs=inputs,
-            parking=parking,
+        # In a group, the run is a member of the group's query (never parked: idle, it costs nothing).
+        self.query_target = (
+            QueryTarget(
+                store,
+                kind=kind,
+                name=config.fqfn,
+                control_id=cid,
+                parallelism=config.parallelism,
+                start_query=start_query,
+                inputs=inputs,
+                parking=parking,
+            )
+            if group is None
+            else GroupMemberTarget(
+                store,
+                group,
+                config,
+                kind=kind,
+                name=config.fqfn,
+                control_id=cid,
+                parallelism=config.parallelism,
+                start_query=start_query,
+                inputs=inputs,
+            )
         )
         super().__init__(
             store,

@@ -41,6 +41,7 @@ def _initial(conn: Connection) -> None:
         *schema.REGISTRY_TABLES,
         *schema.TOPIC_SCHEMA_TABLES,
         *schema.SUBSCRIPTION_OWNER_TABLES,
+        *schema.GROUP_TABLES,
     )
     tables = [t for t in schema.metadata.sorted_tables if t not in later]
     schema.metadata.create_all(conn, tables=tables)
@@ -127,6 +128,12 @@ def _subscription_owners(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _groups(conn: Connection) -> None:
+    # New in version 10; freeze the definition here if it ever changes.
+    for table in schema.GROUP_TABLES:
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
@@ -141,6 +148,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         9, "a subscription is read by one owner: the run that claimed it", _subscription_owners
     ),
+    Migration(10, "query groups: the functions one streaming query serves", _groups),
 )
 
 

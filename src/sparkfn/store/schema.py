@@ -401,6 +401,27 @@ subscription_owners = Table(
 
 SUBSCRIPTION_OWNER_TABLES = (subscription_owners,)
 
+# --- query groups (version 10) ------------------------------------------------------
+# The functions a worker runs in one shared streaming query (a group,
+# sparkfn.runtime.group): one row per member run, written by its supervisor
+# when it launches (with the run's epoch) and removed when it halts. The
+# group's reader plans only members listed here in their current epoch, and
+# a member's commit checks its row in the same transaction, so a member that
+# left (cancelled, dead, stopped) never commits a batch planned before.
+group_members = Table(
+    "group_members",
+    metadata,
+    Column("control_id", String(400), primary_key=True),  # a function_runs fqfn
+    Column("group_name", String(200), nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("spec", Text, nullable=False),  # the FunctionConfig as JSON
+    Column("joined_at", DateTime(timezone=True), nullable=False),
+    Index("ix_group_members_group", "group_name"),
+)
+
+GROUP_TABLES = (group_members,)
+
 LIFECYCLE_TABLES = (
     function_runs,
     function_instance_runs,

@@ -188,6 +188,20 @@ def end_offsets(store: Store | Connection, topic: TopicInfo) -> dict[int, tuple[
     return {r.partition: (r.start_offset, r.next_offset) for r in rows}
 
 
+def ends_of(conn: Connection, topic_ids: Iterable[int]) -> dict[tuple[int, int], int]:
+    """``{(topic id, partition): end offset}`` of many topics in one query."""
+    wanted = list(topic_ids)
+    if not wanted:
+        return {}
+    table = schema.partitions
+    rows = conn.execute(
+        select(table.c.topic_id, table.c.partition, table.c.next_offset).where(
+            table.c.topic_id.in_(wanted)
+        )
+    ).all()
+    return {(r.topic_id, r.partition): r.next_offset for r in rows}
+
+
 def stored_sizes(conn: Connection, topic: TopicInfo, partition: int, start: int) -> tuple[int, int]:
     """``(bytes, records)`` stored in the next :data:`SIZE_SAMPLE` segments from ``start``.
 

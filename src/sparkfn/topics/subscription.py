@@ -111,6 +111,18 @@ def cursors(conn: Connection, name: str, *, lock: bool = False) -> dict[Partitio
     return {(r.topic_id, r.partition): r.cursor for r in conn.execute(query)}
 
 
+def cursors_of(conn: Connection, names: Iterable[str]) -> dict[str, dict[PartitionKey, int]]:
+    """The cursors of many subscriptions in one query (a query group's reader)."""
+    wanted = list(names)
+    found: dict[str, dict[PartitionKey, int]] = {}
+    if not wanted:
+        return found
+    query = select(_cursors.c.name, _cursors.c.topic_id, _cursors.c.partition, _cursors.c.cursor)
+    for r in conn.execute(query.where(_cursors.c.name.in_(wanted))):
+        found.setdefault(r.name, {})[(r.topic_id, r.partition)] = r.cursor
+    return found
+
+
 def ensure(
     conn: Connection, name: str, topics: Iterable[TopicInfo], position: Position
 ) -> dict[PartitionKey, int]:

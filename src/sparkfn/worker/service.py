@@ -30,6 +30,7 @@ from sparkfn.api.errors import FunctionFailedError, FunctionFailure, FunctionNot
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.group.run import DEFAULT_GROUP, QueryGroup, groupable
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.purge import purge_function
 from sparkfn.runtime.query import resolve_inputs, validate
@@ -59,6 +60,7 @@ class Worker:
         self.store: Store | None = None
         self._spark = spark
         self._runs: dict[str, LocalRun] = {}
+        self._groups: dict[str, QueryGroup] = {}
         self._lock = threading.RLock()
         self._starting = threading.Lock()
         # Called when a function's policy says SHUTDOWN_WORKER (the CLI ends the server).
@@ -159,6 +161,11 @@ class Worker:
                 )
                 run.stop(StopMode.CANCEL, timeout=self.settings.shutdown_timeout)
         log.info("worker stopped %d function(s) (%s)", len(runs), stop_mode)
+        with self._lock:
+            groups = list(self._groups.values())
+            self._groups.clear()
+        for group in groups:
+            group.close()
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -286,6 +293,7 @@ class Worker:
                 if current is not None and not _ended(current) and current.config == config:
                     return current
             self._subscribe(config)
+            group = self._group_for(config)
             run = LocalRun(
                 config,
                 store=self.open_store(),
@@ -294,6 +302,7 @@ class Worker:
                 on_worker_shutdown=self._shutdown_requested,
                 worker_id=self.settings.worker_id,
                 park_idle_after=self.settings.park_idle_after or None,
+                group=group,
             )
             with self._lock:
                 if self._closing:
@@ -303,6 +312,26 @@ class Worker:
                 self.function_starts += 1
             run.start()
             return run
+
+    def _group_for(self, config: FunctionConfig) -> QueryGroup | None:
+        """The query group ``config`` runs in, or None for a query of its own.
+
+        One group per worker for now; a function that sets Spark settings of
+        its own (``spark_conf``, ``resources``), a trigger interval or a
+        topics pattern keeps a query of its own (see docs/architecture.md).
+        """
+        if not self.settings.groups or not groupable(config):
+            return None
+        with self._lock:
+            group = self._groups.get(DEFAULT_GROUP)
+            if group is None:
+                group = self._groups[DEFAULT_GROUP] = QueryGroup(
+                    self.spark,
+                    self.open_store(),
+                    DEFAULT_GROUP,
+                    member_budget=self.settings.group_member_budget,
+                )
+            return group
 
     def _shutdown_requested(self, failure: FunctionFailure) -> None:
         """A function's failure policy answered ``SHUTDOWN_WORKER``: the whole worker stops.

@@ -46,6 +46,12 @@ class WorkerSettings(BaseModel):
     # query parked: no query, no source process, until input arrives (the
     # first message then waits about a second for the start). 0: never.
     park_idle_after: float = Field(default=30.0, ge=0)
+    # Functions share one streaming query per group (sparkfn.runtime.group):
+    # a batch's fixed cost is paid once for all of them. Off: a query each.
+    groups: bool = True
+    # Records one member of a group may take in one batch (its own
+    # max_records_per_batch wins): how long a flooded function holds the rest.
+    group_member_budget: int = Field(default=20_000, ge=1)
     max_upload_bytes: int = Field(default=100 * MIB, ge=1)
     max_expanded_bytes: int = Field(default=500 * MIB, ge=1)
     # Where a package's requirements are found at registration, besides the

@@ -1,0 +1,109 @@
+"""A group's batch commit: one transaction per member, each with the member's own checks.
+
+The group query's ``foreachBatch`` runs on the driver. It collects the
+tasks' :class:`~.task.SliceResult` rows and commits each member's part of
+the batch as that function's own query would
+(:meth:`~sparkfn.runtime.sink.FunctionBatchWriter.commit`: its epoch, a
+pending death, its subscription's move, its outputs, state and stats in one
+transaction), plus one more check in that transaction: the member is still
+in the group in the batch's epoch, so a member that left (cancelled,
+stopped, dead and not yet back) commits nothing planned before it left.
+
+A member whose commit is refused (a newer run, a pending death, it left)
+or fails is discarded alone: its staged files are deleted, its cursors stay
+where they were, and the next plan reads the same input again. A slice that
+failed in a task discards the member's whole part of the batch (committing
+only its other slices would move the cursors past the failed slice's
+input), and its death, if its task could not record it, is recorded here.
+No member's outcome blocks or rolls back another's.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import threading
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection
+
+from sparkfn.api.errors import FatalError, SparkfnError, StaleRunError
+from sparkfn.api.lifecycle import DeathCause
+from sparkfn.runtime import control
+from sparkfn.runtime.group.members import is_member
+from sparkfn.runtime.group.task import SliceResult
+from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
+from sparkfn.store.store import Store
+from sparkfn.topics.spark.commit import discard_staged
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_LOG = logging.getLogger("sparkfn.group")
+
+
+class MemberBatchWriter(FunctionBatchWriter):
+    """A member's commit: the function's, refused once the member left the group."""
+
+    def _commit(
+        self, store: Store, conn: Connection, batches: list[FunctionBatch], batch_id: int
+    ) -> bool:
+        if not is_member(conn, self.control_id, self.epoch, lock=True):
+            return False  # it left since the plan: discarded, its cursors unmoved
+        return super()._commit(store, conn, batches, batch_id)
+
+
+class GroupCommitter:
+    """The ``foreachBatch`` of a group's query."""
+
+    def __init__(self, store_url: str, data_dir: str, group: str) -> None:
+        self.store_url = store_url
+        self.data_dir = data_dir
+        self.group = group
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        """Commit each member's part of batch ``batch_id`` in its own transaction."""
+        results: list[SliceResult] = [
+            r for row in frame.collect() for r in pickle.loads(row.payload)
+        ]
+        by_member: dict[tuple[str, int], list[SliceResult]] = {}
+        for result in results:
+            by_member.setdefault((result.control_id, result.epoch), []).append(result)
+        for (cid, epoch), parts in sorted(by_member.items()):
+            self.commit_member(cid, epoch, parts, batch_id)
+
+    def commit_member(self, cid: str, epoch: int, parts: list[SliceResult], batch_id: int) -> None:
+        """One member's part of the batch: committed, or discarded alone."""
+        store = Store.cached(self.store_url, self.data_dir)
+        batches = [p.batch for p in parts if p.batch is not None]
+        failed = [p for p in parts if p.error is not None]
+        if failed:
+            discard_staged(store, [seg for b in batches for _, seg in b.staged])
+            charged = [p for p in failed if p.charge]
+            if not charged:
+                return  # cancelled, or a fatal error its task recorded
+            first = charged[0]
+            _LOG.warning(
+                "group %s: member %s failed in batch %d: %s", self.group, cid, batch_id, first.error
+            )
+            cause = DeathCause(
+                "TaskFailed", first.error or "", "", "group task", threading.current_thread().name
+            )
+            control.record_death(store, cid, first.instance, cause, fatal=False, epoch=epoch)
+            return
+        writer = MemberBatchWriter(
+            parts[0].config, self.store_url, self.data_dir, epoch=epoch, control_id=cid
+        )
+        try:
+            writer.commit(list(batches), batch_id)
+        except (StaleRunError, FatalError) as exc:
+            # A newer run, or a death waiting for its supervisor: only this member's batch goes.
+            _LOG.info(
+                "group %s: member %s batch %d not committed: %s", self.group, cid, batch_id, exc
+            )
+        except SparkfnError as exc:
+            _LOG.error(
+                "group %s: member %s batch %d failed to commit: %s", self.group, cid, batch_id, exc
+            )
+            cause = DeathCause.from_exception(exc, "failure", threading.current_thread().name)
+            control.record_death(store, cid, parts[0].instance, cause, fatal=False, epoch=epoch)

@@ -1,0 +1,100 @@
+"""Who is in a query group: the ``group_members`` table.
+
+A member is one run (a function's control id) in one epoch. Its supervisor
+writes the row when the run launches and removes it when the run halts; the
+group's reader plans only the members listed, and a member's commit checks,
+in its own transaction, that its row is still there in the same epoch.
+Every change touches the group's hint so an idle reader looks at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from sqlalchemy import Connection, and_, delete, insert, select, update
+
+from sparkfn.config.function import FunctionConfig
+from sparkfn.store import schema, signals
+from sparkfn.store.store import Store
+from sparkfn.topics.message import utc_now
+
+_members = schema.group_members
+
+
+def group_hint(group: str) -> str:
+    """The hint touched when a group's membership changes."""
+    return "group-" + group.replace("/", "_").replace(":", "_")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member run of a group, as its reader and tasks see it."""
+
+    control_id: str
+    group: str
+    epoch: int
+    version: str
+    spec: str  # the FunctionConfig as JSON
+
+    @cached_property
+    def config(self) -> FunctionConfig:
+        """The member's function config (parsed once per object)."""
+        return FunctionConfig.model_validate_json(self.spec)
+
+
+def join(
+    store: Store, group: str, control_id: str, config: FunctionConfig, *, epoch: int, version: str
+) -> None:
+    """Make run ``control_id`` a member of ``group`` in ``epoch`` (replacing an earlier row)."""
+    values = {
+        "group_name": group,
+        "epoch": epoch,
+        "version": version,
+        "spec": config.model_dump_json(),
+        "joined_at": utc_now(),
+    }
+    with store.write() as conn:
+        signals.hint_on_commit(conn, group_hint(group))
+        found = conn.execute(
+            select(_members.c.group_name).where(_members.c.control_id == control_id)
+        ).first()
+        if found is None:
+            conn.execute(insert(_members).values(control_id=control_id, **values))
+        else:
+            if found.group_name != group:
+                signals.hint_on_commit(conn, group_hint(found.group_name))
+            conn.execute(
+                update(_members).where(_members.c.control_id == control_id).values(**values)
+            )
+
+
+def leave(store: Store, control_id: str) -> bool:
+    """Remove run ``control_id`` from its group; True if it was a member."""
+    with store.write() as conn:
+        found = conn.execute(
+            select(_members.c.group_name).where(_members.c.control_id == control_id)
+        ).first()
+        if found is None:
+            return False
+        signals.hint_on_commit(conn, group_hint(found.group_name))
+        conn.execute(delete(_members).where(_members.c.control_id == control_id))
+        return True
+
+
+def members(conn: Connection, group: str) -> list[Member]:
+    """The members of ``group``, in control id order."""
+    rows = conn.execute(
+        select(_members).where(_members.c.group_name == group).order_by(_members.c.control_id)
+    ).all()
+    return [Member(r.control_id, r.group_name, r.epoch, r.version, r.spec) for r in rows]
+
+
+def is_member(conn: Connection, control_id: str, epoch: int, *, lock: bool = False) -> bool:
+    """Whether ``control_id`` is a member in ``epoch`` (``lock``: for update, on PostgreSQL)."""
+    query = select(_members.c.epoch).where(
+        and_(_members.c.control_id == control_id, _members.c.epoch == epoch)
+    )
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return conn.execute(query).first() is not None

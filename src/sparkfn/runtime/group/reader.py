@@ -1,0 +1,366 @@
+"""The group's source, ``format("sparkfn-group")``: plans the members that have work.
+
+Called on the driver, in Spark's source runner, except :meth:`~GroupStreamReader.read`
+(executors). Spark's offsets for a group are not input positions (each
+member's position is its subscription): they are ``{"__gen__": n}``, bumped
+whenever some member has work, plus ``"__final__/<control id>": seq`` for a
+member whose end-of-stream batch (drain, suspend) was planned. Each trigger
+reads, in four queries whatever the number of members: the members, their
+control records, their cursors and the ends of their inputs. A member has
+work when it is in its record's epoch, no death of it waits for its
+supervisor, it has a live instance and it is not cancelled, and either its
+cursors are behind its inputs' ends (capped by a drain's target) or its
+drain or suspend needs its end-of-stream batch.
+
+:meth:`~GroupStreamReader.partitions` records each working member's plan
+in its subscription (:func:`sparkfn.topics.subscription.plan_batch`, the
+same plan a function's own query records), at most the member's row budget
+(``max_records_per_batch``, else the group's ``memberBudget``), then packs
+the members' ranges into at most ``taskSlots`` tasks by their rows: a batch
+costs what its work costs, not what the number of members does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from sparkfn.api.errors import ConfigError, SparkfnError
+from sparkfn.api.lifecycle import DeathCause
+from sparkfn.config.function import FunctionConfig, ProcessingGuarantee
+from sparkfn.config.settings import Settings
+from sparkfn.runtime import control
+from sparkfn.runtime.group.members import Member, group_hint, members
+from sparkfn.store import signals
+from sparkfn.store.store import Store
+from sparkfn.topics import subscription
+from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.log import ends_of
+from sparkfn.topics.spark.admission import PARK
+from sparkfn.topics.spark.options import positive_int
+from sparkfn.topics.spark.planning import (
+    FinalMarker,
+    InstanceRanges,
+    TopicRange,
+    by_instance,
+    cap,
+    offset_key,
+    split_ranges,
+)
+from sparkfn.topics.spark.quiet import RUN_WAIT_SECONDS, QuietWait
+from sparkfn.topics.spark.tasks import freeze_imports
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+_LOG = logging.getLogger("sparkfn.group")
+
+GROUP_FORMAT = "sparkfn-group"
+GROUP_SCHEMA = "payload binary"
+GEN_KEY = "__gen__"
+FINAL_PREFIX = "__final__/"
+# Records one member may take in one batch unless its max_records_per_batch says:
+# a member with a large backlog works it off in steps, and the others' batches
+# wait for at most one such step.
+DEFAULT_MEMBER_BUDGET = 20_000
+DEFAULT_MAX_RECORDS_PER_TASK = 500_000
+
+
+@dataclass(frozen=True)
+class MemberSlice:
+    """One member's share of a task: its ranges (or its end-of-stream markers)."""
+
+    control_id: str
+    epoch: int
+    version: str
+    config: FunctionConfig
+    parts: tuple[InputPartition, ...]
+
+
+@dataclass(frozen=True)
+class GroupTask(InputPartition):
+    """One Spark task of a group's batch: the slices of one or more members."""
+
+    slices: tuple[MemberSlice, ...]
+
+
+@dataclass
+class MemberWork:
+    """What one member may do in the next batch."""
+
+    member: Member
+    topics: list[TopicInfo]
+    live: list[int]
+    base: dict[str, int]  # cursor per "topic#partition"
+    ends: dict[str, int] = field(default_factory=dict)  # where its data in this batch ends
+    final_seq: int | None = None  # its end-of-stream batch
+
+    @property
+    def rows(self) -> int:
+        """Records of data it would read."""
+        return sum(max(0, end - self.base.get(k, end)) for k, end in self.ends.items())
+
+
+def _part_rows(part: InputPartition) -> int:
+    if isinstance(part, TopicRange):
+        return part.end - part.start
+    if isinstance(part, InstanceRanges):
+        return sum(r.end - r.start for r in part.ranges)
+    return 1
+
+
+def pack(items: list[tuple[MemberWork, InputPartition]], slots: int) -> list[GroupTask]:
+    """Deal ``items`` over at most ``slots`` tasks, the largest first onto the least loaded."""
+    count = max(1, min(slots, len(items)))
+    bins: list[list[tuple[MemberWork, InputPartition]]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for work, part in sorted(items, key=lambda item: -_part_rows(item[1])):
+        slot = loads.index(min(loads))
+        bins[slot].append((work, part))
+        loads[slot] += _part_rows(part)
+    tasks = []
+    for content in bins:
+        by_member: dict[str, tuple[MemberWork, list[InputPartition]]] = {}
+        for work, part in content:
+            by_member.setdefault(work.member.control_id, (work, []))[1].append(part)
+        slices = tuple(
+            MemberSlice(
+                w.member.control_id, w.member.epoch, w.member.version, w.member.config, tuple(ps)
+            )
+            for w, ps in by_member.values()
+        )
+        if slices:
+            tasks.append(GroupTask(slices))
+    return tasks
+
+
+class GroupStreamReader(DataSourceStreamReader):
+    """The reader of one group's query; see the module docstring."""
+
+    def __init__(self, opts: Mapping[str, str]) -> None:
+        settings = Settings.resolve(opts.get("datadir"), opts.get("storeurl"))
+        self.store_url = settings.store_url
+        self.data_dir = str(settings.data_dir)
+        self.group = opts.get("group") or ""
+        if not self.group:
+            msg = f"{GROUP_FORMAT} data source: option 'group' is required"
+            raise ConfigError(msg)
+        self.slots = positive_int(opts, "taskSlots", 2) or 2
+        self.budget = positive_int(opts, "memberBudget", DEFAULT_MEMBER_BUDGET)
+        self.max_per_task = positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
+        self._topics: dict[str, TopicInfo] = {}
+        self._quiet = QuietWait(
+            settings.data_dir,
+            [group_hint(self.group)],
+            recheck=signals.recheck_seconds(self.store_url),
+            wait=RUN_WAIT_SECONDS,
+        )
+
+    def _store(self) -> Store:
+        return Store.cached(self.store_url, self.data_dir)
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802
+        """Called once when the group's query starts without a checkpoint."""
+        return {GEN_KEY: 0}
+
+    def _topic(self, name: str) -> TopicInfo | None:
+        found = self._topics.get(name)
+        if found is None:
+            try:
+                found = self._topics[name] = TopicAdmin(self._store()).get(name)
+            except SparkfnError:
+                return None  # deleted, or not there yet: the member's supervisor hears of it
+        return found
+
+    def work(self, start: Mapping[str, int]) -> tuple[dict[str, MemberWork], list[Member]]:
+        """Each member's work for the batch after ``start``, and every member."""
+        store = self._store()
+        with store.read() as conn:
+            found = members(conn, self.group)
+            records = control.read_controls(conn, [m.control_id for m in found])
+            inputs = {m.control_id: [self._topic(n) for n in m.config.inputs] for m in found}
+            topics = {t.id: t for ts in inputs.values() for t in ts if t is not None}
+            ends = ends_of(conn, topics)
+            cursors = subscription.cursors_of(conn, {m.config.subscription for m in found})
+        hints = [group_hint(self.group)]
+        hints += [signals.topic_hint(t) for t in sorted(topics)]
+        hints += [signals.control_hint(m.control_id) for m in found]
+        self._quiet.hints = hints
+        out: dict[str, MemberWork] = {}
+        for m in found:
+            record = records.get(m.control_id)
+            mine = [t for t in inputs[m.control_id] if t is not None]
+            if record is None or record.epoch != m.epoch or not mine:
+                continue
+            if any(r.dead and not r.handled for r in record.instances.values()):
+                continue  # a death waits for the supervisor: nothing of it starts
+            live = record.live(m.config.parallelism)
+            mode = record.stop_mode
+            planned = start.get(FINAL_PREFIX + m.control_id, 0)
+            if not live or mode in ("cancel", PARK) or (mode and record.final_seq <= planned):
+                continue
+            own = cursors.get(m.config.subscription, {})
+            base = {
+                offset_key(t, p): own[(t.id, p)]
+                for t in mine
+                for p in range(t.partitions)
+                if (t.id, p) in own
+            }
+            available = {
+                offset_key(t, p): ends.get((t.id, p), 0) for t in mine for p in range(t.partitions)
+            }
+            work = MemberWork(m, mine, live, base)
+            if mode == "suspend":
+                work.final_seq = record.final_seq
+                out[m.control_id] = work
+                continue
+            if mode == "drain":
+                target = record.drain_target or {}
+                available = {k: min(v, target.get(k, 0)) for k, v in available.items()}
+                if all(base.get(k, 0) >= v for k, v in available.items()):
+                    work.final_seq = record.final_seq
+                    out[m.control_id] = work
+                    continue
+            # A partition without a cursor yet: its plan makes it (at the member's position).
+            pending = {k: v for k, v in available.items() if v > base.get(k, -1)}
+            if not pending:
+                continue
+            budget = m.config.max_records_per_batch or self.budget
+            lows = {k: base.get(k, 0) for k in pending}
+            work.ends = cap(lows, pending, budget) if budget else pending
+            out[m.control_id] = work
+        return out, found
+
+    def latestOffset(self, start: dict[str, int], limit: object) -> dict[str, int]:  # noqa: N802
+        """The next batch's offsets: the generation bumped if a member has work, else ``start``.
+
+        An idle group's calls wait for a hint (a member's input, its control
+        record, the membership) and answer "nothing new" without asking the
+        store while none changes.
+        """
+        if self._quiet.nothing_new(start):
+            return start
+        work, found = self.work(start)
+        end = dict(start)
+        if work:
+            current = {m.control_id for m in found}
+            end = {GEN_KEY: start.get(GEN_KEY, 0) + 1}
+            for key, value in start.items():
+                if key.startswith(FINAL_PREFIX) and key[len(FINAL_PREFIX) :] in current:
+                    end[key] = value
+            for cid, w in work.items():
+                if w.final_seq is not None:
+                    end[FINAL_PREFIX + cid] = w.final_seq
+            end = dict(sorted(end.items()))
+        self._quiet.answered(start, end)
+        return end
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        """Record each working member's plan and pack the members' ranges into tasks."""
+        work, _ = self.work(start)
+        spark_start = json.dumps(start, sort_keys=True)
+        spark_end = json.dumps(end, sort_keys=True)
+        items: list[tuple[MemberWork, InputPartition]] = []
+        refused: list[tuple[MemberWork, Exception]] = []
+        with self._store().write() as conn:
+            for cid, w in sorted(work.items()):
+                final = w.final_seq is not None
+                if final and end.get(FINAL_PREFIX + cid) != w.final_seq:
+                    continue  # asked since this batch's offsets were taken: the next batch has it
+                config = w.member.config
+                ends = {
+                    (t.id, p): w.ends[offset_key(t, p)]
+                    for t in w.topics
+                    for p in range(t.partitions)
+                    if offset_key(t, p) in w.ends
+                }
+                try:
+                    with conn.begin_nested():
+                        plan = subscription.plan_batch(
+                            conn,
+                            config.subscription,
+                            w.topics,
+                            config.subscription_position.value,
+                            epoch=w.member.epoch,
+                            spark_start=spark_start,
+                            spark_end=spark_end,
+                            ends={} if final else ends,
+                            ack_on_plan=config.processing_guarantees
+                            is ProcessingGuarantee.AT_MOST_ONCE,
+                            owner=cid,
+                        )
+                except SparkfnError as exc:
+                    refused.append((w, exc))
+                    continue
+                if final:
+                    items += [(w, FinalMarker(i)) for i in w.live]
+                    continue
+                names = {t.id: t for t in w.topics}
+                spans = {
+                    offset_key(names[s.topic_id], s.partition): (s.start, s.end)
+                    for s in plan.spans
+                    if s.end > s.start
+                }
+                ranges = split_ranges(
+                    w.topics,
+                    spans,
+                    max_per_task=self.max_per_task,
+                    live=w.live,
+                    assignment=config.subscription_type.value,
+                )
+                if ranges and config.subscription_type.value == "key_shared":
+                    ranges = by_instance(ranges, w.live)
+                items += [(w, r) for r in ranges]
+        for w, error in refused:
+            self._refuse(w, error)
+        return list(pack(items, self.slots))
+
+    def _refuse(self, work: MemberWork, exc: Exception) -> None:
+        """A member whose plan the store refused (another run owns its subscription, a newer
+        epoch reads it) dies with that cause; its supervisor's policy decides."""
+        _LOG.error("group %s: member %s refused: %s", self.group, work.member.control_id, exc)
+        cause = DeathCause.from_exception(exc, "failure", "group reader")
+        control.record_death(
+            self._store(),
+            work.member.control_id,
+            work.live[0],
+            cause,
+            fatal=False,
+            epoch=work.member.epoch,
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Runs on an executor: every slice of the task, one payload row out."""
+        from sparkfn.runtime.group.task import run_group_task
+
+        if not isinstance(partition, GroupTask):
+            msg = f"{GROUP_FORMAT} reader got a foreign partition {partition!r}"
+            raise TypeError(msg)
+        return freeze_imports(run_group_task(self.store_url, self.data_dir, partition))
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Spark finished up to ``end``; each member's cursors moved in its own commit."""
+
+
+class GroupDataSource(DataSource):
+    """``format("sparkfn-group")``: the source of a query group (options ``group``,
+    ``storeUrl``, ``dataDir``, ``taskSlots``, ``memberBudget``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name."""
+        return GROUP_FORMAT
+
+    def schema(self) -> str:
+        """One row per task: the pickled results of its slices."""
+        return GROUP_SCHEMA
+
+    def streamReader(self, schema: StructType) -> GroupStreamReader:  # noqa: N802
+        """Called once on the driver per query start."""
+        return GroupStreamReader({k.lower(): v for k, v in self.options.items()})

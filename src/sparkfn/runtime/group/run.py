@@ -1,0 +1,216 @@
+"""A group's query in the worker, and the target through which a function runs in it.
+
+:class:`QueryGroup` owns one streaming query (``format("sparkfn-group")``
+→ ``foreachBatch`` :class:`~.commit.GroupCommitter`) for as long as the
+worker runs; it is started when its first member joins and started again,
+after a short backoff, if it fails as a whole (a Spark or store error that
+no member's slice caught). A restart replays the batch in flight: each
+member's plan in its subscription makes that replay commit once.
+
+:class:`GroupMemberTarget` is a function's :class:`~sparkfn.runtime.lifecycle.query.QueryTarget`
+with the query replaced by membership: ``launch`` joins the group in the
+run's epoch, ``halt``/``cancel`` leave it, and the drain, suspend and close
+protocol is the one a function's own query uses (the control record, the
+end-of-stream markers, the workers' control threads). Leaving is one
+store transaction, and a member's commit checks its membership in its own:
+nothing planned before a member left commits after.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sparkfn.api.lifecycle import StopMode
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime import objects
+from sparkfn.runtime.group import members
+from sparkfn.runtime.group.commit import GroupCommitter
+from sparkfn.runtime.group.reader import GROUP_FORMAT, GroupDataSource
+from sparkfn.runtime.lifecycle.query import QueryTarget
+from sparkfn.runtime.lifecycle.target import Ended
+from sparkfn.runtime.query import REGISTER_LOCK, activate
+from sparkfn.store import signals
+from sparkfn.store.store import Store
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+_LOG = logging.getLogger("sparkfn.group")
+
+RESTART_BACKOFF_SECONDS = (1.0, 2.0, 5.0, 10.0)
+DEFAULT_GROUP = "default"
+
+
+def groupable(config: FunctionConfig) -> bool:
+    """Whether a function can share a group's query.
+
+    Not when it needs what a query of its own gives: Spark settings of its
+    own (``spark_conf``, ``resources``), its own trigger interval, or the
+    topic discovery of a ``topics_pattern``.
+    """
+    return not (config.session_conf or config.trigger_interval or config.topics_pattern)
+
+
+class QueryGroup:
+    """One group's streaming query on a worker's SparkSession."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        store: Store,
+        name: str,
+        *,
+        member_budget: int | None = None,
+        checkpoint: Path | None = None,
+    ) -> None:
+        self.spark = spark
+        self.store = store
+        self.name = name
+        self.member_budget = member_budget
+        self.checkpoint = checkpoint or store.data_dir / "groups" / name / "checkpoint"
+        self.query: StreamingQuery | None = None
+        self.error: str | None = None  # the last failure of its query
+        self.restarts = 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def running(self) -> bool:
+        """Whether its query runs (or is being started again after a failure)."""
+        return not self._closed and self.query is not None
+
+    def ensure_running(self) -> None:
+        """Start the group's query unless it runs."""
+        with self._lock:
+            if self._closed:
+                msg = f"query group {self.name} is closed"
+                raise RuntimeError(msg)
+            if self.query is None:
+                self.query = self._start()
+
+    def _start(self) -> StreamingQuery:
+        activate(self.spark)
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"group:{self.name}")
+        reader = (
+            self.spark.readStream.format(GROUP_FORMAT)
+            .option("storeUrl", self.store.url)
+            .option("dataDir", str(self.store.data_dir))
+            .option("group", self.name)
+            .option("taskSlots", str(self.spark.sparkContext.defaultParallelism))
+        )
+        if self.member_budget:
+            reader = reader.option("memberBudget", str(self.member_budget))
+        with REGISTER_LOCK:  # a registration per query: see sparkfn.runtime.query
+            self.spark.dataSource.register(GroupDataSource)
+            frame = reader.load()
+        query = (
+            frame.writeStream.foreachBatch(
+                GroupCommitter(self.store.url, str(self.store.data_dir), self.name)
+            )
+            .option("checkpointLocation", str(self.checkpoint))
+            .queryName(f"group_{self.name}")
+            .start()
+        )
+        threading.Thread(
+            target=self._await, args=(query,), name=f"sparkfn-group-{self.name}", daemon=True
+        ).start()
+        return query
+
+    def _await(self, query: StreamingQuery) -> None:
+        """Wait for the query to end; a failure starts it again after a backoff."""
+        try:
+            query.awaitTermination()
+        except Exception as exc:  # noqa: BLE001 - failed: it is started again below
+            self.error = str(exc)
+        if self._closed:
+            return
+        error = query.exception()
+        self.error = str(error) if error is not None else "the query stopped"
+        delay = RESTART_BACKOFF_SECONDS[min(self.restarts, len(RESTART_BACKOFF_SECONDS) - 1)]
+        _LOG.error(
+            "query group %s: its query ended (%s); starting it again in %g s",
+            self.name,
+            self.error,
+            delay,
+        )
+        time.sleep(delay)
+        with self._lock:
+            if self._closed or self.query is not query:
+                return
+            self.restarts += 1
+            try:
+                self.query = self._start()
+            except Exception:
+                _LOG.exception("query group %s: its query did not start again", self.name)
+                self.query = None
+
+    def close(self) -> None:
+        """Stop the group's query (its members' runs are stopped first)."""
+        with self._lock:
+            self._closed = True
+            query, self.query = self.query, None
+        if query is not None and query.isActive:
+            signals.touch(self.store.data_dir, members.group_hint(self.name))
+            query.stop()
+
+
+class GroupMemberTarget(QueryTarget):
+    """A function's run as a member of a :class:`QueryGroup` instead of a query of its own."""
+
+    def __init__(
+        self, store: Store, group: QueryGroup, config: FunctionConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(store, **kwargs)
+        self.group = group
+        self.config = config
+        self._member = False
+
+    def launch(self, epoch: int, instances: list[int]) -> None:
+        """Join the group in ``epoch`` (the reader plans it from its next trigger)."""
+        self._epoch = epoch
+        members.join(
+            self.store, self.group.name, self.control_id, self.config, epoch=epoch, version="1"
+        )
+        self._member = True
+        self.group.ensure_running()
+
+    def tend(self) -> bool:
+        """A member is never parked: an idle member costs its group nothing."""
+        return False
+
+    def begin_stop(self, mode: StopMode, point: Any, cause: str) -> bool:
+        """Ask the group's reader for the member's end-of-stream batch."""
+        if not self._active():
+            return False
+        from sparkfn.runtime import control
+
+        self.final_seq = control.request_stop(self.store, self.control_id, mode, point)
+        return True
+
+    def cancel(self, cause: str, epoch: int) -> None:
+        """Interrupt the member's running tasks and leave the group."""
+        objects.issue_command(
+            self.store, self.control_id, "cancel", list(range(self.parallelism)), epoch
+        )
+        self._leave()
+
+    def halt(self) -> None:
+        """Leave the group: nothing more is planned for it, nothing planned commits."""
+        self._leave()
+
+    def _leave(self) -> None:
+        if self._member:
+            members.leave(self.store, self.control_id)
+            self._member = False
+
+    def finished(self) -> Ended | None:
+        """A member ends only when its supervisor says; the group restarts its own query."""
+        return None
+
+    def _active(self) -> bool:
+        return self._member and self.group.running

@@ -1,0 +1,90 @@
+"""A group's task, on an executor: each member's slice run and staged, failures kept apart.
+
+A slice is run exactly as a function's own query runs its task
+(:func:`~sparkfn.runtime.executor.make_run_function` over the slice's
+rows, then :meth:`~sparkfn.runtime.sink.FunctionBatchWriter.write`), with
+one difference: a member's failure (its code raises out of the runtime,
+``context.fatal``, a cancel) is recorded as that member's death, closes
+only that member's objects in this process, and the task goes on with the
+other members. The task yields one row: the pickled list of
+:class:`SliceResult`, which the group's commit takes member by member.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from sparkfn.api.errors import FatalError
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.executor import make_run_function
+from sparkfn.runtime.group.reader import GroupTask, MemberSlice
+from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
+from sparkfn.runtime.workerctl import CancelledError
+from sparkfn.topics.spark.commit import kill_after_stage_if_requested
+from sparkfn.topics.spark.planning import FinalMarker, InstanceRanges, TopicRange
+from sparkfn.topics.spark.rows import TaskRows
+
+# What the Context can expose; publish_time, producer and sequence_id it cannot.
+COLUMNS = ["key", "value", "properties", "event_time", "topic", "partition", "offset"]
+
+
+@dataclass(frozen=True)
+class SliceResult:
+    """What one member's slice of a task came to: its staged batch, or why it failed."""
+
+    control_id: str
+    epoch: int
+    config: FunctionConfig
+    batch: FunctionBatch | None
+    error: str | None = None
+    instance: int = 0  # an instance the slice ran, to charge a failure to
+    charge: bool = False  # a death to record (not a cancel, nor a fatal recorded already)
+
+
+def _instance_of(slice_: MemberSlice) -> int:
+    for part in slice_.parts:
+        if isinstance(part, FinalMarker | InstanceRanges):
+            return part.instance
+        if isinstance(part, TopicRange) and part.instance is not None:
+            return part.instance
+    return 0
+
+
+def run_slice(store_url: str, data_dir: str, slice_: MemberSlice) -> SliceResult:
+    """Run one member's slice and stage its output; a failure is returned, not raised."""
+    rows = TaskRows(store_url, data_dir, COLUMNS, properties_json=False)
+    config = slice_.config
+    run = make_run_function(
+        config,
+        store_url,
+        data_dir,
+        slice_.version,
+        slice_.epoch,
+        slice_.control_id,
+        isolated=True,
+    )
+    writer = FunctionBatchWriter(
+        config, store_url, data_dir, epoch=slice_.epoch, control_id=slice_.control_id
+    )
+    batches = itertools.chain.from_iterable(rows.rows(part) for part in slice_.parts)
+    try:
+        staged = writer.write(run(batches))
+    except Exception as exc:  # noqa: BLE001 - the member's, kept to the member
+        error = f"{type(exc).__name__}: {exc}"
+        charge = not isinstance(exc, CancelledError | FatalError)
+        return SliceResult(
+            slice_.control_id, slice_.epoch, config, None, error, _instance_of(slice_), charge
+        )
+    return SliceResult(slice_.control_id, slice_.epoch, config, staged)
+
+
+def run_group_task(store_url: str, data_dir: str, task: GroupTask) -> Iterator[pa.RecordBatch]:
+    """Every slice of ``task``, then one row: the pickled :class:`SliceResult` list."""
+    results = [run_slice(store_url, data_dir, s) for s in task.slices]
+    kill_after_stage_if_requested()  # crash tests only: see commit.KILL_AFTER_STAGE_ENV
+    yield pa.record_batch([pa.array([pickle.dumps(results)], pa.binary())], names=["payload"])

@@ -1,0 +1,21 @@
+"""Group tests: every output names the function that made it, ``<name>:<input>``.
+
+An input ``raise`` raises (a message error: retried, then dead-lettered); an
+input ``fatal`` calls ``context.fatal`` (the instance dies).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkfn import Context, Function
+
+
+class NamedEcho(Function):
+    def process(self, input: Any, context: Context) -> Any:
+        if input == "raise":
+            msg = f"{context.get_function_name()} refuses {input!r}"
+            raise ValueError(msg)
+        if input == "fatal":
+            context.fatal(RuntimeError(f"{context.get_function_name()} was told to die"))
+        return f"{context.get_function_name()}:{input}"
