@@ -166,7 +166,7 @@ def test_help_lists_every_config_flag(cli: Cli) -> None:
             ["--max-message-retries", "many", "--subscription-type", "round_robin"],
             "invalid_config",
             "error [invalid_config]: function process: invalid config: max_message_retries: "
-            "Input should be a valid integer, unable to parse string as an integer (got 'many'); "
+            "Input should be a valid integer (got 'many'); "
             "subscription_type: Input should be 'shared', 'key_shared' or 'failover' "
             "(got 'round_robin')",
             id="every-bad-field-named",

@@ -42,7 +42,12 @@ def test_forwarding_can_be_turned_off() -> None:
 def test_pulsars_camel_case_name_is_accepted() -> None:
     config = FunctionConfig.build(
         **snake_fields(
-            {"name": "f", "py": str(EXCLAIM), "inputs": "in", "forwardSourceMessageProperty": False}
+            {
+                "name": "f",
+                "py": str(EXCLAIM),
+                "inputs": ["in"],
+                "forwardSourceMessageProperty": False,
+            }
         )
     )
     assert config.forward_source_message_property is False

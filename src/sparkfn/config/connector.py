@@ -43,7 +43,7 @@ class _ConnectorBase(BaseModel):
     classname: str | None = None
     configs: dict[str, Any] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict)
-    parallelism: int = Field(default=1, ge=1, le=256)
+    parallelism: int = Field(default=1, ge=1, le=256, strict=True)
     processing_guarantees: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
 

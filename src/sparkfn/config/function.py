@@ -117,12 +117,14 @@ class FunctionConfig(BaseModel):
     # ``drop_failed_messages`` says to drop it (see ``dead_letter_target``).
     dead_letter_topic: str | None = None
     drop_failed_messages: bool = False
-    max_message_retries: int = Field(default=0, ge=0, le=100)
+    # Numbers are strict: JSON's true or 2.0 or "2" is an error, not 1 or 2 (the CLI
+    # turns its flags' text into numbers first: sparkfn.cli.configs).
+    max_message_retries: int = Field(default=0, ge=0, le=100, strict=True)
     processing_guarantees: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
     subscription_type: SubscriptionType = SubscriptionType.SHARED
     subscription_position: SubscriptionPosition = SubscriptionPosition.LATEST
     subscription_name: str | None = None
-    parallelism: int = Field(default=1, ge=1, le=256)
+    parallelism: int = Field(default=1, ge=1, le=256, strict=True)
     user_config: dict[str, Any] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict)
     # What ``context.get_secret`` makes of a ``secrets`` value (see
@@ -143,8 +145,8 @@ class FunctionConfig(BaseModel):
     # sparkfn's own.
     trigger_interval: float = 0.0
     # Admission caps per micro-batch (default: the data source's, 1M records, 256 MiB).
-    max_records_per_batch: int | None = Field(default=None, ge=1)
-    max_bytes_per_batch: int | None = Field(default=None, ge=1)
+    max_records_per_batch: int | None = Field(default=None, ge=1, strict=True)
+    max_bytes_per_batch: int | None = Field(default=None, ge=1, strict=True)
     spark_conf: dict[str, str] = Field(default_factory=dict)
     # Pulsar's per-instance cpu and ram: Spark settings of the session a
     # localrun creates (see sparkfn.config.resources and session_conf).
@@ -193,11 +195,6 @@ class FunctionConfig(BaseModel):
                     raise ValueError(msg) from None
             out[name] = check_serde(serde, f"input_serdes[{key}]")
         return out
-
-    @field_validator("inputs", mode="before")
-    @classmethod
-    def _split_inputs(cls, value: Any) -> Any:
-        return split_commas(value)
 
     @field_validator("inputs")
     @classmethod
@@ -323,7 +320,7 @@ class FunctionConfig(BaseModel):
         """The config of ``layers`` (later ones win), and a warning line per Pulsar field
         that means nothing on Spark; :class:`ConfigError` naming every bad field.
 
-        >>> FunctionConfig.assemble({"name": "f", "py": "f.py", "inputs": "in"},
+        >>> FunctionConfig.assemble({"name": "f", "py": "f.py", "inputs": ["in"]},
         ...                         {"runtime": "PYTHON"})[1]
         ('runtime: sparkfn runs Python functions, in Spark's Python workers; ignored',)
         """

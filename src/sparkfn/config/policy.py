@@ -10,6 +10,9 @@ Failures (an uncaught error, a failing connector, a crashed worker) get
 (``backoff_initial * backoff_multiplier ** n``, at most ``backoff_max``); more
 than ``max_restarts`` restarts within ``restart_window`` escalate to
 ``SHUTDOWN_FUNCTION``.
+
+Its keys read in snake_case or in camelCase (``maxRestarts``), as a
+function config's own do.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sparkfn.api.lifecycle import Response
 from sparkfn.config.durations import parse_duration_seconds
+from sparkfn.config.reading import snake
 
 _HANDLER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -33,7 +37,7 @@ class FailurePolicy(BaseModel):
     on_failure: Response = Response.REPLACE_INSTANCE
     on_fatal: Response = Response.SHUTDOWN_FUNCTION
     handler: str | None = None
-    max_restarts: int = Field(default=5, ge=0)
+    max_restarts: int = Field(default=5, ge=0, strict=True)
     restart_window: float = 300.0
     backoff_initial: float = 1.0
     backoff_multiplier: float = Field(default=2.0, ge=1.0)
@@ -41,6 +45,21 @@ class FailurePolicy(BaseModel):
     # How long stop waits for every user object to be closed before naming
     # the ones that were not.
     close_timeout: float = 30.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _snake_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out: dict[str, Any] = {}
+        spelt: dict[str, str] = {}
+        for raw, value in data.items():
+            key = snake(str(raw))
+            if key in out and out[key] != value:
+                msg = f"{spelt[key]} and {raw} are one field; give one"
+                raise ValueError(msg)
+            out[key], spelt[key] = value, str(raw)
+        return out
 
     @field_validator("on_failure", "on_fatal", mode="before")
     @classmethod

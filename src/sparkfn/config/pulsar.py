@@ -158,7 +158,10 @@ class _Reading:
 
     def inputs(self) -> None:
         """Every input Pulsar names (inputs, the keys of the per-input maps), and their serdes."""
-        topics = _as_list(self.fields.get("inputs"))
+        given = self.fields.get("inputs")
+        if isinstance(given, str):  # Pulsar's is a list; the CLI splits its --inputs itself
+            self.fail("inputs", f"must be a list of topic names (got {given!r})")
+        topics = _as_list(given)
         patterns = [self.fields["topics_pattern"]] if self.fields.get("topics_pattern") else []
         serdes: dict[str, tuple[str, str]] = {}  # topic or regex -> (serde, where it was given)
 
@@ -278,9 +281,9 @@ class _Reading:
                 self.fail(f"{field}.{key}", f"not a field of Pulsar's {field}")
 
     def retries(self) -> None:
-        """Pulsar's unset maxMessageRetries is -1 (or any negative number)."""
+        """Pulsar's unset maxMessageRetries is -1; any other negative number is refused."""
         retries = self.fields.get("max_message_retries")
-        if isinstance(retries, int | float | str) and str(retries).strip().startswith("-"):
+        if retries == -1 and not isinstance(retries, bool | float):
             self.fields.pop("max_message_retries")
 
     def ignored(self) -> None:
@@ -308,8 +311,6 @@ def _true(value: Any) -> bool:
 def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
     if isinstance(value, list | tuple):
         return list(value)
     return [value]  # the model names what is wrong with it

@@ -47,6 +47,7 @@ from sparkfn.api.status import (
     FunctionStatus,
 )
 from sparkfn.config.function import FunctionConfig
+from sparkfn.config.pulsar import canonical
 from sparkfn.worker.auth import Caller, check_function_topics, check_package_reference
 from sparkfn.worker.packages import PackageStore
 from sparkfn.worker.registry import FunctionVersion
@@ -134,6 +135,7 @@ def functions_router(worker: Worker) -> APIRouter:
             raise ConfigError(msg)
         # The path names the function; the body is read as FunctionConfig.from_yaml reads a file.
         fields: dict[str, Any] = {"tenant": tenant, "namespace": namespace, "name": name}
+        _check_names(given, fields)
         digest = None
         if data is not None:
             package = packages.save(data.file, data.filename or "function.py", who=caller.subject)
@@ -253,6 +255,12 @@ def functions_router(worker: Worker) -> APIRouter:
         except ValueError as exc:
             msg = f"function {fqfn}: state for key {key!r} is not a FunctionState JSON: {exc}"
             raise ConfigError(msg) from None
+        if given.key != key:
+            msg = (
+                f"function {fqfn}: key {given.key!r} in the state differs from the path's "
+                f"key {key!r}; give one key"
+            )
+            raise ConfigError(msg)
         value = given.byte_value
         if given.string_value is not None:
             value = given.string_value.encode()
@@ -262,6 +270,22 @@ def functions_router(worker: Worker) -> APIRouter:
         return _state_value(key, found.value, found.counter)
 
     return router
+
+
+def _check_names(given: dict[str, Any], path: dict[str, str]) -> None:
+    """:class:`ConfigError` if the body's tenant, namespace, name or fqfn is not the path's."""
+    fqfn = "/".join(path.values())
+    named = canonical(given, f"function {fqfn}", known=FunctionConfig.model_fields)
+    parts = str(named.get("fqfn") or "").split("/")
+    from_fqfn = dict(zip(path, parts, strict=True)) if len(parts) == len(path) else {}
+    for key, expected in path.items():
+        for found in (named.get(key), from_fqfn.get(key)):
+            if found is not None and found != expected:
+                msg = (
+                    f"function {fqfn}: {key} {found!r} in the functionConfig differs from "
+                    f"the path's {expected!r}; the path names the function"
+                )
+                raise ConfigError(msg)
 
 
 def _action(worker: Worker, action: str) -> Any:
