@@ -5,17 +5,22 @@
     sparkfn --data-dir /var/lib/sparkfn worker start --port 6750
     SPARKFN_WORKER_PORT=7000 sparkfn worker start --config-file worker.yml
 
-The worker opens its store, serves the API at once, and starts again, in the
-background, every function that was running when it last stopped. SIGTERM
-or Ctrl+C stops it gracefully: its functions are suspended (or drained, with
-``--shutdown-mode drain``) and start again with the next worker.
+The worker takes its port first (a busy port is one error line, exit 1,
+before a store is opened or a JVM started), opens its store, serves the API
+at once, and starts again, in the background, every function that was
+running when it last stopped. SIGTERM or Ctrl+C stops it gracefully: its
+functions are suspended (or drained, with ``--shutdown-mode drain``) and
+start again with the next worker.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -23,6 +28,7 @@ from typing import Annotated
 
 import typer
 
+from sparkfn.api.errors import ConfigError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.cli.context import StoreOptions
 
@@ -66,6 +72,7 @@ def start(
         data_dir=options.data_dir,
         store_url=options.store_url,
     )
+    listening = listen(settings.host, settings.port)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -73,10 +80,48 @@ def start(
     worker.open()
     restoring = threading.Thread(target=worker.restore, name="sparkfn-restore", daemon=True)
     restoring.start()
-    sys.stderr.write(f"sparkfn worker {settings.worker_id} serving on {settings.url}\n")
+    port = listening.getsockname()[1]  # --port 0: the one the system gave
+    sys.stderr.write(
+        f"sparkfn worker {settings.worker_id} serving on http://{settings.host}:{port}\n"
+    )
     # A function whose failure policy says SHUTDOWN_WORKER stops the whole worker
     # as SIGTERM does: the server ends gracefully and its shutdown stops the rest.
     worker.on_shutdown_request = lambda: os.kill(os.getpid(), signal.SIGTERM)
     app = create_app(worker, shutdown_worker=True)
     # SIGTERM and Ctrl+C end the server gracefully; the app's shutdown stops the functions.
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises Ctrl+C again once it stopped
+        server.run(sockets=[listening])
+    if not server.started:  # the app's startup failed; uvicorn logged why
+        raise typer.Exit(STARTUP_FAILED)
+
+
+STARTUP_FAILED = 3  # uvicorn's own exit status for a server that never started
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, for the server to serve on.
+
+    Bound before anything else starts, so that a port in use (or a host that
+    is not this machine's) is one error line naming ``--port``, not uvicorn's
+    ``[Errno 98]`` after a store was opened and a JVM started. Bound as
+    uvicorn binds (IPv6 for a host with a colon; ``SO_REUSEADDR``, so a port a stopped worker left in
+    ``TIME_WAIT`` is taken again at once).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            msg = (
+                f"port {port} on {host} is in use by another process; "
+                "stop it or choose another port with --port (or SPARKFN_WORKER_PORT)"
+            )
+        else:
+            msg = f"cannot listen on {host}:{port}: {exc.strerror or exc} (--host, --port)"
+        raise ConfigError(msg) from None
+    sock.set_inheritable(True)
+    return sock
