@@ -9,6 +9,7 @@ one output per function, a member's failure or stop kept to that member.
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.group import members
 from sparkfn.store.store import Store
@@ -70,7 +72,9 @@ def _await_values(
         extra = found - expected
         assert not extra, f"outputs no input asked for, or repeated: {dict(extra)}"
         missing = expected - found
-        assert time.monotonic() < deadline, f"{sum(missing.values())} outputs missing: {sorted(missing)[:10]}"
+        assert time.monotonic() < deadline, (
+            f"{sum(missing.values())} outputs missing: {sorted(missing)[:10]}"
+        )
         time.sleep(0.3)
 
 
@@ -98,3 +102,142 @@ def test_fifty_functions_share_one_query_and_each_sees_every_input_once(
     _send(store, sent[10:])
     _await_values(store, collections.Counter(f"{n}:{v}" for n in names for v in sent))
     assert len(group_worker.spark.streams.active) == 1  # one query for all fifty
+
+
+class Feeder:
+    """Sends ``m0, m1, ...`` to ``in`` in small batches from a thread, until stopped."""
+
+    def __init__(self, store: Store) -> None:
+        self.producer = Producer(store, "in")
+        self.sent: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            first = len(self.sent)
+            values = [f"m{i}" for i in range(first, first + 5)]
+            self.producer.send_batch([Message(v.encode()) for v in values])
+            self.sent.extend(values)
+            time.sleep(0.05)
+
+    def __enter__(self) -> Feeder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def sent_now(self) -> list[str]:
+        return list(self.sent)
+
+
+def _state(worker: Worker, name: str) -> str:
+    return str(worker.status(f"public/default/{name}").state)
+
+
+def _await_state(worker: Worker, name: str, state: str, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while (found := _state(worker, name)) != state:
+        assert time.monotonic() < deadline, (
+            f"function {name} is {found}, not {state}, after {timeout} s"
+        )
+        time.sleep(0.2)
+
+
+def _outputs_of(found: collections.Counter[str], name: str) -> collections.Counter[str]:
+    return collections.Counter(
+        {k.split(":", 1)[1]: n for k, n in found.items() if k.startswith(f"{name}:")}
+    )
+
+
+@pytest.mark.long_running(90)
+def test_each_lifecycle_operation_applies_to_one_member_while_the_others_flow(
+    group_worker: Worker,
+) -> None:
+    store = group_worker.open_store()
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=2, schema_type="string")
+    admin.create("out", schema_type="string")
+    names = [f"f{i}" for i in range(8)]
+    for name in names:
+        group_worker.create(_config(name), package_digest=None, who="test")
+    fq = {n: f"public/default/{n}" for n in names}
+    with Feeder(store) as feeder:
+        time.sleep(1.0)
+        # drain f0: it ends STOPPED with every input present when asked, once
+        before_drain = feeder.sent_now()
+        group_worker.stop(fq["f0"], mode=StopMode.DRAIN)
+        # suspend f1, and start it again later: nothing lost or repeated across
+        group_worker.stop(fq["f1"], mode=StopMode.SUSPEND)
+        # restart f2; update f3 to two instances; delete f4
+        group_worker.restart(fq["f2"])
+        group_worker.update(_config("f3", parallelism=2), package_digest=None, who="test")
+        group_worker.delete(fq["f4"])
+        _await_state(group_worker, "f0", "STOPPED")
+        _await_state(group_worker, "f1", "SUSPENDED")
+        time.sleep(1.0)
+        group_worker.start(fq["f1"])
+        _await_state(group_worker, "f1", "RUNNING")
+        time.sleep(1.0)
+    sent = feeder.sent_now()
+    every = collections.Counter(sent)
+    running = ["f1", "f2", "f3", "f5", "f6", "f7"]
+    deadline = time.monotonic() + WAIT
+    while True:
+        found = _values(store)
+        if all(_outputs_of(found, n) == every for n in running):
+            break
+        for n in running:
+            assert not _outputs_of(found, n) - every, (
+                f"{n} repeated: {_outputs_of(found, n) - every}"
+            )
+        assert time.monotonic() < deadline, {n: len(every - _outputs_of(found, n)) for n in running}
+        time.sleep(0.3)
+    drained = _outputs_of(found, "f0")
+    assert max(drained.values()) == 1
+    assert set(before_drain) <= set(drained) <= set(sent)
+    for name in ["f1", "f2", "f3", "f5"]:
+        assert _state(group_worker, name) == "RUNNING"
+    with store.read() as conn:
+        in_group = {m.control_id for m in members.members(conn, "default")}
+    assert in_group == {fq[n] for n in running}
+    assert len(group_worker.spark.streams.active) == 1  # never a query of their own
+
+
+@pytest.mark.long_running(90)
+def test_a_failing_member_is_kept_to_itself_while_the_others_flow(group_worker: Worker) -> None:
+    store = group_worker.open_store()
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=2, schema_type="string")
+    admin.create("out", schema_type="string")
+    good = [f"ok{i}" for i in range(4)]
+    for name in good:
+        group_worker.create(_config(name), package_digest=None, who="test")
+    # raises on every message: each goes to its dead-letter topic, the function keeps running
+    group_worker.create(
+        _config("raiser", user_config={"fail": "raise"}), package_digest=None, who="test"
+    )
+    # fatal on every message: by default SHUTDOWN_FUNCTION, ERROR
+    group_worker.create(
+        _config("dier", user_config={"fail": "fatal"}), package_digest=None, who="test"
+    )
+    with Feeder(store) as feeder:
+        _await_state(group_worker, "dier", "ERROR")
+        time.sleep(1.0)
+    every = collections.Counter(feeder.sent_now())
+    _await_values(
+        store, collections.Counter({f"{n}:{v}": c for n in good for v, c in every.items()})
+    )
+    assert _state(group_worker, "raiser") == "RUNNING"
+    dead_letters = _values(store, "public/default/raiser-DLQ")
+    deadline = time.monotonic() + WAIT
+    while dead_letters != every:
+        assert not dead_letters - every
+        assert time.monotonic() < deadline, f"{len(every - dead_letters)} dead letters missing"
+        time.sleep(0.3)
+        dead_letters = _values(store, "public/default/raiser-DLQ")
+    status = group_worker.status("public/default/dier")
+    assert status.instances[0].status.death_exception is not None
+    assert "was told to die" in str(status.instances[0].status.death_exception)

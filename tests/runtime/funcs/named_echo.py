@@ -1,7 +1,8 @@
 """Group tests: every output names the function that made it, ``<name>:<input>``.
 
 An input ``raise`` raises (a message error: retried, then dead-lettered); an
-input ``fatal`` calls ``context.fatal`` (the instance dies).
+input ``fatal`` calls ``context.fatal`` (the instance dies). User config
+``fail`` (``raise`` or ``fatal``) does the same on every input.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from sparkfn import Context, Function
 
 class NamedEcho(Function):
     def process(self, input: Any, context: Context) -> Any:
-        if input == "raise":
+        fail = context.get_user_config_value("fail")
+        if input == "raise" or fail == "raise":
             msg = f"{context.get_function_name()} refuses {input!r}"
             raise ValueError(msg)
-        if input == "fatal":
+        if input == "fatal" or fail == "fatal":
             context.fatal(RuntimeError(f"{context.get_function_name()} was told to die"))
         return f"{context.get_function_name()}:{input}"
