@@ -27,7 +27,7 @@ uploaded before, see :mod:`sparkfn.worker.packages_api`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
@@ -116,45 +116,54 @@ def functions_router(worker: Worker) -> APIRouter:
     router = APIRouter(tags=["functions"])
     packages = PackageStore.from_settings(worker.open_store(), worker.settings)
 
-    def build(
+    def submit(
         caller: Principal,
-        tenant: str,
-        namespace: str,
-        name: str,
+        path: dict[str, str],
         config_json: str,
         data: UploadFile | None,
         url: str | None,
-    ) -> tuple[FunctionConfig, str | None, tuple[str, ...]]:
+        keep: Callable[[FunctionConfig, str | None], FunctionVersion],
+    ) -> FunctionInfo:
+        """Read the request into a config and ``keep`` it (create or update, with the
+        package's digest); a package this request stored goes again if it is refused."""
+        what = "function " + "/".join(path.values())
         try:
             given = json.loads(config_json) if config_json.strip() else {}
         except json.JSONDecodeError as exc:
-            msg = f"function {tenant}/{namespace}/{name}: functionConfig is not JSON: {exc}"
+            msg = f"{what}: functionConfig is not JSON: {exc}"
             raise ConfigError(msg) from None
         if not isinstance(given, dict):
-            msg = f"function {tenant}/{namespace}/{name}: functionConfig must be a JSON object"
+            msg = f"{what}: functionConfig must be a JSON object"
             raise ConfigError(msg)
         # The path names the function; the body is read as FunctionConfig.from_yaml reads a file.
-        fields: dict[str, Any] = {"tenant": tenant, "namespace": namespace, "name": name}
-        _check_names(given, fields)
-        digest = None
+        fields: dict[str, Any] = dict(path)
+        _check_names(given, path)
+        upload = package = None
         if data is not None:
-            package = packages.save(data.file, data.filename or "function.py", who=caller.subject)
-            digest, fields["py"] = package.digest, str(package.entry)
+            upload = packages.upload(data.file, data.filename or "function.py", who=caller.subject)
+            package = upload.package
         elif url:
             check_package_reference(caller, url, "url")
             package = packages.resolve(url)
-            digest, fields["py"] = package.digest, str(package.entry)
         elif given.get("py"):
             msg = (
-                f"function {tenant}/{namespace}/{name}: py names a file on the client; "
-                "upload it as the multipart field data, or name an uploaded package with url"
+                f"{what}: py names a file on the client; upload it as the multipart "
+                "field data, or name an uploaded package with url"
             )
             raise ConfigError(msg)
-        config, warnings = FunctionConfig.assemble(given, fields)
-        check_function_topics(caller, config)
+        if package is not None:
+            fields["py"] = str(package.entry)
+        try:
+            config, warnings = FunctionConfig.assemble(given, fields)
+            check_function_topics(caller, config)
+            version = keep(config, package.digest if package is not None else None)
+        except BaseException:
+            if upload is not None:
+                packages.discard(upload)
+            raise
         if config.resources.spark_conf():
             warnings = (*warnings, SHARED_SESSION)
-        return config, digest, warnings
+        return FunctionInfo.of(version, warnings)
 
     @router.post(FUNCTION, response_model=FunctionInfo)
     def register(
@@ -166,9 +175,11 @@ def functions_router(worker: Worker) -> APIRouter:
         data: PackageFile = None,
         url: PackageUrl = None,
     ) -> FunctionInfo:
-        config, digest, warnings = build(caller, tenant, namespace, name, config_json, data, url)
-        version = worker.create(config, package_digest=digest, who=caller.subject)
-        return FunctionInfo.of(version, warnings)
+        def create(config: FunctionConfig, digest: str | None) -> FunctionVersion:
+            return worker.create(config, package_digest=digest, who=caller.subject)
+
+        path = {"tenant": tenant, "namespace": namespace, "name": name}
+        return submit(caller, path, config_json, data, url, create)
 
     @router.put(FUNCTION, response_model=FunctionInfo)
     def update(
@@ -181,13 +192,14 @@ def functions_router(worker: Worker) -> APIRouter:
         url: PackageUrl = None,
         mode: Annotated[StopMode, Form()] = StopMode.DRAIN,
     ) -> FunctionInfo:
-        fqfn = f"{tenant}/{namespace}/{name}"
-        current = worker.registry.get(fqfn)
+        def next_version(config: FunctionConfig, digest: str | None) -> FunctionVersion:
+            return worker.update(config, package_digest=digest, who=caller.subject, mode=mode)
+
+        current = worker.registry.get(f"{tenant}/{namespace}/{name}")
         if data is None and not url:
             url = current.package_digest  # a config-only update keeps the code
-        config, digest, warnings = build(caller, tenant, namespace, name, config_json, data, url)
-        version = worker.update(config, package_digest=digest, who=caller.subject, mode=mode)
-        return FunctionInfo.of(version, warnings)
+        path = {"tenant": tenant, "namespace": namespace, "name": name}
+        return submit(caller, path, config_json, data, url, next_version)
 
     @router.delete(FUNCTION, response_model=FunctionInfo)
     def deregister(tenant: str, namespace: str, name: str) -> FunctionInfo:

@@ -7,7 +7,8 @@ while its SHA-256 is computed, refused past ``max_upload_bytes``, then laid
 out for import (:mod:`sparkfn.worker.layout`: a zip is unpacked, its
 dependencies installed, ...) and only then moved to ``<packages dir>/<hex>/``
 and recorded in the store's ``packages`` table. A refused upload leaves no
-file and no row. A package is stored once per digest; each function version
+file and no row; nor does a package stored by a register or update that is
+then refused (:meth:`PackageStore.discard`). A package is stored once per digest; each function version
 names the digest of its package, so an old version can always be shown and
 started again.
 
@@ -32,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sqlalchemy import Row, select
+from sqlalchemy import Connection, Row, select
 
 from sparkfn.api.errors import PackageError, PackageNotFoundError, PackageTooLargeError
 from sparkfn.store import schema
@@ -73,6 +74,14 @@ class Package:
         return self.path if self.kind == "py" else self.path.parent
 
 
+@dataclass(frozen=True)
+class Upload:
+    """What :meth:`PackageStore.upload` stored: the package, and whether it was new."""
+
+    package: Package
+    new_package: bool
+
+
 class PackageStore:
     """Uploaded packages of one worker's store and data dir."""
 
@@ -109,16 +118,25 @@ class PackageStore:
 
         With ``path``, that name points at the package from now on.
         """
+        return self.upload(stream, filename, who=who, path=path).package
+
+    def upload(
+        self, stream: BinaryIO, filename: str, *, who: str, path: str | None = None
+    ) -> Upload:
+        """:meth:`save`, saying what it added, for :meth:`discard` to take back."""
         name = _clean_name(filename)
         kind = _kind(name)
         if path is not None:
             _check_path(path)
+        return self._save(stream, name, kind, who, path)
+
+    def _save(self, stream: BinaryIO, name: str, kind: str, who: str, path: str | None) -> Upload:
         self.root.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=self.root, prefix=".upload-"))
         try:
             upload = stage / name
             digest, size = self._copy(stream, upload, name)
-            found = self._row(digest)
+            found, new = self._row(digest), False
             if found is None:
                 lay_out(
                     kind,
@@ -127,12 +145,30 @@ class PackageStore:
                     max_expanded_bytes=self.max_expanded_bytes,
                     index_url=self.index_url,
                 )
-                found = self._publish(stage, digest, name, kind, size, who)
+                found, new = self._publish(stage, digest, name, kind, size, who)
             if path is not None:
                 self._name(path, digest, who)
-            return found
+            return Upload(found, new_package=new)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
+
+    def discard(self, upload: Upload) -> None:
+        """Take back what ``upload`` added, the request it came with having been refused.
+
+        A package it stored goes (row and directory) unless something names it
+        by now: a function version, an upload path. (A request still between
+        its own upload of the same bytes and its registration would then find
+        the package gone, and be refused in turn: its code no longer loads.)
+        """
+        if not upload.new_package:
+            return
+        digest = upload.package.digest
+        with _PUBLISH:
+            with self.store.write() as conn:
+                if _named(conn, digest):
+                    return
+                conn.execute(_packages.delete().where(_packages.c.digest == digest))
+            shutil.rmtree(self.root / digest.removeprefix(DIGEST_PREFIX), ignore_errors=True)
 
     def get(self, digest: str) -> Package:
         """The package stored under ``digest``; :class:`PackageNotFoundError` if none."""
@@ -189,13 +225,14 @@ class PackageStore:
 
     def _publish(
         self, stage: Path, digest: str, name: str, kind: str, size: int, who: str
-    ) -> Package:
-        """Move the laid-out ``stage`` to the digest's directory and record the package."""
+    ) -> tuple[Package, bool]:
+        """Move the laid-out ``stage`` to the digest's directory and record the package;
+        the package, and whether this call stored it."""
         target = self.root / digest.removeprefix(DIGEST_PREFIX)
         with _PUBLISH:
             found = self._row(digest)
             if found is not None:  # the same bytes were uploaded meanwhile
-                return found
+                return found, False
             if target.exists():  # left by a worker that died before recording it
                 shutil.rmtree(target)
             stage.rename(target)
@@ -214,7 +251,7 @@ class PackageStore:
             except BaseException:
                 shutil.rmtree(target, ignore_errors=True)
                 raise
-        return self.get(digest)
+        return self.get(digest), True
 
     def _name(self, path: str, digest: str, who: str) -> None:
         values = {"digest": digest, "uploaded_by": who, "uploaded_at": utc_now()}
@@ -238,6 +275,15 @@ class PackageStore:
             uploaded_at=row.uploaded_at,
             path=self.root / row.digest.removeprefix(DIGEST_PREFIX) / row.filename,
         )
+
+
+def _named(conn: Connection, digest: str) -> bool:
+    """Whether a function version or an upload path names the package ``digest``."""
+    versions = schema.function_versions
+    for column in (versions.c.package_digest, _paths.c.digest):
+        if conn.execute(select(column).where(column == digest).limit(1)).first() is not None:
+            return True
+    return False
 
 
 def _clean_name(filename: str) -> str:

@@ -127,6 +127,23 @@ class Registry:
             )
             return _add_version(conn, config, version, package_digest, who, now)
 
+    def withdraw(self, version: FunctionVersion) -> None:
+        """Forget ``version``, the current one, whose start failed: the one before is current."""
+        with self.store.write() as conn:
+            record = _record(conn, version.fqfn, lock=True)
+            if record is None or record.version != version.version or version.version < 2:
+                return  # changed meanwhile, or a first version (delete it instead)
+            conn.execute(
+                delete(_versions).where(
+                    _versions.c.fqfn == version.fqfn, _versions.c.version == version.version
+                )
+            )
+            conn.execute(
+                update(_functions)
+                .where(_functions.c.fqfn == version.fqfn)
+                .values(version=version.version - 1, updated_at=utc_now())
+            )
+
     def delete(self, fqfn: str) -> list[FunctionVersion]:
         """Forget the function and its versions; returns them (newest first)."""
         with self.store.write() as conn:

@@ -33,7 +33,7 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.group.run import DEFAULT_GROUP, QueryGroup, groupable
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.purge import purge_function
-from sparkfn.runtime.query import resolve_inputs, validate
+from sparkfn.runtime.query import apply_spark_conf, resolve_inputs, validate
 from sparkfn.runtime.spark import spark_session, warm_up
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
@@ -175,12 +175,17 @@ class Worker:
     def create(
         self, config: FunctionConfig, *, package_digest: str | None, who: str
     ) -> FunctionVersion:
-        """Register ``config`` (version 1) and start it."""
+        """Register ``config`` (version 1) and start it; refused, it leaves nothing."""
         self.registry.check_free(config.fqfn)  # a taken name is the first thing to say
         self.registry.check_subscription_free(config)  # two readers of one would lose messages
-        validate(self.open_store(), config)  # bad topics or code fail before anything is kept
+        self._check(config)  # bad topics, code or Spark settings fail before anything is kept
+        subscribed = self._subscribed(config)
         version = self.registry.create(config, package_digest=package_digest, who=who)
-        self._start(version.config)
+        try:
+            self._start(version.config)
+        except Exception:
+            self._forget(config, keep_subscription=subscribed)
+            raise
         return version
 
     def update(
@@ -199,11 +204,17 @@ class Worker:
         """
         record = self.registry.record(config.fqfn)  # an unknown name is said first
         self.registry.check_subscription_free(config)
-        validate(self.open_store(), config)
+        self._check(config)  # refused here, the running version goes on untouched
+        previous = self.registry.get(config.fqfn)
         version = self.registry.update(config, package_digest=package_digest, who=who)
         self._end(config.fqfn, mode)
         if record.desired is Desired.RUNNING:
-            self._start(version.config)
+            try:
+                self._start(version.config)
+            except Exception:
+                self.registry.withdraw(version)  # the previous version is current again
+                self._start_again(previous.config)
+                raise
         return version
 
     def delete(self, fqfn: str) -> FunctionVersion:
@@ -283,6 +294,33 @@ class Worker:
             msg = "the worker is not open"
             raise RuntimeError(msg)
         return self.store
+
+    def _check(self, config: FunctionConfig) -> None:
+        """What a start would refuse, refused before anything is kept: topics that do
+        not exist, code that does not load, Spark settings the running session refuses."""
+        validate(self.open_store(), config)
+        if config.spark_conf:
+            apply_spark_conf(self.spark, config)
+
+    def _subscribed(self, config: FunctionConfig) -> bool:
+        """Whether the function's subscription exists already (a kept one it resumes)."""
+        with self.open_store().read() as conn:
+            return bool(subscription.cursors(conn, config.subscription))
+
+    def _forget(self, config: FunctionConfig, *, keep_subscription: bool) -> None:
+        """Undo a create whose start failed: its run, its registry row, what the run wrote,
+        and the subscription unless it existed before."""
+        self._end(config.fqfn, StopMode.CANCEL)
+        self.registry.delete(config.fqfn)
+        made = config.model_copy(update={"cleanup_subscription": not keep_subscription})
+        purge_function(self.open_store(), made)
+
+    def _start_again(self, config: FunctionConfig) -> None:
+        """Start the version that ran before a failed update's; a failure is logged only."""
+        try:
+            self._start(config)
+        except Exception as exc:  # noqa: BLE001 - the update's own error is the answer
+            log.error("function %s could not start its previous version: %s", config.fqfn, exc)
 
     def _start(self, config: FunctionConfig) -> LocalRun:
         # One start at a time: the restore at startup and a request may both
