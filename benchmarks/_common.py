@@ -244,7 +244,7 @@ class Proc:
     rss: int  # bytes
 
 
-def _read_proc(pid: int) -> Proc | None:
+def read_proc(pid: int) -> Proc | None:
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:  # ended between listing and reading
@@ -259,7 +259,7 @@ def _read_proc(pid: int) -> Proc | None:
 
 def _all_procs() -> list[Proc]:
     """Every process on the machine (those that ended while being read left out)."""
-    return [p for p in (_read_proc(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p]
+    return [p for p in (read_proc(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p]
 
 
 def ticks_named(name: str) -> int:

@@ -24,6 +24,7 @@ end. Never asserts.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -33,6 +34,7 @@ from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
+from _active import measure, start_feeder, wait_outputs
 from _common import (
     CLOCK_TICKS,
     IDENTITY,
@@ -42,6 +44,7 @@ from _common import (
     load_average,
     measure_latency,
     process_tree,
+    read_proc,
     ticks_named,
     watch_tree,
 )
@@ -85,6 +88,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--load-seconds", type=float, default=30.0, help="timed load window")
     parser.add_argument(
         "--warmup-seconds", type=float, default=5.0, help="untimed load before the window"
+    )
+    parser.add_argument(
+        "--active-rate",
+        type=float,
+        default=0.0,
+        help="active mode: msg/s into EVERY function at once (0: off, the idle mode)",
+    )
+    parser.add_argument("--active-seconds", type=float, default=30.0, help="active window (s)")
+    parser.add_argument(
+        "--groups",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the functions in the worker's query group (default) or a query each",
     )
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument(
@@ -166,6 +182,39 @@ def per_function(idle: TreeUsage, baseline: TreeUsage, functions: int) -> str:
     )
 
 
+def run_active(worker: Worker, args: argparse.Namespace) -> bool:
+    """Every function fed at ``--active-rate`` for ``--active-seconds``: the tree's cost
+    (the feeder's own CPU taken out) and the latency over all functions."""
+    store = worker.open_store()
+    tag = f"a{time.monotonic_ns() % 10**9}"
+    print(
+        f"active: {args.active_rate:g} msg/s into each of {args.functions} functions "
+        f"({args.active_rate * args.functions:,.0f} msg/s in all) for {args.active_seconds:g} s ...",
+        flush=True,
+    )
+    feeder = start_feeder(store, args.functions, args.active_rate, args.active_seconds, tag)
+    before = read_proc(feeder.pid)
+    usage = watch_tree(args.active_seconds)
+    after = read_proc(feeder.pid)
+    feeder_cpu = 0.0
+    if before is not None and after is not None:
+        feeder_cpu = 100.0 * (after.ticks - before.ticks) / CLOCK_TICKS / usage.seconds
+    out, _ = feeder.communicate(timeout=args.wait_timeout)
+    sent = json.loads(out.strip().splitlines()[-1])
+    expected = round(args.active_rate * args.active_seconds)
+    wait_outputs(store, args.functions, expected, args.wait_timeout)
+    result = measure(store, args.functions, tag, sent)
+    print(
+        f"  active: whole tree CPU {usage.cpu_percent - feeder_cpu:.1f} % of one core "
+        f"(the feeder's own {feeder_cpu:.1f} % taken out)",
+        flush=True,
+    )
+    for line in usage.lines()[1:]:
+        print(f"  active {line}", flush=True)
+    print(f"  active: {result.line()}", flush=True)
+    return result.received == result.sent and result.repeated == 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     wall = time.perf_counter()
@@ -185,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         spark_master=args.master,
         worker_id="bench",
         park_idle_after=args.park_idle_after,
+        groups=args.groups,
     )
     worker = Worker(settings)
     ok = True
@@ -211,12 +261,16 @@ def main(argv: list[str] | None = None) -> int:
             f"({seconds / args.functions:.2f} s each); settling {args.settle_seconds:g} s",
             flush=True,
         )
-        settle_parked(worker, args.settle_seconds, settings.park_idle_after)
+        # A group's members never park (an idle member costs its group nothing).
+        settle_parked(worker, args.settle_seconds, 0 if args.groups else settings.park_idle_after)
         running = len(worker.running())
         if running != args.functions:
             print(f"!!! only {running} of {args.functions} functions are running", flush=True)
             ok = False
 
+        if args.active_rate > 0:
+            active = run_active(worker, args)
+            ok = ok and active
         print(f"idle: sampling the process tree for {args.idle_seconds:g} s ...", flush=True)
         server_ticks = ticks_named("postgres")
         idle = watch_tree(args.idle_seconds)

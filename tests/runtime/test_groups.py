@@ -241,3 +241,103 @@ def test_a_failing_member_is_kept_to_itself_while_the_others_flow(group_worker: 
     status = group_worker.status("public/default/dier")
     assert status.instances[0].status.death_exception is not None
     assert "was told to die" in str(status.instances[0].status.death_exception)
+
+
+@pytest.fixture
+def budget_worker(spark: Any, store_url: str, data_dir: Path) -> Iterator[Worker]:
+    """A group worker with small budgets: 2 s per member's part of a batch, 500 records."""
+    worker = Worker(
+        WorkerSettings.resolve(
+            data_dir=data_dir,
+            store_url=store_url,
+            shutdown_timeout=60,
+            group_member_seconds=2,
+            group_member_budget=500,
+        ),
+        spark=spark,
+    )
+    worker.open()
+    yield worker
+    worker.shutdown()
+
+
+def _await_queries(worker: Worker, count: int, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while len(worker.spark.streams.active) != count:
+        assert time.monotonic() < deadline, (
+            f"{len(worker.spark.streams.active)} queries, not {count}"
+        )
+        time.sleep(0.2)
+
+
+@pytest.mark.long_running(120)
+def test_a_member_blocked_in_process_holds_the_others_for_its_budget_only(
+    budget_worker: Worker,
+) -> None:
+    """It sleeps 60 s on one input: the others wait about its 2 s budget and a batch's
+    restart, not 60 s; it is moved to a query of its own, where it ends its work alone."""
+    store = budget_worker.open_store()
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=2, schema_type="string")
+    admin.create("out", schema_type="string")
+    good = [f"ok{i}" for i in range(3)]
+    for name in good:
+        budget_worker.create(_config(name), package_digest=None, who="test")
+    flag = budget_worker.settings.data_dir / "slept"
+    slow = _config("sleeper", user_config={"sleep_on": "m10", "sleep": 60, "sleep_flag": str(flag)})
+    budget_worker.create(slow, package_digest=None, who="test")
+    with Feeder(store) as feeder:
+        deadline = time.monotonic() + WAIT
+        while "m10" not in feeder.sent_now():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        stalled_at = time.monotonic()  # the sleeper's group batch holds m10 from about now
+        time.sleep(1.0)
+        later = feeder.sent_now()[-1]
+        expected = collections.Counter(f"{n}:{later}" for n in good)
+        while (_values(store) & expected) != expected:
+            assert time.monotonic() - stalled_at < 30, "the others waited for the sleeper"
+            time.sleep(0.1)
+        _await_queries(budget_worker, 2)  # the sleeper in a query of its own, and the group
+        time.sleep(1.0)
+    every = collections.Counter(feeder.sent_now())
+    names = [*good, "sleeper"]
+    _await_values(
+        store, collections.Counter({f"{n}:{v}": c for n in names for v, c in every.items()})
+    )
+    with store.read() as conn:
+        in_group = {m.control_id for m in members.members(conn, "default")}
+    assert in_group == {f"public/default/{n}" for n in good}
+    assert _state(budget_worker, "sleeper") == "RUNNING"
+
+
+@pytest.mark.long_running(120)
+def test_a_flooded_member_gets_a_query_of_its_own_and_the_others_keep_up(
+    budget_worker: Worker,
+) -> None:
+    """20,000 messages wait for one member (40 times its row budget): the others'
+    inputs keep flowing meanwhile, and the flooded one is moved out after three full batches."""
+    store = budget_worker.open_store()
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=2, schema_type="string")
+    admin.create("flood", partitions=2, schema_type="string")
+    admin.create("out", schema_type="string")
+    admin.create("flood-out", schema_type="string")
+    good = [f"ok{i}" for i in range(3)]
+    for name in good:
+        budget_worker.create(_config(name), package_digest=None, who="test")
+    backlog = [f"b{i}" for i in range(20_000)]
+    for first in range(0, len(backlog), 5_000):
+        _send(store, backlog[first : first + 5_000], "flood")
+    budget_worker.create(
+        _config("flooded", inputs=["flood"], output="flood-out", subscription_position="earliest"),
+        package_digest=None,
+        who="test",
+    )
+    with Feeder(store):
+        _await_queries(budget_worker, 2)
+        time.sleep(1.0)
+    _await_values(store, collections.Counter(f"flooded:{v}" for v in backlog), topic="flood-out")
+    with store.read() as conn:
+        in_group = {m.control_id for m in members.members(conn, "default")}
+    assert in_group == {f"public/default/{n}" for n in good}

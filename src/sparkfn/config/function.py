@@ -144,6 +144,10 @@ class FunctionConfig(BaseModel):
     pulsar_compat: bool = False
     # sparkfn's own.
     trigger_interval: float = 0.0
+    # A worker runs the function in a Spark query of its own instead of its
+    # query group (sparkfn.runtime.group): for a hot function, or one that
+    # must never wait for another's batch.
+    dedicated: bool = False
     # Admission caps per micro-batch (default: the data source's, 1M records, 256 MiB).
     max_records_per_batch: int | None = Field(default=None, ge=1, strict=True)
     max_bytes_per_batch: int | None = Field(default=None, ge=1, strict=True)

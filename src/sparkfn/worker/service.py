@@ -61,6 +61,8 @@ class Worker:
         self._spark = spark
         self._runs: dict[str, LocalRun] = {}
         self._groups: dict[str, QueryGroup] = {}
+        # Functions moved out of their group for exceeding its budgets: a query of their own.
+        self._dedicated: set[str] = set()
         self._lock = threading.RLock()
         self._starting = threading.Lock()
         # Called when a function's policy says SHUTDOWN_WORKER (the CLI ends the server).
@@ -361,6 +363,8 @@ class Worker:
         if not self.settings.groups or not groupable(config):
             return None
         with self._lock:
+            if config.fqfn in self._dedicated:
+                return None
             group = self._groups.get(DEFAULT_GROUP)
             if group is None:
                 group = self._groups[DEFAULT_GROUP] = QueryGroup(
@@ -368,8 +372,38 @@ class Worker:
                     self.open_store(),
                     DEFAULT_GROUP,
                     member_budget=self.settings.group_member_budget,
+                    member_seconds=self.settings.group_member_seconds,
+                    on_hot=self._hot,
                 )
             return group
+
+    def _hot(self, fqfn: str, why: str, graceful: bool) -> None:
+        """A group member keeps exceeding its budgets: it gets a query of its own.
+
+        Called from the group, which must not wait: the move (a suspend,
+        which needs the group's next batch, or with ``graceful`` False a
+        cancel, for a member that held a batch and left it already; then a
+        start) runs on a thread of its own. Nothing is lost or repeated:
+        the stopped run commits what it took, or nothing, and the new one
+        resumes from the subscription. It stays dedicated while this worker runs.
+        """
+        with self._lock:
+            if fqfn in self._dedicated or self._closing or fqfn not in self._runs:
+                return
+            self._dedicated.add(fqfn)
+        log.warning("function %s: %s; moving it to a Spark query of its own", fqfn, why)
+        mode = StopMode.SUSPEND if graceful else StopMode.CANCEL
+        threading.Thread(target=self._move_out, args=(fqfn, mode), name="sparkfn-move-out").start()
+
+    def _move_out(self, fqfn: str, mode: StopMode) -> None:
+        try:
+            record = self.registry.record(fqfn)
+            current = self.registry.get(fqfn)
+            self._end(fqfn, mode)
+            if record.desired is Desired.RUNNING and not self._closing:
+                self._start(current.config)
+        except Exception:  # a user's own operation may have won the race: said, not raised
+            log.exception("function %s could not be moved to a query of its own", fqfn)
 
     def _shutdown_requested(self, failure: FunctionFailure) -> None:
         """A function's failure policy answered ``SHUTDOWN_WORKER``: the whole worker stops.

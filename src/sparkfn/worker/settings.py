@@ -52,6 +52,9 @@ class WorkerSettings(BaseModel):
     # Records one member of a group may take in one batch (its own
     # max_records_per_batch wins): how long a flooded function holds the rest.
     group_member_budget: int = Field(default=20_000, ge=1)
+    # Seconds one member's part of a group's batch may take; a member past it
+    # (or one that fills its row budget batch after batch) gets a query of its own.
+    group_member_seconds: float = Field(default=5.0, gt=0)
     max_upload_bytes: int = Field(default=100 * MIB, ge=1)
     max_expanded_bytes: int = Field(default=500 * MIB, ge=1)
     # Where a package's requirements are found at registration, besides the

@@ -2,11 +2,15 @@
 
 An input ``raise`` raises (a message error: retried, then dead-lettered); an
 input ``fatal`` calls ``context.fatal`` (the instance dies). User config
-``fail`` (``raise`` or ``fatal``) does the same on every input.
+``fail`` (``raise`` or ``fatal``) does the same on every input; user config
+``sleep_on`` names an input whose call sleeps ``sleep`` seconds first, once:
+the call creates the file ``sleep_flag`` names, and sleeps only if it was not there.
 """
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 from sparkfn import Context, Function
@@ -14,6 +18,11 @@ from sparkfn import Context, Function
 
 class NamedEcho(Function):
     def process(self, input: Any, context: Context) -> Any:
+        if input == context.get_user_config_value("sleep_on"):
+            flag = Path(context.get_user_config_value("sleep_flag"))
+            if not flag.exists():
+                flag.touch()
+                time.sleep(float(context.get_user_config_value("sleep")))
         fail = context.get_user_config_value("fail")
         if input == "raise" or fail == "raise":
             msg = f"{context.get_function_name()} refuses {input!r}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import pickle
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
@@ -53,13 +54,34 @@ class MemberBatchWriter(FunctionBatchWriter):
         return super()._commit(store, conn, batches, batch_id)
 
 
-class GroupCommitter:
-    """The ``foreachBatch`` of a group's query."""
+# Batches in a row a member may fill its row budget in, or run past its time
+# budget once, before it is said to be hot (its group moves it to a query of its own).
+HOT_BATCHES = 3
 
-    def __init__(self, store_url: str, data_dir: str, group: str) -> None:
+
+class GroupCommitter:
+    """The ``foreachBatch`` of a group's query.
+
+    ``on_hot(control_id, why, True)`` is told of a member that filled its row
+    budget in :data:`HOT_BATCHES` batches in a row, or whose slices ran longer
+    than ``member_seconds`` in one batch; it must return at once.
+    """
+
+    def __init__(
+        self,
+        store_url: str,
+        data_dir: str,
+        group: str,
+        *,
+        member_seconds: float | None = None,
+        on_hot: Callable[[str, str, bool], None] | None = None,
+    ) -> None:
         self.store_url = store_url
         self.data_dir = data_dir
         self.group = group
+        self.member_seconds = member_seconds
+        self.on_hot = on_hot
+        self._full: dict[str, int] = {}  # batches in a row each member filled its budget
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Commit each member's part of batch ``batch_id`` in its own transaction."""
@@ -71,6 +93,21 @@ class GroupCommitter:
             by_member.setdefault((result.control_id, result.epoch), []).append(result)
         for (cid, epoch), parts in sorted(by_member.items()):
             self.commit_member(cid, epoch, parts, batch_id)
+        self._watch_budgets(by_member)
+
+    def _watch_budgets(self, by_member: dict[tuple[str, int], list[SliceResult]]) -> None:
+        full = {cid for (cid, _), parts in by_member.items() if any(p.capped for p in parts)}
+        self._full = {cid: self._full.get(cid, 0) + 1 for cid in full}
+        for (cid, _), parts in by_member.items():
+            seconds = sum(p.seconds for p in parts)
+            why = None
+            if self._full.get(cid, 0) >= HOT_BATCHES:
+                why = f"it filled its row budget in {HOT_BATCHES} batches in a row"
+            elif self.member_seconds is not None and seconds > self.member_seconds:
+                why = f"its part of a batch ran {seconds:.1f} s, past its {self.member_seconds:g} s budget"
+            if why is not None and self.on_hot is not None:
+                self._full.pop(cid, None)
+                self.on_hot(cid, why, True)
 
     def commit_member(self, cid: str, epoch: int, parts: list[SliceResult], batch_id: int) -> None:
         """One member's part of the batch: committed, or discarded alone."""

@@ -69,13 +69,15 @@ def join(
             )
 
 
-def leave(store: Store, control_id: str) -> bool:
-    """Remove run ``control_id`` from its group; True if it was a member."""
+def leave(store: Store, control_id: str, *, epoch: int | None = None) -> bool:
+    """Remove run ``control_id`` from its group (only in ``epoch``, if given); True if it was a member."""
     with store.write() as conn:
         found = conn.execute(
-            select(_members.c.group_name).where(_members.c.control_id == control_id)
+            select(_members.c.group_name, _members.c.epoch).where(
+                _members.c.control_id == control_id
+            )
         ).first()
-        if found is None:
+        if found is None or (epoch is not None and found.epoch != epoch):
             return False
         signals.hint_on_commit(conn, group_hint(found.group_name))
         conn.execute(delete(_members).where(_members.c.control_id == control_id))

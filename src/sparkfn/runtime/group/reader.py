@@ -52,6 +52,7 @@ from sparkfn.topics.spark.planning import (
     cap,
     offset_key,
     split_ranges,
+    with_final,
 )
 from sparkfn.topics.spark.quiet import RUN_WAIT_SECONDS, QuietWait
 from sparkfn.topics.spark.tasks import freeze_imports
@@ -81,6 +82,7 @@ class MemberSlice:
     version: str
     config: FunctionConfig
     parts: tuple[InputPartition, ...]
+    capped: bool = False  # its data in this batch was cut at its row budget
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ class GroupTask(InputPartition):
     """One Spark task of a group's batch: the slices of one or more members."""
 
     slices: tuple[MemberSlice, ...]
+    group: str = ""
+    member_seconds: float | None = None  # each slice's time budget (see .overrun)
 
 
 @dataclass
@@ -100,6 +104,7 @@ class MemberWork:
     base: dict[str, int]  # cursor per "topic#partition"
     ends: dict[str, int] = field(default_factory=dict)  # where its data in this batch ends
     final_seq: int | None = None  # its end-of-stream batch
+    capped: bool = False  # it has more data than its row budget admits
 
     @property
     def rows(self) -> int:
@@ -115,7 +120,12 @@ def _part_rows(part: InputPartition) -> int:
     return 1
 
 
-def pack(items: list[tuple[MemberWork, InputPartition]], slots: int) -> list[GroupTask]:
+def pack(
+    items: list[tuple[MemberWork, InputPartition]],
+    slots: int,
+    group: str = "",
+    member_seconds: float | None = None,
+) -> list[GroupTask]:
     """Deal ``items`` over at most ``slots`` tasks, the largest first onto the least loaded."""
     count = max(1, min(slots, len(items)))
     bins: list[list[tuple[MemberWork, InputPartition]]] = [[] for _ in range(count)]
@@ -131,12 +141,17 @@ def pack(items: list[tuple[MemberWork, InputPartition]], slots: int) -> list[Gro
             by_member.setdefault(work.member.control_id, (work, []))[1].append(part)
         slices = tuple(
             MemberSlice(
-                w.member.control_id, w.member.epoch, w.member.version, w.member.config, tuple(ps)
+                w.member.control_id,
+                w.member.epoch,
+                w.member.version,
+                w.member.config,
+                tuple(ps),
+                w.capped,
             )
             for w, ps in by_member.values()
         )
         if slices:
-            tasks.append(GroupTask(slices))
+            tasks.append(GroupTask(slices, group, member_seconds))
     return tasks
 
 
@@ -154,6 +169,8 @@ class GroupStreamReader(DataSourceStreamReader):
         self.slots = positive_int(opts, "taskSlots", 2) or 2
         self.budget = positive_int(opts, "memberBudget", DEFAULT_MEMBER_BUDGET)
         self.max_per_task = positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
+        seconds = opts.get("memberseconds")
+        self.member_seconds = float(seconds) if seconds else None
         self._topics: dict[str, TopicInfo] = {}
         self._quiet = QuietWait(
             settings.data_dir,
@@ -234,6 +251,7 @@ class GroupStreamReader(DataSourceStreamReader):
             budget = m.config.max_records_per_batch or self.budget
             lows = {k: base.get(k, 0) for k in pending}
             work.ends = cap(lows, pending, budget) if budget else pending
+            work.capped = work.ends != pending
             out[m.control_id] = work
         return out, found
 
@@ -298,9 +316,6 @@ class GroupStreamReader(DataSourceStreamReader):
                 except SparkfnError as exc:
                     refused.append((w, exc))
                     continue
-                if final:
-                    items += [(w, FinalMarker(i)) for i in w.live]
-                    continue
                 names = {t.id: t for t in w.topics}
                 spans = {
                     offset_key(names[s.topic_id], s.partition): (s.start, s.end)
@@ -314,12 +329,21 @@ class GroupStreamReader(DataSourceStreamReader):
                     live=w.live,
                     assignment=config.subscription_type.value,
                 )
-                if ranges and config.subscription_type.value == "key_shared":
+                if final:
+                    # Markers only, or (a batch run again after its stop was asked, whose
+                    # plan read data) that data first, then each instance's marker.
+                    markers: list[InputPartition] = [FinalMarker(i) for i in w.live]
+                    ranges = (
+                        with_final(ranges, w.live, config.subscription_type.value)
+                        if ranges
+                        else markers
+                    )
+                elif ranges and config.subscription_type.value == "key_shared":
                     ranges = by_instance(ranges, w.live)
                 items += [(w, r) for r in ranges]
         for w, error in refused:
             self._refuse(w, error)
-        return list(pack(items, self.slots))
+        return list(pack(items, self.slots, self.group, self.member_seconds))
 
     def _refuse(self, work: MemberWork, exc: Exception) -> None:
         """A member whose plan the store refused (another run owns its subscription, a newer
@@ -350,7 +374,7 @@ class GroupStreamReader(DataSourceStreamReader):
 
 class GroupDataSource(DataSource):
     """``format("sparkfn-group")``: the source of a query group (options ``group``,
-    ``storeUrl``, ``dataDir``, ``taskSlots``, ``memberBudget``)."""
+    ``storeUrl``, ``dataDir``, ``taskSlots``, ``memberBudget``, ``memberSeconds``)."""
 
     @classmethod
     def name(cls) -> str:

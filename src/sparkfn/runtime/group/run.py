@@ -21,19 +21,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import objects
-from sparkfn.runtime.group import members
+from sparkfn.runtime.group import members, overrun
 from sparkfn.runtime.group.commit import GroupCommitter
 from sparkfn.runtime.group.reader import GROUP_FORMAT, GroupDataSource
 from sparkfn.runtime.lifecycle.query import QueryTarget
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.runtime.query import REGISTER_LOCK, activate
-from sparkfn.store import signals
+from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 
 if TYPE_CHECKING:
@@ -49,11 +50,14 @@ DEFAULT_GROUP = "default"
 def groupable(config: FunctionConfig) -> bool:
     """Whether a function can share a group's query.
 
-    Not when it needs what a query of its own gives: Spark settings of its
-    own (``spark_conf``, ``resources``), its own trigger interval, or the
-    topic discovery of a ``topics_pattern``.
+    Not when it asks for a query of its own (``dedicated``) or needs what
+    only one gives: Spark settings of its own (``spark_conf``,
+    ``resources``), its own trigger interval, or the topic discovery of a
+    ``topics_pattern``.
     """
-    return not (config.session_conf or config.trigger_interval or config.topics_pattern)
+    return not (
+        config.dedicated or config.session_conf or config.trigger_interval or config.topics_pattern
+    )
 
 
 class QueryGroup:
@@ -66,18 +70,26 @@ class QueryGroup:
         name: str,
         *,
         member_budget: int | None = None,
+        member_seconds: float | None = None,
+        on_hot: Callable[[str, str, bool], None] | None = None,
         checkpoint: Path | None = None,
     ) -> None:
         self.spark = spark
         self.store = store
         self.name = name
         self.member_budget = member_budget
+        self.member_seconds = member_seconds
+        # Told (control id, why, graceful) of a member that keeps exceeding its budgets;
+        # graceful False: it already left (it held a batch). Returns at once.
+        self.on_hot = on_hot
         self.checkpoint = checkpoint or store.data_dir / "groups" / name / "checkpoint"
         self.query: StreamingQuery | None = None
         self.error: str | None = None  # the last failure of its query
         self.restarts = 0
         self._lock = threading.Lock()
         self._closed = False
+        self._interrupted = False  # the batch in flight was cancelled on purpose
+        self._watching: threading.Thread | None = None
 
     @property
     def running(self) -> bool:
@@ -92,6 +104,13 @@ class QueryGroup:
                 raise RuntimeError(msg)
             if self.query is None:
                 self.query = self._start()
+            if self._watching is None and self.member_seconds is not None:
+                self._watching = threading.Thread(
+                    target=self._watch_overruns,
+                    name=f"sparkfn-group-{self.name}-budget",
+                    daemon=True,
+                )
+                self._watching.start()
 
     def _start(self) -> StreamingQuery:
         activate(self.spark)
@@ -105,12 +124,20 @@ class QueryGroup:
         )
         if self.member_budget:
             reader = reader.option("memberBudget", str(self.member_budget))
+        if self.member_seconds:
+            reader = reader.option("memberSeconds", str(self.member_seconds))
         with REGISTER_LOCK:  # a registration per query: see sparkfn.runtime.query
             self.spark.dataSource.register(GroupDataSource)
             frame = reader.load()
         query = (
             frame.writeStream.foreachBatch(
-                GroupCommitter(self.store.url, str(self.store.data_dir), self.name)
+                GroupCommitter(
+                    self.store.url,
+                    str(self.store.data_dir),
+                    self.name,
+                    member_seconds=self.member_seconds,
+                    on_hot=self.on_hot,
+                )
             )
             .option("checkpointLocation", str(self.checkpoint))
             .queryName(f"group_{self.name}")
@@ -132,6 +159,10 @@ class QueryGroup:
         error = query.exception()
         self.error = str(error) if error is not None else "the query stopped"
         delay = RESTART_BACKOFF_SECONDS[min(self.restarts, len(RESTART_BACKOFF_SECONDS) - 1)]
+        if self._interrupted:  # cancelled to drop a member that overran: again at once
+            self._interrupted = False
+            delay = 0.0
+            self.restarts -= 1
         _LOG.error(
             "query group %s: its query ended (%s); starting it again in %g s",
             self.name,
@@ -148,6 +179,39 @@ class QueryGroup:
             except Exception:
                 _LOG.exception("query group %s: its query did not start again", self.name)
                 self.query = None
+
+    def _watch_overruns(self) -> None:
+        """Take out every member whose slice ran past its time budget, and cancel the
+        batch it holds; Spark runs that batch again without it (see :mod:`.overrun`)."""
+        data_dir = self.store.data_dir
+        with watch.woken_by(data_dir, [overrun.overrun_hint(self.name)]) as touched:
+            while not self._closed:
+                touched.wait(1.0)
+                touched.clear()
+                try:
+                    self._take_overruns()
+                except Exception:
+                    _LOG.exception(
+                        "query group %s: a member past its budget was not taken out", self.name
+                    )
+
+    def _take_overruns(self) -> None:
+        culprits = [
+            (cid, budget)
+            for cid, epoch, budget in overrun.take(self.store.data_dir, self.name)
+            if members.leave(self.store, cid, epoch=epoch)
+        ]
+        if not culprits:
+            return
+        query = self.query
+        if query is not None and query.isActive:
+            self._interrupted = True
+            self.spark.sparkContext.cancelJobGroup(str(query.runId))
+        for cid, budget in culprits:
+            why = f"its part of a batch ran past its {budget:g} s budget"
+            _LOG.warning("query group %s: member %s left: %s", self.name, cid, why)
+            if self.on_hot is not None:
+                self.on_hot(cid, why, False)
 
     def close(self) -> None:
         """Stop the group's query (its members' runs are stopped first)."""

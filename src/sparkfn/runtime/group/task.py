@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ import pyarrow as pa
 from sparkfn.api.errors import FatalError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.executor import make_run_function
+from sparkfn.runtime.group import overrun
 from sparkfn.runtime.group.reader import GroupTask, MemberSlice
 from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
 from sparkfn.runtime.workerctl import CancelledError
@@ -44,6 +46,8 @@ class SliceResult:
     error: str | None = None
     instance: int = 0  # an instance the slice ran, to charge a failure to
     charge: bool = False  # a death to record (not a cancel, nor a fatal recorded already)
+    capped: bool = False  # the member had more data than its row budget admitted
+    seconds: float = 0.0  # how long the slice ran
 
 
 def _instance_of(slice_: MemberSlice) -> int:
@@ -55,7 +59,9 @@ def _instance_of(slice_: MemberSlice) -> int:
     return 0
 
 
-def run_slice(store_url: str, data_dir: str, slice_: MemberSlice) -> SliceResult:
+def run_slice(
+    store_url: str, data_dir: str, slice_: MemberSlice, task: GroupTask | None = None
+) -> SliceResult:
     """Run one member's slice and stage its output; a failure is returned, not raised."""
     rows = TaskRows(store_url, data_dir, COLUMNS, properties_json=False)
     config = slice_.config
@@ -72,6 +78,12 @@ def run_slice(store_url: str, data_dir: str, slice_: MemberSlice) -> SliceResult
         config, store_url, data_dir, epoch=slice_.epoch, control_id=slice_.control_id
     )
     batches = itertools.chain.from_iterable(rows.rows(part) for part in slice_.parts)
+    started = time.monotonic()
+    timer = (
+        overrun.watchdog(data_dir, task.group, slice_.control_id, slice_.epoch, task.member_seconds)
+        if task is not None
+        else None
+    )
     try:
         staged = writer.write(run(batches))
     except Exception as exc:  # noqa: BLE001 - the member's, kept to the member
@@ -80,11 +92,21 @@ def run_slice(store_url: str, data_dir: str, slice_: MemberSlice) -> SliceResult
         return SliceResult(
             slice_.control_id, slice_.epoch, config, None, error, _instance_of(slice_), charge
         )
-    return SliceResult(slice_.control_id, slice_.epoch, config, staged)
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return SliceResult(
+        slice_.control_id,
+        slice_.epoch,
+        config,
+        staged,
+        capped=slice_.capped,
+        seconds=time.monotonic() - started,
+    )
 
 
 def run_group_task(store_url: str, data_dir: str, task: GroupTask) -> Iterator[pa.RecordBatch]:
     """Every slice of ``task``, then one row: the pickled :class:`SliceResult` list."""
-    results = [run_slice(store_url, data_dir, s) for s in task.slices]
+    results = [run_slice(store_url, data_dir, s, task) for s in task.slices]
     kill_after_stage_if_requested()  # crash tests only: see commit.KILL_AFTER_STAGE_ENV
     yield pa.record_batch([pa.array([pickle.dumps(results)], pa.binary())], names=["payload"])
