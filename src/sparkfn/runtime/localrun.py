@@ -37,9 +37,9 @@ from sparkfn.topics import subscription
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from sparkfn.runtime.group.run import QueryGroup
-    from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["LocalRun", "short_error"]
 
