@@ -63,15 +63,42 @@ def mapping(text: str | None) -> Any:
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = _json_or_yaml(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
+def user_config(text: str | None) -> Any:
+    """``--user-config``'s JSON or YAML object; text that is neither is a usage error naming it.
+
+    A value that parses but is no object is left for the config to reject.
+    """
+    if text is None:
+        return None
+    try:
+        value = _json_or_yaml(text)
+    except ValueError as exc:
+        msg = f"neither JSON nor YAML: {exc}"
+        raise typer.BadParameter(msg, param_hint="'--user-config'") from None
+    return value if isinstance(value, dict) else text
+
+
+def _json_or_yaml(text: str) -> Any:
+    """``text`` read as JSON, else as YAML; ``ValueError`` with YAML's complaint in one line."""
+    try:
+        return json.loads(text)
     except ValueError:
         import yaml
 
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            return text
-    return value if isinstance(value, dict) else text
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            msg = f"{problem}{where}"
+            raise ValueError(msg) from None
 
 
 def enum_value(text: Any, allowed: Iterable[str]) -> Any:

@@ -10,6 +10,7 @@ what can be checked before Spark starts, run the query, print its end.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from sparkfn.store.store import Store
 
 SPARK_MASTER_ENV = "SPARKFN_SPARK_MASTER"
+VERBOSE_ENV = (
+    "SPARKFN_VERBOSE"  # sparkfn.runtime.jvm.VERBOSE_ENV, not imported: it loads the runtime
+)
 
 CONFIG_FILE = Flag(
     "--{kind}-config-file",
@@ -112,6 +116,16 @@ JSON_STATUS = _run_option(
     False,
 )
 
+VERBOSE = _run_option(
+    "--verbose",
+    "Show the JVM's own output on stderr: its warnings, Spark's log4j lines.",
+    None,
+    bool,
+    False,
+    envvar=VERBOSE_ENV,
+    show_envvar=True,
+)
+
 FUNCTION_LOCALRUN = (
     *FUNCTION_CONFIG,
     CONFIG_FILE,
@@ -120,10 +134,19 @@ FUNCTION_LOCALRUN = (
     METRICS_PORT,
     SIGTERM,
     JSON_STATUS,
+    VERBOSE,
     *PULSAR_LOCALRUN,
 )
 SOURCE_LOCALRUN = (*SOURCE_CONFIG, CONFIG_FILE, SIGTERM, JSON_STATUS)
-SINK_LOCALRUN = (*SINK_CONFIG, CONFIG_FILE, UNTIL_DRAINED, SIGTERM, SPARK_MASTER, JSON_STATUS)
+SINK_LOCALRUN = (
+    *SINK_CONFIG,
+    CONFIG_FILE,
+    UNTIL_DRAINED,
+    SIGTERM,
+    SPARK_MASTER,
+    JSON_STATUS,
+    VERBOSE,
+)
 
 
 def localrun_query(
@@ -136,6 +159,7 @@ def localrun_query(
     sigterm: str,
     until_drained: bool,
     json_status: bool,
+    verbose: bool,
     metrics_port: int = 0,
     **pulsar: Any,
 ) -> None:
@@ -146,6 +170,8 @@ def localrun_query(
     Pulsar's localrun flags (:data:`~sparkfn.cli.pulsar_flags.PULSAR_LOCALRUN`);
     a warning line on stderr names each field or flag sparkfn ignores.
     """
+    if verbose:  # read where the JVM starts (sparkfn.runtime.jvm)
+        os.environ[VERBOSE_ENV] = "1"
     config_file = config_file or pulsar.get("functionConfigFile")
     if not metrics_port and pulsar.get("metrics_port_start"):
         metrics_port = _port(pulsar["metrics_port_start"])

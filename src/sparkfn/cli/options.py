@@ -21,7 +21,7 @@ from typing import Annotated
 
 import typer
 
-from sparkfn.cli.configs import mapping, split_topics
+from sparkfn.cli.configs import mapping, split_topics, user_config
 from sparkfn.cli.flags import INPUT_PANEL, OUTPUT_PANEL, PROCESSING_PANEL, RUN_PANEL, Flag
 from sparkfn.cli.pulsar_flags import PULSAR_FUNCTION_CONFIG
 
@@ -105,6 +105,7 @@ USER_CONFIG = Flag(
     "--user-config",
     "User config as a JSON or YAML object.",
     "JSON",
+    read=user_config,
 )
 SECRETS = Flag(
     "--secrets",

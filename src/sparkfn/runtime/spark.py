@@ -216,6 +216,11 @@ def spark_session(
     without Hadoop's ``.crc`` side files and streaming checkpoints through
     Hadoop's FileSystem API (see ``docs/architecture.md``). A key given in
     ``conf`` wins over the default.
+
+    Before a JVM starts, a ``spark://`` master must accept a connection
+    (:class:`~sparkfn.ConfigError` in seconds otherwise), and the JVM's own
+    output (its warnings, Spark's log4j lines) is kept off the terminal
+    unless ``SPARKFN_VERBOSE=1`` (:mod:`sparkfn.runtime.jvm`).
     """
     from pyspark import SparkContext
 
@@ -223,10 +228,19 @@ def spark_session(
     use_project_interpreter(zygote=fresh and master.startswith("local"))
     from pyspark.sql import SparkSession
 
+    from sparkfn.runtime import jvm
     from sparkfn.topics.spark.source import SparkfnDataSource
 
+    settings = {**DEFAULT_CONF, **_socket_conf(), **(conf or {})}
+    if fresh:
+        jvm.check_master(master)
+        if SparkContext._gateway is None and not jvm.verbose():  # noqa: SLF001 - as above
+            gateway = jvm.launch_gateway(
+                {"spark.master": master, "spark.app.name": app_name, **settings}
+            )
+            SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm  # noqa: SLF001
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **_socket_conf(), **(conf or {})}.items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
