@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import Enum
@@ -61,7 +62,11 @@ class FunctionHarness(Closing):
     with :func:`~sparkfn.vectorized`, a module defining ``process``, or a
     :class:`~sparkfn.FunctionConfig` (loaded as the runtime loads it; its
     topics, user config, secrets and retry settings are then used, and the
-    keyword arguments other than the schemas must be left alone).
+    keyword arguments other than the schemas must be left alone), or the path
+    of a ``.py`` file with ``classname`` naming its code as ``--classname``
+    does (none: the file's ``process``), loaded as ``--py`` loads it, with
+    no ``sys.path`` to set: ``FunctionHarness("examples/wordcount.py",
+    classname="WordCount")``.
 
     Topic schemas decide how values are encoded and decoded, as on real
     topics: ``input_schema`` for every input, ``output_schema`` for the
@@ -108,8 +113,29 @@ class FunctionHarness(Closing):
         parallelism: int = 1,
         instance_id: int = 0,
         auto_create_topics: bool = False,
+        classname: str | None = None,
     ) -> None:
-        if isinstance(function_or_config, FunctionConfig):
+        if isinstance(function_or_config, str | os.PathLike):
+            self.config = FunctionConfig.build(
+                name=name,
+                py=os.fspath(function_or_config),  # loaded as --py loads it: no sys.path needed
+                classname=classname,
+                inputs=list(inputs),
+                output=output,
+                user_config=dict(user_config or {}),
+                secrets=dict(secrets or {}),
+                log_topic=log_topic,
+                dead_letter_topic=dead_letter_topic,
+                drop_failed_messages=drop_failed_messages,
+                max_message_retries=max_message_retries,
+                parallelism=parallelism,
+                auto_create_topics=auto_create_topics,
+            )
+            user = load_function(self.config)
+        elif classname is not None:
+            msg = "FunctionHarness: classname goes with the path of a .py file, not with code"
+            raise ConfigError(msg)
+        elif isinstance(function_or_config, FunctionConfig):
             overridden = {
                 "name": name != "test",
                 "inputs": tuple(inputs) != ("in",),
