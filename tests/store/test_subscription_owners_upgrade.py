@@ -73,7 +73,7 @@ def test_a_version_8_store_upgrades_and_its_subscription_is_claimed_by_the_next_
     try:
         with store.read() as conn:
             versions = conn.execute(select(schema.schema_version.c.version)).scalars().all()
-            assert sorted(versions) == [m.number for m in MIGRATIONS] and max(versions) == 9
+            assert sorted(versions) == [m.number for m in MIGRATIONS]
             columns = {c["name"] for c in inspect(conn).get_columns("subscription_owners")}
             assert columns == {"name", "owner", "claimed_at"}
             assert subscription.owner_of(conn, NAME) is None  # nobody until the next plan

@@ -81,6 +81,7 @@ def _assert_nothing_left(worker: Worker, name: str, topics: list[str]) -> None:
     assert worker.registry.names("public", "default") == []
     assert _count(store, schema.function_versions) == 0
     assert _count(store, schema.packages) == 0
+    assert _count(store, schema.package_owners) == 0
     packages_dir = worker.settings.packages_dir
     assert not packages_dir.exists() or list(packages_dir.iterdir()) == [], list(
         packages_dir.iterdir()
@@ -144,6 +145,7 @@ def test_a_refused_create_leaves_nothing_and_the_good_create_then_succeeds(
 def _forget_packages(worker: Worker) -> None:
     with worker.open_store().write() as conn:
         conn.execute(schema.packages.delete())
+        conn.execute(schema.package_owners.delete())
     shutil.rmtree(worker.settings.packages_dir)
 
 

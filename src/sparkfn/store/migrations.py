@@ -42,6 +42,7 @@ def _initial(conn: Connection) -> None:
         *schema.TOPIC_SCHEMA_TABLES,
         *schema.SUBSCRIPTION_OWNER_TABLES,
         *schema.GROUP_TABLES,
+        *schema.PACKAGE_OWNER_TABLES,
     )
     tables = [t for t in schema.metadata.sorted_tables if t not in later]
     schema.metadata.create_all(conn, tables=tables)
@@ -134,6 +135,35 @@ def _groups(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _package_owners(conn: Connection) -> None:
+    # New in version 11; freeze the definition here if it ever changes. The
+    # packages stored so far are held by the tenants that can name them: by
+    # an upload path under the tenant, or as the package of its function.
+    for table in schema.PACKAGE_OWNER_TABLES:
+        table.create(conn, checkfirst=True)
+    packages, paths, versions = schema.packages, schema.package_paths, schema.function_versions
+    held: dict[tuple[str, str], dict[str, object]] = {}
+    named = select(paths.c.path, paths.c.digest, paths.c.uploaded_by, paths.c.uploaded_at)
+    for row in conn.execute(named.order_by(paths.c.uploaded_at)):
+        if "/" in row.path:
+            owner = row.path.split("/", 1)[0]
+            held.setdefault((row.digest, owner), {"by": row.uploaded_by, "at": row.uploaded_at})
+    used = select(versions.c.fqfn, versions.c.package_digest, versions.c.created_by,
+                  versions.c.created_at).where(versions.c.package_digest.is_not(None))  # fmt: skip
+    for row in conn.execute(used.order_by(versions.c.created_at)):
+        owner = row.fqfn.split("/", 1)[0]
+        held.setdefault((row.package_digest, owner), {"by": row.created_by, "at": row.created_at})
+    filenames = dict(conn.execute(select(packages.c.digest, packages.c.filename)).tuples().all())
+    rows = [
+        {"digest": digest, "owner": owner, "filename": filenames[digest],
+         "uploaded_by": who["by"], "uploaded_at": who["at"]}
+        for (digest, owner), who in held.items()
+        if digest in filenames
+    ]  # fmt: skip
+    if rows:
+        conn.execute(schema.package_owners.insert(), rows)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
@@ -149,6 +179,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         9, "a subscription is read by one owner: the run that claimed it", _subscription_owners
     ),
     Migration(10, "query groups: the functions one streaming query serves", _groups),
+    Migration(11, "package owners: the tenants that hold each stored package", _package_owners),
 )
 
 

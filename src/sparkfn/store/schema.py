@@ -422,6 +422,24 @@ group_members = Table(
 
 GROUP_TABLES = (group_members,)
 
+# --- package owners (version 11) ---------------------------------------------------
+# Who holds a stored package: one row per tenant that uploaded its bytes (or
+# whose function or upload path names it), with that tenant's own file name,
+# uploader and time. A tenant sees and names only the packages it holds, so
+# it learns nothing of another tenant's, not even that a digest is stored.
+package_owners = Table(
+    "package_owners",
+    metadata,
+    Column("digest", String(80), nullable=False),  # a packages row
+    Column("owner", String(256), nullable=False),  # a tenant
+    Column("filename", String(256), nullable=False),
+    Column("uploaded_by", String(256), nullable=False),
+    Column("uploaded_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("digest", "owner"),
+)
+
+PACKAGE_OWNER_TABLES = (package_owners,)
+
 LIFECYCLE_TABLES = (
     function_runs,
     function_instance_runs,

@@ -27,6 +27,7 @@ caller unpacks into a staging directory and removes it whole.
 from __future__ import annotations
 
 import contextlib
+import re
 import stat
 import zipfile
 import zlib
@@ -37,6 +38,7 @@ from sparkfn.api.errors import PackageError, PackageTooLargeError, UnsafeArchive
 
 CHUNK = 1024 * 1024
 MAX_ENTRIES = 50_000
+_WHEEL = re.compile(r"[^/]+\.dist-info/WHEEL")  # a wheel's metadata, at its root
 
 
 def extract(archive: Path, target: Path, *, limit: int, name: str) -> int:
@@ -100,6 +102,16 @@ class _Budget:
                 f"(max_expanded_bytes), at entry {entry!r}"
             )
             raise PackageTooLargeError(msg)
+
+
+def content_kind(archive: Path, name: str) -> str:
+    """What ``archive``'s bytes are: ``whl`` (a zip with a ``*.dist-info/WHEEL`` at its
+    root), ``zip`` (another zip), or ``py`` (not a zip archive); ``name`` is for errors."""
+    if not zipfile.is_zipfile(archive):
+        return "py"
+    with _open(archive, name) as zf:
+        names = zf.namelist()
+    return "whl" if any(_WHEEL.fullmatch(entry) for entry in names) else "zip"
 
 
 def _open(archive: Path, name: str) -> zipfile.ZipFile:

@@ -49,6 +49,7 @@ from sparkfn.api.status import (
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.pulsar import canonical
 from sparkfn.worker.auth import Caller, check_function_topics, check_package_reference
+from sparkfn.worker.package_owners import viewer
 from sparkfn.worker.packages import PackageStore
 from sparkfn.worker.registry import FunctionVersion
 from sparkfn.worker.service import Worker
@@ -123,9 +124,14 @@ def functions_router(worker: Worker) -> APIRouter:
         data: UploadFile | None,
         url: str | None,
         keep: Callable[[FunctionConfig, str | None], FunctionVersion],
+        kept: str | None = None,
     ) -> FunctionInfo:
         """Read the request into a config and ``keep`` it (create or update, with the
-        package's digest); a package this request stored goes again if it is refused."""
+        package's digest); a package this request stored goes again if it is refused.
+
+        The package is the upload ``data`` (held by the function's tenant from now
+        on), the caller's package ``url`` names, or the function's own ``kept`` one.
+        """
         what = "function " + "/".join(path.values())
         try:
             given = json.loads(config_json) if config_json.strip() else {}
@@ -140,11 +146,14 @@ def functions_router(worker: Worker) -> APIRouter:
         _check_names(given, path)
         upload = package = None
         if data is not None:
-            upload = packages.upload(data.file, data.filename or "function.py", who=caller.subject)
+            filename = data.filename or "function.py"
+            upload = packages.upload(data.file, filename, who=caller.subject, owner=path["tenant"])
             package = upload.package
         elif url:
             check_package_reference(caller, url, "url")
-            package = packages.resolve(url)
+            package = packages.resolve(url, viewer(caller))
+        elif kept:
+            package = packages.get(kept)
         elif given.get("py"):
             msg = (
                 f"{what}: py names a file on the client; upload it as the multipart "
@@ -195,11 +204,10 @@ def functions_router(worker: Worker) -> APIRouter:
         def next_version(config: FunctionConfig, digest: str | None) -> FunctionVersion:
             return worker.update(config, package_digest=digest, who=caller.subject, mode=mode)
 
-        current = worker.registry.get(f"{tenant}/{namespace}/{name}")
-        if data is None and not url:
-            url = current.package_digest  # a config-only update keeps the code
+        # A config-only update keeps the code.
+        kept = worker.registry.get(f"{tenant}/{namespace}/{name}").package_digest
         path = {"tenant": tenant, "namespace": namespace, "name": name}
-        return submit(caller, path, config_json, data, url, next_version)
+        return submit(caller, path, config_json, data, url, next_version, kept)
 
     @router.delete(FUNCTION, response_model=FunctionInfo)
     def deregister(tenant: str, namespace: str, name: str) -> FunctionInfo:

@@ -39,6 +39,8 @@ from sparkfn.api.errors import PackageError, PackageNotFoundError, PackageTooLar
 from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.message import utc_now
+from sparkfn.worker import package_owners as owners
+from sparkfn.worker.archives import content_kind
 from sparkfn.worker.layout import lay_out
 from sparkfn.worker.settings import WorkerSettings
 
@@ -76,10 +78,12 @@ class Package:
 
 @dataclass(frozen=True)
 class Upload:
-    """What :meth:`PackageStore.upload` stored: the package, and whether it was new."""
+    """What :meth:`PackageStore.upload` stored: the package, and what was new."""
 
     package: Package
     new_package: bool
+    owner: str | None = None  # the tenant it was uploaded for
+    new_owner: bool = False  # whether that tenant did not hold it before
 
 
 class PackageStore:
@@ -112,30 +116,47 @@ class PackageStore:
         )
 
     def save(
-        self, stream: BinaryIO, filename: str, *, who: str, path: str | None = None
+        self,
+        stream: BinaryIO,
+        filename: str,
+        *,
+        who: str,
+        path: str | None = None,
+        owner: str | None = None,
     ) -> Package:
         """Store what ``stream`` holds as ``filename``; the stored package (the same one if known).
 
-        With ``path``, that name points at the package from now on.
+        With ``path``, that name points at the package from now on. With
+        ``owner`` (a tenant), the tenant holds it (:mod:`~sparkfn.worker.package_owners`)
+        and the package is as the tenant sees it.
         """
-        return self.upload(stream, filename, who=who, path=path).package
+        return self.upload(stream, filename, who=who, path=path, owner=owner).package
 
     def upload(
-        self, stream: BinaryIO, filename: str, *, who: str, path: str | None = None
+        self,
+        stream: BinaryIO,
+        filename: str,
+        *,
+        who: str,
+        path: str | None = None,
+        owner: str | None = None,
     ) -> Upload:
         """:meth:`save`, saying what it added, for :meth:`discard` to take back."""
         name = _clean_name(filename)
         kind = _kind(name)
         if path is not None:
             _check_path(path)
-        return self._save(stream, name, kind, who, path)
+        return self._save(stream, name, kind, who, path, owner)
 
-    def _save(self, stream: BinaryIO, name: str, kind: str, who: str, path: str | None) -> Upload:
+    def _save(
+        self, stream: BinaryIO, name: str, kind: str, who: str, path: str | None, owner: str | None
+    ) -> Upload:
         self.root.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(dir=self.root, prefix=".upload-"))
         try:
             upload = stage / name
             digest, size = self._copy(stream, upload, name)
+            _check_kind(kind, upload, name)  # before the digest is looked up: no hint of it
             found, new = self._row(digest), False
             if found is None:
                 lay_out(
@@ -146,23 +167,31 @@ class PackageStore:
                     index_url=self.index_url,
                 )
                 found, new = self._publish(stage, digest, name, kind, size, who)
+            new_owner = False
+            if owner is not None:
+                with self.store.write() as conn:
+                    new_owner = owners.hold(conn, digest, owner, filename=name, who=who)
             if path is not None:
                 self._name(path, digest, who)
-            return Upload(found, new_package=new)
+            return Upload(self.get(digest, owner), new, owner, new_owner)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
 
     def discard(self, upload: Upload) -> None:
         """Take back what ``upload`` added, the request it came with having been refused.
 
-        A package it stored goes (row and directory) unless something names it
-        by now: a function version, an upload path. (A request still between
-        its own upload of the same bytes and its registration would then find
-        the package gone, and be refused in turn: its code no longer loads.)
+        The tenant's hold on it goes if it is new, and a package it stored goes
+        (row and directory) unless something names it by now: a function
+        version, an upload path, a tenant. (A request still between its own
+        upload of the same bytes and its registration would then find the
+        package gone, and be refused in turn: its code no longer loads.)
         """
+        digest = upload.package.digest
+        if upload.new_owner and upload.owner is not None:
+            with self.store.write() as conn:
+                owners.release(conn, digest, upload.owner)
         if not upload.new_package:
             return
-        digest = upload.package.digest
         with _PUBLISH:
             with self.store.write() as conn:
                 if _named(conn, digest):
@@ -170,30 +199,40 @@ class PackageStore:
                 conn.execute(_packages.delete().where(_packages.c.digest == digest))
             shutil.rmtree(self.root / digest.removeprefix(DIGEST_PREFIX), ignore_errors=True)
 
-    def get(self, digest: str) -> Package:
-        """The package stored under ``digest``; :class:`PackageNotFoundError` if none."""
-        found = self._row(digest)
-        if found is None:
+    def get(self, digest: str, owner: str | None = None) -> Package:
+        """The package stored under ``digest`` (as tenant ``owner`` holds it, if given);
+        :class:`PackageNotFoundError` if none (or ``owner`` does not hold it)."""
+        with self.store.read() as conn:
+            row = conn.execute(select(_packages).where(_packages.c.digest == digest)).first()
+            own = owners.held(conn, digest, owner) if row is not None and owner else None
+        if row is None or (owner is not None and own is None):
             msg = f"no package is stored under {digest}"
             raise PackageNotFoundError(msg)
-        return found
+        return self._package(row, own)
 
-    def resolve(self, ref: str) -> Package:
-        """The package ``ref`` names: a digest (``sha256:<hex>``) or an upload's path."""
+    def resolve(self, ref: str, owner: str | None = None) -> Package:
+        """The package ``ref`` names: a digest (``sha256:<hex>``) or an upload's path
+        (as tenant ``owner`` holds it, if given: see :meth:`get`)."""
         if ref.startswith(DIGEST_PREFIX):
-            return self.get(ref)
+            return self.get(ref, owner)
+        _check_path(ref)
         with self.store.read() as conn:
             digest = conn.execute(select(_paths.c.digest).where(_paths.c.path == ref)).scalar()
         if digest is None:
             msg = f"no package was uploaded under the path {ref!r} (nor is it a sha256: digest)"
             raise PackageNotFoundError(msg)
-        return self.get(digest)
+        return self.get(digest, owner)
 
-    def list(self) -> list[Package]:
-        """Every stored package, newest first."""
+    def list(self, owner: str | None = None) -> list[Package]:
+        """Every stored package (that tenant ``owner`` holds, as it holds it), newest first."""
         with self.store.read() as conn:
-            rows = conn.execute(select(_packages).order_by(_packages.c.uploaded_at.desc())).all()
-        return [self._package(row) for row in rows]
+            rows = conn.execute(select(_packages)).all()
+            held = owners.holdings(conn, owner) if owner is not None else None
+        if held is None:
+            found = [self._package(row) for row in rows]
+        else:
+            found = [self._package(row, held[row.digest]) for row in rows if row.digest in held]
+        return sorted(found, key=lambda p: p.uploaded_at, reverse=True)
 
     def paths(self) -> PathsByDigest:
         """The upload paths naming each digest."""
@@ -265,25 +304,27 @@ class PackageStore:
             row = conn.execute(select(_packages).where(_packages.c.digest == digest)).first()
         return self._package(row) if row is not None else None
 
-    def _package(self, row: Row[Any]) -> Package:
+    def _package(self, row: Row[Any], held: Row[Any] | None = None) -> Package:
+        """The package of ``row``, as a tenant's ``held`` record names it, if given."""
+        named = held if held is not None else row
         return Package(
             digest=row.digest,
-            filename=row.filename,
+            filename=named.filename,
             kind=row.kind,
             size_bytes=row.size_bytes,
-            uploaded_by=row.uploaded_by,
-            uploaded_at=row.uploaded_at,
+            uploaded_by=named.uploaded_by,
+            uploaded_at=named.uploaded_at,
             path=self.root / row.digest.removeprefix(DIGEST_PREFIX) / row.filename,
         )
 
 
 def _named(conn: Connection, digest: str) -> bool:
-    """Whether a function version or an upload path names the package ``digest``."""
+    """Whether a function version, an upload path or a tenant names the package ``digest``."""
     versions = schema.function_versions
     for column in (versions.c.package_digest, _paths.c.digest):
         if conn.execute(select(column).where(column == digest).limit(1)).first() is not None:
             return True
-    return False
+    return owners.is_held(conn, digest)
 
 
 def _clean_name(filename: str) -> str:
@@ -305,9 +346,32 @@ def _kind(name: str) -> str:
 
 
 def _check_path(path: str) -> None:
-    if not path.strip() or len(path) > MAX_PATH or path.startswith(DIGEST_PREFIX):
+    """An upload path is names joined by single '/': no '.' or '..', nothing empty, no
+    backslash or control character, not starting with ``sha256:``."""
+    segments = path.split("/")
+    odd = any(s in ("", ".", "..") or s != s.strip() for s in segments)
+    bad_character = any(c == "\\" or ord(c) < 32 or ord(c) == 127 for c in path)
+    if odd or bad_character or len(path) > MAX_PATH or path.startswith(DIGEST_PREFIX):
         msg = (
-            f"upload path {path!r} is not usable: give 1 to {MAX_PATH} "
-            f"characters not starting with {DIGEST_PREFIX}"
+            f"upload path {path!r} is not usable: give 1 to {MAX_PATH} characters, names "
+            "joined by single '/' with no '.' or '..' among them, nothing empty, no backslash "
+            f"or control character, not starting with '/' or {DIGEST_PREFIX}"
         )
         raise PackageError(msg)
+
+
+def _check_kind(kind: str, upload: Path, name: str) -> None:
+    """Refuse a package whose bytes are not what its name says (the name gives the kind)."""
+    found = content_kind(upload, name)
+    if found == kind:
+        return
+    problems = {
+        ("py", "zip"): "is a zip archive, not Python source; upload it as .zip or .whl",
+        ("py", "whl"): "is a zip archive, not Python source; upload it as .zip or .whl",
+        ("zip", "py"): "is not a zip archive",
+        ("whl", "py"): "is not a zip archive",
+        ("whl", "zip"): "is not a wheel: it has no *.dist-info/WHEEL at its root",
+        ("zip", "whl"): "is a wheel (it has a *.dist-info/WHEEL at its root); upload it as .whl",
+    }
+    msg = f"package {name} {problems[kind, found]}"
+    raise PackageError(msg)

@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sparkfn.api.errors import PackageTooLargeError
 from sparkfn.worker.auth import Caller, check_package_reference, owns_package_path
 from sparkfn.worker.http import error_response
+from sparkfn.worker.package_owners import path_owner, viewer
 from sparkfn.worker.packages import KINDS, Package, PackageStore
 from sparkfn.worker.service import Worker
 
@@ -81,8 +82,12 @@ def packages_router(worker: Worker) -> APIRouter:
         name = data.filename or ""
         if PurePosixPath(name).suffix.lower() not in KINDS:
             name = PurePosixPath(path).name  # a bare stream: the path's file name tells the kind
-        package = store.save(data.file, name, who=caller.subject, path=path)
-        return PackageInfo.of(package, store.paths().get(package.digest, []))
+        # A superuser's upload under a tenant's path is that tenant's to use too.
+        owner = path_owner(path) if caller.is_superuser else viewer(caller)
+        saved = store.save(data.file, name, who=caller.subject, path=path, owner=owner)
+        package = store.get(saved.digest, viewer(caller))
+        paths = [p for p in store.paths().get(package.digest, []) if owns_package_path(caller, p)]
+        return PackageInfo.of(package, paths)
 
     @router.get("/admin/v3/functions/download", response_class=FileResponse)
     def download(
@@ -90,7 +95,7 @@ def packages_router(worker: Worker) -> APIRouter:
         path: Annotated[str, Query(description="An upload's path or a sha256:<hex> digest.")],
     ) -> FileResponse:
         check_package_reference(caller, path, "path")
-        package = packages().resolve(path)
+        package = packages().resolve(path, viewer(caller))
         return FileResponse(
             package.path, filename=package.filename, media_type="application/octet-stream"
         )
@@ -102,12 +107,8 @@ def packages_router(worker: Worker) -> APIRouter:
             digest: [path for path in paths if owns_package_path(caller, path)]
             for digest, paths in store.paths().items()
         }
-        # A tenant admin sees the packages uploaded under its tenant's paths.
-        return [
-            PackageInfo.of(p, named.get(p.digest, []))
-            for p in store.list()
-            if caller.is_superuser or named.get(p.digest)
-        ]
+        # A tenant admin sees the packages its tenant holds, as it holds them.
+        return [PackageInfo.of(p, named.get(p.digest, [])) for p in store.list(viewer(caller))]
 
     return router
 
