@@ -25,7 +25,9 @@ resembles, so callers may catch either::
     │   └── ForbiddenError                     valid credentials, not allowed (HTTP 403)
     ├── StoreError             (RuntimeError) the metadata store cannot be used
     │   ├── SchemaVersionError                 the store is newer than this sparkfn
-    │   └── DataDirError                       the data directory cannot be created or written
+    │   ├── DataDirError                       the data directory cannot be created or written
+    │   ├── StorageFullError   (OSError)       no space left for a write (HTTP 507)
+    │   └── StoreUnavailableError              the store or the disk refuses writes (HTTP 503)
     ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
     │   └── StaleRunError                      a newer run replaced this one (fenced)
     ├── FunctionNotRunningError (RuntimeError) the request needs the function running
@@ -54,6 +56,7 @@ from :mod:`sparkfn`.
 
 from __future__ import annotations
 
+import errno
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -201,6 +204,33 @@ class DataDirError(StoreError):
     """The data directory (segment files, the default SQLite store) cannot be created or written."""
 
     reason = "data_dir_unusable"
+
+
+class StorageFullError(StoreError, OSError):
+    """A write found no space: the store's disk or quota is full, or its database is at its limit.
+
+    SQLite's ``SQLITE_FULL`` ("database or disk is full"), PostgreSQL's
+    ``disk_full`` (SQLSTATE 53100) and ``ENOSPC`` / ``EDQUOT`` on a segment or
+    package file all become this (:mod:`sparkfn.store.failures`). The
+    write was rolled back: what was committed before is all still there, and
+    the same write succeeds once space is freed. ``errno`` is ``ENOSPC``.
+    """
+
+    reason = "storage_full"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno.ENOSPC
+
+
+class StoreUnavailableError(StoreError):
+    """The store or the data directory refuses writes for a reason other than space.
+
+    A lost database connection, a server shutting down, a read-only or
+    failing disk: the write was rolled back and may succeed when retried.
+    """
+
+    reason = "store_unavailable"
 
 
 class FunctionFailedError(SparkfnError, RuntimeError):

@@ -12,7 +12,9 @@ Global options (``--data-dir``, ``--store-url``) come before the command and
 default to ``SPARKFN_DATA_DIR`` / ``SPARKFN_STORE_URL``. Every error sparkfn
 raises on purpose is printed as one line, ``error [reason]: message``, on
 stderr, and the command exits with 1 (2 for a usage error); a traceback means
-a bug.
+a bug. A full disk or store is ``error [storage_full]: ...``, a store that
+cannot take writes ``error [store_unavailable]: ...``, even when the error
+reached the command unconverted (:mod:`sparkfn.store.failures`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from sparkfn.cli.tokens import tokens_app
 from sparkfn.cli.topics import topics_app
 from sparkfn.cli.worker import worker_app
 from sparkfn.config.settings import DATA_DIR_ENV, STORE_URL_ENV
+from sparkfn.store.failures import storage_failure
 
 app = typer.Typer(
     name="sparkfn",
@@ -121,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(1)
     except Exception as exc:
+        failure = storage_failure(exc, "the store or the data directory")
+        if failure is not None:
+            report_error(failure.reason, str(failure))
+            sys.exit(1)
         summary = _validation_summary(exc)
         if summary is None:
             raise

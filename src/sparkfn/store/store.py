@@ -11,26 +11,39 @@ lock upgrades. PostgreSQL write transactions lock the rows they change with
 
 A ``Store`` is cheap to open but holds a connection pool: open one per
 process (executors do so lazily, see :func:`Store.cached`) and ``close`` it.
+
+A write that fails for want of space raises
+:class:`~sparkfn.api.errors.StorageFullError`, one the store cannot take now
+:class:`~sparkfn.api.errors.StoreUnavailableError` (:mod:`sparkfn.store.failures`);
+either is rolled back whole, and :attr:`Store.health` remembers it until a
+write succeeds again.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, create_engine, event, select, text
+from sqlalchemy import Connection, Engine, and_, create_engine, delete, event, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
-from sparkfn.api.errors import DataDirError, StoreError
+from sparkfn.api.errors import DataDirError, StorageFullError, StoreError, StoreUnavailableError
 from sparkfn.config.settings import Settings
 from sparkfn.store import migrations, schema, signals
+from sparkfn.store.failures import WriteHealth, storage_failure
 
 _PG_MIGRATION_LOCK = 0x5350_4B46  # "SPKF": serialises concurrent first opens
+# What probe_write writes: more than a database page, so that it needs pages
+# (and disk) of its own rather than room left in a page already written.
+PROBE_BYTES = 16 * 1024
+PROBE_FQFN = "sparkfn/internal/write-probe"
 
 
 def _normalise_url(url: str) -> str:
@@ -59,6 +72,7 @@ class Store:
         self.data_dir = data_dir
         self.engine = engine
         self.dialect = engine.dialect.name
+        self.health = WriteHealth()
 
     @classmethod
     def open(
@@ -95,8 +109,11 @@ class Store:
                 migrations.upgrade(store._migration_connection, steps)
         except OperationalError as exc:
             engine.dispose()
+            failure = storage_failure(exc, f"the store at {settings.store_url!r}")
+            if isinstance(failure, StorageFullError):
+                raise failure from exc
             msg = f"cannot open the store at {settings.store_url!r}: {exc.orig}"
-            raise StoreError(msg) from exc
+            raise (StoreError if failure is None else StoreUnavailableError)(msg) from exc
         except Exception:
             engine.dispose()
             raise
@@ -160,8 +177,13 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A write transaction: committed when the block exits, rolled back on error."""
-        with self.engine.connect() as conn:
+        """A write transaction: committed when the block exits, rolled back on error.
+
+        A transaction that fails for want of space or of a store (its own
+        statements, its commit, or a file the block writes) raises
+        :class:`StorageFullError` or :class:`StoreUnavailableError`.
+        """
+        with self._recording("the store"), self.engine.connect() as conn:
             if self.dialect == "sqlite":
                 conn.info["sqlite_begin"] = "IMMEDIATE"
             try:
@@ -173,6 +195,59 @@ class Store:
             finally:
                 conn.info.pop("sqlite_begin", None)
             signals.touch_pending(conn, self.data_dir)
+
+    @contextmanager
+    def writing_files(self, what: str) -> Iterator[None]:
+        """Around writes of files under the data dir (``what`` names them for the message).
+
+        An ``OSError`` for a full disk or quota becomes :class:`StorageFullError`,
+        one for a read-only or failing disk :class:`StoreUnavailableError`;
+        either is recorded in :attr:`health`, as a success is.
+        """
+        with self._recording(what):
+            yield
+
+    @contextmanager
+    def _recording(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except Exception as exc:
+            failure = storage_failure(exc, what)
+            if failure is None:
+                raise
+            self.health.failed(failure)
+            if failure is exc:
+                raise
+            raise failure from exc
+        self.health.succeeded()
+
+    def probe_write(self) -> None:
+        """Write (and remove) a little in the store and a file in the data dir, or raise.
+
+        What ``/ready`` does while :attr:`health` says writes fail: a success
+        clears it. Both writes need fresh space, :data:`PROBE_BYTES` each;
+        the store's row is deleted in the transaction that wrote it, so
+        nobody sees it.
+        """
+        table = schema.function_state
+        key = uuid.uuid4().hex
+        probe = os.urandom(PROBE_BYTES)  # incompressible: as large on disk as it says
+        with self.write() as conn:
+            conn.execute(
+                insert(table).values(
+                    fqfn=PROBE_FQFN, key=key, value=probe, updated_at=datetime.now(UTC)
+                )
+            )
+            conn.execute(delete(table).where(and_(table.c.fqfn == PROBE_FQFN, table.c.key == key)))
+        path = self.data_dir / f".write-probe-{key}"
+        with self.writing_files(f"a probe file in the data directory {self.data_dir}"):
+            try:
+                with open(path, "wb") as handle:
+                    handle.write(probe)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            finally:
+                path.unlink(missing_ok=True)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:

@@ -70,7 +70,8 @@ def stage(store: Store, topic: TopicInfo, partition: int, table: pa.Table) -> St
                 partition, table.num_rows, len(data), max_publish, inline_data=data
             )
     location = segments.new_location(topic.key, partition)
-    size = segments.write_table_file(store.data_dir, location, table)
+    with store.writing_files(f"segment file {location} of topic {topic.name}"):
+        size = segments.write_table_file(store.data_dir, location, table)
     return StagedSegment(partition, table.num_rows, size, max_publish, location=location)
 
 

@@ -8,6 +8,7 @@ stage segments before knowing their offsets.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -82,16 +83,22 @@ def _durable(data_dir: Path, location: str) -> Iterator[BinaryIO]:
     """A new segment file's handle, written to a temp name; fsynced and renamed on success.
 
     A crash leaves at worst an unreferenced file, never a partial one under
-    a referenced name.
+    a referenced name; a failed write (a full disk, say) removes its temp
+    file, so that what it took is free again.
     """
     path = data_dir / location
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as handle:
-        yield handle
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_file(data_dir: Path, location: str, data: bytes) -> None:

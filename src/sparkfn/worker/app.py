@@ -49,6 +49,8 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
             404: {"model": ErrorBody},
             409: {"model": ErrorBody},
             413: {"model": ErrorBody},
+            503: {"model": ErrorBody, "description": "The store cannot take writes now."},
+            507: {"model": ErrorBody, "description": "A write found no space (storage_full)."},
             **(AUTH_RESPONSES if worker.settings.auth_enabled else {}),
         },
         dependencies=app_dependencies(worker.settings),

@@ -35,6 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from sparkfn.api.errors import PackageError, PackageTooLargeError, UnsafeArchiveError
+from sparkfn.store.failures import is_no_space
 
 CHUNK = 1024 * 1024
 MAX_ENTRIES = 50_000
@@ -171,6 +172,8 @@ def _created(target: Path, parts: tuple[str, ...], info: zipfile.ZipInfo, name: 
         dest.parent.mkdir(parents=True, exist_ok=True)
         return dest.open("xb")
     except OSError as exc:  # a file and a directory of one name, or the same entry twice
+        if is_no_space(exc):
+            raise  # not the archive's fault: the upload reports a full disk
         msg = f"package {name}: entry {info.filename!r} cannot be written: {exc.strerror}"
         raise PackageError(msg) from None
 

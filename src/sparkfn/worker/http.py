@@ -3,6 +3,11 @@
 Every error body is ``{"reason": "...", "message": "..."}``. The reason is the
 raising class's own (:mod:`sparkfn.api.errors`), so clients branch on it
 rather than on the message text.
+
+A write that found no space is a 507 ``storage_full``, a store that cannot
+take it a 503 ``store_unavailable``: raised so by the store
+(:mod:`sparkfn.store.failures`), and recognised here too when a driver's or
+the OS's error reaches a route unconverted, so that none is a plain-text 500.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -28,11 +34,14 @@ from sparkfn.api.errors import (
     PayloadError,
     SparkfnError,
     StaleRunError,
+    StorageFullError,
+    StoreUnavailableError,
     SubscriptionBusyError,
     SubscriptionInUseError,
     TriggerFailedError,
     TriggerTimeoutError,
 )
+from sparkfn.store.failures import storage_failure
 
 # Most specific first: the first class the error is an instance of decides.
 STATUS_OF: tuple[tuple[type[SparkfnError], int], ...] = (
@@ -50,6 +59,8 @@ STATUS_OF: tuple[tuple[type[SparkfnError], int], ...] = (
     (ConfigError, 400),
     (PackageError, 400),
     (PayloadError, 400),
+    (StorageFullError, 507),  # WebDAV's Insufficient Storage: retry once space is freed
+    (StoreUnavailableError, 503),
 )
 
 
@@ -105,7 +116,15 @@ def install_error_handlers(app: FastAPI) -> None:
         response.headers.update(exc.headers or {})  # a 405's Allow
         return response
 
+    async def storage_error(request: Request, exc: Exception) -> JSONResponse:
+        failure = storage_failure(exc, f"what {request.method} {request.url.path} writes")
+        if failure is None:
+            raise exc  # a bug: the server's 500, with its traceback in the log
+        return error_response(status_of(failure), failure.reason, str(failure))
+
     app.add_exception_handler(SparkfnError, sparkfn_error)
+    app.add_exception_handler(OSError, storage_error)
+    app.add_exception_handler(DBAPIError, storage_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(HTTPException, http_error)
 

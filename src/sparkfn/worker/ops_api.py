@@ -10,9 +10,15 @@ GET         ``/metrics``  every function's metrics and the worker's, in
 ==========  ============  ==================================================
 
 Ready means: the restore of the functions that were running has finished,
-the store answers a query and the SparkSession is up and answers. A 503 is
-an :class:`~sparkfn.worker.http.ErrorBody` whose ``reason`` says which is not
-(``restoring``, ``store_unavailable``, ``spark_unavailable``).
+the store answers a query, writes go through and the SparkSession is up and
+answers. A 503 is an :class:`~sparkfn.worker.http.ErrorBody` whose ``reason``
+says which is not (``restoring``, ``store_unavailable``, ``storage_full``,
+``spark_unavailable``).
+
+Writes go through unless the worker's last write failed for want of space
+or of a store (:attr:`sparkfn.store.store.Store.health`); then each ``/ready``
+tries a small write of its own (:meth:`~sparkfn.store.store.Store.probe_write`),
+and the worker is ready again as soon as one succeeds, or any other write does.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 from sqlalchemy import literal, select
 
+from sparkfn.api.errors import SparkfnError
 from sparkfn.worker.http import ErrorBody, error_response
 from sparkfn.worker.metrics import metrics_registry, metrics_text
 from sparkfn.worker.service import Worker
@@ -68,11 +75,18 @@ def not_ready(worker: Worker) -> NotReady | None:
             "restoring",
             "the worker is still starting Spark and the functions that were running",
         )
+    store = worker.open_store()
     try:
-        with worker.open_store().read() as conn:
+        with store.read() as conn:
             conn.execute(select(literal(1))).scalar_one()
     except Exception as exc:  # any failure means the same thing: no store
         return NotReady("store_unavailable", f"the store does not answer: {exc}")
+    if store.health.failure is not None:
+        try:
+            store.probe_write()
+        except Exception as exc:  # whatever stops a small write stops the worker's
+            reason = exc.reason if isinstance(exc, SparkfnError) else "store_unavailable"
+            return NotReady(reason, f"writes fail: {exc}")
     spark = worker.spark_if_started
     if spark is None:
         why = worker.spark_error or "no SparkSession was started"

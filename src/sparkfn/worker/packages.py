@@ -146,7 +146,8 @@ class PackageStore:
         kind = _kind(name)
         if path is not None:
             _check_path(path)
-        return self._save(stream, name, kind, who, path, owner)
+        with self.store.writing_files(f"package {name} under {self.root}"):
+            return self._save(stream, name, kind, who, path, owner)
 
     def _save(
         self, stream: BinaryIO, name: str, kind: str, who: str, path: str | None, owner: str | None
