@@ -213,16 +213,21 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
         == "a b c\n"
     )
 
-    # Stop and start: the worker says so, and the function runs on.
+    # Stop waits until the function has stopped, as pulsar-admin's does, and says how.
     assert (
-        "stopped function public/default/wordcount"
-        in sparkfn.ok("functions", "stop", "--name", "wordcount").stdout
+        sparkfn.ok("functions", "stop", "--name", "wordcount").stdout
+        == "stopped function public/default/wordcount (SUSPENDED)\n"
     )
-    # Stopping returns at once; status shows the run ending, then ended.
     stopped = sparkfn.json("functions", "status", "--name", "wordcount")
-    assert stopped["state"] in ("STOPPING", "SUSPENDED")
-    stopped = _wait_state(sparkfn, "SUSPENDED")
-    assert stopped["numRunning"] == 0
+    assert (stopped["state"], stopped["numRunning"]) == ("SUSPENDED", 0)
+    sparkfn.ok("functions", "start", "--name", "wordcount")
+    _wait_state(sparkfn, "RUNNING")
+    # --no-wait returns once the worker took the stop; status shows the run ending.
+    assert (
+        sparkfn.ok("functions", "stop", "--name", "wordcount", "--no-wait").stdout
+        == "asked function public/default/wordcount to stop; not waiting (--no-wait)\n"
+    )
+    assert _wait_state(sparkfn, "SUSPENDED")["numRunning"] == 0
     sparkfn.ok("functions", "start", "--name", "wordcount")
     _produce(store, "the restart")
     # The counts go on across the stop: the sentences, fox fox fox, the trigger, this one.

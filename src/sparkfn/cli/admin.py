@@ -18,6 +18,7 @@ in :mod:`sparkfn.cli.admin_status` and :mod:`sparkfn.cli.admin_state`;
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,11 +26,13 @@ import typer
 from rich.console import Group, RenderableType
 from rich.table import Table
 
+from sparkfn.api.errors import WorkerError
 from sparkfn.cli.admin_client import (
     CONNECTION,
     FUNCTIONS,
     INSTANCE_ID,
     TARGET,
+    AdminClient,
     Call,
     option,
     show,
@@ -95,31 +98,84 @@ def delete(ctx: typer.Context, fields: dict[str, Any], **given: Any) -> None:
     show(call, info, lambda info: f"deleted function {info['fqfn']} (at version {info['version']})")
 
 
+WAIT = option(
+    "--wait",
+    "Wait until it has stopped (the default, as pulsar-admin does); "
+    "--no-wait returns once the worker took the stop.",
+    None,
+    bool | None,
+)
+STOP_TIMEOUT = option(
+    "--timeout", "Seconds to wait for the stop.", "SECONDS", float, 120.0, min=0.1, max=3600.0
+)
+STOP_POLL_SECONDS = 0.2
+# States in which nothing of the function (or instance) runs: the final ones, and never started.
+STOPPED_STATES = ("STOPPED", "SUSPENDED", "ERROR", "CREATED")
+
+
 def _action(action: str, done: str, doc: str, per_instance: bool) -> Callable[..., None]:
-    """The command that POSTs ``action`` (start, stop, ...) to a function or one instance."""
+    """The command that POSTs ``action`` (start, stop, ...) to a function or one instance.
+
+    ``stop`` then waits until the function or instance has stopped, unless ``--no-wait``.
+    """
+    waits = action == "stop"
 
     def act(
-        ctx: typer.Context, fields: dict[str, Any], *, instance_id: int | None = None, **given: Any
+        ctx: typer.Context,
+        fields: dict[str, Any],
+        *,
+        instance_id: int | None = None,
+        wait: bool | None = None,
+        timeout: float = 0.0,
+        **given: Any,
     ) -> None:
         call = Call.of(given)
         where = call.path if instance_id is None else f"{call.path}/{instance_id}"
-        with call.client() as client:
-            client.request("POST", f"{where}/{action}")
         what = f"function {call.fqfn}"
         if instance_id is not None:
             what = f"instance {instance_id} of {what}"
-        body = {"fqfn": call.fqfn, "instanceId": instance_id, "action": action}
-        show(call, body, lambda _: f"{done} {what}")
+        body: dict[str, Any] = {"fqfn": call.fqfn, "instanceId": instance_id, "action": action}
+        with call.client() as client:
+            client.request("POST", f"{where}/{action}")
+            if waits and wait is not False:
+                body["state"] = _wait_stopped(client, where, what, timeout)
+        said = f"{done} {what}" + (f" ({body['state']})" if "state" in body else "")
+        if waits and wait is False:
+            said = f"asked {what} to stop; not waiting (--no-wait)"
+        show(call, body, lambda _: said)
 
     act.__name__ = f"{action}_function"
     act.__doc__ = doc
     flags = (*TARGET, INSTANCE_ID, *CONNECTION) if per_instance else (*TARGET, *CONNECTION)
+    if waits:
+        flags = (*flags, WAIT, STOP_TIMEOUT)
     return takes("function", flags)(act)
+
+
+def _wait_stopped(client: AdminClient, where: str, what: str, timeout: float) -> str:
+    """The state ``where`` (a function or an instance) stopped in; an error if not in ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = str(client.json("GET", f"{where}/status").get("state", ""))
+        if state in STOPPED_STATES:
+            return state
+        if time.monotonic() >= deadline:
+            msg = (
+                f"{what} is still {state} after {timeout:g} s; the worker goes on stopping it "
+                "(sparkfn functions status shows when it has; --timeout waits longer)"
+            )
+            raise WorkerError(msg, reason="stop_timeout")
+        time.sleep(STOP_POLL_SECONDS)
 
 
 ACTIONS = (
     ("start", "started", "Start a stopped function (or one instance).", True),
-    ("stop", "stopped", "Stop a function (or one instance); it stays stopped until start.", True),
+    (
+        "stop",
+        "stopped",
+        "Stop a function (or one instance) and wait until it has; it stays stopped until start.",
+        True,
+    ),
     ("restart", "restarted", "Restart a function (or one instance).", True),
     ("drain", "drained", "Process what the inputs hold, then stop the function.", False),
     ("suspend", "suspended", "Stop a function at once, to resume exactly there on start.", False),
