@@ -2,9 +2,12 @@
 
 On a terminal, a table of per-instance counts is redrawn in place; elsewhere
 (a log file, a pipe) a line of totals is written every few seconds while they
-change. The run's last words name the topic that holds its failed messages.
-``sinks localrun`` shows the same table (``PROCESSED`` counts records
-written).
+change. The counts are this run's: a function's statistics are kept in the
+store across runs, so what earlier runs counted (the status when this run
+started) is taken off, and the totals of every run are shown beside them,
+labelled so, once earlier runs counted anything. The run's last words name
+the topic that holds its failed messages. ``sinks localrun`` shows the same
+table (``PROCESSED`` counts records written).
 """
 
 from __future__ import annotations
@@ -49,12 +52,56 @@ class Display(Protocol):
         """Show the final status, if given, and finish; later calls do nothing."""
 
 
-def progress_display(console: Console, config: FunctionConfig) -> Display:
-    """Per-instance counts of a query run: a live table on a terminal, else progress lines."""
+def progress_display(
+    console: Console, config: FunctionConfig, since: FunctionStatus | None = None
+) -> Display:
+    """Per-instance counts of a query run: a live table on a terminal, else progress lines.
+
+    ``since`` is the status when the run started: what earlier runs counted.
+    """
     started = time.monotonic()
     if console.is_terminal:
-        return _LiveTable(console, config, started)
-    return _ProgressLines(config, started)
+        return _LiveTable(console, config, started, since)
+    return _ProgressLines(config, started, since)
+
+
+def this_run(status: FunctionStatus, since: FunctionStatus | None) -> FunctionStatus:
+    """``status`` less what ``since`` counted: each instance's counts of this run alone."""
+    if since is None:
+        return status
+    before = {i.instance_id: i.status for i in since.instances}
+    instances = []
+    for instance in status.instances:
+        now, then = instance.status, before.get(instance.instance_id)
+        if then is None:
+            instances.append(instance)
+            continue
+        processed = now.num_successfully_processed - then.num_successfully_processed
+        latency_sum = (
+            now.average_latency * now.num_successfully_processed
+            - then.average_latency * then.num_successfully_processed
+        )
+        counts = {
+            "num_received": now.num_received - then.num_received,
+            "num_successfully_processed": processed,
+            "num_user_exceptions": now.num_user_exceptions - then.num_user_exceptions,
+            "num_system_exceptions": now.num_system_exceptions - then.num_system_exceptions,
+            "num_dead_lettered": now.num_dead_lettered - then.num_dead_lettered,
+            "average_latency": max(latency_sum / processed, 0.0) if processed > 0 else 0.0,
+        }
+        instances.append(instance.model_copy(update={"status": now.model_copy(update=counts)}))
+    return status.model_copy(update={"instances": instances})
+
+
+def _earlier_totals(status: FunctionStatus, since: FunctionStatus | None) -> str:
+    """``totals of every run: ...`` once earlier runs counted anything, else ``""``."""
+    if since is None or not any(_totals(since)):
+        return ""
+    received, processed, user, system, dead = _totals(status)
+    return (
+        f"totals of every run: received {received}, processed {processed}, "
+        f"user exceptions {user}, system exceptions {system}, dead-lettered {dead}"
+    )
 
 
 def _last_invocation(ms: int) -> str:
@@ -66,9 +113,16 @@ def _last_invocation(ms: int) -> str:
 class _LiveTable:
     """Per-instance counts in a table redrawn in place on a terminal."""
 
-    def __init__(self, console: Console, config: FunctionConfig, started: float) -> None:
+    def __init__(
+        self,
+        console: Console,
+        config: FunctionConfig,
+        started: float,
+        since: FunctionStatus | None,
+    ) -> None:
         self.config = config
         self.started = started
+        self.since = since
         self.live = Live(console=console, auto_refresh=False, transient=False)
         self.live.start()
 
@@ -82,15 +136,18 @@ class _LiveTable:
             self.update(status)
         self.live.stop()
         if status is not None:
-            note_dead_letters(self.config, status)
+            note_dead_letters(self.config, this_run(status, self.since))
 
     def _table(self, status: FunctionStatus) -> Table:
         cfg = self.config
-        return status_table(
-            status,
+        table = status_table(
+            this_run(status, self.since),
             f"{cfg.fqfn}  {', '.join(cfg.inputs) or '-'} -> {cfg.output or '-'}  "
-            f"up {elapsed(self.started)}",
+            f"up {elapsed(self.started)}  (counts of this run)",
         )
+        table.caption = _earlier_totals(status, self.since) or None
+        table.caption_justify = "left"
+        return table
 
 
 def status_table(status: FunctionStatus, title: str) -> Table:
@@ -117,9 +174,12 @@ def status_table(status: FunctionStatus, title: str) -> Table:
 class _ProgressLines:
     """One line of totals every few seconds while they change, for logs and pipes."""
 
-    def __init__(self, config: FunctionConfig, started: float) -> None:
+    def __init__(
+        self, config: FunctionConfig, started: float, since: FunctionStatus | None
+    ) -> None:
         self.config = config
         self.started = started
+        self.since = since
         self.last_line_at = 0.0
         self.last_counts: tuple[int, ...] = ()
         self.closed = False
@@ -136,22 +196,27 @@ class _ProgressLines:
     def close(self, status: FunctionStatus | None) -> None:
         if status is not None and not self.closed:
             self._print(status, _totals(status))
-            note_dead_letters(self.config, status)
+            note_dead_letters(self.config, this_run(status, self.since))
         self.closed = True
 
     def _print(self, status: FunctionStatus, counts: tuple[int, ...]) -> None:
+        """This run's counts in one line, then the totals of every run if earlier ones counted."""
         self.last_counts = counts
-        received, processed, user, system, dead = counts
+        ours = this_run(status, self.since)
+        received, processed, user, system, dead = _totals(ours)
         states = sorted({i.status.state.value for i in status.instances})
         # Each instance's average is over its successfully processed messages.
         latency_sum = sum(
-            i.status.average_latency * i.status.num_successfully_processed for i in status.instances
+            i.status.average_latency * i.status.num_successfully_processed for i in ours.instances
         )
         latency = latency_sum / processed if processed else 0.0
+        totals = _earlier_totals(status, self.since)
         sys.stderr.write(
             f"[{elapsed(self.started)}] {self.config.fqfn} {'/'.join(states)}: "
             f"received {received}, processed {processed}, user exceptions {user}, "
-            f"system exceptions {system}, dead-lettered {dead}, avg latency {latency:.3f} ms\n"
+            f"system exceptions {system}, dead-lettered {dead}, avg latency {latency:.3f} ms"
+            + (f" (this run; {totals})" if totals else "")
+            + "\n"
         )
         sys.stderr.flush()
 

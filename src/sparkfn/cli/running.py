@@ -179,8 +179,9 @@ def run_query(
             note(f"stopped {label} before it started ({signals.names()})")
             return run.status(), None
         try:
+            earlier = run.status()  # the store's counts of earlier runs: not this run's
             run.start(until_drained=until_drained)
-            shown = progress_display(console(stderr=True), run.config)
+            shown = progress_display(console(stderr=True), run.config, since=earlier)
             stack.callback(shown.close, None)
             while not run.wait(timeout=0):  # raises the failure if the run failed
                 for mode, name in signals.next_requests(REFRESH_SECONDS):
