@@ -65,6 +65,7 @@ class Worker:
         self._dedicated: set[str] = set()
         self._lock = threading.RLock()
         self._starting = threading.Lock()
+        self._session_lock = threading.Lock()
         # Called when a function's policy says SHUTDOWN_WORKER (the CLI ends the server).
         self.on_shutdown_request: Callable[[], None] | None = None
         self._closing = False
@@ -121,15 +122,16 @@ class Worker:
     @property
     def spark(self) -> SparkSession:
         """The SparkSession every function of this worker shares (created on first use)."""
-        if self._spark is None:
-            self._spark = spark_session(
-                master=self.settings.spark_master, app_name="sparkfn worker", conf=SPARK_CONF
-            )
-            self.warming = threading.Thread(
-                target=self._warm_up, args=(self._spark,), name="sparkfn-warm-up", daemon=True
-            )
-            self.warming.start()
-        return self._spark
+        with self._session_lock:  # the restore and a request may both ask first
+            if self._spark is None:
+                self._spark = spark_session(
+                    master=self.settings.spark_master, app_name="sparkfn worker", conf=SPARK_CONF
+                )
+                self.warming = threading.Thread(
+                    target=self._warm_up, args=(self._spark,), name="sparkfn-warm-up", daemon=True
+                )
+                self.warming.start()
+            return self._spark
 
     @staticmethod
     def _warm_up(spark: SparkSession) -> None:

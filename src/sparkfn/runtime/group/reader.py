@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -33,10 +32,11 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from sparkfn.api.errors import ConfigError, SparkfnError
 from sparkfn.api.lifecycle import DeathCause
-from sparkfn.config.function import FunctionConfig, ProcessingGuarantee
+from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.config.settings import Settings
 from sparkfn.runtime import control
 from sparkfn.runtime.group.members import Member, group_hint, members
+from sparkfn.runtime.group.plan import GroupTask, MemberWork, pack
 from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
@@ -46,8 +46,6 @@ from sparkfn.topics.spark.admission import PARK
 from sparkfn.topics.spark.options import positive_int
 from sparkfn.topics.spark.planning import (
     FinalMarker,
-    InstanceRanges,
-    TopicRange,
     by_instance,
     cap,
     offset_key,
@@ -71,88 +69,6 @@ FINAL_PREFIX = "__final__/"
 # wait for at most one such step.
 DEFAULT_MEMBER_BUDGET = 20_000
 DEFAULT_MAX_RECORDS_PER_TASK = 500_000
-
-
-@dataclass(frozen=True)
-class MemberSlice:
-    """One member's share of a task: its ranges (or its end-of-stream markers)."""
-
-    control_id: str
-    epoch: int
-    version: str
-    config: FunctionConfig
-    parts: tuple[InputPartition, ...]
-    capped: bool = False  # its data in this batch was cut at its row budget
-
-
-@dataclass(frozen=True)
-class GroupTask(InputPartition):
-    """One Spark task of a group's batch: the slices of one or more members."""
-
-    slices: tuple[MemberSlice, ...]
-    group: str = ""
-    member_seconds: float | None = None  # each slice's time budget (see .overrun)
-
-
-@dataclass
-class MemberWork:
-    """What one member may do in the next batch."""
-
-    member: Member
-    topics: list[TopicInfo]
-    live: list[int]
-    base: dict[str, int]  # cursor per "topic#partition"
-    ends: dict[str, int] = field(default_factory=dict)  # where its data in this batch ends
-    final_seq: int | None = None  # its end-of-stream batch
-    capped: bool = False  # it has more data than its row budget admits
-
-    @property
-    def rows(self) -> int:
-        """Records of data it would read."""
-        return sum(max(0, end - self.base.get(k, end)) for k, end in self.ends.items())
-
-
-def _part_rows(part: InputPartition) -> int:
-    if isinstance(part, TopicRange):
-        return part.end - part.start
-    if isinstance(part, InstanceRanges):
-        return sum(r.end - r.start for r in part.ranges)
-    return 1
-
-
-def pack(
-    items: list[tuple[MemberWork, InputPartition]],
-    slots: int,
-    group: str = "",
-    member_seconds: float | None = None,
-) -> list[GroupTask]:
-    """Deal ``items`` over at most ``slots`` tasks, the largest first onto the least loaded."""
-    count = max(1, min(slots, len(items)))
-    bins: list[list[tuple[MemberWork, InputPartition]]] = [[] for _ in range(count)]
-    loads = [0] * count
-    for work, part in sorted(items, key=lambda item: -_part_rows(item[1])):
-        slot = loads.index(min(loads))
-        bins[slot].append((work, part))
-        loads[slot] += _part_rows(part)
-    tasks = []
-    for content in bins:
-        by_member: dict[str, tuple[MemberWork, list[InputPartition]]] = {}
-        for work, part in content:
-            by_member.setdefault(work.member.control_id, (work, []))[1].append(part)
-        slices = tuple(
-            MemberSlice(
-                w.member.control_id,
-                w.member.epoch,
-                w.member.version,
-                w.member.config,
-                tuple(ps),
-                w.capped,
-            )
-            for w, ps in by_member.values()
-        )
-        if slices:
-            tasks.append(GroupTask(slices, group, member_seconds))
-    return tasks
 
 
 class GroupStreamReader(DataSourceStreamReader):
@@ -361,7 +277,7 @@ class GroupStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Runs on an executor: every slice of the task, one payload row out."""
-        from sparkfn.runtime.group.task import run_group_task
+        from sparkfn.runtime.group.task import run_group_task  # executors only
 
         if not isinstance(partition, GroupTask):
             msg = f"{GROUP_FORMAT} reader got a foreign partition {partition!r}"

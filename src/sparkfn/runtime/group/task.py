@@ -24,7 +24,7 @@ from sparkfn.api.errors import FatalError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.executor import make_run_function
 from sparkfn.runtime.group import overrun
-from sparkfn.runtime.group.reader import GroupTask, MemberSlice
+from sparkfn.runtime.group.plan import GroupTask, MemberSlice
 from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
 from sparkfn.runtime.workerctl import CancelledError
 from sparkfn.topics.spark.commit import kill_after_stage_if_requested

@@ -1,0 +1,98 @@
+"""What a group's batch is made of: each working member's share, packed into tasks.
+
+Pure data and arithmetic, shared by the group's reader (on the driver,
+which plans) and its tasks (on executors, which run the slices).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql.datasource import InputPartition
+
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.group.members import Member
+from sparkfn.topics.admin import TopicInfo
+from sparkfn.topics.spark.planning import InstanceRanges, TopicRange
+
+
+@dataclass(frozen=True)
+class MemberSlice:
+    """One member's share of a task: its ranges (or its end-of-stream markers)."""
+
+    control_id: str
+    epoch: int
+    version: str
+    config: FunctionConfig
+    parts: tuple[InputPartition, ...]
+    capped: bool = False  # its data in this batch was cut at its row budget
+
+
+@dataclass(frozen=True)
+class GroupTask(InputPartition):
+    """One Spark task of a group's batch: the slices of one or more members."""
+
+    slices: tuple[MemberSlice, ...]
+    group: str = ""
+    member_seconds: float | None = None  # each slice's time budget (see .overrun)
+
+
+@dataclass
+class MemberWork:
+    """What one member may do in the next batch."""
+
+    member: Member
+    topics: list[TopicInfo]
+    live: list[int]
+    base: dict[str, int]  # cursor per "topic#partition"
+    ends: dict[str, int] = field(default_factory=dict)  # where its data in this batch ends
+    final_seq: int | None = None  # its end-of-stream batch
+    capped: bool = False  # it has more data than its row budget admits
+
+    @property
+    def rows(self) -> int:
+        """Records of data it would read."""
+        return sum(max(0, end - self.base.get(k, end)) for k, end in self.ends.items())
+
+
+def _part_rows(part: InputPartition) -> int:
+    if isinstance(part, TopicRange):
+        return part.end - part.start
+    if isinstance(part, InstanceRanges):
+        return sum(r.end - r.start for r in part.ranges)
+    return 1
+
+
+def pack(
+    items: list[tuple[MemberWork, InputPartition]],
+    slots: int,
+    group: str = "",
+    member_seconds: float | None = None,
+) -> list[GroupTask]:
+    """Deal ``items`` over at most ``slots`` tasks, the largest first onto the least loaded."""
+    count = max(1, min(slots, len(items)))
+    bins: list[list[tuple[MemberWork, InputPartition]]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for work, part in sorted(items, key=lambda item: -_part_rows(item[1])):
+        slot = loads.index(min(loads))
+        bins[slot].append((work, part))
+        loads[slot] += _part_rows(part)
+    tasks = []
+    for content in bins:
+        by_member: dict[str, tuple[MemberWork, list[InputPartition]]] = {}
+        for work, part in content:
+            by_member.setdefault(work.member.control_id, (work, []))[1].append(part)
+        slices = tuple(
+            MemberSlice(
+                w.member.control_id,
+                w.member.epoch,
+                w.member.version,
+                w.member.config,
+                tuple(ps),
+                w.capped,
+            )
+            for w, ps in by_member.values()
+        )
+        if slices:
+            tasks.append(GroupTask(slices, group, member_seconds))
+    return tasks
