@@ -1,8 +1,10 @@
 """Forgetting a function: what deleting it removes from the store and the data dir.
 
 A deleted function leaves nothing that a new function of the same name
-would inherit: its state, statistics, exceptions, lifecycle records and
-Spark checkpoint go; its subscription goes too when ``cleanup_subscription``
+would inherit, and no file of its own: its state, statistics, exceptions,
+lifecycle records, Spark checkpoint (with any ``.tmp`` file a write cut
+short left in it, and the function's directory once empty) and its
+lifecycle record's commit hint (``hints/control-...``) go; its subscription goes too when ``cleanup_subscription``
 is set (Pulsar's default), so a new function of that name starts from its
 ``subscription_position``; kept, the new one resumes where this one stopped
 (and any function may claim it: see :mod:`sparkfn.topics.subscription`). A
@@ -21,7 +23,7 @@ from sqlalchemy import delete
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.runtime.query import checkpoint_dir
-from sparkfn.store import schema
+from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 
@@ -76,6 +78,13 @@ def purge_function(store: Store, config: FunctionConfig, *, kind: str = "functio
     location = checkpoint_dir(store, config, kind)
     existed = location.exists()
     shutil.rmtree(location, ignore_errors=True)
-    with contextlib.suppress(OSError):  # the function's own directory, once empty
-        location.parent.rmdir()
+    # The function's own directory, then its namespace's, its tenant's and functions/
+    # (sinks/), each once empty.
+    for parent in list(location.parents)[:4]:
+        try:
+            parent.rmdir()
+        except OSError:
+            break
+    with contextlib.suppress(FileNotFoundError):
+        (store.data_dir / signals.HINTS_DIR / signals.control_hint(cid)).unlink()
     return Purged(rows=rows, subscription_cursors=cursors, checkpoint_removed=existed)
