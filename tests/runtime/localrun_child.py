@@ -8,6 +8,8 @@ one SparkSession (one JVM), each with its own checkpoint under the data
 directory, so a restart on the same spec continues where the last run
 stopped. Prints ``<seconds> <name> batch <id>`` as batches complete and ``done`` at
 the end; the parent kills the process group (with the JVM) when it wants.
+With ``"group": true`` the functions are members of one query group instead
+(:mod:`sparkfn.runtime.group`), as a worker runs them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 from pathlib import Path
 
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.group.run import QueryGroup
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.spark import spark_session
 from sparkfn.store.store import Store
@@ -28,13 +31,24 @@ def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     store = Store.open(spec["store_url"], spec["data_dir"])
     spark = spark_session(master=spec.get("master", "local[2]"), app_name="localrun-child")
+    group = QueryGroup(spark, store, "child") if spec.get("group") else None
     runs = [
-        LocalRun(FunctionConfig.build(**fields), store=store, spark=spark)
+        LocalRun(FunctionConfig.build(**fields), store=store, spark=spark, group=group)
         for fields in spec["functions"]
     ]
     for run in runs:
         run.start(until_drained=True)
     print(f"{time.monotonic() - began:.1f}s started", flush=True)
+    if group is not None:
+        for run in runs:
+            run.wait()  # raises if the function failed
+        print(
+            f"{time.monotonic() - began:.1f}s drained, group batches {group.batches()}", flush=True
+        )
+        group.close()
+        print(f"{time.monotonic() - began:.1f}s done", flush=True)
+        store.close()
+        return
     reported: dict[str, int] = {}
     while any(run.query.isActive for run in runs):
         time.sleep(0.2)

@@ -250,15 +250,21 @@ def _expected_counters(inputs: list[str]) -> collections.Counter[str]:
     return counts
 
 
-def _run_driver(cluster: StandaloneCluster, store: Store, tmp: Path) -> str:
-    """Run the function on ``cluster`` from a child driver until drained; returns its output."""
+def _run_driver(
+    cluster: StandaloneCluster, store: Store, tmp: Path, names: tuple[str, ...] = (NAME,)
+) -> str:
+    """Run the function(s) on ``cluster`` from a child driver until drained; returns its output.
+
+    More than one name: the functions run as members of one query group.
+    """
     spec = {
         "store_url": store.url,
         "data_dir": str(store.data_dir),
         "master": cluster.url,
+        "group": len(names) > 1,
         "functions": [
             {
-                "name": NAME,
+                "name": name,
                 "py": str(COUNTER),
                 "classname": "guarantee_counter.GuaranteeCounter",
                 "inputs": ["in"],
@@ -268,6 +274,7 @@ def _run_driver(cluster: StandaloneCluster, store: Store, tmp: Path) -> str:
                 "max_records_per_batch": PER_BATCH,
                 "parallelism": PARALLELISM,
             }
+            for name in names
         ],
     }
     spec_path = tmp / "spec.json"
@@ -327,3 +334,25 @@ def test_cluster_processes_every_message_exactly_once(
     assert sum(received) == len(every), received
     assert sum(processed) == len(every), processed
     assert all(n > 0 for n in received), f"an instance processed nothing: {received}"
+
+
+def test_a_group_of_functions_runs_its_tasks_on_the_cluster_exactly_once(
+    cluster: StandaloneCluster, store: Store, tmp_path: Path
+) -> None:
+    """Three functions in one group: one query, its tasks in the cluster's executor."""
+    _fill(store)
+    apps_before = cluster.app_dirs()
+    names = ("counter-a", "counter-b", "counter-c")
+
+    output = _run_driver(cluster, store, tmp_path, names)
+
+    apps = cluster.app_dirs() - apps_before
+    assert len(apps) == 1, f"expected one new application on the worker, found {apps}\n{output}"
+    executor_log = "\n".join(p.read_text(errors="replace") for p in apps.pop().glob("*/stderr"))
+    assert "Finished task" in executor_log, output
+    every = _inputs()
+    assert _outputs(store) == collections.Counter(v + "!" for v in every for _ in names)
+    for name in names:
+        state = all_state(store, f"public/default/{name}")
+        counters = collections.Counter({k: s.counter for k, s in state.items() if s.counter})
+        assert counters == _expected_counters(every), name

@@ -148,6 +148,12 @@ class QueryGroup:
         ).start()
         return query
 
+    def batches(self) -> int:
+        """Batches its current query has run (from Spark's progress reports)."""
+        query = self.query
+        progress = query.lastProgress if query is not None else None
+        return int(progress["batchId"]) + 1 if progress else 0
+
     def _await(self, query: StreamingQuery) -> None:
         """Wait for the query to end; a failure starts it again after a backoff."""
         try:
