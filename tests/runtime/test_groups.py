@@ -341,3 +341,38 @@ def test_a_flooded_member_gets_a_query_of_its_own_and_the_others_keep_up(
     with store.read() as conn:
         in_group = {m.control_id for m in members.members(conn, "default")}
     assert in_group == {f"public/default/{n}" for n in good}
+
+
+@pytest.mark.long_running(120)
+def test_a_member_that_kills_its_python_worker_is_taken_out_and_the_others_flow(
+    group_worker: Worker,
+) -> None:
+    """Its input ``exit`` ends the task's Python worker, and so the group's batch:
+    the batch's members leave for queries of their own, the group goes on at once."""
+    store = group_worker.open_store()
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=2, schema_type="string")
+    admin.create("out", schema_type="string")
+    admin.create("bomb", schema_type="string")
+    good = [f"ok{i}" for i in range(3)]
+    for name in good:
+        group_worker.create(_config(name), package_digest=None, who="test")
+    group_worker.create(_config("crasher", inputs=["bomb"]), package_digest=None, who="test")
+    with Feeder(store) as feeder:
+        time.sleep(1.0)
+        _send(store, ["exit"], "bomb")
+        deadline = time.monotonic() + WAIT
+        while True:
+            with store.read() as conn:
+                in_group = {m.control_id for m in members.members(conn, "default")}
+            if "public/default/crasher" not in in_group:
+                break
+            assert time.monotonic() < deadline, "the crasher is still in the group"
+            time.sleep(0.2)
+        time.sleep(2.0)
+    every = collections.Counter(feeder.sent_now())
+    _await_values(
+        store, collections.Counter({f"{n}:{v}": c for n in good for v, c in every.items()})
+    )
+    for name in good:
+        assert _state(group_worker, name) == "RUNNING"

@@ -68,8 +68,21 @@ def pack(
     slots: int,
     group: str = "",
     member_seconds: float | None = None,
+    alone: frozenset[str] = frozenset(),
 ) -> list[GroupTask]:
-    """Deal ``items`` over at most ``slots`` tasks, the largest first onto the least loaded."""
+    """Deal ``items`` over at most ``slots`` tasks, the largest first onto the least loaded.
+
+    The members named in ``alone`` get one task each, first: a batch run isolated
+    after a failure (see :mod:`.suspects`).
+    """
+    isolated: dict[str, list[tuple[MemberWork, InputPartition]]] = {}
+    for work, part in items:
+        if work.member.control_id in alone:
+            isolated.setdefault(work.member.control_id, []).append((work, part))
+    items = [(w, p) for w, p in items if w.member.control_id not in alone]
+    first = [
+        task for cid in sorted(isolated) for task in pack(isolated[cid], 1, group, member_seconds)
+    ]
     count = max(1, min(slots, len(items)))
     bins: list[list[tuple[MemberWork, InputPartition]]] = [[] for _ in range(count)]
     loads = [0] * count
@@ -95,4 +108,4 @@ def pack(
         )
         if slices:
             tasks.append(GroupTask(slices, group, member_seconds))
-    return tasks
+    return first + tasks

@@ -35,6 +35,7 @@ from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.config.settings import Settings
 from sparkfn.runtime import control
+from sparkfn.runtime.group import suspects
 from sparkfn.runtime.group.members import Member, group_hint, members
 from sparkfn.runtime.group.plan import GroupTask, MemberWork, pack
 from sparkfn.store import signals
@@ -259,7 +260,19 @@ class GroupStreamReader(DataSourceStreamReader):
                 items += [(w, r) for r in ranges]
         for w, error in refused:
             self._refuse(w, error)
-        return list(pack(items, self.slots, self.group, self.member_seconds))
+        alone = frozenset(suspects.take_isolation(self.data_dir, self.group))
+        tasks = pack(items, self.slots, self.group, self.member_seconds, alone)
+        if alone:
+            suspects.record_isolation(
+                self.data_dir,
+                self.group,
+                {
+                    i: t.slices[0].control_id
+                    for i, t in enumerate(tasks)
+                    if t.slices[0].control_id in alone
+                },
+            )
+        return list(tasks)
 
     def _refuse(self, work: MemberWork, exc: Exception) -> None:
         """A member whose plan the store refused (another run owns its subscription, a newer

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import objects
-from sparkfn.runtime.group import members, overrun
+from sparkfn.runtime.group import members, overrun, suspects
 from sparkfn.runtime.group.commit import GroupCommitter
 from sparkfn.runtime.group.reader import GROUP_FORMAT, GroupDataSource
 from sparkfn.runtime.lifecycle.query import QueryTarget
@@ -89,6 +89,7 @@ class QueryGroup:
         self._lock = threading.Lock()
         self._closed = False
         self._interrupted = False  # the batch in flight was cancelled on purpose
+        self._failed: frozenset[tuple[str, int]] = frozenset()  # the last failed batch's members
         self._watching: threading.Thread | None = None
 
     @property
@@ -169,6 +170,8 @@ class QueryGroup:
             self._interrupted = False
             delay = 0.0
             self.restarts -= 1
+        elif self._take_out_suspects(self.error):
+            delay = 0.0  # the others have waited for the failed batch already
         _LOG.error(
             "query group %s: its query ended (%s); starting it again in %g s",
             self.name,
@@ -185,6 +188,43 @@ class QueryGroup:
             except Exception:
                 _LOG.exception("query group %s: its query did not start again", self.name)
                 self.query = None
+
+    def _take_out_suspects(self, error: str) -> bool:
+        """After a failed batch: take out its members when a Python worker died under it,
+        or when the same batch failed twice (see :mod:`.suspects`); True if any left."""
+        found = suspects.failed_batch(self.store, self.name)
+        key = frozenset((m.control_id, m.epoch) for m in found)
+        again, self._failed = key == self._failed, key
+        if not found or not (suspects.is_crash(error) or again):
+            return False
+        data_dir = self.store.data_dir
+        tasks = suspects.isolated_tasks(data_dir, self.name)  # the failed batch ran isolated
+        index = suspects.failed_task(error)
+        if tasks is not None and index is not None and index in tasks:
+            chosen = [m for m in found if m.control_id == tasks[index]]
+        elif tasks is None and len(found) > 1:
+            # Run the batch again with each of them in a task of its own: the next
+            # failure names the one at fault.
+            suspects.request_isolation(data_dir, self.name, [m.control_id for m in found])
+            _LOG.warning(
+                "query group %s: a batch of %d members failed (%s); running it again isolated",
+                self.name,
+                len(found),
+                error.splitlines()[0][:200] if error else "no error",
+            )
+            return True
+        else:
+            chosen = suspects.to_take_out(found)
+        left = []
+        for member in chosen:
+            if members.leave(self.store, member.control_id, epoch=member.epoch):
+                left.append(member.control_id)
+        why = f"a batch it was in failed ({error.splitlines()[0][:200] if error else 'no error'})"
+        for cid in left:
+            _LOG.warning("query group %s: member %s left: %s", self.name, cid, why)
+            if self.on_hot is not None:
+                self.on_hot(cid, why, False)
+        return bool(left)
 
     def _watch_overruns(self) -> None:
         """Take out every member whose slice ran past its time budget, and cancel the
