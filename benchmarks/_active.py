@@ -29,15 +29,19 @@ from sparkfn.topics.producer import Producer
 TICK = 0.5
 
 
-def feed(store: Store, functions: int, rate: float, seconds: float, tag: str) -> dict[str, float]:
-    """Send ``rate`` msg/s into each function's input for ``seconds``; what was sent."""
+def feed(
+    store: Store, functions: int, rate: float, seconds: float, tag: str, hot: float = 0.0
+) -> dict[str, float]:
+    """Send ``rate`` msg/s into each function's input for ``seconds`` (``hot`` msg/s into
+    ``fn-0``'s, if given); what was sent."""
     producers = [Producer(store, f"fn-{i}-in") for i in range(functions)]
     sent = [0] * functions
-    total = round(rate * seconds)
+    rates = [hot if i == 0 and hot > 0 else rate for i in range(functions)]
+    totals = [round(r * seconds) for r in rates]
     started = time.monotonic()
     max_late = 0.0
     ticks = 0
-    while min(sent) < total:
+    while any(n < t for n, t in zip(sent, totals, strict=True)):
         for i, producer in enumerate(producers):
             due_at = started + ticks * TICK + TICK * i / functions
             now = time.monotonic()
@@ -45,7 +49,7 @@ def feed(store: Store, functions: int, rate: float, seconds: float, tag: str) ->
                 time.sleep(due_at - now)
             else:
                 max_late = max(max_late, now - due_at)
-            due = min(total, int((time.monotonic() - started) * rate) + 1)
+            due = min(totals[i], int((time.monotonic() - started) * rates[i]) + 1)
             if due > sent[i]:
                 producer.send_batch(
                     [Message(value_of(f"{tag}-{i}", k)) for k in range(sent[i], due)]
@@ -69,6 +73,7 @@ class ActiveResult:
     seconds: np.ndarray  # latency per message
     worst_p99: float  # the highest p99 of any one function
     feeder: dict[str, float]
+    first: np.ndarray | None = None  # fn-0's latencies alone (the hot function, if any)
 
     def line(self) -> str:
         ms = {
@@ -85,7 +90,7 @@ class ActiveResult:
 
 
 def start_feeder(
-    store: Store, functions: int, rate: float, seconds: float, tag: str
+    store: Store, functions: int, rate: float, seconds: float, tag: str, hot: float = 0.0
 ) -> subprocess.Popen[str]:
     """The feeder, started as a process of its own."""
     return subprocess.Popen(
@@ -105,6 +110,8 @@ def start_feeder(
             str(seconds),
             "--tag",
             tag,
+            "--hot",
+            str(hot),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -128,6 +135,7 @@ def measure(store: Store, functions: int, tag: str, feeder: dict[str, float]) ->
     latencies: list[np.ndarray] = []
     sent = received = repeated = 0
     worst = 0.0
+    first: np.ndarray | None = None
     for i in range(functions):
         prefix = f"{tag}-{i}-".encode()
         inputs, _ = publish_times(store, f"fn-{i}-in", prefix)
@@ -138,6 +146,8 @@ def measure(store: Store, functions: int, tag: str, feeder: dict[str, float]) ->
             )
             / 1e6
         )
+        if i == 0:
+            first = matched
         sent += len(inputs)
         received += int(matched.size)
         repeated += again
@@ -145,7 +155,7 @@ def measure(store: Store, functions: int, tag: str, feeder: dict[str, float]) ->
             worst = max(worst, float(np.percentile(matched, 99)))
             latencies.append(matched)
     joined = np.concatenate(latencies) if latencies else np.asarray([], dtype=np.float64)
-    return ActiveResult(sent, received, repeated, joined, worst, feeder)
+    return ActiveResult(sent, received, repeated, joined, worst, feeder, first)
 
 
 def main() -> int:
@@ -157,11 +167,13 @@ def main() -> int:
     parser.add_argument("--rate", type=float, required=True)
     parser.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--tag", required=True)
+    parser.add_argument("--hot", type=float, default=0.0)
     args = parser.parse_args()
     store = Store.open(args.store_url, args.data_dir)
     try:
         print(
-            json.dumps(feed(store, args.functions, args.rate, args.seconds, args.tag)), flush=True
+            json.dumps(feed(store, args.functions, args.rate, args.seconds, args.tag, args.hot)),
+            flush=True,
         )
     finally:
         store.close()

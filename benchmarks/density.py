@@ -34,6 +34,7 @@ from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
+import numpy as np
 from _active import measure, start_feeder, wait_outputs
 from _common import (
     CLOCK_TICKS,
@@ -97,10 +98,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--active-seconds", type=float, default=30.0, help="active window (s)")
     parser.add_argument(
+        "--hot-rate",
+        type=float,
+        default=0.0,
+        help="active mode: msg/s into fn-0 instead of --active-rate (a hot function beside them)",
+    )
+    parser.add_argument(
         "--groups",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="run the functions in the worker's query group (default) or a query each",
+    )
+    parser.add_argument(
+        "--group-trigger-interval",
+        type=float,
+        default=None,
+        help="the worker's group_trigger_interval in seconds (default: the worker's default)",
     )
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument(
@@ -192,7 +205,9 @@ def run_active(worker: Worker, args: argparse.Namespace) -> bool:
         f"({args.active_rate * args.functions:,.0f} msg/s in all) for {args.active_seconds:g} s ...",
         flush=True,
     )
-    feeder = start_feeder(store, args.functions, args.active_rate, args.active_seconds, tag)
+    feeder = start_feeder(
+        store, args.functions, args.active_rate, args.active_seconds, tag, args.hot_rate
+    )
     before = read_proc(feeder.pid)
     usage = watch_tree(args.active_seconds)
     after = read_proc(feeder.pid)
@@ -203,6 +218,8 @@ def run_active(worker: Worker, args: argparse.Namespace) -> bool:
     sent = json.loads(out.strip().splitlines()[-1])
     expected = round(args.active_rate * args.active_seconds)
     wait_outputs(store, args.functions, expected, args.wait_timeout)
+    if args.hot_rate:
+        wait_outputs(store, 1, round(args.hot_rate * args.active_seconds), args.wait_timeout)
     result = measure(store, args.functions, tag, sent)
     print(
         f"  active: whole tree CPU {usage.cpu_percent - feeder_cpu:.1f} % of one core "
@@ -212,6 +229,16 @@ def run_active(worker: Worker, args: argparse.Namespace) -> bool:
     for line in usage.lines()[1:]:
         print(f"  active {line}", flush=True)
     print(f"  active: {result.line()}", flush=True)
+    if args.hot_rate and result.first is not None and result.first.size:
+        hot = result.first
+        print(
+            f"  active: the hot function fn-0 at {args.hot_rate:,.0f} msg/s: "
+            f"{hot.size:,} out, p50 {np.percentile(hot, 50) * 1000:,.0f} ms, "
+            f"p99 {np.percentile(hot, 99) * 1000:,.0f} ms; its output rate over the window "
+            f"{hot.size / args.active_seconds:,.0f} msg/s",
+            flush=True,
+        )
+    print(f"  active: {len(worker.spark.streams.active)} Spark queries active", flush=True)
     return result.received == result.sent and result.repeated == 0
 
 
@@ -235,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         worker_id="bench",
         park_idle_after=args.park_idle_after,
         groups=args.groups,
+        group_trigger_interval=args.group_trigger_interval,
     )
     worker = Worker(settings)
     ok = True

@@ -375,6 +375,7 @@ class Worker:
                     DEFAULT_GROUP,
                     member_budget=self.settings.group_member_budget,
                     member_seconds=self.settings.group_member_seconds,
+                    trigger_interval=self.settings.group_trigger_interval,
                     on_hot=self._hot,
                 )
             return group

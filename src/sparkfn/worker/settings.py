@@ -55,6 +55,10 @@ class WorkerSettings(BaseModel):
     # Seconds one member's part of a group's batch may take; a member past it
     # (or one that fills its row budget batch after batch) gets a query of its own.
     group_member_seconds: float = Field(default=5.0, gt=0)
+    # The shortest time (s) between the starts of two of a group's batches:
+    # under steady input from many functions, a batch each time gathers more
+    # of their messages instead of paying Spark's cost per batch more often.
+    group_trigger_interval: float = Field(default=0.2, ge=0)
     max_upload_bytes: int = Field(default=100 * MIB, ge=1)
     max_expanded_bytes: int = Field(default=500 * MIB, ge=1)
     # Where a package's requirements are found at registration, besides the

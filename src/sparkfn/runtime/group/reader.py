@@ -161,8 +161,9 @@ class GroupStreamReader(DataSourceStreamReader):
                     work.final_seq = record.final_seq
                     out[m.control_id] = work
                     continue
-            # A partition without a cursor yet: its plan makes it (at the member's position).
-            pending = {k: v for k, v in available.items() if v > base.get(k, -1)}
+            # A partition without a cursor yet and with messages: its plan makes the
+            # cursor (at the member's position); an empty one waits for a message.
+            pending = {k: v for k, v in available.items() if v > base.get(k, 0)}
             if not pending:
                 continue
             budget = m.config.max_records_per_batch or self.budget

@@ -71,6 +71,7 @@ class QueryGroup:
         *,
         member_budget: int | None = None,
         member_seconds: float | None = None,
+        trigger_interval: float = 0.0,
         on_hot: Callable[[str, str, bool], None] | None = None,
         checkpoint: Path | None = None,
     ) -> None:
@@ -79,6 +80,8 @@ class QueryGroup:
         self.name = name
         self.member_budget = member_budget
         self.member_seconds = member_seconds
+        # The shortest time between two batches' starts (0: one right after the other).
+        self.trigger_interval = trigger_interval
         # Told (control id, why, graceful) of a member that keeps exceeding its budgets;
         # graceful False: it already left (it held a batch). Returns at once.
         self.on_hot = on_hot
@@ -130,7 +133,7 @@ class QueryGroup:
         with REGISTER_LOCK:  # a registration per query: see sparkfn.runtime.query
             self.spark.dataSource.register(GroupDataSource)
             frame = reader.load()
-        query = (
+        writer = (
             frame.writeStream.foreachBatch(
                 GroupCommitter(
                     self.store.url,
@@ -142,8 +145,12 @@ class QueryGroup:
             )
             .option("checkpointLocation", str(self.checkpoint))
             .queryName(f"group_{self.name}")
-            .start()
         )
+        if self.trigger_interval > 0:
+            writer = writer.trigger(
+                processingTime=f"{round(self.trigger_interval * 1000)} milliseconds"
+            )
+        query = writer.start()
         threading.Thread(
             target=self._await, args=(query,), name=f"sparkfn-group-{self.name}", daemon=True
         ).start()
