@@ -1,5 +1,8 @@
 """A worker parks a quiet function's query and wakes it on input (docs/worker.md).
 
+Parking is for functions with a query of their own (``dedicated``); a
+group's members never park (an idle member costs its group nothing).
+
 The shared worker parks after 3 s (``worker_process.SHARED_ENV``). Seen from
 outside: the function stays RUNNING while parked, every message sent before,
 during and after a park comes out exactly once, the worker's log says when
@@ -48,7 +51,7 @@ def test_a_quiet_function_parks_and_wakes_on_input_losing_nothing(
     producer = Producer(store, "in")
     expected: collections.Counter[str] = collections.Counter()
     with shared_worker.client() as client:
-        _send(client, "POST", name, EXAMPLES / "exclamation.py", parallelism=2)
+        _send(client, "POST", name, EXAMPLES / "exclamation.py", parallelism=2, dedicated=True)
         for round_ in range(1, 3):
             values = [f"r{round_}-{i}" for i in range(40)]
             producer.send_batch([Message(v.encode()) for v in values])

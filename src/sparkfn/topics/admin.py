@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -228,6 +229,19 @@ class TopicAdmin:
             msg = f"topic {name} does not exist"
             raise TopicNotFoundError(msg)
         return info
+
+    def get_many(
+        self, topics: Iterable[str | TopicName], conn: Connection
+    ) -> dict[TopicName, TopicInfo]:
+        """The metadata of those of ``topics`` that exist, in one query (a query group's reader)."""
+        names = {t if isinstance(t, TopicName) else TopicName.parse(t) for t in topics}
+        if not names:
+            return {}
+        rows = conn.execute(
+            select(schema.topics).where(schema.topics.c.name.in_({n.name for n in names}))
+        ).all()
+        infos = (_row_to_info(r) for r in rows)
+        return {i.name: _with_definition(conn, i) for i in infos if i.name in names}
 
     def exists(self, topic: str | TopicName) -> bool:
         """Whether the topic exists."""

@@ -33,6 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from sparkfn.api.errors import ConfigError, SparkfnError
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import ProcessingGuarantee
+from sparkfn.config.names import TopicName
 from sparkfn.config.settings import Settings
 from sparkfn.runtime import control
 from sparkfn.runtime.group import suspects
@@ -41,7 +42,7 @@ from sparkfn.runtime.group.plan import GroupTask, MemberWork, pack
 from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
-from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.log import ends_of
 from sparkfn.topics.spark.admission import PARK
 from sparkfn.topics.spark.options import positive_int
@@ -88,7 +89,6 @@ class GroupStreamReader(DataSourceStreamReader):
         self.max_per_task = positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
         seconds = opts.get("memberseconds")
         self.member_seconds = float(seconds) if seconds else None
-        self._topics: dict[str, TopicInfo] = {}
         self._quiet = QuietWait(
             settings.data_dir,
             [group_hint(self.group)],
@@ -103,22 +103,18 @@ class GroupStreamReader(DataSourceStreamReader):
         """Called once when the group's query starts without a checkpoint."""
         return {GEN_KEY: 0}
 
-    def _topic(self, name: str) -> TopicInfo | None:
-        found = self._topics.get(name)
-        if found is None:
-            try:
-                found = self._topics[name] = TopicAdmin(self._store()).get(name)
-            except SparkfnError:
-                return None  # deleted, or not there yet: the member's supervisor hears of it
-        return found
-
     def work(self, start: Mapping[str, int]) -> tuple[dict[str, MemberWork], list[Member]]:
         """Each member's work for the batch after ``start``, and every member."""
         store = self._store()
         with store.read() as conn:
             found = members(conn, self.group)
             records = control.read_controls(conn, [m.control_id for m in found])
-            inputs = {m.control_id: [self._topic(n) for n in m.config.inputs] for m in found}
+            # Looked up every trigger: a topic deleted and made again has another id.
+            known = TopicAdmin(store).get_many({n for m in found for n in m.config.inputs}, conn)
+            inputs = {
+                m.control_id: [known.get(TopicName.parse(n)) for n in m.config.inputs]
+                for m in found
+            }
             topics = {t.id: t for ts in inputs.values() for t in ts if t is not None}
             ends = ends_of(conn, topics)
             cursors = subscription.cursors_of(conn, {m.config.subscription for m in found})
