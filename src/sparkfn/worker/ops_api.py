@@ -75,8 +75,8 @@ def not_ready(worker: Worker) -> NotReady | None:
             "restoring",
             "the worker is still starting Spark and the functions that were running",
         )
-    store = worker.open_store()
     try:
+        store = worker.open_store()  # closed once the worker shuts down
         with store.read() as conn:
             conn.execute(select(literal(1))).scalar_one()
     except Exception as exc:  # any failure means the same thing: no store
