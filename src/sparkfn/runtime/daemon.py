@@ -23,14 +23,31 @@ process holds: with SQLAlchemy, pydantic, pyarrow and pandas loaded, about
 are skipped (and their pages, shared with the daemon since the fork, are
 not written by the collector, so they stay shared). The worker freezes what
 its first task imported too: see :func:`sparkfn.topics.spark.tasks.freeze_imports`.
+
+**Exit statuses.** Spark reports a worker that died under its task only as
+"Python worker exited unexpectedly (crashed)"; pyspark's daemon ignores
+``SIGCHLD``, so the status is lost. This daemon reaps its workers instead
+(:func:`reap`), and a worker that wants its status known leaves a note
+first (:func:`note_exit_to`, named by its pid in :func:`notes_dir`): if it
+then ends with a status other than 0, the daemon writes the status (as
+``os.waitpid`` gives it) to the file the note names. The supervisor reads
+it to say how a message killed its worker
+(:mod:`sparkfn.runtime.lifecycle.poison`).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import gc
 import importlib
+import os
+import shutil
+import signal
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 # Imported in the daemon, before any fork: pure Python or thread-free.
@@ -75,7 +92,81 @@ def serve() -> None:
     from pyspark import daemon
 
     daemon.worker = quiet(daemon.worker)
+    daemon.signal = ReapingSignals(keep_notes())  # type: ignore[assignment,attr-defined]
     daemon.manager()
+
+
+def notes_dir(daemon_pid: int) -> Path:
+    """Where the workers of daemon ``daemon_pid`` leave their exit notes (this machine's temp dir)."""
+    return Path(tempfile.gettempdir()) / f"sparkfn-daemon-{daemon_pid}"
+
+
+def note_exit_to(target: Path) -> Path | None:
+    """In a Python worker: have the daemon write this process's exit status to ``target`` if it dies.
+
+    Returns the note, to remove (:meth:`Path.unlink`) once the work it
+    covers is done; ``None`` when the worker's parent is not this daemon.
+    """
+    folder = notes_dir(os.getppid())
+    if not folder.is_dir():
+        return None
+    note = folder / str(os.getpid())
+    note.write_text(str(target))
+    return note
+
+
+def keep_notes() -> Path:
+    """The daemon's notes folder, made now and removed when the daemon exits."""
+    folder = notes_dir(os.getpid())
+    folder.mkdir(parents=True, exist_ok=True)
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:  # not in a forked worker
+            shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(remove)
+    return folder
+
+
+def reap(folder: Path) -> None:
+    """Reap every ended child; the status of one that left a note and did not end with 0 is written."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        note = folder / str(pid)
+        try:
+            target = Path(note.read_text())
+        except OSError:
+            continue
+        note.unlink(missing_ok=True)
+        if status != 0:
+            with contextlib.suppress(OSError):  # the data dir is gone: nobody asks any more
+                partial = target.with_name(f".{target.name}.{pid}")
+                partial.write_text(str(status))
+                partial.replace(target)
+
+
+class ReapingSignals:
+    """pyspark's daemon's ``signal`` module, with ``SIGCHLD`` reaped by :func:`reap`, not ignored."""
+
+    def __init__(self, folder: Path) -> None:
+        self._folder = folder
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(signal, name)
+
+    def signal(self, signum: int, handler: Any) -> Any:
+        """``signal.signal``; ignoring ``SIGCHLD`` becomes reaping (and stays so in the workers,
+        which set it back to the default themselves)."""
+        if signum == signal.SIGCHLD and handler == signal.SIG_IGN:
+            folder = self._folder
+            return signal.signal(signum, lambda *_: reap(folder))
+        return signal.signal(signum, handler)
 
 
 Worker = TypeVar("Worker", bound=Callable[..., int])

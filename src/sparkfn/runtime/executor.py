@@ -33,6 +33,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -41,7 +42,7 @@ import pyarrow.compute as pc
 from sparkfn.api.errors import FatalError
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control, objects, workerctl
+from sparkfn.runtime import control, daemon, objects, workerctl
 from sparkfn.runtime.function.emit import EmitBuffer
 from sparkfn.runtime.function.instance import FunctionInstance
 from sparkfn.runtime.function.rows import InputRows
@@ -158,6 +159,7 @@ def make_run_function(
     control_id: str | None = None,
     *,
     isolated: bool = False,
+    exit_note: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[TaskPiece]]:
     """The function each of the query's read tasks runs over its rows (pickled to executors).
 
@@ -165,7 +167,10 @@ def make_run_function(
     function's; a sink's is ``sink:<fqfn>``, see
     :func:`sparkfn.runtime.control.control_id`). ``isolated``: the task goes
     on after this run fails (a group's task runs other members too), so a
-    failure closes only this run's objects of the process.
+    failure closes only this run's objects of the process. ``exit_note`` (a
+    file): if a task's worker process dies, its daemon writes the exit status
+    there (:func:`sparkfn.runtime.daemon.note_exit_to`; a probe of the
+    supervisor's, :mod:`sparkfn.runtime.lifecycle.poison`).
     """
     cid = control_id or config.fqfn
 
@@ -174,6 +179,7 @@ def make_run_function(
         active: dict[int, FunctionInstance] = {}
         final: set[int] = set()
         current: int | None = None
+        note = daemon.note_exit_to(Path(exit_note)) if exit_note else None
         try:
             for batch in batches:
                 if batch.num_rows == 0:
@@ -216,6 +222,8 @@ def make_run_function(
             for inst in active.values():
                 inst.task_thread = None
                 inst.lock.release()
+            if note is not None:
+                note.unlink(missing_ok=True)
 
     return run_function
 

@@ -119,6 +119,7 @@ class LocalRun(Closing):
                 checkpoint=checkpoint,
                 epoch=epoch,
                 kind=self.kind,
+                probe=self.supervisor.take_probe() if self.supervisor is not None else None,
             )
             return self.query
 

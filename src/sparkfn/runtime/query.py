@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
+    from sparkfn.runtime.lifecycle.poison import Probe
+
 ADMISSION = "sparkfn.runtime.admission:RunAdmission"
 REGISTER_LOCK = threading.Lock()
 
@@ -168,6 +170,7 @@ def start_function_query(
     checkpoint: Path | None = None,
     epoch: int = 0,
     kind: str = "function",
+    probe: Probe | None = None,
 ) -> StreamingQuery:
     """Start the function's streaming query; returns the ``StreamingQuery``.
 
@@ -179,6 +182,8 @@ def start_function_query(
     instead, and passes the ``epoch`` of the run, which the sink's commit
     checks. ``kind`` (``function`` or ``sink``) names the record
     (:func:`sparkfn.runtime.control.control_id`), the checkpoint and the query.
+    ``probe``: the query starts by reading part of a batch that crashed a
+    Python worker (:mod:`sparkfn.runtime.lifecycle.poison`).
     """
     inputs = validate(store, config)
     adopt_pattern_topics(store, config, inputs)
@@ -210,10 +215,20 @@ def start_function_query(
         reader = reader.option("maxBytesPerBatch", str(config.max_bytes_per_batch))
     if config.processing_guarantees is ProcessingGuarantee.AT_MOST_ONCE:
         reader = reader.option("ackOnPlan", "true")  # a failed batch is never read again
+    if probe is not None:
+        reader = reader.option("probeEnds", probe.option())
     committer = FunctionBatchWriter(
         config, store.url, str(store.data_dir), epoch=epoch, control_id=control_id
     )
-    run = make_run_function(config, store.url, str(store.data_dir), version, epoch, control_id)
+    run = make_run_function(
+        config,
+        store.url,
+        str(store.data_dir),
+        version,
+        epoch,
+        control_id,
+        exit_note=str(probe.exit_file) if probe is not None else None,
+    )
     reader = reader.option(
         TASK_FUNCTION_OPTION, encode_task_function(stage_in_task(committer, run))
     ).option(TASK_SCHEMA_OPTION, COMMIT_SCHEMA)

@@ -44,14 +44,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from sqlalchemy import Connection, select
 
-from sparkfn.api.errors import (
-    FatalError,
-    StaleRunError,
-    TopicExistsError,
-    TopicNotFoundError,
-)
+from sparkfn.api.errors import FatalError, StaleRunError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
+from sparkfn.runtime.deadletter import dead_letter_topic
 from sparkfn.runtime.executor import TaskPiece, TaskSummary
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.runtime.stats import ExceptionInfo, InstanceStats
@@ -61,7 +57,6 @@ from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.log import StagedSegment, commit_segments
-from sparkfn.topics.message import SchemaType
 from sparkfn.topics.spark.commit import (
     PartitionStager,
     commit_staged,
@@ -122,19 +117,7 @@ class FunctionBatchWriter:
         """An output topic; the default dead-letter topic is created on first use (1 partition)."""
         if name != self.config.default_dead_letter_topic:
             return admin.get(name)
-        try:
-            return admin.get(name)
-        except TopicNotFoundError:
-            # Dead letters are the inputs' values as received: the inputs' schema when they share one.
-            inputs = [admin.get(topic) for topic in self.config.inputs]
-            schemas = {(info.schema_type, info.schema_definition) for info in inputs}
-            kind, definition = schemas.pop() if len(schemas) == 1 else (SchemaType.BYTES, None)
-            try:
-                return admin.create(
-                    name, partitions=1, schema_type=kind, schema_definition=definition
-                )
-            except TopicExistsError:  # another task created it meanwhile
-                return admin.get(name)
+        return dead_letter_topic(admin, self.config, name)
 
     def commit(self, messages: list[FunctionBatch | None], batchId: int) -> None:  # noqa: N803
         """Driver: commit the batch once with the subscription's move, or discard a replay."""

@@ -17,6 +17,7 @@ from sparkfn.runtime import control
 from sparkfn.runtime.group.run import GroupMemberTarget, QueryGroup
 from sparkfn.runtime.lifecycle.lookout import POLL_SECONDS
 from sparkfn.runtime.lifecycle.parking import Parking
+from sparkfn.runtime.lifecycle.poison import PoisonHunter
 from sparkfn.runtime.lifecycle.policy import load_handler
 from sparkfn.runtime.lifecycle.query import QueryTarget, StartQuery
 from sparkfn.runtime.lifecycle.supervisor import Supervisor
@@ -24,6 +25,8 @@ from sparkfn.store.store import Store
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
+
+    from sparkfn.runtime.lifecycle.poison import Probe
 
 __all__ = ["POLL_SECONDS", "FunctionSupervisor", "StartQuery", "load_handler"]
 
@@ -96,9 +99,18 @@ class FunctionSupervisor(Supervisor):
             control_id=cid,
             py=config.py,
             on_worker_shutdown=on_worker_shutdown,
+            # A function's own query looks for a message that kills its worker;
+            # a group's member is taken out to a query of its own first.
+            hunter=PoisonHunter(store, config, cid)
+            if group is None and kind == "function"
+            else None,
         )
         self.kind = kind
         self.query_target.on_end = self.wake
+
+    def take_probe(self) -> Probe | None:
+        """The probe the query's next start runs, if the supervisor is hunting a poison message."""
+        return self.hunter.take_probe() if self.hunter is not None else None
 
     @property
     def query(self) -> StreamingQuery | None:

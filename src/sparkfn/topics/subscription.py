@@ -313,6 +313,30 @@ def _move(conn: Connection, name: str, spans: Iterable[Span]) -> None:
         )
 
 
+def skip(conn: Connection, name: str, key: PartitionKey, offset: int) -> bool:
+    """Move ``name``'s cursor on ``key`` from ``offset`` to ``offset + 1``, only if it is there.
+
+    One message passed without its batch (it was dead-lettered on its own,
+    see :func:`sparkfn.runtime.deadletter.dead_letter_input`); call it in
+    that transaction. ``False`` (nothing moved) when the cursor is elsewhere:
+    the message was committed or skipped already.
+    """
+    topic_id, partition = key
+    moved = conn.execute(
+        update(_cursors)
+        .where(
+            and_(
+                _cursors.c.name == name,
+                _cursors.c.topic_id == topic_id,
+                _cursors.c.partition == partition,
+                _cursors.c.cursor == offset,
+            )
+        )
+        .values(cursor=offset + 1, updated_at=utc_now())
+    )
+    return bool(moved.rowcount)
+
+
 def read_plan(conn: Connection, name: str) -> Plan | None:
     """The last batch planned for ``name``, or None."""
     row = conn.execute(select(_plans).where(_plans.c.name == name)).first()

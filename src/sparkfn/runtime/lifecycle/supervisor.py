@@ -40,6 +40,7 @@ from sparkfn.config.policy import FailurePolicy
 from sparkfn.runtime import control
 from sparkfn.runtime.lifecycle.causes import escalated, failure_of, fenced
 from sparkfn.runtime.lifecycle.lookout import Lookout
+from sparkfn.runtime.lifecycle.poison import PoisonHunter
 from sparkfn.runtime.lifecycle.policy import RestartHistory, decide, policy_handler
 from sparkfn.runtime.lifecycle.states import can_move
 from sparkfn.runtime.lifecycle.target import RunTarget
@@ -60,8 +61,11 @@ class Supervisor:
         control_id: str,
         py: str | None = None,
         on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
+        hunter: PoisonHunter | None = None,
     ) -> None:
         self.store = store
+        # Looks for a message that kills its Python worker before the policy applies (functions).
+        self.hunter = hunter
         self.target = target
         self.policy = policy
         self.control_id = control_id
@@ -246,6 +250,8 @@ class Supervisor:
             self._end(mode, "drained" if mode is StopMode.DRAIN else "suspended", graceful=True)
             return
         ended = None if deaths else ended
+        if ended is not None and ended.error is not None and self._hunt(ended.error):
+            return
         if deaths or (ended is not None and ended.error is not None):
             self._handle(deaths, ended.error if ended is not None else None, record)
         elif ended is not None:
@@ -270,6 +276,27 @@ class Supervisor:
         self._finish(RunState.ERROR)
 
     # --- failures -----------------------------------------------------------------------
+    def _hunt(self, error: str) -> bool:
+        """A query failure that a message may have caused by killing its worker: start the
+        query again to find and pass it (:mod:`.poison`); ``False``: the policy decides."""
+        if self.hunter is None or (self._stopping is not None and not self._drain_goes_on()):
+            return False
+        try:
+            why = self.hunter.after_crash(error, self.epoch)
+        except Exception:
+            _LOG.exception(
+                "%s %s: looking for a poison message failed", self.target.kind, self.fqfn
+            )
+            return False
+        if why is None:
+            return False
+        _LOG.warning("%s %s: %s", self.target.kind, self.fqfn, why)
+        self.target.halt()
+        self._close(self._all(), graceful=False)
+        self.epoch = control.next_epoch(self.store, self.control_id)
+        self._launch_again([])  # a start that fails ends the run in ERROR
+        return True
+
     def _handle(
         self, deaths: list[control.InstanceRecord], error: str | None, record: control.RunControl
     ) -> None:

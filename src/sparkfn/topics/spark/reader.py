@@ -33,6 +33,12 @@ Options beyond those of :mod:`.source`:
   (``offset == -1``, one per live instance; the offsets key ``__final__``
   counts them); dead or shut-down instances get no input, their share goes
   to the live ones; and no batch starts while a death waits.
+* ``probeEnds`` (JSON ``[[topic id, partition, end], ...]``, with a
+  subscription): the query's batches read no further than these ends, and
+  only these partitions, until the cursors reach them; then it reads as
+  usual. A supervisor looking for the message that kills its Python worker
+  starts the query so on part of the failed batch
+  (:mod:`sparkfn.runtime.lifecycle.poison`).
 """
 
 from __future__ import annotations
@@ -129,6 +135,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         as_json = choice(opts, "propertiesAs", ("map", "json"), "map") == "json"
         self.properties_json = as_json and "properties" in columns
         self.target: dict[str, int] | None = None
+        self.probe = self._probe_ends(opts.get("probeends"))
         self.task_function = opts.get(TASK_FUNCTION_OPTION.lower())
         hints = [signals.topic_hint(t.id) for t in self.topics]
         if self._discovery is not None:
@@ -154,6 +161,26 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _store(self) -> Store:
         return Store.cached(self.store_url, self.data_dir)
+
+    def _probe_ends(self, text: str | None) -> dict[str, int] | None:
+        """Option ``probeEnds`` by offsets key (see the module docstring)."""
+        if not text:
+            return None
+        if self.subscription is None:
+            msg = "sparkfn data source: option 'probeEnds' needs option 'subscription'"
+            raise ConfigError(msg)
+        names = {t.id: t for t in self.topics}
+        try:
+            return {offset_key(names[tid], part): int(end) for tid, part, end in json.loads(text)}
+        except (ValueError, TypeError, KeyError) as exc:
+            msg = f"sparkfn data source: option 'probeEnds' {text!r} is not [[topic id, partition, end], ...] of its topics"
+            raise ConfigError(msg) from exc
+
+    def _probing(self, cursors: Mapping[str, int]) -> bool:
+        """Whether the probe's ends are still ahead of ``cursors`` (else the probe is over)."""
+        if self.probe is not None and all(cursors.get(k, 0) >= e for k, e in self.probe.items()):
+            self.probe = None
+        return self.probe is not None
 
     def _view(self) -> AdmissionView | None:
         if self.admission is None:
@@ -259,6 +286,11 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return start
             if mode == "suspend":
                 return {**start, FINAL_KEY: view.final_seq}
+        if self._probing(base):
+            # The batch reads [cursor, probe end) whatever Spark's offsets say (see _plan).
+            return {**start, RESUME_KEY: start.get(RESUME_KEY, 0) + 1}
+        if view is not None:
+            mode = view.stop_mode
             if mode == "drain":
                 target = view.drain_target or {}
                 available = {k: min(available.get(k, 0), target.get(k, 0)) for k in available}
@@ -381,6 +413,17 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if offset_key(t, p) in data_end
         }
         with self._store().write() as conn:
+            if (
+                data_end
+                and self.probe is not None
+                and self._probing(self._by_key(subscription.cursors(conn, self.subscription)))
+            ):
+                ends = {
+                    (t.id, p): self.probe[offset_key(t, p)]
+                    for t in self.topics
+                    for p in range(t.partitions)
+                    if offset_key(t, p) in self.probe
+                }
             if self.admission is not None and self.admission.parked(conn):
                 ends = {}  # data seen just before the run was parked: read from the cursors later
             plan = subscription.plan_batch(
