@@ -239,6 +239,20 @@ def run_active(worker: Worker, args: argparse.Namespace) -> bool:
             flush=True,
         )
     print(f"  active: {len(worker.spark.streams.active)} Spark queries active", flush=True)
+    for query in worker.spark.streams.active:
+        progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0]
+        if not progress:
+            continue
+        steps = sorted({k for p in progress for k in p.get("durationMs", {})})
+        medians = {
+            k: float(np.median([p["durationMs"].get(k, 0) for p in progress])) for k in steps
+        }
+        print(
+            f"  active: query {query.name}: {len(progress)} batches with input in its recent "
+            "progress; median ms per step: "
+            + ", ".join(f"{k} {v:,.0f}" for k, v in medians.items()),
+            flush=True,
+        )
     return result.received == result.sent and result.repeated == 0
 
 

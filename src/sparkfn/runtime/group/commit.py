@@ -1,8 +1,9 @@
 """A group's batch commit: one transaction per member, each with the member's own checks.
 
 The group query's ``foreachBatch`` runs on the driver. It collects the
-tasks' :class:`~.task.SliceResult` rows and commits each member's part of
-the batch as that function's own query would
+tasks' :class:`~.task.SliceResult` rows and commits, in one store
+transaction with a savepoint per member, each member's part of the batch
+as that function's own query would
 (:meth:`~sparkfn.runtime.sink.FunctionBatchWriter.commit`: its epoch, a
 pending death, its subscription's move, its outputs, state and stats in one
 transaction), plus one more check in that transaction: the member is still
@@ -35,7 +36,8 @@ from sparkfn.runtime.group.members import is_member
 from sparkfn.runtime.group.task import SliceResult
 from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
 from sparkfn.store.store import Store
-from sparkfn.topics.spark.commit import discard_staged
+from sparkfn.topics.log import StagedSegment
+from sparkfn.topics.spark.commit import discard_staged, kill_if_requested
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -45,6 +47,16 @@ _LOG = logging.getLogger("sparkfn.group")
 
 class MemberBatchWriter(FunctionBatchWriter):
     """A member's commit: the function's, refused once the member left the group."""
+
+    def commit_in(
+        self, store: Store, conn: Connection, batches: list[FunctionBatch], batch_id: int
+    ) -> bool:
+        """The member's commit in the caller's transaction; False: discarded (a replay, or it left)."""
+        return self._commit(store, conn, batches, batch_id)
+
+    def record_fenced(self, store: Store, exc: StaleRunError) -> None:
+        """A refused commit of an older run: a system exception in the member's status."""
+        self._record_fenced(store, exc)
 
     def _commit(
         self, store: Store, conn: Connection, batches: list[FunctionBatch], batch_id: int
@@ -84,15 +96,15 @@ class GroupCommitter:
         self._full: dict[str, int] = {}  # batches in a row each member filled its budget
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        """Commit each member's part of batch ``batch_id`` in its own transaction."""
+        """Commit each member's part of batch ``batch_id``: one transaction, a savepoint each."""
         results: list[SliceResult] = [
             r for row in frame.collect() for r in pickle.loads(row.payload)
         ]
         by_member: dict[tuple[str, int], list[SliceResult]] = {}
         for result in results:
             by_member.setdefault((result.control_id, result.epoch), []).append(result)
-        for (cid, epoch), parts in sorted(by_member.items()):
-            self.commit_member(cid, epoch, parts, batch_id)
+        self.commit(by_member, batch_id)
+        kill_if_requested(batch_id)  # crash tests only: see commit.KILL_AFTER_COMMIT_ENV
         self._watch_budgets(by_member)
 
     def _watch_budgets(self, by_member: dict[tuple[str, int], list[SliceResult]]) -> None:
@@ -109,38 +121,98 @@ class GroupCommitter:
                 self._full.pop(cid, None)
                 self.on_hot(cid, why, True)
 
-    def commit_member(self, cid: str, epoch: int, parts: list[SliceResult], batch_id: int) -> None:
-        """One member's part of the batch: committed, or discarded alone."""
+    def commit(self, by_member: dict[tuple[str, int], list[SliceResult]], batch_id: int) -> None:
+        """Every member's part of the batch, in one store transaction with a savepoint per member.
+
+        One transaction, not one per member: a batch of 200 members took the
+        store's write lock 200 times, and a producer waited behind each.
+        A member refused or failing rolls back to its savepoint alone: its
+        staged files are deleted, its cursors stay, its death is recorded
+        after the transaction. Should the transaction itself fail before its
+        COMMIT, nothing of the batch is visible and every staged file goes.
+        """
         store = Store.cached(self.store_url, self.data_dir)
-        batches = [p.batch for p in parts if p.batch is not None]
-        failed = [p for p in parts if p.error is not None]
-        if failed:
-            discard_staged(store, [seg for b in batches for _, seg in b.staged])
-            charged = [p for p in failed if p.charge]
-            if not charged:
-                return  # cancelled, or a fatal error its task recorded
-            first = charged[0]
-            _LOG.warning(
-                "group %s: member %s failed in batch %d: %s", self.group, cid, batch_id, first.error
-            )
-            cause = DeathCause(
-                "TaskFailed", first.error or "", "", "group task", threading.current_thread().name
-            )
-            control.record_death(store, cid, first.instance, cause, fatal=False, epoch=epoch)
-            return
-        writer = MemberBatchWriter(
-            parts[0].config, self.store_url, self.data_dir, epoch=epoch, control_id=cid
-        )
+        every = [
+            seg
+            for parts in by_member.values()
+            for p in parts
+            if p.batch
+            for _, seg in p.batch.staged
+        ]
+        unseen: list[StagedSegment] = []  # staged files no committed row names
+        deaths: list[tuple[str, int, int, DeathCause]] = []
+        fenced: list[tuple[MemberBatchWriter, StaleRunError]] = []
+        reached_commit = False
         try:
-            writer.commit(list(batches), batch_id)
-        except (StaleRunError, FatalError) as exc:
-            # A newer run, or a death waiting for its supervisor: only this member's batch goes.
-            _LOG.info(
-                "group %s: member %s batch %d not committed: %s", self.group, cid, batch_id, exc
-            )
-        except SparkfnError as exc:
-            _LOG.error(
-                "group %s: member %s batch %d failed to commit: %s", self.group, cid, batch_id, exc
-            )
-            cause = DeathCause.from_exception(exc, "failure", threading.current_thread().name)
-            control.record_death(store, cid, parts[0].instance, cause, fatal=False, epoch=epoch)
+            with store.write() as conn:
+                for (cid, epoch), parts in sorted(by_member.items()):
+                    staged = [seg for p in parts if p.batch for _, seg in p.batch.staged]
+                    failed = self._failure(cid, epoch, parts, batch_id)
+                    if failed is not None:
+                        unseen += staged
+                        if failed[1] is not None:
+                            deaths.append((cid, epoch, failed[0], failed[1]))
+                        continue
+                    writer = MemberBatchWriter(
+                        parts[0].config, self.store_url, self.data_dir, epoch=epoch, control_id=cid
+                    )
+                    batches = [p.batch for p in parts if p.batch is not None]
+                    try:
+                        with conn.begin_nested():
+                            if not writer.commit_in(store, conn, batches, batch_id):
+                                unseen += staged  # a replay, or it left: discarded
+                    except (StaleRunError, FatalError) as exc:
+                        # A newer run, or a death waiting for its supervisor: this member only.
+                        unseen += staged
+                        _LOG.info(
+                            "group %s: member %s batch %d not committed: %s",
+                            self.group,
+                            cid,
+                            batch_id,
+                            exc,
+                        )
+                        if isinstance(exc, StaleRunError):
+                            fenced.append((writer, exc))
+                    except SparkfnError as exc:
+                        unseen += staged
+                        _LOG.error(
+                            "group %s: member %s batch %d failed to commit: %s",
+                            self.group,
+                            cid,
+                            batch_id,
+                            exc,
+                        )
+                        cause = DeathCause.from_exception(
+                            exc, "failure", threading.current_thread().name
+                        )
+                        deaths.append((cid, epoch, parts[0].instance, cause))
+                reached_commit = True
+        except BaseException:
+            if not reached_commit:
+                discard_staged(store, every)
+            raise
+        discard_staged(store, unseen)
+        for writer, refusal in fenced:
+            writer.record_fenced(store, refusal)
+        for cid, epoch, instance, cause in deaths:
+            control.record_death(store, cid, instance, cause, fatal=False, epoch=epoch)
+
+    def _failure(
+        self, cid: str, epoch: int, parts: list[SliceResult], batch_id: int
+    ) -> tuple[int, DeathCause | None] | None:
+        """A slice of the member failed in its task: ``(instance, the death to record)``
+        (None when its task recorded it: a fatal, a cancel); None if none failed."""
+        failed = [p for p in parts if p.error is not None]
+        if not failed:
+            return None
+        charged = [p for p in failed if p.charge]
+        if not charged:
+            return (failed[0].instance, None)
+        first = charged[0]
+        _LOG.warning(
+            "group %s: member %s failed in batch %d: %s", self.group, cid, batch_id, first.error
+        )
+        cause = DeathCause(
+            "TaskFailed", first.error or "", "", "group task", threading.current_thread().name
+        )
+        return (first.instance, cause)
