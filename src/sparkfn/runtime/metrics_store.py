@@ -13,7 +13,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, func, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, update
 
 from sparkfn.api.status import ExceptionInformation
 from sparkfn.runtime.stats import (
@@ -46,72 +46,119 @@ def commit_stats(
     conn: Connection, fqfn: str, per_instance: Sequence[tuple[int, InstanceStats]]
 ) -> None:
     """Add one batch's stats, inside the batch's transaction."""
+    commit_stats_many(conn, [(fqfn, per_instance)])
+
+
+def commit_stats_many(
+    conn: Connection, batches: Sequence[tuple[str, Sequence[tuple[int, InstanceStats]]]]
+) -> None:
+    """Add one batch's stats of several runs (a query group's members) in a few statements.
+
+    One SELECT of the runs' totals, then each kind of write as one
+    executemany, whatever the number of runs: a group's commit of 200
+    members spent a third of its time here when each took four statements.
+    """
     now = utc_now()
-    merged: dict[int, InstanceStats] = {}
-    for instance_id, stats in per_instance:
-        merged.setdefault(instance_id, InstanceStats())
-        merged[instance_id].merge(stats)
-    for instance_id, stats in merged.items():
-        where = and_(_TOTALS.c.fqfn == fqfn, _TOTALS.c.instance_id == instance_id)
-        row = conn.execute(select(_TOTALS).where(where)).first()
+    merged: dict[tuple[str, int], InstanceStats] = {}
+    for fqfn, per_instance in batches:
+        for instance_id, stats in per_instance:
+            merged.setdefault((fqfn, instance_id), InstanceStats()).merge(stats)
+    if not merged:
+        return
+    names = sorted({fqfn for fqfn, _ in merged})
+    found = {
+        (r.fqfn, r.instance_id): r
+        for r in conn.execute(select(_TOTALS).where(_TOTALS.c.fqfn.in_(names)))
+    }
+    inserts: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    recent: list[dict[str, Any]] = []
+    exceptions: list[dict[str, Any]] = []
+    raised: set[tuple[str, int]] = set()  # instances with new exceptions, to trim
+    for (fqfn, instance_id), stats in sorted(merged.items()):
+        counts = _counts(stats, _TOTAL_COUNTS)
+        row = found.get((fqfn, instance_id))
         if row is None:
-            conn.execute(
-                insert(_TOTALS).values(
-                    fqfn=fqfn,
-                    instance_id=instance_id,
-                    **_counts(stats, _TOTAL_COUNTS),
-                    last_invocation_ms=stats.last_invocation_ms,
-                    user_metrics=_dump_metrics(stats.user_metrics),
-                    batches=1,
-                    updated_at=now,
-                )
+            inserts.append(
+                {
+                    "fqfn": fqfn,
+                    "instance_id": instance_id,
+                    **counts,
+                    "last_invocation_ms": stats.last_invocation_ms,
+                    "user_metrics": _dump_metrics(stats.user_metrics),
+                    "batches": 1,
+                    "updated_at": now,
+                }
             )
         else:
             metrics = _load_metrics(row.user_metrics)
             for name, summary in stats.user_metrics.items():
                 metrics.setdefault(name, MetricSummary()).merge(summary)
-            conn.execute(
-                update(_TOTALS)
-                .where(where)
-                .values(
-                    **{
-                        name: _TOTALS.c[name] + value
-                        for name, value in _counts(stats, _TOTAL_COUNTS).items()
-                    },
-                    last_invocation_ms=stats.last_invocation_ms or row.last_invocation_ms,
-                    user_metrics=_dump_metrics(metrics),
-                    batches=_TOTALS.c.batches + 1,
-                    updated_at=now,
-                )
+            updates.append(
+                {
+                    "k_fqfn": fqfn,
+                    "k_instance": instance_id,
+                    **{f"d_{name}": value for name, value in counts.items()},
+                    "v_last": stats.last_invocation_ms or row.last_invocation_ms,
+                    "v_metrics": _dump_metrics(metrics),
+                    "v_now": now,
+                }
             )
-        conn.execute(
-            insert(_RECENT).values(
-                fqfn=fqfn, instance_id=instance_id, committed_at=now, **_counts(stats, _COUNTS)
-            )
+        recent.append(
+            {
+                "fqfn": fqfn,
+                "instance_id": instance_id,
+                "committed_at": now,
+                **_counts(stats, _COUNTS),
+            }
         )
         if stats.latest_exceptions:
-            conn.execute(
-                insert(_EXC),
-                [
-                    {
-                        "fqfn": fqfn,
-                        "instance_id": instance_id,
-                        "kind": e.kind,
-                        "type": e.type,
-                        "message": e.message,
-                        "traceback": e.traceback,
-                        "message_id": e.message_id,
-                        "timestamp_ms": e.timestamp_ms,
-                    }
-                    for e in stats.latest_exceptions
-                ],
-            )
+            raised.add((fqfn, instance_id))
+        exceptions += [
+            {
+                "fqfn": fqfn,
+                "instance_id": instance_id,
+                "kind": e.kind,
+                "type": e.type,
+                "message": e.message,
+                "traceback": e.traceback,
+                "message_id": e.message_id,
+                "timestamp_ms": e.timestamp_ms,
+            }
+            for e in stats.latest_exceptions
+        ]
+    if inserts:
+        conn.execute(insert(_TOTALS), inserts)
+    if updates:
+        conn.execute(_ADD_TOTALS, updates)
+    conn.execute(insert(_RECENT), recent)
+    if exceptions:
+        conn.execute(insert(_EXC), exceptions)
+        for fqfn, instance_id in sorted(raised):
             _trim_exceptions(conn, fqfn, instance_id)
     conn.execute(
         delete(_RECENT).where(
-            and_(_RECENT.c.fqfn == fqfn, _RECENT.c.committed_at < now - RECENT_KEPT)
+            and_(_RECENT.c.fqfn.in_(names), _RECENT.c.committed_at < now - RECENT_KEPT)
         )
     )
+
+
+# One run instance's batch added to its totals (commit_stats_many's executemany).
+_ADD_TOTALS = (
+    update(_TOTALS)
+    .where(
+        and_(
+            _TOTALS.c.fqfn == bindparam("k_fqfn"), _TOTALS.c.instance_id == bindparam("k_instance")
+        )
+    )
+    .values(
+        **{name: _TOTALS.c[name] + bindparam(f"d_{name}") for name in _TOTAL_COUNTS},
+        last_invocation_ms=bindparam("v_last"),
+        user_metrics=bindparam("v_metrics"),
+        batches=_TOTALS.c.batches + 1,
+        updated_at=bindparam("v_now"),
+    )
+)
 
 
 def _trim_exceptions(conn: Connection, fqfn: str, instance_id: int) -> None:

@@ -167,10 +167,14 @@ class FunctionBatchWriter:
             commit_segments(store, conn, admin.get(topic, conn), segs, commit_id)
         summaries = [s for b in batches for s in b.summaries]
         apply_mutations(conn, fqfn, merge_mutations(s.mutations for s in summaries))
-        commit_stats(conn, self.control_id, [(s.instance_id, s.stats) for s in summaries])
+        self._add_stats(conn, [(s.instance_id, s.stats) for s in summaries])
         if record is not None and any(s.final for s in summaries):
             control.record_final_commit(conn, self.control_id)
         return True
+
+    def _add_stats(self, conn: Connection, per_instance: list[tuple[int, InstanceStats]]) -> None:
+        """The batch's stats, in its transaction (a group's member defers them to one write)."""
+        commit_stats(conn, self.control_id, per_instance)
 
     def _record_fenced(self, store: Store, exc: StaleRunError) -> None:
         """A fenced commit is a system exception of the function, visible in its status."""

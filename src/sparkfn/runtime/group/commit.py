@@ -34,7 +34,9 @@ from sparkfn.api.lifecycle import DeathCause
 from sparkfn.runtime import control
 from sparkfn.runtime.group.members import is_member
 from sparkfn.runtime.group.task import SliceResult
+from sparkfn.runtime.metrics_store import commit_stats_many
 from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
+from sparkfn.runtime.stats import InstanceStats
 from sparkfn.store.store import Store
 from sparkfn.topics.log import StagedSegment
 from sparkfn.topics.spark.commit import discard_staged, kill_if_requested
@@ -48,11 +50,18 @@ _LOG = logging.getLogger("sparkfn.group")
 class MemberBatchWriter(FunctionBatchWriter):
     """A member's commit: the function's, refused once the member left the group."""
 
+    stats: list[tuple[int, InstanceStats]]
+
     def commit_in(
         self, store: Store, conn: Connection, batches: list[FunctionBatch], batch_id: int
     ) -> bool:
-        """The member's commit in the caller's transaction; False: discarded (a replay, or it left)."""
+        """The member's commit in the caller's transaction, its stats left in :attr:`stats`
+        for the caller to write with every member's; False: discarded (a replay, or it left)."""
+        self.stats = []
         return self._commit(store, conn, batches, batch_id)
+
+    def _add_stats(self, conn: Connection, per_instance: list[tuple[int, InstanceStats]]) -> None:
+        self.stats = per_instance
 
     def record_fenced(self, store: Store, exc: StaleRunError) -> None:
         """A refused commit of an older run: a system exception in the member's status."""
@@ -142,6 +151,7 @@ class GroupCommitter:
         unseen: list[StagedSegment] = []  # staged files no committed row names
         deaths: list[tuple[str, int, int, DeathCause]] = []
         fenced: list[tuple[MemberBatchWriter, StaleRunError]] = []
+        stats: list[tuple[str, list[tuple[int, InstanceStats]]]] = []
         reached_commit = False
         try:
             with store.write() as conn:
@@ -161,6 +171,7 @@ class GroupCommitter:
                         with conn.begin_nested():
                             if not writer.commit_in(store, conn, batches, batch_id):
                                 unseen += staged  # a replay, or it left: discarded
+                        stats.append((cid, writer.stats))
                     except (StaleRunError, FatalError) as exc:
                         # A newer run, or a death waiting for its supervisor: this member only.
                         unseen += staged
@@ -186,6 +197,7 @@ class GroupCommitter:
                             exc, "failure", threading.current_thread().name
                         )
                         deaths.append((cid, epoch, parts[0].instance, cause))
+                commit_stats_many(conn, stats)  # of the members committed above
                 reached_commit = True
         except BaseException:
             if not reached_commit:

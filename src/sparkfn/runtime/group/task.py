@@ -15,18 +15,22 @@ from __future__ import annotations
 import itertools
 import pickle
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
 from sparkfn.api.errors import FatalError
 from sparkfn.config.function import FunctionConfig
+from sparkfn.config.names import TopicName
 from sparkfn.runtime.executor import make_run_function
 from sparkfn.runtime.group import overrun
 from sparkfn.runtime.group.plan import GroupTask, MemberSlice
 from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
 from sparkfn.runtime.workerctl import CancelledError
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.spark.commit import kill_after_stage_if_requested
 from sparkfn.topics.spark.planning import FinalMarker, InstanceRanges, TopicRange
 from sparkfn.topics.spark.rows import TaskRows
@@ -59,8 +63,33 @@ def _instance_of(slice_: MemberSlice) -> int:
     return 0
 
 
+class SliceWriter(FunctionBatchWriter):
+    """A member's stager in a group's task: its output topics looked up once per task."""
+
+    def __init__(self, *args: Any, known: Mapping[TopicName, TopicInfo], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.known = known
+
+    def _topic(self, admin: TopicAdmin, name: str) -> TopicInfo:
+        found = self.known.get(TopicName.parse(name))
+        return found if found is not None else super()._topic(admin, name)
+
+
+def output_topics(store_url: str, data_dir: str, task: GroupTask) -> dict[TopicName, TopicInfo]:
+    """The output topics of every slice of ``task``, in one query: a lookup per slice was a
+    tenth of a one-message slice's time."""
+    names = {s.config.output for s in task.slices if s.config.output}
+    store = Store.cached(store_url, data_dir)
+    with store.read() as conn:
+        return TopicAdmin(store).get_many(names, conn)
+
+
 def run_slice(
-    store_url: str, data_dir: str, slice_: MemberSlice, task: GroupTask | None = None
+    store_url: str,
+    data_dir: str,
+    slice_: MemberSlice,
+    task: GroupTask | None = None,
+    known: Mapping[TopicName, TopicInfo] | None = None,
 ) -> SliceResult:
     """Run one member's slice and stage its output; a failure is returned, not raised."""
     rows = TaskRows(store_url, data_dir, COLUMNS, properties_json=False)
@@ -74,16 +103,20 @@ def run_slice(
         slice_.control_id,
         isolated=True,
     )
-    writer = FunctionBatchWriter(
-        config, store_url, data_dir, epoch=slice_.epoch, control_id=slice_.control_id
+    writer = SliceWriter(
+        config,
+        store_url,
+        data_dir,
+        epoch=slice_.epoch,
+        control_id=slice_.control_id,
+        known=known or {},
     )
     batches = itertools.chain.from_iterable(rows.rows(part) for part in slice_.parts)
     started = time.monotonic()
-    timer = (
-        overrun.watchdog(data_dir, task.group, slice_.control_id, slice_.epoch, task.member_seconds)
-        if task is not None
-        else None
-    )
+    if task is not None:
+        overrun.SLICES.begin(
+            data_dir, task.group, slice_.control_id, slice_.epoch, task.member_seconds
+        )
     try:
         staged = writer.write(run(batches))
     except Exception as exc:  # noqa: BLE001 - the member's, kept to the member
@@ -93,8 +126,7 @@ def run_slice(
             slice_.control_id, slice_.epoch, config, None, error, _instance_of(slice_), charge
         )
     finally:
-        if timer is not None:
-            timer.cancel()
+        overrun.SLICES.end()
     return SliceResult(
         slice_.control_id,
         slice_.epoch,
@@ -107,6 +139,7 @@ def run_slice(
 
 def run_group_task(store_url: str, data_dir: str, task: GroupTask) -> Iterator[pa.RecordBatch]:
     """Every slice of ``task``, then one row: the pickled :class:`SliceResult` list."""
-    results = [run_slice(store_url, data_dir, s, task) for s in task.slices]
+    known = output_topics(store_url, data_dir, task)
+    results = [run_slice(store_url, data_dir, s, task, known) for s in task.slices]
     kill_after_stage_if_requested()  # crash tests only: see commit.KILL_AFTER_STAGE_ENV
     yield pa.record_batch([pa.array([pickle.dumps(results)], pa.binary())], names=["payload"])
