@@ -39,6 +39,7 @@ resembles, so callers may catch either::
     │   └── TriggerFailedError                 the function failed on it every attempt
     ├── FunctionFailure        (RuntimeError) an instance's death, as a failure handler gets it
     ├── FatalError             (RuntimeError) a task of an instance ended by ``context.fatal``
+    ├── PythonWorkerCrashed    (RuntimeError) a message killed the Python worker that processed it
     ├── ConnectorFailedError   (RuntimeError) a source or sink instance died
     ├── ProducerClosedError    (RuntimeError) a message sent with a closed Producer
     └── HarnessClosedError     (RuntimeError) a message sent to a closed test harness
@@ -324,6 +325,13 @@ class FatalError(SparkfnError, RuntimeError):
     """Raised in a task whose instance was terminated by ``context.fatal``."""
 
     reason = "fatal_error"
+
+
+class PythonWorkerCrashed(SparkfnError, RuntimeError):
+    """A message killed the Python worker that processed it (``os._exit``, a signal, the OOM
+    killer); the message is dead-lettered with this as its cause."""
+
+    reason = "python_worker_crashed"
 
 
 class ConnectorFailedError(SparkfnError, RuntimeError):

@@ -107,19 +107,30 @@ def note_exit_to(target: Path) -> Path | None:
     Returns the note, to remove (:meth:`Path.unlink`) once the work it
     covers is done; ``None`` when the worker's parent is not this daemon.
     """
-    folder = notes_dir(os.getppid())
-    if not folder.is_dir():
-        return None
+    parent = os.getppid()
+    if os.environ.get(NOTES_ENV) != str(parent):
+        return None  # only a sparkfn daemon reaps its workers' notes; it says so to them
+    folder = notes_dir(parent)
+    folder.mkdir(parents=True, exist_ok=True)  # made by the first probe: most daemons never need it
     note = folder / str(os.getpid())
     note.write_text(str(target))
     return note
 
 
+# Set by a daemon that keeps notes (keep_notes) for the workers it forks: its pid.
+NOTES_ENV = "SPARKFN_DAEMON_NOTES"
+
+
 def keep_notes() -> Path:
-    """The daemon's notes folder, made now and removed when the daemon exits."""
+    """The daemon's notes folder (its workers make it when they first need it), removed
+    when the daemon exits; folders of daemons that were killed are removed now."""
     folder = notes_dir(os.getpid())
-    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.parent.glob("sparkfn-daemon-*"):
+        pid = stale.name.rpartition("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
     owner = os.getpid()
+    os.environ[NOTES_ENV] = str(owner)  # its workers inherit it
 
     def remove() -> None:
         if os.getpid() == owner:  # not in a forked worker

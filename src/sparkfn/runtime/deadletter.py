@@ -20,7 +20,7 @@ import uuid
 
 from sqlalchemy import select
 
-from sparkfn.api.errors import SparkfnError, TopicExistsError, TopicNotFoundError
+from sparkfn.api.errors import PythonWorkerCrashed, TopicExistsError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.runtime.function.rows import InputRows
@@ -36,10 +36,6 @@ from sparkfn.topics.message import SchemaType, utc_now
 
 # The type a dead letter's EXCEPTION property and the system exception name.
 WORKER_CRASHED = "PythonWorkerCrashed"
-
-
-class PythonWorkerCrashed(SparkfnError, RuntimeError):
-    """A message killed the Python worker that processed it (``os._exit``, a signal)."""
 
 
 def dead_letter_topic(admin: TopicAdmin, config: FunctionConfig, name: str) -> TopicInfo:
