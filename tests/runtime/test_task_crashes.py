@@ -203,7 +203,8 @@ class Child:
                 [sys.executable, str(CHILD), str(spec_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **env},
+                # The JVM's own log (its executor's task failures) goes to the log file.
+                env={**os.environ, "SPARKFN_VERBOSE": "1", **env},
                 start_new_session=True,
             )
 

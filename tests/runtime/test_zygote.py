@@ -232,6 +232,8 @@ def source_runners(spark: Any, data_dir: Path, name: str) -> Iterator[list[int]]
     store = Store.open(None, data_dir)
     try:
         TopicAdmin(store).create("in")
+        # Another test's query of this session (a group's, ending) is not this one's.
+        before = set(_runners())
         query = (
             spark.readStream.format("sparkfn")
             .option("storeUrl", store.url)
@@ -243,17 +245,21 @@ def source_runners(spark: Any, data_dir: Path, name: str) -> Iterator[list[int]]
             .start()
         )
         try:
-            yield _wait_for_runners(query)
+            yield _wait_for_runners(query, before)
         finally:
             query.stop()
     finally:
         store.close()
 
 
-def _wait_for_runners(query: Any) -> list[int]:
+def _runners() -> list[int]:
+    return [pid for pid in _descendants(os.getpid()) if _argv(pid)[1:3] == ["-m", RUNNER]]
+
+
+def _wait_for_runners(query: Any, before: set[int] | None = None) -> list[int]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        runners = [pid for pid in _descendants(os.getpid()) if _argv(pid)[1:3] == ["-m", RUNNER]]
+        runners = [pid for pid in _runners() if pid not in (before or set())]
         if runners and query.lastProgress is not None:
             return runners
         time.sleep(0.1)
