@@ -33,3 +33,9 @@ def test_failed_messages_go_to_the_default_dead_letter_topic_unless_dropped() ->
     assert _config(drop_failed_messages=True).dead_letter_target is None
     with pytest.raises(ConfigError, match="drop_failed_messages contradicts dead_letter_topic"):
         _config(drop_failed_messages=True, dead_letter_topic="dlq")
+
+
+def test_a_user_config_string_that_does_not_parse_is_one_clear_error() -> None:
+    """From a YAML file or a REST body, as from the flag: no YAML traceback."""
+    with pytest.raises(ConfigError, match=r"user_config is neither JSON nor YAML: .* line 1"):
+        FunctionConfig.build(name="f", inputs=["in"], user_config="{bad")

@@ -224,7 +224,14 @@ class FunctionConfig(BaseModel):
     @classmethod
     def _user_config(cls, value: Any) -> Any:
         if isinstance(value, str):
-            loaded = yaml.safe_load(value) if value.strip() else {}
+            try:
+                loaded = yaml.safe_load(value) if value.strip() else {}
+            except yaml.YAMLError as exc:
+                where = getattr(exc, "problem_mark", None)
+                at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+                problem = getattr(exc, "problem", None) or type(exc).__name__
+                msg = f"user_config is neither JSON nor YAML: {problem}{at}"
+                raise ValueError(msg) from None
             if not isinstance(loaded, dict):
                 msg = f"user_config must be a mapping (JSON or YAML object); got {value!r}"
                 raise ValueError(msg)
