@@ -15,12 +15,12 @@ from sqlalchemy.engine import make_url
 
 from sparkfn.api.errors import SchemaVersionError, StoreError
 from sparkfn.store import migrations, schema
+from sparkfn.store.clock import utc_now as _now
 from sparkfn.store.migrations import MIGRATIONS, Migration
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
-from sparkfn.topics.message import utc_now as _now
 from sparkfn.topics.producer import Producer
 
 LATEST = MIGRATIONS[-1].number

@@ -9,9 +9,9 @@ from sqlalchemy import Engine, create_engine, select
 from sqlalchemy.engine import make_url
 
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now as _now
 from sparkfn.store.migrations import MIGRATIONS
 from sparkfn.store.store import Store
-from sparkfn.topics.message import utc_now as _now
 
 
 def _engine_without_migrations(store_url: str) -> Engine:

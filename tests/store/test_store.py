@@ -10,9 +10,9 @@ from sqlalchemy import insert, select, text
 
 from sparkfn.api.errors import DataDirError, SparkfnError, StoreError
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now as _now
 from sparkfn.store.migrations import MIGRATIONS
 from sparkfn.store.store import Store
-from sparkfn.topics.message import utc_now as _now
 
 
 def _version_rows(store: Store) -> list[int]:

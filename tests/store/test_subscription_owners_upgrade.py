@@ -11,12 +11,12 @@ from sqlalchemy.engine import make_url
 
 from sparkfn.api.errors import SubscriptionInUseError
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now as _now
 from sparkfn.store.migrations import MIGRATIONS
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
-from sparkfn.topics.message import utc_now as _now
 from sparkfn.topics.producer import Producer
 
 NAME = "public/default/f"

@@ -19,11 +19,12 @@ from sparkfn.api.errors import (
 )
 from sparkfn.config.names import TopicName
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics import garbage, segments
 from sparkfn.topics.admin import MAX_PARTITIONS, PartitionStats, TopicAdmin, parse_schema_type
 from sparkfn.topics.consumer import Consumer
-from sparkfn.topics.message import Message, SchemaType, utc_now
+from sparkfn.topics.message import Message, SchemaType
 from sparkfn.topics.producer import Producer
 
 

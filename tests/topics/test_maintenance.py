@@ -18,12 +18,13 @@ from sqlalchemy import select
 from topic_data import stored_table
 
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics import garbage, maintenance, segments
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.log import end_offsets, read_range
-from sparkfn.topics.message import Message, ReceivedMessage, messages_from_table, utc_now
+from sparkfn.topics.message import Message, ReceivedMessage, messages_from_table
 from sparkfn.topics.producer import Producer
 
 HOUR = timedelta(hours=1)

@@ -6,9 +6,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics.consumer import Consumer
-from sparkfn.topics.message import STORED_SCHEMA, utc_now
+from sparkfn.topics.message import STORED_SCHEMA
 
 
 def stored_table(values: list[bytes]) -> pa.Table:

@@ -24,8 +24,8 @@ from sqlalchemy import Connection, and_, insert, select, update
 
 from sparkfn.api.lifecycle import DeathCause, RunState
 from sparkfn.store import schema, signals
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
-from sparkfn.topics.message import utc_now
 
 FUNCTION = -1  # instance id of the function as a whole in transitions
 

@@ -27,12 +27,13 @@ from sparkfn.runtime.function.rows import InputRows
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.runtime.stats import ExceptionInfo, InstanceStats
 from sparkfn.store import signals
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.append import MessageColumns
 from sparkfn.topics.log import commit_segments, partition_for_key, read_range, stage
-from sparkfn.topics.message import SchemaType, utc_now
+from sparkfn.topics.message import SchemaType
 
 # The type a dead letter's EXCEPTION property and the system exception name.
 WORKER_CRASHED = "PythonWorkerCrashed"

@@ -26,10 +26,10 @@ from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime import control
 from sparkfn.runtime.lifecycle.causes import short_error
+from sparkfn.runtime.lifecycle.function import FunctionSupervisor
 from sparkfn.runtime.query import resolve_inputs, start_function_query, validate
 from sparkfn.runtime.spark import spark_session
 from sparkfn.runtime.status import function_stats, function_status
-from sparkfn.runtime.supervisor import FunctionSupervisor
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import all_state, get_state
 from sparkfn.store.store import Store

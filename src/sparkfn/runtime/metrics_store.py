@@ -23,8 +23,8 @@ from sparkfn.runtime.stats import (
     MetricSummary,
 )
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
-from sparkfn.topics.message import utc_now
 
 _TOTALS = schema.function_instance_stats
 _RECENT = schema.function_batch_stats

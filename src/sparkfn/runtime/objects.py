@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from sqlalchemy import and_, func, insert, select, update
 
 from sparkfn.store import schema, signals
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
-from sparkfn.topics.message import utc_now
 
 commands = schema.function_commands
 objects = schema.function_objects

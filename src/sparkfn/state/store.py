@@ -14,8 +14,8 @@ from sqlalchemy import Connection, and_, bindparam, delete, insert, select, upda
 
 from sparkfn.state.buffer import CommittedState, StateMutation, StateReader
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
-from sparkfn.topics.message import utc_now
 
 _T = schema.function_state
 

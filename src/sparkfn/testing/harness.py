@@ -41,9 +41,10 @@ from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
 from sparkfn.runtime.function.rows import DLQ_REAL_TOPIC, InputRows
 from sparkfn.runtime.loader import load_function, user_function
 from sparkfn.runtime.stats import InstanceStats, MetricSummary
+from sparkfn.store.clock import utc_now
 from sparkfn.testing.state import InMemoryState
 from sparkfn.testing.topics import HarnessTopics, ProducedMessage, TopicMessages, topic_name
-from sparkfn.topics.message import READ_SCHEMA, encode_value, utc_now
+from sparkfn.topics.message import READ_SCHEMA, encode_value
 
 
 class HarnessState(Enum):

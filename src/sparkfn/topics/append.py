@@ -24,10 +24,11 @@ import pyarrow as pa
 from sqlalchemy import Connection, and_, insert, select, update
 
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.log import StagedSegment, commit_segments, lock_for_append, stage
-from sparkfn.topics.message import PROPERTIES, STORED_SCHEMA, TIMESTAMP, utc_now
+from sparkfn.topics.message import PROPERTIES, STORED_SCHEMA, TIMESTAMP
 
 
 @dataclass

@@ -19,10 +19,11 @@ from sqlalchemy import and_, insert, select, update
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.names import TopicName
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.log import end_offsets, read_range
-from sparkfn.topics.message import ReceivedMessage, messages_from_table, utc_now
+from sparkfn.topics.message import ReceivedMessage, messages_from_table
 from sparkfn.topics.received import collector_paused
 
 Position = Literal["earliest", "latest"]

@@ -21,10 +21,11 @@ from sqlalchemy import Connection, and_, func, insert, select, update
 
 from sparkfn.api.errors import ConfigError, StoreError, TopicNotFoundError
 from sparkfn.store import schema, signals
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics import garbage, segments
 from sparkfn.topics.admin import TopicInfo
-from sparkfn.topics.message import READ_SCHEMA, utc_now
+from sparkfn.topics.message import READ_SCHEMA
 
 
 def partition_for_key(key: str, partitions: int) -> int:

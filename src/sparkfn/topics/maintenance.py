@@ -27,11 +27,11 @@ import pyarrow as pa
 from sqlalchemy import Connection, Row, and_, delete, func, select, update
 
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics import garbage, segments
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.log import StagedSegment, stage
-from sparkfn.topics.message import utc_now
 
 # Segments smaller than this are merged by compaction.
 SMALL_SEGMENT_BYTES = 1024 * 1024

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any
@@ -225,8 +225,3 @@ class Message:
     event_time: datetime | None = None
     sequence_id: int | None = None
     partition: int | None = None
-
-
-def utc_now() -> datetime:
-    """The current time, timezone-aware, to the microsecond."""
-    return datetime.now(UTC)

@@ -57,9 +57,9 @@ from sparkfn.api.errors import (
     SubscriptionNotFoundError,
 )
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.log import end_offsets
-from sparkfn.topics.message import utc_now
 
 Position = Literal["earliest", "latest"]
 PartitionKey = tuple[int, int]  # (topic id, partition)

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Row, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from sparkfn.store import schema
-from sparkfn.topics.message import utc_now
+from sparkfn.store.clock import utc_now
 from sparkfn.worker.tokens import Principal
 
 _owners = schema.package_owners

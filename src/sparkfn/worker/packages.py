@@ -37,8 +37,8 @@ from sqlalchemy import Connection, Row, select
 
 from sparkfn.api.errors import PackageError, PackageNotFoundError, PackageTooLargeError
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
-from sparkfn.topics.message import utc_now
 from sparkfn.worker import package_owners as owners
 from sparkfn.worker.archives import content_kind
 from sparkfn.worker.layout import lay_out

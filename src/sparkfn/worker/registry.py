@@ -25,9 +25,9 @@ from sqlalchemy import Connection, Row, and_, delete, select, update
 from sparkfn.api.errors import FunctionExistsError, FunctionNotFoundError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
-from sparkfn.topics.message import utc_now
 
 _functions = schema.functions
 _versions = schema.function_versions

@@ -16,8 +16,8 @@ from sqlalchemy import Connection, and_, delete, insert, select, update
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.store import schema, signals
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
-from sparkfn.topics.message import utc_now
 
 _members = schema.group_members
 

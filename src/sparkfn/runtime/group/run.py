@@ -7,7 +7,7 @@ after a short backoff, if it fails as a whole (a Spark or store error that
 no member's slice caught). A restart replays the batch in flight: each
 member's plan in its subscription makes that replay commit once.
 
-:class:`GroupMemberTarget` is a function's :class:`~sparkfn.runtime.lifecycle.query.QueryTarget`
+:class:`GroupMemberTarget` is a function's :class:`~sparkfn.runtime.lifecycle.query_target.QueryTarget`
 with the query replaced by membership: ``launch`` joins the group in the
 run's epoch, ``halt``/``cancel`` leave it, and the drain, suspend and close
 protocol is the one a function's own query uses (the control record, the
@@ -31,7 +31,7 @@ from sparkfn.runtime import objects
 from sparkfn.runtime.group import members, overrun, suspects
 from sparkfn.runtime.group.commit import GroupCommitter
 from sparkfn.runtime.group.reader import GROUP_FORMAT, GroupDataSource
-from sparkfn.runtime.lifecycle.query import QueryTarget
+from sparkfn.runtime.lifecycle.query_target import QueryTarget
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.runtime.query import REGISTER_LOCK, activate
 from sparkfn.store import signals, watch

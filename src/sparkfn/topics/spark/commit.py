@@ -23,6 +23,7 @@ from sqlalchemy import Connection, and_, insert, select
 
 from sparkfn.api.errors import ConfigError, PayloadError
 from sparkfn.store import schema
+from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.log import StagedSegment, key_partitions, stage
@@ -33,7 +34,6 @@ from sparkfn.topics.message import (
     SchemaType,
     check_values,
     properties_from_json,
-    utc_now,
 )
 
 # Fault injection for crash tests: SIGKILL the driver's process group (the

@@ -1,7 +1,7 @@
 """A function's (or a sink's) supervisor: the one lifecycle over its Spark query.
 
 :class:`FunctionSupervisor` is :class:`~sparkfn.runtime.lifecycle.supervisor.Supervisor`
-running a :class:`~sparkfn.runtime.lifecycle.query.QueryTarget`; sources run
+running a :class:`~sparkfn.runtime.lifecycle.query_target.QueryTarget`; sources run
 under the same supervisor with their instance threads as the target
 (:mod:`sparkfn.connectors.source_run`). See :mod:`sparkfn.runtime.lifecycle`.
 """
@@ -19,7 +19,7 @@ from sparkfn.runtime.lifecycle.lookout import POLL_SECONDS
 from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.lifecycle.poison import PoisonHunter
 from sparkfn.runtime.lifecycle.policy import load_handler
-from sparkfn.runtime.lifecycle.query import QueryTarget, StartQuery
+from sparkfn.runtime.lifecycle.query_target import QueryTarget, StartQuery
 from sparkfn.runtime.lifecycle.supervisor import Supervisor
 from sparkfn.store.store import Store
 
