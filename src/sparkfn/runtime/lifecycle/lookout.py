@@ -21,10 +21,78 @@ import threading
 import time
 from collections.abc import Callable
 
+from sparkfn.runtime import control
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 
 POLL_SECONDS = 0.2
+# How much longer than recheck_seconds an idle supervisor waits on its own,
+# once the shared RecordWatch reads its record for it (a safety net only).
+OWN_RECHECK_FACTOR = 12
+
+
+class RecordWatch:
+    """One thread per store that reads every idle supervisor's record in one query.
+
+    An idle supervisor read its run's record from the store every
+    :func:`~sparkfn.store.signals.recheck_seconds` in case a hint was lost:
+    with a thousand functions on a worker (a query group's members), two
+    hundred reads a second. This thread reads all of them in one query
+    (:func:`sparkfn.runtime.control.read_controls`) every ``recheck`` and
+    wakes only the supervisors whose record changed.
+    """
+
+    _by_store: dict[int, RecordWatch] = {}  # by id() of the store
+    _lock = threading.Lock()
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.recheck = signals.recheck_seconds(store.url)
+        self._watched: dict[str, tuple[threading.Event, object]] = {}
+        self._mine = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="sparkfn-record-watch", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def watch(cls, store: Store, control_id: str, wake: threading.Event) -> RecordWatch:
+        """Wake ``wake`` when ``control_id``'s record in ``store`` changes; the watch doing it."""
+        with cls._lock:
+            found = cls._by_store.get(id(store))
+            if found is None:
+                found = cls._by_store[id(store)] = cls(store)
+            with found._mine:
+                found._watched[control_id] = (wake, None)
+            return found
+
+    def remove(self, control_id: str) -> None:
+        """Stop watching ``control_id`` (the thread ends with its last one)."""
+        with self._mine:
+            self._watched.pop(control_id, None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.recheck)
+            with RecordWatch._lock, self._mine:
+                ids = list(self._watched)
+                if not ids:  # nobody left: the next watch() starts a new thread
+                    if RecordWatch._by_store.get(id(self.store)) is self:
+                        del RecordWatch._by_store[id(self.store)]
+                    return
+            try:
+                with self.store.read() as conn:
+                    records = control.read_controls(conn, ids)
+            except Exception:  # noqa: BLE001 - a closed or failing store: the supervisors' own nets
+                continue
+            with self._mine:
+                for cid in ids:
+                    entry = self._watched.get(cid)
+                    if entry is None:
+                        continue
+                    wake, seen = entry
+                    now = records.get(cid)
+                    if seen is not None and now != seen:
+                        wake.set()
+                    self._watched[cid] = (wake, now)
 
 
 class Lookout:
@@ -36,6 +104,11 @@ class Lookout:
         self.wake = wake
         self.recheck = signals.recheck_seconds(store.url)
         self._cancel = watch.subscribe(store.data_dir, self.hint[0], wake.set)
+        self.control_id = control_id
+        self._shared: RecordWatch | None = None
+        if self._cancel is not None:  # hints are announced: the shared watch is the net
+            self._shared = RecordWatch.watch(store, control_id, wake)
+            self.recheck *= OWN_RECHECK_FACTOR
         self._seen: tuple[int, ...] = ()
         self._looked = 0.0
         # The first look is at once: what happened before the subscription
@@ -60,6 +133,8 @@ class Lookout:
         return True
 
     def close(self) -> None:
-        """Stop the kernel's announcements to this supervisor."""
+        """Stop the kernel's announcements to this supervisor, and the shared watch's."""
         if self._cancel is not None:
             self._cancel()
+        if self._shared is not None:
+            self._shared.remove(self.control_id)
