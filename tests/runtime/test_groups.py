@@ -82,17 +82,32 @@ def _send(store: Store, values: list[str], topic: str = "in") -> None:
     Producer(store, topic).send_batch([Message(v.encode()) for v in values])
 
 
+def _setup(worker: Worker, names: list[str], *topics: str, **fields: Any) -> Store:
+    """The worker's store with topics ``in`` (2 partitions), ``out`` and ``topics``, and
+    functions ``names`` created with ``fields``."""
+    store = worker.open_store()
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=2, schema_type="string")
+    admin.create("out", schema_type="string")
+    for topic in topics:
+        admin.create(topic, partitions=2, schema_type="string")
+    for name in names:
+        worker.create(_config(name, **fields), package_digest=None, who="test")
+    return store
+
+
+def _in_group(store: Store) -> set[str]:
+    """The control ids of the default group's members now."""
+    with store.read() as conn:
+        return {m.control_id for m in members.members(conn, "default")}
+
+
 @pytest.mark.long_running(60)
 def test_fifty_functions_share_one_query_and_each_sees_every_input_once(
     group_worker: Worker,
 ) -> None:
-    store = group_worker.open_store()
-    admin = TopicAdmin(store)
-    admin.create("in", partitions=2, schema_type="string")
-    admin.create("out", schema_type="string")
     names = [f"g{i:02d}" for i in range(50)]
-    for name in names:
-        group_worker.create(_config(name), package_digest=None, who="test")
+    store = _setup(group_worker, names)
     with store.read() as conn:
         assert [m.control_id for m in members.members(conn, "default")] == [
             f"public/default/{n}" for n in names
@@ -156,13 +171,8 @@ def _outputs_of(found: collections.Counter[str], name: str) -> collections.Count
 def test_each_lifecycle_operation_applies_to_one_member_while_the_others_flow(
     group_worker: Worker,
 ) -> None:
-    store = group_worker.open_store()
-    admin = TopicAdmin(store)
-    admin.create("in", partitions=2, schema_type="string")
-    admin.create("out", schema_type="string")
     names = [f"f{i}" for i in range(8)]
-    for name in names:
-        group_worker.create(_config(name), package_digest=None, who="test")
+    store = _setup(group_worker, names)
     fq = {n: f"public/default/{n}" for n in names}
     with Feeder(store) as feeder:
         time.sleep(1.0)
@@ -200,21 +210,14 @@ def test_each_lifecycle_operation_applies_to_one_member_while_the_others_flow(
     assert set(before_drain) <= set(drained) <= set(sent)
     for name in ["f1", "f2", "f3", "f5"]:
         assert _state(group_worker, name) == "RUNNING"
-    with store.read() as conn:
-        in_group = {m.control_id for m in members.members(conn, "default")}
-    assert in_group == {fq[n] for n in running}
+    assert _in_group(store) == {fq[n] for n in running}
     assert len(group_worker.spark.streams.active) == 1  # never a query of their own
 
 
 @pytest.mark.long_running(90)
 def test_a_failing_member_is_kept_to_itself_while_the_others_flow(group_worker: Worker) -> None:
-    store = group_worker.open_store()
-    admin = TopicAdmin(store)
-    admin.create("in", partitions=2, schema_type="string")
-    admin.create("out", schema_type="string")
     good = [f"ok{i}" for i in range(4)]
-    for name in good:
-        group_worker.create(_config(name), package_digest=None, who="test")
+    store = _setup(group_worker, good)
     # raises on every message: each goes to its dead-letter topic, the function keeps running
     group_worker.create(
         _config("raiser", user_config={"fail": "raise"}), package_digest=None, who="test"
@@ -276,13 +279,8 @@ def test_a_member_blocked_in_process_holds_the_others_for_its_budget_only(
 ) -> None:
     """It sleeps 60 s on one input: the others wait about its 2 s budget and a batch's
     restart, not 60 s; it is moved to a query of its own, where it ends its work alone."""
-    store = budget_worker.open_store()
-    admin = TopicAdmin(store)
-    admin.create("in", partitions=2, schema_type="string")
-    admin.create("out", schema_type="string")
     good = [f"ok{i}" for i in range(3)]
-    for name in good:
-        budget_worker.create(_config(name), package_digest=None, who="test")
+    store = _setup(budget_worker, good)
     flag = budget_worker.settings.data_dir / "slept"
     slow = _config("sleeper", user_config={"sleep_on": "m10", "sleep": 60, "sleep_flag": str(flag)})
     budget_worker.create(slow, package_digest=None, who="test")
@@ -305,9 +303,7 @@ def test_a_member_blocked_in_process_holds_the_others_for_its_budget_only(
     _await_values(
         store, collections.Counter({f"{n}:{v}": c for n in names for v, c in every.items()})
     )
-    with store.read() as conn:
-        in_group = {m.control_id for m in members.members(conn, "default")}
-    assert in_group == {f"public/default/{n}" for n in good}
+    assert _in_group(store) == {f"public/default/{n}" for n in good}
     assert _state(budget_worker, "sleeper") == "RUNNING"
 
 
@@ -317,15 +313,8 @@ def test_a_flooded_member_gets_a_query_of_its_own_and_the_others_keep_up(
 ) -> None:
     """20,000 messages wait for one member (40 times its row budget): the others'
     inputs keep flowing meanwhile, and the flooded one is moved out after three full batches."""
-    store = budget_worker.open_store()
-    admin = TopicAdmin(store)
-    admin.create("in", partitions=2, schema_type="string")
-    admin.create("flood", partitions=2, schema_type="string")
-    admin.create("out", schema_type="string")
-    admin.create("flood-out", schema_type="string")
     good = [f"ok{i}" for i in range(3)]
-    for name in good:
-        budget_worker.create(_config(name), package_digest=None, who="test")
+    store = _setup(budget_worker, good, "flood", "flood-out")
     backlog = [f"b{i}" for i in range(20_000)]
     for first in range(0, len(backlog), 5_000):
         _send(store, backlog[first : first + 5_000], "flood")
@@ -338,9 +327,7 @@ def test_a_flooded_member_gets_a_query_of_its_own_and_the_others_keep_up(
         _await_queries(budget_worker, 2)
         time.sleep(1.0)
     _await_values(store, collections.Counter(f"flooded:{v}" for v in backlog), topic="flood-out")
-    with store.read() as conn:
-        in_group = {m.control_id for m in members.members(conn, "default")}
-    assert in_group == {f"public/default/{n}" for n in good}
+    assert _in_group(store) == {f"public/default/{n}" for n in good}
 
 
 @pytest.mark.long_running(120)
@@ -349,22 +336,15 @@ def test_a_member_that_kills_its_python_worker_is_taken_out_and_the_others_flow(
 ) -> None:
     """Its input ``exit`` ends the task's Python worker, and so the group's batch:
     the batch's members leave for queries of their own, the group goes on at once."""
-    store = group_worker.open_store()
-    admin = TopicAdmin(store)
-    admin.create("in", partitions=2, schema_type="string")
-    admin.create("out", schema_type="string")
-    admin.create("bomb", schema_type="string")
     good = [f"ok{i}" for i in range(3)]
-    for name in good:
-        group_worker.create(_config(name), package_digest=None, who="test")
+    store = _setup(group_worker, good, "bomb")
     group_worker.create(_config("crasher", inputs=["bomb"]), package_digest=None, who="test")
     with Feeder(store) as feeder:
         time.sleep(1.0)
         _send(store, ["exit"], "bomb")
         deadline = time.monotonic() + WAIT
         while True:
-            with store.read() as conn:
-                in_group = {m.control_id for m in members.members(conn, "default")}
+            in_group = _in_group(store)
             if "public/default/crasher" not in in_group:
                 break
             assert time.monotonic() < deadline, "the crasher is still in the group"

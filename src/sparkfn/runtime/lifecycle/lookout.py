@@ -98,7 +98,11 @@ class RecordWatch:
 class Lookout:
     """The wake-ups of one supervisor's thread, and whether each calls for a look."""
 
-    def __init__(self, store: Store, control_id: str, wake: threading.Event) -> None:
+    def __init__(
+        self, store: Store, control_id: str, wake: threading.Event, *, shared: bool = True
+    ) -> None:
+        """``shared``: the shared :class:`RecordWatch` may stand in for this supervisor's
+        own rechecks (not when its target needs tending at every look: a parking query)."""
         self.store = store
         self.hint = [signals.control_hint(control_id)]
         self.wake = wake
@@ -106,7 +110,7 @@ class Lookout:
         self._cancel = watch.subscribe(store.data_dir, self.hint[0], wake.set)
         self.control_id = control_id
         self._shared: RecordWatch | None = None
-        if self._cancel is not None:  # hints are announced: the shared watch is the net
+        if shared and self._cancel is not None:  # hints are announced: the shared watch is the net
             self._shared = RecordWatch.watch(store, control_id, wake)
             self.recheck *= OWN_RECHECK_FACTOR
         self._seen: tuple[int, ...] = ()

@@ -211,7 +211,9 @@ class Supervisor:
         self._wake.set()
 
     def _monitor(self) -> None:
-        lookout = Lookout(self.store, self.control_id, self._wake)
+        # A target that parks is tended at each look: its looks keep their own pace.
+        tended = getattr(self.target, "parking", None) is not None
+        lookout = Lookout(self.store, self.control_id, self._wake, shared=not tended)
         try:
             while not self._ended.is_set():
                 stopping = self._stopping is not None
