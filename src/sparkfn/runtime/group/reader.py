@@ -89,6 +89,8 @@ class GroupStreamReader(DataSourceStreamReader):
         self.max_per_task = positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
         seconds = opts.get("memberseconds")
         self.member_seconds = float(seconds) if seconds else None
+        # The work latestOffset found, and for which start: what partitions() plans.
+        self._planned: tuple[dict[str, int], dict[str, MemberWork]] | None = None
         self._quiet = QuietWait(
             settings.data_dir,
             [group_hint(self.group)],
@@ -180,6 +182,7 @@ class GroupStreamReader(DataSourceStreamReader):
             return start
         work, found = self.work(start)
         end = dict(start)
+        self._planned = (dict(start), work)  # partitions() of the batch it starts plans this
         if work:
             current = {m.control_id for m in found}
             end = {GEN_KEY: start.get(GEN_KEY, 0) + 1}
@@ -194,8 +197,15 @@ class GroupStreamReader(DataSourceStreamReader):
         return end
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-        """Record each working member's plan and pack the members' ranges into tasks."""
-        work, _ = self.work(start)
+        """Record each working member's plan and pack the members' ranges into tasks.
+
+        The work :meth:`latestOffset` found for ``start`` is planned, not looked
+        up again (nothing commits in between: the group's members commit only in
+        its batches); a batch Spark runs again after a restart looks it up anew.
+        """
+        planned = self._planned
+        self._planned = None
+        work = planned[1] if planned is not None and planned[0] == start else self.work(start)[0]
         spark_start = json.dumps(start, sort_keys=True)
         spark_end = json.dumps(end, sort_keys=True)
         items: list[tuple[MemberWork, InputPartition]] = []

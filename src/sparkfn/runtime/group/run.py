@@ -280,8 +280,11 @@ class GroupMemberTarget(QueryTarget):
     """A function's run as a member of a :class:`QueryGroup` instead of a query of its own."""
 
     def __init__(
-        self, store: Store, group: QueryGroup, config: FunctionConfig, **kwargs: Any
+        self, group: QueryGroup, config: FunctionConfig, store: Store, **kwargs: Any
     ) -> None:
+        if kwargs.get("parking") is not None:
+            msg = f"function {config.fqfn}: a group's member does not park"
+            raise ValueError(msg)
         super().__init__(store, **kwargs)
         self.group = group
         self.config = config

@@ -9,6 +9,7 @@ under the same supervisor with their instance threads as the target
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import FunctionFailure
@@ -68,29 +69,16 @@ class FunctionSupervisor(Supervisor):
             else None
         )
         # In a group, the run is a member of the group's query (never parked: idle, it costs nothing).
-        self.query_target = (
-            QueryTarget(
-                store,
-                kind=kind,
-                name=config.fqfn,
-                control_id=cid,
-                parallelism=config.parallelism,
-                start_query=start_query,
-                inputs=inputs,
-                parking=parking,
-            )
-            if group is None
-            else GroupMemberTarget(
-                store,
-                group,
-                config,
-                kind=kind,
-                name=config.fqfn,
-                control_id=cid,
-                parallelism=config.parallelism,
-                start_query=start_query,
-                inputs=inputs,
-            )
+        target = QueryTarget if group is None else partial(GroupMemberTarget, group, config)
+        self.query_target = target(
+            store,
+            kind=kind,
+            name=config.fqfn,
+            control_id=cid,
+            parallelism=config.parallelism,
+            start_query=start_query,
+            inputs=inputs,
+            parking=parking if group is None else None,
         )
         super().__init__(
             store,
