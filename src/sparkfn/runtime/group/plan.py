@@ -49,11 +49,6 @@ class MemberWork:
     final_seq: int | None = None  # its end-of-stream batch
     capped: bool = False  # it has more data than its row budget admits
 
-    @property
-    def rows(self) -> int:
-        """Records of data it would read."""
-        return sum(max(0, end - self.base.get(k, end)) for k, end in self.ends.items())
-
 
 def _part_rows(part: InputPartition) -> int:
     if isinstance(part, TopicRange):
