@@ -49,7 +49,7 @@ from _common import load_average, topic_total
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.spark import spark_session
+from sparkfn.runtime.spark.session import spark_session
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.log import end_offsets, read_range

@@ -29,7 +29,7 @@ from _common import IDENTITY, VALUE_SIZE, Latency, load_average, measure_latency
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.spark import spark_session
+from sparkfn.runtime.spark.session import spark_session
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 

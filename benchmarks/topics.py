@@ -44,7 +44,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from _common import bench_store, load_average
 
-from sparkfn.runtime.spark import spark_session
+from sparkfn.runtime.spark.session import spark_session
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.consumer import Consumer

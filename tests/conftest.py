@@ -50,7 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
     it too.
     """
     os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
-    from sparkfn.runtime.spark import use_project_interpreter
+    from sparkfn.runtime.spark.session import use_project_interpreter
 
     # Not zygote=True here: every session of the run (this process's, the
     # children's) starts its own zygote, as a user's would.
@@ -211,7 +211,7 @@ def sqlite_store(data_dir: Path) -> Iterator[Store]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """The one local SparkSession of the test run (sparkfn data sources registered)."""
-    from sparkfn.runtime.spark import spark_session
+    from sparkfn.runtime.spark.session import spark_session
 
     session = spark_session(master="local[2]", app_name="sparkfn-tests")
     yield session

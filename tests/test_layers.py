@@ -23,6 +23,11 @@ def _layer(module: str) -> str | None:
     return parts[1] if parts[1] in LAYERS else None
 
 
+def _is_module(name: str) -> bool:
+    path = SRC.joinpath(*name.split(".")[1:])
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def _imports() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in SRC.rglob("*.py"):
@@ -40,7 +45,10 @@ def _imports() -> dict[str, set[str]]:
             if id(node) in typing_only:
                 continue  # imports for type hints only: no runtime dependency
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets.add(node.module)
+                # ``from package import module`` depends on that module, not the package
+                for alias in node.names:
+                    name = f"{node.module}.{alias.name}"
+                    targets.add(name if _is_module(name) else node.module)
             elif isinstance(node, ast.Import):
                 targets.update(alias.name for alias in node.names)
         found[module] = {t for t in targets if t.startswith("sparkfn.")}
@@ -94,3 +102,67 @@ def test_runtime_modules_do_not_import_each_other_in_a_cycle() -> None:
         return False
 
     assert sorted(m for m in runtime if m.startswith("sparkfn.runtime") and cycle_from(m)) == []
+
+
+# The runtime's rooms, lower first: a module may import only its own room and those
+# before it. ``lifecycle`` holds two rooms: the records every participant shares
+# (control, objects, the worker-side control thread) sit below the queries that
+# read them, the supervisors that drive queries and groups sit above them.
+RUNTIME_ROOMS: list[tuple[str, ...]] = [
+    ("spark",),
+    ("stats", "metrics_store"),
+    ("function",),
+    (
+        "lifecycle.states",
+        "lifecycle.causes",
+        "lifecycle.policy",
+        "lifecycle.control",
+        "lifecycle.objects",
+        "lifecycle.workerctl",
+    ),
+    ("query",),
+    (
+        "lifecycle.target",
+        "lifecycle.lookout",
+        "lifecycle.query_target",
+        "lifecycle.parking",
+        "lifecycle.poison",
+        "lifecycle.supervisor",
+    ),
+    ("group",),
+    ("lifecycle.function", "lifecycle"),
+    ("status", "prometheus", "purge", "localrun"),
+]
+
+
+def _room(module: str) -> int | None:
+    """The index of ``module``'s room in :data:`RUNTIME_ROOMS` (longest prefix wins)."""
+    if not module.startswith("sparkfn.runtime."):
+        return None
+    rest = module.removeprefix("sparkfn.runtime.")
+    best: tuple[int, int] | None = None
+    for index, prefixes in enumerate(RUNTIME_ROOMS):
+        for prefix in prefixes:
+            if (rest == prefix or rest.startswith(prefix + ".")) and (
+                best is None or len(prefix) > best[1]
+            ):
+                best = (index, len(prefix))
+    return None if best is None else best[0]
+
+
+def test_every_runtime_module_has_a_room() -> None:
+    homeless = [m for m in _imports() if m.startswith("sparkfn.runtime.") and _room(m) is None]
+    assert homeless == []
+
+
+def test_runtime_rooms_import_only_rooms_below_them() -> None:
+    upward = []
+    for module, targets in sorted(_imports().items()):
+        source = _room(module)
+        if source is None:
+            continue
+        for target in sorted(targets):
+            room = _room(target)
+            if room is not None and room > source:
+                upward.append(f"{module} -> {target}")
+    assert upward == []

@@ -23,7 +23,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-# Not typing's: Spark's Python launcher (sparkfn.runtime.launch) imports this
+# Not typing's: Spark's Python launcher (sparkfn.runtime.spark.launch) imports this
 # package for every Python process Spark starts, and typing costs it 10-25 ms.
 # mypy takes any TYPE_CHECKING as true.
 TYPE_CHECKING = False
@@ -105,7 +105,7 @@ if TYPE_CHECKING:
     from sparkfn.config.settings import Settings
     from sparkfn.connectors.sink_run import SinkRun
     from sparkfn.runtime.localrun import LocalRun
-    from sparkfn.runtime.spark import spark_session
+    from sparkfn.runtime.spark.session import spark_session
     from sparkfn.store.store import Store
     from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
     from sparkfn.topics.consumer import Consumer
@@ -172,7 +172,7 @@ _LAZY = {
     "SourceInstanceStats": "sparkfn.api.status",
     "SourceInstanceStatus": "sparkfn.api.status",
     "SourceStatus": "sparkfn.api.status",
-    "spark_session": "sparkfn.runtime.spark",
+    "spark_session": "sparkfn.runtime.spark.session",
     "SparkfnError": "sparkfn.api.errors",
     "StaleRunError": "sparkfn.api.errors",
     "Store": "sparkfn.store.store",

@@ -417,7 +417,7 @@ def _claimed_by_a_running_function(
     store_url: str, data_dir: Path, topics: list[str], fqfn: str
 ) -> None:
     """What a function's run leaves in the store: its subscription's cursors and claim, RUNNING."""
-    from sparkfn.runtime import control
+    from sparkfn.runtime.lifecycle import control
     from sparkfn.store.store import Store
     from sparkfn.topics import subscription
     from sparkfn.topics.admin import TopicAdmin

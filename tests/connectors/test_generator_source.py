@@ -13,7 +13,7 @@ from connector_probes import finish
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.instances import SourceInstances
 from sparkfn.connectors.runner import SourceRunner, SourceState
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer

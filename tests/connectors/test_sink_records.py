@@ -21,7 +21,7 @@ from sparkfn.api.errors import ConnectorFailedError
 from sparkfn.config.connector import SinkConfig
 from sparkfn.config.function import FunctionConfig
 from sparkfn.connectors.sink_run import SinkRun
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.metrics_store import instance_totals
 from sparkfn.store import schema

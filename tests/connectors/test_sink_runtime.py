@@ -35,7 +35,7 @@ from sparkfn.connectors.sink_config import (
     sink_function_config,
 )
 from sparkfn.connectors.sink_run import SinkRun, validate_sink
-from sparkfn.runtime.loader import load_function
+from sparkfn.runtime.function.loader import load_function
 from sparkfn.store.store import Store
 from sparkfn.testing import FunctionHarness
 from sparkfn.topics.admin import TopicAdmin

@@ -18,7 +18,7 @@ from sparkfn.api.lifecycle import RunState
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.instances import SourceInstances
 from sparkfn.connectors.source_run import SourceRun
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer

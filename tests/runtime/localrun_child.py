@@ -22,7 +22,7 @@ from pathlib import Path
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.group.run import QueryGroup
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.spark import spark_session
+from sparkfn.runtime.spark.session import spark_session
 from sparkfn.store.store import Store
 
 

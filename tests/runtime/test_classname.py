@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sparkfn import FunctionConfig, FunctionLoadError
-from sparkfn.runtime.loader import load_function
+from sparkfn.runtime.function.loader import load_function
 
 
 def config(py: Path | None, classname: str) -> FunctionConfig:

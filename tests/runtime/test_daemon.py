@@ -11,8 +11,8 @@ from typing import Any
 
 from test_zygote import _argv, _descendants
 
-from sparkfn.runtime.daemon import PRELOAD
-from sparkfn.runtime.spark import WARM_UP_GROUP, spark_home_without_zip, warm_up
+from sparkfn.runtime.spark.daemon import PRELOAD
+from sparkfn.runtime.spark.session import WARM_UP_GROUP, spark_home_without_zip, warm_up
 
 
 def test_the_preloaded_modules_start_no_thread() -> None:
@@ -20,7 +20,7 @@ def test_the_preloaded_modules_start_no_thread() -> None:
     # one could leave its locks held in every worker.
     code = (
         "import json, os, sys\n"
-        "from sparkfn.runtime.daemon import preload\n"
+        "from sparkfn.runtime.spark.daemon import preload\n"
         "preload()\n"
         "print(json.dumps({'threads': len(os.listdir('/proc/self/task')),"
         " 'modules': sorted(sys.modules)}))\n"
@@ -64,7 +64,7 @@ def test_workers_fork_from_sparkfns_daemon_and_import_pyspark_unzipped(spark: An
         }
 
     [seen] = spark.sparkContext.parallelize([0], 1).map(describe).collect()
-    assert "-m sparkfn.runtime.daemon" in seen["parent"], seen
+    assert "-m sparkfn.runtime.spark.daemon" in seen["parent"], seen
     assert seen["preloaded"] and not seen["zip_on_path"], seen
     assert ".zip" not in seen["pyspark_from"], seen
     assert seen["frozen"] > 50_000, seen["frozen"]
@@ -80,10 +80,10 @@ def test_the_warm_up_runs_a_python_task_per_slot_through_sparkfns_daemon(spark: 
     stages = [tracker.getStageInfo(stage) for job in jobs for stage in job.stageIds]
     assert sum(s.numCompletedTasks for s in stages) >= spark.sparkContext.defaultParallelism
     daemons = [pid for pid in _descendants(os.getpid()) if _argv(pid)[1:3] == DAEMON_ARGS]
-    assert daemons, "no sparkfn.runtime.daemon runs after the warm-up"
+    assert daemons, "no sparkfn.runtime.spark.daemon runs after the warm-up"
 
 
-DAEMON_ARGS = ["-m", "sparkfn.runtime.daemon"]
+DAEMON_ARGS = ["-m", "sparkfn.runtime.spark.daemon"]
 
 
 def test_a_read_task_freezes_its_process_once() -> None:

@@ -15,9 +15,9 @@ import pytest
 
 from sparkfn.api.errors import StaleRunError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
+from sparkfn.runtime.query.commit import FunctionBatch, FunctionBatchWriter
 from sparkfn.runtime.status import function_status
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription

@@ -24,7 +24,7 @@ import pytest
 from test_lifecycle import WAIT, _calls, _check_sequences, _config, _outputs, _produce
 from test_parking import _reader as parked_reader
 
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkfn.api.lifecycle import DeathCause, RunState
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.runtime.stats import ExceptionInfo, InstanceStats
 from sparkfn.runtime.status import function_stats, function_status

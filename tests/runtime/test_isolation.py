@@ -16,8 +16,8 @@ import pytest
 
 from sparkfn.api.errors import FunctionLoadError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.isolation import MANIFEST, package_paths, use_package
-from sparkfn.runtime.loader import load_function
+from sparkfn.runtime.function.loader import load_function
+from sparkfn.runtime.spark.isolation import MANIFEST, package_paths, use_package
 
 # The same module name in both packages, importing the same library name.
 REPORT = """\

@@ -410,7 +410,7 @@ def test_a_function_and_a_source_of_the_same_name_keep_their_own_records(
 ) -> None:
     from sparkfn.config.connector import SourceConfig
     from sparkfn.connectors.source_run import SourceRun
-    from sparkfn.runtime import control
+    from sparkfn.runtime.lifecycle import control
 
     log = tmp_path / "calls.jsonl"
     config = _config(log, parallelism=2)

@@ -13,7 +13,7 @@ import pytest
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.api.lifecycle import DeathCause, FailureInfo, Response, RunState, StopMode
 from sparkfn.config.policy import FailurePolicy
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.policy import RestartHistory, decide
 from sparkfn.runtime.lifecycle.states import (
     FINAL_STATES,

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import update
 from test_lifecycle import WAIT, _calls, _check_sequences, _config, _outputs, _produce
 
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
@@ -126,7 +126,7 @@ def _reader(store: Store, control_id: str, sub: str, **more: str) -> SparkfnStre
         "ackonplan": "true",  # at-most-once: a plan moves the cursors at once
         "instances": "1",
         "controlid": control_id,
-        "admission": "sparkfn.runtime.admission:RunAdmission",
+        "admission": "sparkfn.runtime.query.admission:RunAdmission",
         **more,
     }
     return SparkfnStreamReader(opts, list(SPARK_READ_TYPES))

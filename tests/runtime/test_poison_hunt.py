@@ -3,7 +3,7 @@
 How a worker's crash is recognised in Spark's error, how an exit status
 reads, the halving of a failed batch (:class:`~sparkfn.runtime.lifecycle.poison.Hunt`),
 the daemon's reaping of a worker that left a note (real forked processes),
-and :func:`~sparkfn.runtime.deadletter.dead_letter_input` on both stores.
+and :func:`~sparkfn.runtime.query.deadletter.dead_letter_input` on both stores.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control
-from sparkfn.runtime.daemon import ReapingSignals, keep_notes, note_exit_to, notes_dir
-from sparkfn.runtime.deadletter import dead_letter_input
 from sparkfn.runtime.function.rows import (
     DLQ_ATTEMPTS,
     DLQ_EXCEPTION,
     DLQ_ORIGIN_MESSAGE_ID,
     DLQ_REAL_TOPIC,
 )
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.poison import Hunt, describe_exit, worker_crashed
 from sparkfn.runtime.metrics_store import instance_totals, latest_exceptions
+from sparkfn.runtime.query.deadletter import dead_letter_input
+from sparkfn.runtime.spark.daemon import ReapingSignals, keep_notes, note_exit_to, notes_dir
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
@@ -39,7 +39,7 @@ from sparkfn.topics.subscription import Span
 # What pyspark 4 said when a function's os._exit(3) ended its worker (trimmed frames).
 CRASHED = (
     "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call "
-    'last):\n  File ".../sparkfn/runtime/sink.py", line 230, in __call__\n'
+    'last):\n  File ".../sparkfn/runtime/query/commit.py", line 230, in __call__\n'
     "py4j.protocol.Py4JJavaError: An error occurred while calling o86.collectToPython.\n"
     ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 "
     "failed 1 times, most recent failure: Lost task 0.0 in stage 0.0 (TID 0) (192.0.2.2 executor "

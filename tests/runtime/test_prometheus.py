@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sparkfn.api.errors import ConfigError
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.runtime.prometheus import FunctionMetricsCollector, metric_name, serve_metrics
 from sparkfn.runtime.stats import InstanceStats

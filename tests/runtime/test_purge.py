@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import objects
+from sparkfn.runtime.lifecycle import objects
 from sparkfn.runtime.purge import purge_function
 from sparkfn.store.store import Store
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from test_zygote import _argv, _descendants, _ppid, source_runners
 
-from sparkfn.runtime.spark import (
+from sparkfn.runtime.spark.session import (
     LONGEST_SOCKET_DIR,
     SOCKET_DIR_CONF,
     STALE_SOCKET_SECONDS,
@@ -136,7 +136,7 @@ def test_a_temp_directory_too_deep_for_a_socket_gives_way_to_tmp(
     name.unlink()
 
 
-DAEMONS = (["-m", "pyspark.daemon"], ["-m", "sparkfn.runtime.daemon"])
+DAEMONS = (["-m", "pyspark.daemon"], ["-m", "sparkfn.runtime.spark.daemon"])
 
 
 def test_every_python_daemon_of_the_session_is_forked_by_its_zygote(spark: Any) -> None:
@@ -147,13 +147,13 @@ def test_every_python_daemon_of_the_session_is_forked_by_its_zygote(spark: Any) 
     managers = [pid for pid in daemons if _argv(_ppid(pid))[1:3] not in DAEMONS]  # not workers
     assert len(managers) >= 2, [_argv(pid) for pid in daemons]  # the lookup's and the tasks'
     for pid in managers:
-        assert _argv(_ppid(pid))[1:3] == ["-m", "sparkfn.runtime.zygote"], _argv(pid)
+        assert _argv(_ppid(pid))[1:3] == ["-m", "sparkfn.runtime.spark.zygote"], _argv(pid)
 
 
 QUIET_PROBE = """
 import socket, sys
 from pyspark import daemon
-from sparkfn.runtime.daemon import quiet
+from sparkfn.runtime.spark.daemon import quiet
 ours, spark = socket.socketpair()
 spark.close()  # Spark retired the worker: its connection is closed
 worker = quiet(daemon.worker) if sys.argv[1] == "quiet" else daemon.worker

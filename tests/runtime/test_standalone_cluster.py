@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 from sessions import session_processes
 
-from sparkfn.runtime.spark import use_project_interpreter
+from sparkfn.runtime.spark.session import use_project_interpreter
 from sparkfn.runtime.status import function_status
 from sparkfn.state.store import all_state
 from sparkfn.store.store import Store

@@ -22,7 +22,7 @@ import pytest
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.query import checkpoint_dir
+from sparkfn.runtime.query.build import checkpoint_dir
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin

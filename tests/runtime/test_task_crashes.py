@@ -61,7 +61,7 @@ from sessions import session_processes
 from sqlalchemy import select
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.status import function_status
 from sparkfn.state.store import all_state
@@ -253,7 +253,7 @@ def _argv(pid: int) -> list[bytes]:
 
 def _is_task_daemon(pid: int) -> bool:
     """Whether ``pid`` runs sparkfn's daemon module (the daemon, or a worker it forked)."""
-    return _argv(pid)[1:3] == [b"-m", b"sparkfn.runtime.daemon"]
+    return _argv(pid)[1:3] == [b"-m", b"sparkfn.runtime.spark.daemon"]
 
 
 def _drain(spark: Any, store: Store, per_batch: int) -> None:

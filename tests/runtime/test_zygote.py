@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from sparkfn.runtime import launch, zygote
+from sparkfn.runtime.spark import launch, zygote
 
 HERE = Path(__file__).parent
 PROBE = "zygote_probe"
@@ -64,7 +64,7 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
 def _launch(path: Path, *args: str, module: str = PROBE, **kwargs: Any) -> subprocess.Popen[str]:
     """A launcher handing ``-m module args`` to the zygote (as ``launch.main`` does for a runner)."""
     code = (
-        "import sys; from sparkfn.runtime import launch; "
+        "import sys; from sparkfn.runtime.spark import launch; "
         f"sys.exit(launch._forked({str(path)!r}, ['-m', {module!r}, *sys.argv[1:]]))"
     )
     return subprocess.Popen(

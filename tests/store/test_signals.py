@@ -8,7 +8,7 @@ import os
 import pytest
 
 from sparkfn.api.lifecycle import StopMode
-from sparkfn.runtime import control, objects
+from sparkfn.runtime.lifecycle import control, objects
 from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from sparkfn.runtime.spark import spark_session
+from sparkfn.runtime.spark.session import spark_session
 
 
 def start_copy(

@@ -17,7 +17,7 @@ import pytest
 from sparkfn.api.errors import SubscriptionInUseError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.query import start_function_query
+from sparkfn.runtime.query.build import start_function_query
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin

@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control
-from sparkfn.runtime.query import checkpoint_dir
+from sparkfn.runtime.lifecycle import control
+from sparkfn.runtime.query.build import checkpoint_dir
 from sparkfn.store import signals
 from sparkfn.worker.service import Worker
 

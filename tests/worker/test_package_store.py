@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from wheels import REPORT, build_wheel, build_zip, tinylib
 
 from sparkfn.api.errors import PackageError, PackageNotFoundError, SparkfnError
-from sparkfn.runtime.isolation import MANIFEST
+from sparkfn.runtime.spark.isolation import MANIFEST
 from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.worker.packages import PackageStore

@@ -21,7 +21,7 @@ import pytest
 from test_worker_versions import _awaittopic_counts, _send, _setup
 from worker_process import SharedWorker
 
-from sparkfn.runtime.spark import WARM_UP_GROUP
+from sparkfn.runtime.spark.session import WARM_UP_GROUP
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.worker.service import Worker

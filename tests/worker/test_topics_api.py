@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from worker_process import SharedWorker, WorkerProcess, topic_counts
 
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message

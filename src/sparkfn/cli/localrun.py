@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 SPARK_MASTER_ENV = "SPARKFN_SPARK_MASTER"
 VERBOSE_ENV = (
-    "SPARKFN_VERBOSE"  # sparkfn.runtime.jvm.VERBOSE_ENV, not imported: it loads the runtime
+    "SPARKFN_VERBOSE"  # sparkfn.runtime.spark.jvm.VERBOSE_ENV, not imported: it loads the runtime
 )
 
 CONFIG_FILE = Flag(
@@ -170,7 +170,7 @@ def localrun_query(
     Pulsar's localrun flags (:data:`~sparkfn.cli.pulsar_flags.PULSAR_LOCALRUN`);
     a warning line on stderr names each field or flag sparkfn ignores.
     """
-    if verbose:  # read where the JVM starts (sparkfn.runtime.jvm)
+    if verbose:  # read where the JVM starts (sparkfn.runtime.spark.jvm)
         os.environ[VERBOSE_ENV] = "1"
     config_file = config_file or pulsar.get("functionConfigFile")
     if not metrics_port and pulsar.get("metrics_port_start"):
@@ -232,7 +232,7 @@ def _checked_run(
         flow = f"{', '.join(config.inputs)} -> {what}"
     else:
         from sparkfn.runtime.localrun import LocalRun
-        from sparkfn.runtime.query import validate
+        from sparkfn.runtime.query.build import validate
 
         validate(store, config)
         run = LocalRun(config, store=store, spark_master=spark_master)

@@ -290,7 +290,7 @@ def unsubscribe(
     Refused while a running function or sink owns the subscription, unless
     --force: the run then starts it over at its initial position.
     """
-    from sparkfn.runtime.control import live_state
+    from sparkfn.runtime.lifecycle.control import live_state
     from sparkfn.topics.admin import TopicAdmin
     from sparkfn.topics.subscription import unsubscribe as unsubscribe_topic
 

@@ -38,7 +38,7 @@ from sparkfn.api.lifecycle import DeathCause, RunState, StopMode
 from sparkfn.api.status import DeathException, SourceInstanceStatus, SourceStatus
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.runner import SourceRunner, SourceState, SourceStats
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.states import FINAL_STATES
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.store.store import Store

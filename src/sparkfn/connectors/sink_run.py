@@ -2,7 +2,7 @@
 
 A sink runs as a function (:mod:`.sink_runtime`), so running one is running
 that function's query under the same supervisor, with the sink's own
-lifecycle records (``sink:<fqfn>``, see :func:`sparkfn.runtime.control.control_id`).
+lifecycle records (``sink:<fqfn>``, see :func:`sparkfn.runtime.lifecycle.control.control_id`).
 What a sink adds: :func:`validate_sink` checks its topics and code before
 Spark starts, and a failure is a :class:`ConnectorFailedError` naming the
 sink.
@@ -18,7 +18,7 @@ from sparkfn.config.connector import SinkConfig
 from sparkfn.connectors.registry import load_sink
 from sparkfn.connectors.sink_config import sink_function_config
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.query import check_topics_exist
+from sparkfn.runtime.query.build import check_topics_exist
 from sparkfn.store.store import Store
 
 if TYPE_CHECKING:

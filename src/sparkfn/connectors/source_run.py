@@ -31,7 +31,7 @@ from sparkfn.api.status import SourceStatus
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.instances import SourceInstances
 from sparkfn.connectors.runner import SourceRunner, SourceStats
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.supervisor import Supervisor
 from sparkfn.store.store import Store
 

@@ -24,11 +24,11 @@ from sparkfn.api.errors import FunctionFailedError, FunctionFailure, StaleRunErr
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.causes import short_error
 from sparkfn.runtime.lifecycle.function import FunctionSupervisor
-from sparkfn.runtime.query import resolve_inputs, start_function_query, validate
-from sparkfn.runtime.spark import spark_session
+from sparkfn.runtime.query.build import resolve_inputs, start_function_query, validate
+from sparkfn.runtime.spark.session import spark_session
 from sparkfn.runtime.status import function_stats, function_status
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import all_state, get_state

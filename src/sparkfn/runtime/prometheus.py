@@ -42,7 +42,7 @@ from prometheus_client.core import (
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import instance_recent, instance_totals
 from sparkfn.store.store import Store
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from sqlalchemy import delete
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control
-from sparkfn.runtime.query import checkpoint_dir
+from sparkfn.runtime.lifecycle import control
+from sparkfn.runtime.query.build import checkpoint_dir
 from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription

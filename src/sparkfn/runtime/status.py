@@ -27,7 +27,7 @@ from sparkfn.api.status import (
     FunctionStatus,
     UserMetricSummary,
 )
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import instance_recent, instance_totals, latest_exceptions
 from sparkfn.store.store import Store
 
@@ -49,7 +49,7 @@ def function_status(
     """Pulsar's ``FunctionStatus`` for ``fqfn``.
 
     ``control_id`` names its lifecycle record and stats (default ``fqfn``, a
-    function's; see :func:`sparkfn.runtime.control.control_id`).
+    function's; see :func:`sparkfn.runtime.lifecycle.control.control_id`).
     """
     key = control_id or fqfn
     totals = instance_totals(store, key)

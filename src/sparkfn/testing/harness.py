@@ -38,8 +38,8 @@ from sparkfn._closing import Closing
 from sparkfn.api.errors import ConfigError, HarnessClosedError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
+from sparkfn.runtime.function.loader import load_function, user_function
 from sparkfn.runtime.function.rows import DLQ_REAL_TOPIC, InputRows
-from sparkfn.runtime.loader import load_function, user_function
 from sparkfn.runtime.stats import InstanceStats, MetricSummary
 from sparkfn.store.clock import utc_now
 from sparkfn.testing.state import InMemoryState

@@ -23,8 +23,8 @@ from typing import Any
 from sparkfn.api.errors import TopicNotFoundError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
+from sparkfn.runtime.function.loader import Serde
 from sparkfn.runtime.function.topics import AUTO_CREATED_SCHEMA
-from sparkfn.runtime.loader import Serde
 from sparkfn.topics.admin import parse_topic_schema
 from sparkfn.topics.message import SchemaType
 

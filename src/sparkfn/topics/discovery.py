@@ -11,7 +11,7 @@ writing to a shared data directory).
 What a new topic holds was produced after the subscription began, so a
 subscription takes it from its first message, whatever
 ``subscription_position`` said when it was made (see
-:func:`sparkfn.runtime.query.adopt_pattern_topics`).
+:func:`sparkfn.runtime.query.build.adopt_pattern_topics`).
 """
 
 from __future__ import annotations

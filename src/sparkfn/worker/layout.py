@@ -12,9 +12,9 @@ kind        what is added
 ``whl``     ``site/``, the wheel installed with its dependencies
 ==========  ===========================================================================
 
-plus :data:`~sparkfn.runtime.isolation.MANIFEST`, listing the directories to
+plus :data:`~sparkfn.runtime.spark.isolation.MANIFEST`, listing the directories to
 put on ``sys.path`` (code first, then ``site/``); a function config's ``py``
-then names the package directory and :mod:`sparkfn.runtime.isolation`
+then names the package directory and :mod:`sparkfn.runtime.spark.isolation`
 enters it before the function loads.
 
 A zip's code is at its root, or, in Pulsar's layout, under ``<name>/src/``
@@ -32,7 +32,7 @@ import os
 from pathlib import Path
 
 from sparkfn.api.errors import PackageTooLargeError
-from sparkfn.runtime.isolation import MANIFEST
+from sparkfn.runtime.spark.isolation import MANIFEST
 from sparkfn.worker.archives import extract, scan
 from sparkfn.worker.dependencies import pip_install
 

@@ -33,8 +33,8 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.group.run import DEFAULT_GROUP, QueryGroup, groupable
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.purge import purge_function
-from sparkfn.runtime.query import apply_spark_conf, resolve_inputs, validate
-from sparkfn.runtime.spark import spark_session, warm_up
+from sparkfn.runtime.query.build import apply_spark_conf, resolve_inputs, validate
+from sparkfn.runtime.spark.session import spark_session, warm_up
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
 from sparkfn.store.store import Store

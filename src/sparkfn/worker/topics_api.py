@@ -33,7 +33,7 @@ from fastapi.responses import Response
 
 from sparkfn.api.errors import ConfigError, NotFoundError, SubscriptionNotFoundError
 from sparkfn.config.names import TopicName
-from sparkfn.runtime.control import live_state
+from sparkfn.runtime.lifecycle.control import live_state
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
 from sparkfn.topics.log import read_range

@@ -42,7 +42,7 @@ from sparkfn.api.errors import (
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
 from sparkfn.runtime.function.rows import DLQ_ATTEMPTS, DLQ_EXCEPTION
-from sparkfn.runtime.query import resolve_inputs
+from sparkfn.runtime.query.build import resolve_inputs
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.consumer import Consumer

@@ -1,6 +1,6 @@
 """One function instance inside a Spark Python worker process.
 
-The per-message engine that the Spark runtime (:mod:`sparkfn.runtime.executor`)
+The per-message engine that the Spark runtime (:mod:`sparkfn.runtime.query.executor`)
 and the unit-test harness (:mod:`sparkfn.testing`) both drive, in modules
 along its concepts:
 

@@ -36,10 +36,10 @@ from sparkfn.runtime.function.attempts import EmitResult, attempt_each
 from sparkfn.runtime.function.context import FatalOrigin, FunctionContext
 from sparkfn.runtime.function.emit import EmitBuffer, Emitted
 from sparkfn.runtime.function.instance_serdes import InstanceSerdes
+from sparkfn.runtime.function.loader import UserFunction
 from sparkfn.runtime.function.rows import InputRows
 from sparkfn.runtime.function.topics import TopicCatalog
 from sparkfn.runtime.function.vectorized import decode_batch, emit_batch_result
-from sparkfn.runtime.loader import UserFunction
 from sparkfn.runtime.stats import InstanceStats
 from sparkfn.state.buffer import CommittedState, StateBuffer, StateMutation, StateReader
 

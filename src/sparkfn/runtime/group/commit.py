@@ -4,7 +4,7 @@ The group query's ``foreachBatch`` runs on the driver. It collects the
 tasks' :class:`~.task.SliceResult` rows and commits, in one store
 transaction with a savepoint per member, each member's part of the batch
 as that function's own query would
-(:meth:`~sparkfn.runtime.sink.FunctionBatchWriter.commit`: its epoch, a
+(:meth:`~sparkfn.runtime.query.commit.FunctionBatchWriter.commit`: its epoch, a
 pending death, its subscription's move, its outputs, state and stats in one
 transaction), plus one more check in that transaction: the member is still
 in the group in the batch's epoch, so a member that left (cancelled,
@@ -31,11 +31,11 @@ from sqlalchemy import Connection
 
 from sparkfn.api.errors import FatalError, SparkfnError, StaleRunError
 from sparkfn.api.lifecycle import DeathCause
-from sparkfn.runtime import control
 from sparkfn.runtime.group.members import is_member
 from sparkfn.runtime.group.task import SliceResult
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import commit_stats_many
-from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
+from sparkfn.runtime.query.commit import FunctionBatch, FunctionBatchWriter
 from sparkfn.runtime.stats import InstanceStats
 from sparkfn.store.store import Store
 from sparkfn.topics.log import StagedSegment

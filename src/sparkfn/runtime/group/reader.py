@@ -35,10 +35,10 @@ from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.config.names import TopicName
 from sparkfn.config.settings import Settings
-from sparkfn.runtime import control
 from sparkfn.runtime.group import suspects
 from sparkfn.runtime.group.members import Member, group_hint, members
 from sparkfn.runtime.group.plan import GroupTask, MemberWork, pack
+from sparkfn.runtime.lifecycle import control
 from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription

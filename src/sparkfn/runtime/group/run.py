@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import objects
 from sparkfn.runtime.group import members, overrun, suspects
 from sparkfn.runtime.group.commit import GroupCommitter
 from sparkfn.runtime.group.reader import GROUP_FORMAT, GroupDataSource
+from sparkfn.runtime.lifecycle import objects
 from sparkfn.runtime.lifecycle.query_target import QueryTarget
 from sparkfn.runtime.lifecycle.target import Ended
-from sparkfn.runtime.query import REGISTER_LOCK, activate
+from sparkfn.runtime.query.build import REGISTER_LOCK, activate
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 
@@ -130,7 +130,7 @@ class QueryGroup:
             reader = reader.option("memberBudget", str(self.member_budget))
         if self.member_seconds:
             reader = reader.option("memberSeconds", str(self.member_seconds))
-        with REGISTER_LOCK:  # a registration per query: see sparkfn.runtime.query
+        with REGISTER_LOCK:  # a registration per query: see sparkfn.runtime.query.build
             self.spark.dataSource.register(GroupDataSource)
             frame = reader.load()
         writer = (
@@ -307,7 +307,7 @@ class GroupMemberTarget(QueryTarget):
         """Ask the group's reader for the member's end-of-stream batch."""
         if not self._active():
             return False
-        from sparkfn.runtime import control
+        from sparkfn.runtime.lifecycle import control
 
         self.final_seq = control.request_stop(self.store, self.control_id, mode, point)
         return True

@@ -1,8 +1,8 @@
 """A group's task, on an executor: each member's slice run and staged, failures kept apart.
 
 A slice is run exactly as a function's own query runs its task
-(:func:`~sparkfn.runtime.executor.make_run_function` over the slice's
-rows, then :meth:`~sparkfn.runtime.sink.FunctionBatchWriter.write`), with
+(:func:`~sparkfn.runtime.query.executor.make_run_function` over the slice's
+rows, then :meth:`~sparkfn.runtime.query.commit.FunctionBatchWriter.write`), with
 one difference: a member's failure (its code raises out of the runtime,
 ``context.fatal``, a cancel) is recorded as that member's death, closes
 only that member's objects in this process, and the task goes on with the
@@ -24,11 +24,11 @@ import pyarrow as pa
 from sparkfn.api.errors import FatalError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
-from sparkfn.runtime.executor import make_run_function
 from sparkfn.runtime.group import overrun
 from sparkfn.runtime.group.plan import GroupTask, MemberSlice
-from sparkfn.runtime.sink import FunctionBatch, FunctionBatchWriter
-from sparkfn.runtime.workerctl import CancelledError
+from sparkfn.runtime.lifecycle.workerctl import CancelledError
+from sparkfn.runtime.query.commit import FunctionBatch, FunctionBatchWriter
+from sparkfn.runtime.query.executor import make_run_function
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.spark.commit import kill_after_stage_if_requested

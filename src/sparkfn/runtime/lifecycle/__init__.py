@@ -1,17 +1,27 @@
-"""One lifecycle for functions, sinks and sources (DESIGN.md 2.3).
+"""One lifecycle for functions, sinks and sources.
+
+Two rooms share this package (``tests/test_layers.py`` keeps them apart):
+
+The records every participant shares, below the queries that read them:
 
 * :mod:`.states`: the run's state machine (:class:`~sparkfn.api.lifecycle.RunState`);
 * :mod:`.policy`: :func:`~.policy.decide`, the failure policy as a pure function;
+* :mod:`.causes`: the user-facing text of a failure;
+* :mod:`.control`: the run's record in the store (runs, deaths, stop requests);
+* :mod:`.objects`: commands to Spark's Python workers and the user objects they close;
+* :mod:`.workerctl`: the control thread in each Spark Python worker.
+
+The supervision, above the queries and groups it drives:
+
 * :mod:`.supervisor`: :class:`~.supervisor.Supervisor`, which runs one
   :class:`~.target.RunTarget` (a Spark query for a function or a sink,
   the instance threads for a source) under its stop modes and failure policy;
-* :mod:`.lookout`: when a supervisor reads its run's record (commit hints,
-  wake-ups, the recheck interval);
 * :mod:`.target`: the :class:`~.target.RunTarget` protocol and what a target
   reports when it ended by itself;
-* :mod:`.query`: the Spark query as a run target;
-* :mod:`.causes`: the user-facing text of a failure.
-
-The records every participant shares live in :mod:`sparkfn.runtime.control`;
-the control thread in Spark's Python workers in :mod:`sparkfn.runtime.workerctl`.
+* :mod:`.query_target`: a function's own Spark query as a run target;
+* :mod:`.lookout`: when a supervisor reads its run's record;
+* :mod:`.parking`, :mod:`.poison`: parked queries, and the search for a message
+  that kills its Python worker;
+* :mod:`.function`: the function supervisor, which picks a query of its own or a
+  member of a query group (:mod:`sparkfn.runtime.group`).
 """

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.policy import FailurePolicy
-from sparkfn.runtime.control import InstanceRecord
+from sparkfn.runtime.lifecycle.control import InstanceRecord
 
 
 def short_error(text: str) -> str:

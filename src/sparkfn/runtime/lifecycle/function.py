@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control
 from sparkfn.runtime.group.run import GroupMemberTarget, QueryGroup
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.lookout import POLL_SECONDS
 from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.lifecycle.poison import PoisonHunter

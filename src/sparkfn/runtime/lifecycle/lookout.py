@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 
@@ -38,7 +38,7 @@ class RecordWatch:
     :func:`~sparkfn.store.signals.recheck_seconds` in case a hint was lost:
     with a thousand functions on a worker (a query group's members), two
     hundred reads a second. This thread reads all of them in one query
-    (:func:`sparkfn.runtime.control.read_controls`) every ``recheck`` and
+    (:func:`sparkfn.runtime.lifecycle.control.read_controls`) every ``recheck`` and
     wakes only the supervisors whose record changed.
     """
 

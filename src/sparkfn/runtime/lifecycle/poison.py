@@ -20,11 +20,11 @@ message before it applies the failure policy:
    message is among the rest. If the probe's batch crashes, it is in that
    half. Either way ``bad`` halves.
 3. When one message crashes a batch of its own (run alone, so its worker's
-   exit status is known: :func:`sparkfn.runtime.daemon.note_exit_to`), it
+   exit status is known: :func:`sparkfn.runtime.spark.daemon.note_exit_to`), it
    is dead-lettered with the cause ("Python worker exited with code 3 while
    processing message 0:17 of public/default/in") in one transaction that
    moves the cursor past it only if it is still there, and counts it as a
-   system exception (:func:`sparkfn.runtime.deadletter.dead_letter_input`).
+   system exception (:func:`sparkfn.runtime.query.deadletter.dead_letter_input`).
    The query starts again as usual, and the function stays ``RUNNING``.
 
 The hunt gives up, and the failure policy applies as before, when:
@@ -59,9 +59,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkfn.config.function import FunctionConfig, ProcessingGuarantee
-from sparkfn.runtime import control
-from sparkfn.runtime.deadletter import dead_letter_input
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import instance_totals
+from sparkfn.runtime.query.deadletter import dead_letter_input
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin

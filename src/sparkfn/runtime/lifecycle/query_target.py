@@ -2,7 +2,7 @@
 
 The query's instances are not threads of this process: they are Spark tasks
 in Python worker processes, reached through the run's control record
-(:mod:`sparkfn.runtime.control`):
+(:mod:`sparkfn.runtime.lifecycle.control`):
 
 * drain / suspend: the reader stops admitting input (drain: after the offsets
   present when the drain was asked) and plans one end-of-stream batch in
@@ -11,7 +11,7 @@ in Python worker processes, reached through the run's control record
 * cancel: the reader admits nothing, running tasks are interrupted at their
   next batch boundary (closing their objects on the way out), then the query
   is stopped;
-* closing: every worker process's control thread (:mod:`sparkfn.runtime.workerctl`)
+* closing: every worker process's control thread (:mod:`sparkfn.runtime.lifecycle.workerctl`)
   is told to close the instances' objects and acknowledges each one.
 
 A death stops the whole query; a relaunch starts it again in a new epoch,
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparkfn.api.lifecycle import StopMode
-from sparkfn.runtime import control, objects
+from sparkfn.runtime.lifecycle import control, objects
 from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.store import signals, watch

@@ -37,7 +37,7 @@ from typing import Any
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.api.lifecycle import DeathCause, Response, RunState, StopMode
 from sparkfn.config.policy import FailurePolicy
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.causes import escalated, failure_of, fenced
 from sparkfn.runtime.lifecycle.lookout import Lookout
 from sparkfn.runtime.lifecycle.poison import PoisonHunter

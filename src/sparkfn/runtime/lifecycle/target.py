@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sparkfn.api.lifecycle import StopMode
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def freeze_imports(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
     A Python worker imports numpy, pyarrow and pandas (and the user's code)
     in its first task, after the daemon's fork; pyspark then runs a full
     ``gc.collect()`` after every task, which walks all of them each time
-    (see :mod:`sparkfn.runtime.daemon`). Collected once and frozen when the
+    (see :mod:`sparkfn.runtime.spark.daemon`). Collected once and frozen when the
     first task is done, they are skipped from then on. What becomes garbage
     later among the frozen objects is kept: one task's worth of objects, at
     most, in a process's life.

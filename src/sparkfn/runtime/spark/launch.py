@@ -1,10 +1,10 @@
-"""Spark's Python executable when a zygote serves (:mod:`sparkfn.runtime.zygote`).
+"""Spark's Python executable when a zygote serves (:mod:`sparkfn.runtime.spark.zygote`).
 
 Spark starts its Python processes as ``<python> -m <module> ...``. This
 module is that ``<python>`` (installed as the ``sparkfn-spark-python``
 script beside the interpreter, see
-:func:`sparkfn.runtime.spark.use_project_interpreter`): a source runner
-(:data:`~sparkfn.runtime.zygote.FORKED`) is handed to the zygote named by
+:func:`sparkfn.runtime.spark.session.use_project_interpreter`): a source runner
+(:data:`~sparkfn.runtime.spark.zygote.FORKED`) is handed to the zygote named by
 ``SPARKFN_ZYGOTE``, which forks it with its imports done (so does a
 Python daemon); this process
 stays, so Spark still sees a process of its own, forwards ``SIGTERM``,
@@ -42,7 +42,7 @@ FORKED = frozenset(
     {
         "pyspark.sql.streaming.python_streaming_source_runner",
         "pyspark.daemon",
-        "sparkfn.runtime.daemon",
+        "sparkfn.runtime.spark.daemon",
     }
 )
 

@@ -22,7 +22,7 @@ from sparkfn.api.function import VECTORIZED_ATTR, VectorizedFunction
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.secrets import secrets_provider
 from sparkfn.runtime.function.serde import Serde
-from sparkfn.runtime.isolation import enter_package, package_paths
+from sparkfn.runtime.spark.isolation import enter_package, package_paths
 
 __all__ = ["COMPAT_DIR", "Serde", "UserFunction", "load_function", "user_function"]
 
@@ -146,7 +146,7 @@ def load_function(config: FunctionConfig) -> UserFunction:
     """Load ``config``'s code; raise :class:`FunctionLoadError` naming what is wrong.
 
     Its secrets provider is checked here too, so a wrong one fails before any message.
-    The function's package is entered first (:mod:`sparkfn.runtime.isolation`), so
+    The function's package is entered first (:mod:`sparkfn.runtime.spark.isolation`), so
     it imports its own modules and libraries, not another function's.
     """
     with enter_package(config.py):

@@ -27,10 +27,15 @@ from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig, ProcessingGuarantee
-from sparkfn.runtime import control
-from sparkfn.runtime.executor import make_run_function
-from sparkfn.runtime.loader import load_function
-from sparkfn.runtime.sink import COMMIT_SCHEMA, BatchCommitter, FunctionBatchWriter, stage_in_task
+from sparkfn.runtime.function.loader import load_function
+from sparkfn.runtime.lifecycle import control
+from sparkfn.runtime.query.commit import (
+    COMMIT_SCHEMA,
+    BatchCommitter,
+    FunctionBatchWriter,
+    stage_in_task,
+)
+from sparkfn.runtime.query.executor import make_run_function
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
@@ -47,7 +52,7 @@ if TYPE_CHECKING:
 
     from sparkfn.runtime.lifecycle.poison import Probe
 
-ADMISSION = "sparkfn.runtime.admission:RunAdmission"
+ADMISSION = "sparkfn.runtime.query.admission:RunAdmission"
 REGISTER_LOCK = threading.Lock()
 
 
@@ -181,7 +186,7 @@ def start_function_query(
     (unsupervised runs); a supervised run drains through its control record
     instead, and passes the ``epoch`` of the run, which the sink's commit
     checks. ``kind`` (``function`` or ``sink``) names the record
-    (:func:`sparkfn.runtime.control.control_id`), the checkpoint and the query.
+    (:func:`sparkfn.runtime.lifecycle.control.control_id`), the checkpoint and the query.
     ``probe``: the query starts by reading part of a batch that crashed a
     Python worker (:mod:`sparkfn.runtime.lifecycle.poison`).
     """

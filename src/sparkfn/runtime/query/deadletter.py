@@ -22,8 +22,8 @@ from sqlalchemy import select
 
 from sparkfn.api.errors import PythonWorkerCrashed, TopicExistsError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control
 from sparkfn.runtime.function.rows import InputRows
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.runtime.stats import ExceptionInfo, InstanceStats
 from sparkfn.store import signals

@@ -5,7 +5,7 @@ sparkfn points Spark's Python workers at the interpreter running sparkfn
 data source. Four settings only make Python processes cheaper to start or
 to talk to:
 
-* The daemon they are forked from is :mod:`sparkfn.runtime.daemon`, which
+* The daemon they are forked from is :mod:`sparkfn.runtime.spark.daemon`, which
   has already imported the thread-free part of what sparkfn's tasks import.
 * With the pip-installed pyspark, ``SPARK_HOME`` is a copy of it made of
   symlinks, minus ``python/lib/pyspark.zip``. Spark puts that zip first on
@@ -16,8 +16,8 @@ to talk to:
   package, compiled once by pip. A ``SPARK_HOME`` the user set is kept.
 * With a local master and no ``PYSPARK_PYTHON`` of the user's, each
   query's source runner is forked by a zygote with its imports done
-  (:mod:`sparkfn.runtime.zygote`), through the launcher Spark runs as its
-  Python (:mod:`sparkfn.runtime.launch`).
+  (:mod:`sparkfn.runtime.spark.zygote`), through the launcher Spark runs as its
+  Python (:mod:`sparkfn.runtime.spark.launch`).
 * With the zygote, Spark talks to its Python processes over Unix
   sockets, not loopback TCP. Over TCP each query's source runner waited
   out two delayed acknowledgements (50 ms each) before it had its data
@@ -58,7 +58,7 @@ DEFAULT_CONF = {
     # Streaming progress is reported by sparkfn; Spark's own is noise at INFO.
     "spark.sql.streaming.metricsEnabled": "false",
     "spark.python.worker.reuse": "true",
-    "spark.python.daemon.module": "sparkfn.runtime.daemon",
+    "spark.python.daemon.module": "sparkfn.runtime.spark.daemon",
     # An idle query asks its source for new offsets after this pause. Each
     # ask is a round trip to the query's Python source process and a store
     # read: at Spark's 10 ms an idle function kept a fifth of a core busy.
@@ -92,10 +92,10 @@ def use_project_interpreter(*, zygote: bool = False) -> None:
 
     With ``zygote`` (a local master, and no Python executable of the
     user's), Spark's Python processes start through
-    :mod:`sparkfn.runtime.launch`, and a :mod:`~sparkfn.runtime.zygote`
+    :mod:`sparkfn.runtime.spark.launch`, and a :mod:`~sparkfn.runtime.spark.zygote`
     forks the queries' source runners with their imports done.
     """
-    from sparkfn.runtime.launch import SCRIPT, ZYGOTE_ENV
+    from sparkfn.runtime.spark.launch import SCRIPT, ZYGOTE_ENV
 
     # The launcher inherited from a parent process is that process's, not a
     # choice of the user's: its zygote serves that process's Spark only.
@@ -126,7 +126,7 @@ _zygote: subprocess.Popen[bytes] | None = None
 
 def zygote_serves() -> bool:
     """Whether this process's zygote runs and Spark's Python is its launcher."""
-    from sparkfn.runtime.launch import SCRIPT
+    from sparkfn.runtime.spark.launch import SCRIPT
 
     ours = _zygote is not None and _zygote.poll() is None
     return ours and Path(os.environ.get("PYSPARK_PYTHON", "")).name == SCRIPT
@@ -140,7 +140,7 @@ def start_zygote() -> Path | None:
     ``sparkfn-spark-python`` script beside this interpreter.
     """
     global _zygote  # noqa: PLW0603 - one per driver process
-    from sparkfn.runtime import launch, zygote
+    from sparkfn.runtime.spark import launch, zygote
 
     launcher = Path(sys.executable).with_name(launch.SCRIPT)
     if not sys.platform.startswith("linux") or not launcher.is_file():
@@ -220,7 +220,7 @@ def spark_session(
     Before a JVM starts, a ``spark://`` master must accept a connection
     (:class:`~sparkfn.ConfigError` in seconds otherwise), and the JVM's own
     output (its warnings, Spark's log4j lines) is kept off the terminal
-    unless ``SPARKFN_VERBOSE=1`` (:mod:`sparkfn.runtime.jvm`).
+    unless ``SPARKFN_VERBOSE=1`` (:mod:`sparkfn.runtime.spark.jvm`).
     """
     from pyspark import SparkContext
 
@@ -228,7 +228,7 @@ def spark_session(
     use_project_interpreter(zygote=fresh and master.startswith("local"))
     from pyspark.sql import SparkSession
 
-    from sparkfn.runtime import jvm
+    from sparkfn.runtime.spark import jvm
     from sparkfn.topics.spark.source import SparkfnDataSource
 
     settings = {**DEFAULT_CONF, **_socket_conf(), **(conf or {})}
@@ -258,7 +258,7 @@ def _socket_conf() -> dict[str, str]:
     Loopback TCP made each handshake with a Python process wait out delayed
     acknowledgements (two 50 ms stalls per query's source runner). Only
     where the zygote runs every Spark Python daemon: their workers end
-    quietly when Spark retires them (:func:`sparkfn.runtime.daemon.serve`),
+    quietly when Spark retires them (:func:`sparkfn.runtime.spark.daemon.serve`),
     which pyspark's own daemon, over Unix sockets, reports with a traceback.
     """
     if not zygote_serves():

@@ -11,10 +11,10 @@ everything in one transaction per batch.
 User objects live in :data:`_INSTANCES`, one per (run, version, instance)
 per Python worker process, created and initialized on first use, so a
 reused worker keeps its objects across batches. A run is named by its
-control id (:func:`sparkfn.runtime.control.control_id`), so a function and a
+control id (:func:`sparkfn.runtime.lifecycle.control.control_id`), so a function and a
 sink of the same FQFN never share objects, deaths or commands. The
 lifecycle rules of DESIGN.md 2.3 are kept here and in
-:mod:`sparkfn.runtime.workerctl`:
+:mod:`sparkfn.runtime.lifecycle.workerctl`:
 
 * a task holds the object's lock for its whole run, so calls never overlap;
 * a task that fails ends its worker process (PySpark exits after a failed
@@ -42,13 +42,14 @@ import pyarrow.compute as pc
 from sparkfn.api.errors import FatalError
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime import control, daemon, objects, workerctl
 from sparkfn.runtime.function.emit import EmitBuffer
 from sparkfn.runtime.function.instance import FunctionInstance
+from sparkfn.runtime.function.loader import load_function
 from sparkfn.runtime.function.rows import InputRows
 from sparkfn.runtime.function.topics import StoreTopicCatalog
-from sparkfn.runtime.isolation import use_package
-from sparkfn.runtime.loader import load_function
+from sparkfn.runtime.lifecycle import control, objects, workerctl
+from sparkfn.runtime.spark import daemon
+from sparkfn.runtime.spark.isolation import use_package
 from sparkfn.state.store import state_reader
 from sparkfn.store.store import Store
 
@@ -165,11 +166,11 @@ def make_run_function(
 
     ``control_id`` names the run's lifecycle record (default the FQFN, a
     function's; a sink's is ``sink:<fqfn>``, see
-    :func:`sparkfn.runtime.control.control_id`). ``isolated``: the task goes
+    :func:`sparkfn.runtime.lifecycle.control.control_id`). ``isolated``: the task goes
     on after this run fails (a group's task runs other members too), so a
     failure closes only this run's objects of the process. ``exit_note`` (a
     file): if a task's worker process dies, its daemon writes the exit status
-    there (:func:`sparkfn.runtime.daemon.note_exit_to`; a probe of the
+    there (:func:`sparkfn.runtime.spark.daemon.note_exit_to`; a probe of the
     supervisor's, :mod:`sparkfn.runtime.lifecycle.poison`).
     """
     cid = control_id or config.fqfn

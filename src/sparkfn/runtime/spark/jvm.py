@@ -1,6 +1,6 @@
 """Starting Spark's JVM: a master that answers first, and the JVM's own chatter kept off the terminal.
 
-:func:`~sparkfn.runtime.spark.spark_session` calls both before it starts a
+:func:`~sparkfn.runtime.spark.session.spark_session` calls both before it starts a
 JVM:
 
 * :func:`check_master` connects to a ``spark://`` master's host and port

@@ -82,7 +82,7 @@ def serve() -> None:
     Spark retires a Python worker idle for a minute by closing its
     connection; the worker, waiting for its next task, reads the end,
     writes its error report and exits. Over Unix sockets (see
-    :func:`sparkfn.runtime.spark.spark_session`) that last flush fails at
+    :func:`sparkfn.runtime.spark.session.spark_session`) that last flush fails at
     once with ``BrokenPipeError``, and pyspark's daemon printed its
     traceback on the driver's console every time; over TCP the write went
     unnoticed. Nobody reads that connection any more, so nothing is lost:

@@ -1,9 +1,9 @@
 """Commands to Spark's Python workers, and the user objects they create and close.
 
 The supervisor issues a command (close, graceful close, cancel) for some
-instances of a run (named by its control id, :func:`sparkfn.runtime.control.control_id`,
+instances of a run (named by its control id, :func:`sparkfn.runtime.lifecycle.control.control_id`,
 kept in the tables' ``fqfn`` column); the control thread in each Python worker process
-(:mod:`sparkfn.runtime.workerctl`) reads the commands newer than the last it
+(:mod:`sparkfn.runtime.lifecycle.workerctl`) reads the commands newer than the last it
 saw, acts on its objects, and marks them closed here, so the supervisor
 knows every object was closed or names those that were not.
 """

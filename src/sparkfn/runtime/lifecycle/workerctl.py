@@ -29,9 +29,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from sparkfn.runtime import objects
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.instance import FunctionInstance
+from sparkfn.runtime.lifecycle import objects
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics.message import Message

@@ -3,14 +3,14 @@
 The ``sparkfn`` reader of a supervised query builds a :class:`RunAdmission`
 from its options (``admission``, ``controlId``) and asks it at every
 trigger what it may admit; the answer comes from the run's control record
-(:mod:`sparkfn.runtime.control`), which the supervisor writes.
+(:mod:`sparkfn.runtime.lifecycle.control`), which the supervisor writes.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Connection, select
 
-from sparkfn.runtime import control
+from sparkfn.runtime.lifecycle import control
 from sparkfn.store.store import Store
 from sparkfn.topics.spark.admission import PARK, AdmissionView
 

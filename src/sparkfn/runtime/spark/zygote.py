@@ -8,10 +8,10 @@ and the first offset of the query waits for it: about 0.4 s of imports
 native Spark job. A function's start, a restart after a failure and a
 parked function's wake-up all pay it.
 
-For a local master, :func:`sparkfn.runtime.spark.spark_session` starts this
+For a local master, :func:`sparkfn.runtime.spark.session.spark_session` starts this
 module beside the driver. It imports what a source runner imports, once,
 then serves requests on a Unix socket: Spark's Python executable is
-:mod:`sparkfn.runtime.launch`, which hands a runner's command line,
+:mod:`sparkfn.runtime.spark.launch`, which hands a runner's command line,
 environment, working directory and standard streams to this process; a
 forked child takes them over and runs the runner module, and the launcher
 waits for it, forwards signals to it, and exits with its status. Anything
@@ -50,8 +50,8 @@ import threading
 import traceback
 import warnings
 
-from sparkfn.runtime import daemon
-from sparkfn.runtime.launch import socket_address
+from sparkfn.runtime.spark import daemon
+from sparkfn.runtime.spark.launch import socket_address
 
 # Modules Spark starts as processes of their own that are forked here: the
 # per-query source runner, and the daemons whose forks run the planning
@@ -62,7 +62,7 @@ FORKED = frozenset(
     {
         "pyspark.sql.streaming.python_streaming_source_runner",
         "pyspark.daemon",
-        "sparkfn.runtime.daemon",
+        "sparkfn.runtime.spark.daemon",
     }
 )
 
@@ -78,8 +78,8 @@ PRELOAD = (
     *daemon.PRELOAD,  # what sparkfn's daemon loads for its tasks
     "sparkfn.topics.spark.source",
     "sparkfn.topics.spark.reader",
-    "sparkfn.runtime.admission",
-    "sparkfn.runtime.sink",
+    "sparkfn.runtime.query.admission",
+    "sparkfn.runtime.query.commit",
 )
 
 # Set for the zygote's own imports, so that they start no thread.
@@ -107,7 +107,7 @@ LISTENER_ENV = "SPARKFN_ZYGOTE_LISTENER"  # the fd of a listening socket made by
 
 
 def listen(path: str) -> socket.socket:
-    """A socket listening at ``path`` (see :func:`~sparkfn.runtime.launch.socket_address`)."""
+    """A socket listening at ``path`` (see :func:`~sparkfn.runtime.spark.launch.socket_address`)."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if not path.startswith("@"):
         with contextlib.suppress(FileNotFoundError):
@@ -187,7 +187,9 @@ def _spawn(
         data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST, 3)
         while data and not data.endswith(b"\n") and len(data) < MAX_REQUEST:
             data += conn.recv(MAX_REQUEST)  # a request is one line; a large one comes in parts
-        request = ast.literal_eval(data.decode())  # a literal only (see sparkfn.runtime.launch)
+        request = ast.literal_eval(
+            data.decode()
+        )  # a literal only (see sparkfn.runtime.spark.launch)
         if not isinstance(request, dict):
             msg = "not a request"
             raise ValueError(msg)
@@ -305,6 +307,6 @@ def _set_cmdline(argv: list[str]) -> None:
 if __name__ == "__main__":
     for _name, _value in THREADLESS_ENV.items():
         os.environ.setdefault(_name, _value)
-    # python -m sparkfn.runtime.zygote SOCKET ROOM [MODULE ...]: ROOM is the
+    # python -m sparkfn.runtime.spark.zygote SOCKET ROOM [MODULE ...]: ROOM is the
     # space for a child's command line; MODULEs replace FORKED (tests).
     sys.exit(serve(sys.argv[1], frozenset(sys.argv[3:]) or FORKED))

@@ -1,0 +1,1 @@
+"""A function's own Spark streaming query: building it, admitting work, and its batch commit."""
