@@ -30,7 +30,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, create_engine, delete, event, insert, select, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    create_engine,
+    delete,
+    event,
+    insert,
+    select,
+    text,
+    tuple_,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
@@ -273,6 +284,27 @@ class Store:
         if self.dialect == "postgresql":
             query = query.with_for_update()
         return {row.partition: (row.start_offset, row.next_offset) for row in conn.execute(query)}
+
+    def lock_partitions_many(
+        self, conn: Connection, keys: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], tuple[int, int]]:
+        """:meth:`lock_partitions` of many topics at once: ``{(topic id, partition): (start,
+        next)}``, locked in (topic id, partition) order."""
+        table = schema.partitions
+        wanted = sorted(set(keys))
+        if not wanted:
+            return {}
+        query = (
+            select(table.c.topic_id, table.c.partition, table.c.start_offset, table.c.next_offset)
+            .where(tuple_(table.c.topic_id, table.c.partition).in_(wanted))
+            .order_by(table.c.topic_id, table.c.partition)
+        )
+        if self.dialect == "postgresql":
+            query = query.with_for_update()
+        return {
+            (row.topic_id, row.partition): (row.start_offset, row.next_offset)
+            for row in conn.execute(query)
+        }
 
     def path(self, location: str) -> Path:
         """Absolute path of a segment location stored relative to the data dir."""

@@ -17,7 +17,7 @@ from datetime import datetime
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import Connection, and_, func, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, func, insert, select, update
 
 from sparkfn.api.errors import ConfigError, StoreError, TopicNotFoundError
 from sparkfn.store import schema, signals
@@ -103,32 +103,58 @@ def commit_segments(
     Must run inside ``store.write()``. Segments of one partition get
     consecutive offsets in the order given.
     """
-    by_partition: dict[int, list[StagedSegment]] = {}
-    for seg in staged:
-        if not 0 <= seg.partition < topic.partitions:
-            msg = (
-                f"topic {topic.name} has {topic.partitions} partitions; "
-                f"got partition {seg.partition}"
-            )
-            raise ConfigError(msg)
-        if seg.count:
-            by_partition.setdefault(seg.partition, []).append(seg)
-    if not by_partition:
+    assigned = commit_segments_many(store, conn, [(topic, staged)], commit_id)
+    return {partition: span for (_, partition), span in assigned.items()}
+
+
+def commit_segments_many(
+    store: Store,
+    conn: Connection,
+    staged: Sequence[tuple[TopicInfo, Sequence[StagedSegment]]],
+    commit_id: str,
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """:func:`commit_segments` of several topics in a few statements (a query group's commit).
+
+    Returns ``{(topic id, partition): (first, next)}``. One lock of every
+    partition written, in (topic id, partition) order; one update of their
+    next offsets; one insert of every segment row.
+    """
+    by_key: dict[tuple[int, int], list[StagedSegment]] = {}
+    topics: dict[int, TopicInfo] = {}
+    for topic, segs in staged:
+        topics[topic.id] = topic
+        for seg in segs:
+            if not 0 <= seg.partition < topic.partitions:
+                msg = (
+                    f"topic {topic.name} has {topic.partitions} partitions; "
+                    f"got partition {seg.partition}"
+                )
+                raise ConfigError(msg)
+            if seg.count:
+                by_key.setdefault((topic.id, seg.partition), []).append(seg)
+    if not by_key:
         return {}
-    offsets = lock_for_append(store, conn, topic, list(by_partition))
-    for seg in staged:  # after the lock, whose wait may be long: then nothing more waits
-        if seg.location:
-            _keep_staged(store, topic, seg.location)
-    signals.hint_on_commit(conn, signals.topic_hint(topic.id))
+    offsets = store.lock_partitions_many(conn, list(by_key))
+    missing = sorted({topics[t].name for t, _ in by_key if (t, _) not in offsets})
+    if missing:
+        msg = f"topic {missing[0]} was deleted (it existed when the append began); nothing was appended"
+        raise TopicNotFoundError(msg)
+    for (topic_id, _), segs in by_key.items():  # after the lock, whose wait may be long
+        for seg in segs:
+            if seg.location:
+                _keep_staged(store, topics[topic_id], seg.location)
+    for topic_id in sorted({t for t, _ in by_key}):
+        signals.hint_on_commit(conn, signals.topic_hint(topic_id))
     now = utc_now()
-    rows = []
-    assigned: dict[int, tuple[int, int]] = {}
-    for partition, segs in sorted(by_partition.items()):
-        first = offset = offsets[partition][1]
+    rows: list[dict[str, object]] = []
+    ends: list[dict[str, object]] = []
+    assigned: dict[tuple[int, int], tuple[int, int]] = {}
+    for (topic_id, partition), segs in sorted(by_key.items()):
+        first = offset = offsets[(topic_id, partition)][1]
         for seg in segs:
             rows.append(
                 {
-                    "topic_id": topic.id,
+                    "topic_id": topic_id,
                     "partition": partition,
                     "base_offset": offset,
                     "count": seg.count,
@@ -141,17 +167,15 @@ def commit_segments(
                 }
             )
             offset += seg.count
-        assigned[partition] = (first, offset)
-        conn.execute(
-            update(schema.partitions)
-            .where(
-                and_(
-                    schema.partitions.c.topic_id == topic.id,
-                    schema.partitions.c.partition == partition,
-                )
-            )
-            .values(next_offset=offset)
-        )
+        assigned[(topic_id, partition)] = (first, offset)
+        ends.append({"t": topic_id, "p": partition, "n": offset})
+    table = schema.partitions
+    conn.execute(
+        update(table)
+        .where(and_(table.c.topic_id == bindparam("t"), table.c.partition == bindparam("p")))
+        .values(next_offset=bindparam("n")),
+        ends,
+    )
     conn.execute(insert(schema.segments), rows)
     return assigned
 

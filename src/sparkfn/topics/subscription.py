@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import Connection, and_, delete, insert, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from sparkfn.api.errors import (
@@ -406,6 +406,83 @@ def plan_batch(
     else:
         conn.execute(update(_plans).where(_plans.c.name == name).values(**values))
     return Plan(epoch, spark_start, spark_end, spans, ack_on_plan, False)
+
+
+def commit_plans(
+    conn: Connection, wanted: dict[str, tuple[int, str]]
+) -> dict[str, Plan | None | SubscriptionInUseError]:
+    """:func:`commit_plan` of many subscriptions (``{name: (epoch, owner)}``) in a few statements.
+
+    A query group's commit, for all its members at once. Each answer is what
+    :func:`commit_plan` would give that subscription: its plan (committed,
+    its cursors moved), ``None`` (discard the batch) or the refusal it would
+    raise, returned instead (the caller decides for that subscription alone).
+    The owner rows, then the cursor rows, are locked in name order.
+    """
+    names = sorted(wanted)
+    if not names:
+        return {}
+    owners_query = select(_owners.c.name, _owners.c.owner).where(_owners.c.name.in_(names))
+    cursors_query = (
+        select(_cursors.c.name, _cursors.c.topic_id, _cursors.c.partition, _cursors.c.cursor)
+        .where(_cursors.c.name.in_(names))
+        .order_by(_cursors.c.name, _cursors.c.topic_id, _cursors.c.partition)
+    )
+    if conn.dialect.name == "postgresql":
+        owners_query = owners_query.order_by(_owners.c.name).with_for_update()
+        cursors_query = cursors_query.with_for_update()
+    holders = {r.name: r.owner for r in conn.execute(owners_query)}
+    current: dict[str, dict[PartitionKey, int]] = {}
+    for r in conn.execute(cursors_query):
+        current.setdefault(r.name, {})[(r.topic_id, r.partition)] = r.cursor
+    plans = {
+        r.name: Plan(
+            r.epoch,
+            r.spark_start,
+            r.spark_end,
+            tuple(Span(*x) for x in json.loads(r.spans)),
+            r.acked,
+            r.committed,
+        )
+        for r in conn.execute(select(_plans).where(_plans.c.name.in_(names)))
+    }
+    answers: dict[str, Plan | None | SubscriptionInUseError] = {}
+    moves: list[dict[str, object]] = []
+    now = utc_now()
+    for name in names:
+        epoch, owner = wanted[name]
+        holder, plan, at = holders.get(name), plans.get(name), current.get(name, {})
+        if holder is not None and holder != owner:
+            answers[name] = in_use_error(name, holder, owner)
+        elif holder is None or plan is None or plan.epoch != epoch or plan.committed:
+            answers[name] = None
+        elif not plan.acked and any(at.get(s.key) != s.start for s in plan.spans):
+            answers[name] = None
+        else:
+            answers[name] = plan
+            if not plan.acked:
+                moves += [
+                    {"n": name, "t": s.topic_id, "p": s.partition, "c": s.end, "at": now}
+                    for s in plan.spans
+                    if s.end != s.start
+                ]
+    if moves:
+        conn.execute(
+            update(_cursors)
+            .where(
+                and_(
+                    _cursors.c.name == bindparam("n"),
+                    _cursors.c.topic_id == bindparam("t"),
+                    _cursors.c.partition == bindparam("p"),
+                )
+            )
+            .values(cursor=bindparam("c"), updated_at=bindparam("at")),
+            moves,
+        )
+    done = [name for name, answer in answers.items() if isinstance(answer, Plan)]
+    if done:
+        conn.execute(update(_plans).where(_plans.c.name.in_(done)).values(committed=True))
+    return answers
 
 
 def commit_plan(

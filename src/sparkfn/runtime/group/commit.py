@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import pickle
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from sqlalchemy import Connection
 
 from sparkfn.api.errors import FatalError, SparkfnError, StaleRunError
 from sparkfn.api.lifecycle import DeathCause
+from sparkfn.runtime.group.bulk import MemberPart, commit_members
 from sparkfn.runtime.group.members import is_member
 from sparkfn.runtime.group.task import SliceResult
 from sparkfn.runtime.lifecycle import control
@@ -134,7 +136,9 @@ class GroupCommitter:
         """Every member's part of the batch, in one store transaction with a savepoint per member.
 
         One transaction, not one per member: a batch of 200 members took the
-        store's write lock 200 times, and a producer waited behind each.
+        store's write lock 200 times, and a producer waited behind each. The
+        members go through :func:`~.bulk.commit_members` together first; those
+        it leaves (a refusal or failure of their own) commit one by one.
         A member refused or failing rolls back to its savepoint alone: its
         staged files are deleted, its cursors stay, its death is recorded
         after the transaction. Should the transaction itself fail before its
@@ -155,6 +159,7 @@ class GroupCommitter:
         reached_commit = False
         try:
             with store.write() as conn:
+                pending: list[tuple[str, int, list[SliceResult], list[StagedSegment]]] = []
                 for (cid, epoch), parts in sorted(by_member.items()):
                     staged = [seg for p in parts if p.batch for _, seg in p.batch.staged]
                     failed = self._failure(cid, epoch, parts, batch_id)
@@ -163,6 +168,10 @@ class GroupCommitter:
                         if failed[1] is not None:
                             deaths.append((cid, epoch, failed[0], failed[1]))
                         continue
+                    pending.append((cid, epoch, parts, staged))
+                leftover, discarded = self._bulk(store, conn, pending, batch_id, stats)
+                unseen += discarded
+                for cid, epoch, parts, staged in leftover:
                     writer = MemberBatchWriter(
                         parts[0].config, self.store_url, self.data_dir, epoch=epoch, control_id=cid
                     )
@@ -208,6 +217,39 @@ class GroupCommitter:
             writer.record_fenced(store, refusal)
         for cid, epoch, instance, cause in deaths:
             control.record_death(store, cid, instance, cause, fatal=False, epoch=epoch)
+
+    def _bulk(
+        self,
+        store: Store,
+        conn: Connection,
+        pending: list[tuple[str, int, list[SliceResult], list[StagedSegment]]],
+        batch_id: int,
+        stats: list[tuple[str, list[tuple[int, InstanceStats]]]],
+    ) -> tuple[list[tuple[str, int, list[SliceResult], list[StagedSegment]]], list[StagedSegment]]:
+        """Commit what :func:`~.bulk.commit_members` can, in a savepoint; returns the members
+        left for the member-by-member commit (all of them, should the savepoint fail), and
+        the staged files of the members it discarded.
+        """
+        counts = Counter(cid for cid, *_ in pending)
+        bulk = [m for m in pending if counts[m[0]] == 1]
+        if len(bulk) < 2:
+            return pending, []
+        parts = [
+            MemberPart(cid, epoch, slices[0].config, [p.batch for p in slices if p.batch])
+            for cid, epoch, slices, _ in bulk
+        ]
+        try:
+            with conn.begin_nested():
+                outcome = commit_members(store, conn, parts, batch_id)
+        except Exception as exc:  # one by one, so that only the culprit fails
+            _LOG.warning(
+                "group %s: batch %d committed member by member: %s", self.group, batch_id, exc
+            )
+            return pending, []
+        stats += outcome.committed
+        discarded, leftover = set(outcome.discarded), set(outcome.leftover)
+        files = [seg for cid, _, _, staged in bulk if cid in discarded for seg in staged]
+        return [m for m in pending if counts[m[0]] > 1 or m[0] in leftover], files
 
     def _failure(
         self, cid: str, epoch: int, parts: list[SliceResult], batch_id: int

@@ -10,6 +10,7 @@ Every change touches the group's hint so an idle reader looks at once.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, and_, delete, insert, select, update
@@ -107,3 +108,17 @@ def is_member(conn: Connection, control_id: str, epoch: int, *, lock: bool = Fal
     if lock and conn.dialect.name == "postgresql":
         query = query.with_for_update()
     return conn.execute(query).first() is not None
+
+
+def members_in(
+    conn: Connection, control_ids: Iterable[str], *, lock: bool = False
+) -> dict[str, int]:
+    """``{control id: epoch}`` of those of ``control_ids`` that are members (``lock``: for
+    update, on PostgreSQL, in control id order)."""
+    wanted = sorted(set(control_ids))
+    if not wanted:
+        return {}
+    query = select(_members.c.control_id, _members.c.epoch).where(_members.c.control_id.in_(wanted))
+    if lock and conn.dialect.name == "postgresql":
+        query = query.order_by(_members.c.control_id).with_for_update()
+    return {r.control_id: r.epoch for r in conn.execute(query)}

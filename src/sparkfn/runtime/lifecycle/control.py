@@ -264,6 +264,18 @@ def read_control(store: Store | Connection, fqfn: str) -> RunControl | None:
     return read_controls(store, [fqfn]).get(fqfn)
 
 
+def epochs_of(conn: Connection, ids: Iterable[str], *, lock: bool = False) -> dict[str, int]:
+    """``{control id: epoch}`` of many runs in one query (``lock``: for update, on
+    PostgreSQL, in id order: a new run's epoch bump waits for the caller's commit)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    query = select(runs.c.fqfn, runs.c.epoch).where(runs.c.fqfn.in_(wanted))
+    if lock and conn.dialect.name == "postgresql":
+        query = query.order_by(runs.c.fqfn).with_for_update()
+    return {r.fqfn: r.epoch for r in conn.execute(query)}
+
+
 def read_controls(conn: Connection, ids: Iterable[str]) -> dict[str, RunControl]:
     """The control records of many runs in two queries (a group's reader, every trigger)."""
     wanted = list(ids)
