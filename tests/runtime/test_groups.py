@@ -248,14 +248,18 @@ def test_a_failing_member_is_kept_to_itself_while_the_others_flow(group_worker: 
 
 @pytest.fixture
 def budget_worker(spark: Any, store_url: str, data_dir: Path) -> Iterator[Worker]:
-    """A group worker with small budgets: 2 s per member's part of a batch, 500 records."""
+    """A group worker with small budgets: 2 s per member's part of a batch, 2,000 records.
+
+    Not less: the others catch up after the sleeper's stall, at 100 msg/s; with a
+    budget of 500, a stall of 15 s (a loaded machine restarting the group's query)
+    filled theirs three batches in a row, and they were moved out as hot too."""
     worker = Worker(
         WorkerSettings.resolve(
             data_dir=data_dir,
             store_url=store_url,
             shutdown_timeout=60,
             group_member_seconds=2,
-            group_member_budget=500,
+            group_member_budget=2000,
         ),
         spark=spark,
     )
@@ -311,7 +315,7 @@ def test_a_member_blocked_in_process_holds_the_others_for_its_budget_only(
 def test_a_flooded_member_gets_a_query_of_its_own_and_the_others_keep_up(
     budget_worker: Worker,
 ) -> None:
-    """20,000 messages wait for one member (40 times its row budget): the others'
+    """20,000 messages wait for one member (10 times its row budget): the others'
     inputs keep flowing meanwhile, and the flooded one is moved out after three full batches."""
     good = [f"ok{i}" for i in range(3)]
     store = _setup(budget_worker, good, "flood", "flood-out")
