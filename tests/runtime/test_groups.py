@@ -360,3 +360,32 @@ def test_a_member_that_kills_its_python_worker_is_taken_out_and_the_others_flow(
     )
     for name in good:
         assert _state(group_worker, name) == "RUNNING"
+
+
+def test_a_start_checks_the_code_and_topics_once(
+    group_worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each start checks the function's code and topics once (they were three times): a
+    create, in a group or in a query of its own, an update's new version, a restart."""
+    from sparkfn.runtime.query import build
+
+    loads: list[str] = []
+    real = build.load_function
+
+    def counted(config: FunctionConfig) -> Any:
+        loads.append(config.name)
+        return real(config)
+
+    monkeypatch.setattr(build, "load_function", counted)
+    store = _setup(group_worker, ["once"])
+    group_worker.create(_config("alone", dedicated=True), package_digest=None, who="test")
+    assert sorted(loads) == ["alone", "once"]
+    _send(store, ["x"])
+    _await_values(store, collections.Counter({"once:x": 1, "alone:x": 1}))
+    group_worker.update(_config("once", user_config={"v": 2}), package_digest=None, who="test")
+    group_worker.restart("public/default/alone")
+    _send(store, ["y"])
+    _await_values(
+        store, collections.Counter({"once:x": 1, "alone:x": 1, "once:y": 1, "alone:y": 1})
+    )
+    assert sorted(loads) == ["alone", "alone", "once", "once"]

@@ -17,7 +17,7 @@ import pytest
 from sparkfn.api.errors import SubscriptionInUseError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.query.build import start_function_query
+from sparkfn.runtime.query.build import prepare, start_function_query
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
@@ -89,7 +89,7 @@ def test_a_second_function_on_a_subscription_is_refused_and_the_first_outputs_ev
             assert b.run_state == "ERROR"
         # A query that got past that check (two starts at once) is refused at its first plan.
         query = start_function_query(
-            spark, store, second, checkpoint=tmp_path / "ck-b", kind="function"
+            spark, store, prepare(store, second), checkpoint=tmp_path / "ck-b", kind="function"
         )
         _produce(store, 40, 40)  # both queries see new input: each plans a batch
         with pytest.raises(Exception, match=re.escape(message)):

@@ -232,10 +232,10 @@ def _checked_run(
         flow = f"{', '.join(config.inputs)} -> {what}"
     else:
         from sparkfn.runtime.localrun import LocalRun
-        from sparkfn.runtime.query.build import validate
+        from sparkfn.runtime.query.build import prepare
 
-        validate(store, config)
-        run = LocalRun(config, store=store, spark_master=spark_master)
+        prepared = prepare(store, config)
+        run = LocalRun(config, store=store, spark_master=spark_master, prepared=prepared)
         label, detail = f"function {config.fqfn}", ""
         flow = f"{', '.join(config.inputs) or config.topics_pattern} -> {config.output or '-'}"
     return run, label, f"starting {label}{detail} on {spark_master}: {flow}"

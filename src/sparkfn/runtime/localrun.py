@@ -27,7 +27,7 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.causes import short_error
 from sparkfn.runtime.lifecycle.function import FunctionSupervisor
-from sparkfn.runtime.query.build import resolve_inputs, start_function_query, validate
+from sparkfn.runtime.query.build import PreparedRun, prepare, resolve_inputs, start_function_query
 from sparkfn.runtime.spark.session import spark_session
 from sparkfn.runtime.status import function_stats, function_status
 from sparkfn.state.buffer import CommittedState
@@ -62,8 +62,11 @@ class LocalRun(Closing):
         worker_id: str = "localrun",
         park_idle_after: float | None = None,
         group: QueryGroup | None = None,
+        prepared: PreparedRun | None = None,
     ) -> None:
         self.config = config
+        # The checks of its start, made once by whoever decided it (None: start() makes them).
+        self.prepared = prepared if prepared is not None and prepared.config == config else None
         # The query group the run is a member of (a worker's), or None: a query of its own.
         self.group = group
         self.kind = kind
@@ -99,7 +102,9 @@ class LocalRun(Closing):
         try:
             # Fail on bad topics, code or a subscription another run owns
             # before paying for a JVM (its first plan would refuse it too).
-            validate(self.store, self.config)
+            if self.prepared is None:
+                self.prepared = prepare(self.store, self.config)
+            prepared = self.prepared
             with self.store.read() as conn:
                 subscription.check_free(conn, self.config.subscription, self.control_id)
         except Exception as exc:
@@ -115,7 +120,7 @@ class LocalRun(Closing):
             self.query = start_function_query(
                 self.spark,
                 self.store,
-                self.config,
+                prepared,
                 checkpoint=checkpoint,
                 epoch=epoch,
                 kind=self.kind,

@@ -33,7 +33,7 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.group.run import DEFAULT_GROUP, QueryGroup, groupable
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.purge import purge_function
-from sparkfn.runtime.query.build import apply_spark_conf, resolve_inputs, validate
+from sparkfn.runtime.query.build import PreparedRun, apply_spark_conf, prepare, resolve_inputs
 from sparkfn.runtime.spark.session import spark_session, warm_up
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
@@ -182,11 +182,11 @@ class Worker:
         """Register ``config`` (version 1) and start it; refused, it leaves nothing."""
         self.registry.check_free(config.fqfn)  # a taken name is the first thing to say
         self.registry.check_subscription_free(config)  # two readers of one would lose messages
-        self._check(config)  # bad topics, code or Spark settings fail before anything is kept
+        prepared = self._check(config)  # bad topics, code or Spark settings fail first
         subscribed = self._subscribed(config)
         version = self.registry.create(config, package_digest=package_digest, who=who)
         try:
-            self._start(version.config)
+            self._start(version.config, prepared)
         except Exception:
             self._forget(config, keep_subscription=subscribed)
             raise
@@ -208,13 +208,13 @@ class Worker:
         """
         record = self.registry.record(config.fqfn)  # an unknown name is said first
         self.registry.check_subscription_free(config)
-        self._check(config)  # refused here, the running version goes on untouched
+        prepared = self._check(config)  # refused here, the running version goes on untouched
         previous = self.registry.get(config.fqfn)
         version = self.registry.update(config, package_digest=package_digest, who=who)
         self._end(config.fqfn, mode)
         if record.desired is Desired.RUNNING:
             try:
-                self._start(version.config)
+                self._start(version.config, prepared)
             except Exception:
                 self.registry.withdraw(version)  # the previous version is current again
                 self._start_again(previous.config)
@@ -299,12 +299,14 @@ class Worker:
             raise RuntimeError(msg)
         return self.store
 
-    def _check(self, config: FunctionConfig) -> None:
+    def _check(self, config: FunctionConfig) -> PreparedRun:
         """What a start would refuse, refused before anything is kept: topics that do
-        not exist, code that does not load, Spark settings the running session refuses."""
-        validate(self.open_store(), config)
+        not exist, code that does not load, Spark settings the running session refuses.
+        The checks are the start's: it does not make them again."""
+        prepared = prepare(self.open_store(), config)
         if config.spark_conf:
             apply_spark_conf(self.spark, config)
+        return prepared
 
     def _subscribed(self, config: FunctionConfig) -> bool:
         """Whether the function's subscription exists already (a kept one it resumes)."""
@@ -326,7 +328,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - the update's own error is the answer
             log.error("function %s could not start its previous version: %s", config.fqfn, exc)
 
-    def _start(self, config: FunctionConfig) -> LocalRun:
+    def _start(self, config: FunctionConfig, prepared: PreparedRun | None = None) -> LocalRun:
         # One start at a time: the restore at startup and a request may both
         # want a function started, and two queries must never share it.
         with self._starting:
@@ -345,6 +347,7 @@ class Worker:
                 worker_id=self.settings.worker_id,
                 park_idle_after=self.settings.park_idle_after or None,
                 group=group,
+                prepared=prepared,
             )
             with self._lock:
                 if self._closing:

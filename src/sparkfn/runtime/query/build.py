@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -114,6 +115,32 @@ def validate(store: Store, config: FunctionConfig) -> list[str]:
     return inputs
 
 
+@dataclass(frozen=True)
+class PreparedRun:
+    """A function checked once before it starts: its topics found, its code loaded.
+
+    Made by :func:`prepare` where a start is decided (a worker's create or
+    update, ``localrun``); the run's start and every restart of its query use
+    it, so neither the code nor the topics are looked at again. A pattern
+    function's inputs are resolved again at each (re)start
+    (:meth:`current_inputs`): topics may appear while it runs.
+    """
+
+    config: FunctionConfig
+    inputs: tuple[str, ...]
+
+    def current_inputs(self, store: Store) -> list[str]:
+        """The input topics now: the prepared ones, or a pattern's matches of now."""
+        if self.config.topics_pattern:
+            return resolve_inputs(store, self.config)
+        return list(self.inputs)
+
+
+def prepare(store: Store, config: FunctionConfig) -> PreparedRun:
+    """Check the function's topics exist and its code loads, once; see :class:`PreparedRun`."""
+    return PreparedRun(config, tuple(validate(store, config)))
+
+
 def adopt_pattern_topics(store: Store, config: FunctionConfig, inputs: list[str]) -> None:
     """Subscribe an existing subscription to the topics its ``topics_pattern`` gained, from their start.
 
@@ -168,7 +195,7 @@ def activate(spark: SparkSession) -> None:
 def start_function_query(
     spark: SparkSession,
     store: Store,
-    config: FunctionConfig,
+    prepared: PreparedRun,
     *,
     until_drained: bool = False,
     version: str = "1",
@@ -177,7 +204,9 @@ def start_function_query(
     kind: str = "function",
     probe: Probe | None = None,
 ) -> StreamingQuery:
-    """Start the function's streaming query; returns the ``StreamingQuery``.
+    """Build and start the ``prepared`` function's streaming query; returns the ``StreamingQuery``.
+
+    It checks nothing of the function: :func:`prepare` did, once.
 
     The query reads from the function's subscription (``config.subscription``)
     and moves it in the sink's commit, so ``checkpoint`` (default under the
@@ -190,7 +219,8 @@ def start_function_query(
     ``probe``: the query starts by reading part of a batch that crashed a
     Python worker (:mod:`sparkfn.runtime.lifecycle.poison`).
     """
-    inputs = validate(store, config)
+    config = prepared.config
+    inputs = prepared.current_inputs(store)
     adopt_pattern_topics(store, config, inputs)
     control_id = control.control_id(kind, config.fqfn)
     activate(spark)
