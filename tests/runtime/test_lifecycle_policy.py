@@ -19,8 +19,12 @@ from sparkfn.runtime.lifecycle.states import (
     FINAL_STATES,
     INSTANCE_TRANSITIONS,
     RUN_TRANSITIONS,
+    RUNNER_TRANSITIONS,
+    IllegalTransition,
     can_move,
+    transition,
 )
+from sparkfn.store.store import Store
 
 BOOM = DeathCause("ValueError", "boom", "", "connector", "t")
 
@@ -180,11 +184,55 @@ def test_a_run_goes_through_restarts_to_a_final_state_and_may_start_again() -> N
     assert set(RUN_TRANSITIONS) == set(RunState)
 
 
-def test_an_instance_thread_lives_once() -> None:
+def test_a_source_runner_thread_lives_once() -> None:
     for final in FINAL_STATES:
-        assert not any(can_move(final, s, INSTANCE_TRANSITIONS) for s in RunState)
-    assert not can_move(RunState.RUNNING, RunState.RESTARTING, INSTANCE_TRANSITIONS)
-    assert can_move(RunState.STOPPING, RunState.ERROR, INSTANCE_TRANSITIONS)
+        assert not any(can_move(final, s, RUNNER_TRANSITIONS) for s in RunState if s is not final)
+    assert not can_move(RunState.RUNNING, RunState.RESTARTING, RUNNER_TRANSITIONS)
+    assert can_move(RunState.STOPPING, RunState.ERROR, RUNNER_TRANSITIONS)
+
+
+def test_a_stored_instance_dies_alone_is_replaced_and_ends_with_its_run() -> None:
+    for old, new in [
+        (RunState.RUNNING, RunState.ERROR),
+        (RunState.ERROR, RunState.RESTARTING),
+        (RunState.RESTARTING, RunState.RUNNING),
+        (RunState.RUNNING, RunState.SUSPENDED),
+        (RunState.STOPPED, RunState.STARTING),
+    ]:
+        assert can_move(old, new, INSTANCE_TRANSITIONS), (old, new)
+    assert not can_move(RunState.STOPPED, RunState.ERROR, INSTANCE_TRANSITIONS)
+    assert not can_move(RunState.SUSPENDED, RunState.STOPPING, INSTANCE_TRANSITIONS)
+
+
+def test_transition_raises_on_an_illegal_move_and_allows_staying() -> None:
+    assert transition("RUNNING", "STOPPING", RUN_TRANSITIONS, "f") is RunState.STOPPING
+    assert transition(RunState.STOPPED, RunState.STOPPED, RUN_TRANSITIONS, "f") is RunState.STOPPED
+    with pytest.raises(IllegalTransition, match="public/default/f: STOPPED -> RUNNING"):
+        transition(RunState.STOPPED, RunState.RUNNING, RUN_TRANSITIONS, "public/default/f")
+
+
+def test_the_stored_record_refuses_an_illegal_move_and_writes_nothing(store: Store) -> None:
+    fqfn = f"public/default/moves-{store.dialect}"
+    control.begin_run(store, fqfn, "function", 1, "started")
+    control.set_state(store, fqfn, control.RUNNING, "started", [control.FUNCTION, 0])
+    control.set_state(store, fqfn, control.STOPPING, "drain", [control.FUNCTION])
+    control.set_state(store, fqfn, control.STOPPED, "drained", [control.FUNCTION, 0])
+    before = control.transitions_of(store, fqfn)
+    with pytest.raises(IllegalTransition, match="STOPPED -> RUNNING"):
+        control.set_state(store, fqfn, control.RUNNING, "nonsense", [control.FUNCTION])
+    assert control.transitions_of(store, fqfn) == before
+    record = control.read_control(store, fqfn)
+    assert record is not None and record.state == control.STOPPED
+
+
+def test_a_start_supersedes_a_record_its_dead_process_left_live(store: Store) -> None:
+    fqfn = f"public/default/left-{store.dialect}"
+    epoch = control.begin_run(store, fqfn, "function", 1, "started")
+    control.set_state(store, fqfn, control.RUNNING, "started", [control.FUNCTION, 0])
+    control.begin_run(store, fqfn, "function", 1, "worker restarted")  # its worker was killed
+    last = control.transitions_of(store, fqfn)[-1]
+    assert (last["from"], last["to"]) == ("RUNNING", "STARTING")
+    assert f"the run of epoch {epoch} was left RUNNING: its process ended" in last["cause"]
 
 
 def test_control_ids_keep_kinds_apart() -> None:

@@ -120,7 +120,17 @@ class SourceInstances:
                         epoch=runner.epoch,
                     )
                 else:
-                    control.set_state(self.store, self.control_id, new, cause, [instance_id])
+                    # The supervisor may have ended it first (a shutdown of every
+                    # instance): the runner's own later end is not recorded over that.
+                    ending = new == RunState.STOPPING or RunState(new).final
+                    control.set_state(
+                        self.store,
+                        self.control_id,
+                        new,
+                        cause,
+                        [instance_id],
+                        keep_ended=ending,
+                    )
                 if not self.supervised:
                     control.set_state(self.store, self.control_id, self.state, cause)
         except Exception:

@@ -192,7 +192,7 @@ class SourceRunner(RunnerThread):
                 if stop_mode is StopMode.CANCEL:
                     self._accepting = False
             self._cond.notify_all()
-        self._set_state(SourceState.STOPPING, cause)
+        self._stopping_unless_ended(cause)
 
     def fatal(self, exc: BaseException, origin: str = "fatal") -> None:
         """Terminate the instance with ``exc`` (any thread).

@@ -33,7 +33,7 @@ from sparkfn.api.lifecycle import DeathCause, GracefulShutdown, RunState, StopMo
 from sparkfn.config.connector import SourceConfig
 from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.connectors.appender import TopicAppender
-from sparkfn.runtime.lifecycle.states import INSTANCE_TRANSITIONS
+from sparkfn.runtime.lifecycle.states import FINAL_STATES, RUNNER_TRANSITIONS, transition
 from sparkfn.store.store import Store
 
 if TYPE_CHECKING:
@@ -49,11 +49,9 @@ WAKE_SECONDS = 0.5
 # An instance's states are the run's (RunState); the name stays for users of
 # this module. A runner lives once: CREATED -> STARTING -> RUNNING -> STOPPING
 # -> STOPPED | SUSPENDED | ERROR; the last three are final and every state
-# change is in INSTANCE_TRANSITIONS (anything else is ignored, e.g. a stop
-# request racing with the end of the run). A supervisor replaces a dead
-# runner by a new one.
+# change is in RUNNER_TRANSITIONS. A supervisor replaces a dead runner by a
+# new one.
 SourceState = RunState
-_TRANSITIONS = INSTANCE_TRANSITIONS
 
 
 TransitionHook = Callable[[str, str, str], None]
@@ -100,9 +98,9 @@ class RunnerThread:
     def _set_state(self, new: SourceState, cause: str) -> bool:
         with self._state_lock:
             old = self._state
-            if new not in _TRANSITIONS.get(old, ()):
+            if old == new:
                 return False
-            self._state = new
+            self._state = transition(old, new, RUNNER_TRANSITIONS, self.name)
             if self.on_transition is not None:
                 try:
                     self.on_transition(old.value, new.value, cause)
@@ -119,7 +117,13 @@ class RunnerThread:
             self._accepting = False
             self._cond.notify_all()
         logger.error("%s died (%s, thread %s): %s", self.name, origin, thread, self._death)
-        self._set_state(SourceState.STOPPING, f"{origin}: {self._death}")
+        self._stopping_unless_ended(f"{origin}: {self._death}")
+
+    def _stopping_unless_ended(self, cause: str) -> None:
+        """Enter STOPPING, unless the runner has ended meanwhile (a request racing with its end)."""
+        with self._state_lock:
+            if self._state not in FINAL_STATES:
+                self._set_state(SourceState.STOPPING, cause)
 
     def _ending(self) -> bool:
         """Whether the run must end now, without another source call but close()."""

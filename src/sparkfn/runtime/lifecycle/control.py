@@ -23,6 +23,14 @@ from typing import Any
 from sqlalchemy import Connection, and_, insert, select, update
 
 from sparkfn.api.lifecycle import DeathCause, RunState
+from sparkfn.runtime.lifecycle.states import (
+    FINAL_STATES,
+    INSTANCE_TRANSITIONS,
+    RUN_TRANSITIONS,
+    START_TRANSITIONS,
+    Table,
+    transition,
+)
 from sparkfn.store import schema, signals
 from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
@@ -136,9 +144,14 @@ def begin_run(store: Store, fqfn: str, kind: str, parallelism: int, cause: str) 
                 .where(and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == i))
                 .values(epoch=epoch, dead=False, handled=False, fatal=False, updated_at=now)
             )
-        _transition(conn, fqfn, FUNCTION, STARTING, cause)
+        if row is not None and row.state != CREATED and row.state not in FINAL_STATES:
+            # its process ended without recording the run's end: this start supersedes it
+            cause = (
+                f"{cause} (the run of epoch {row.epoch} was left {row.state}: its process ended)"
+            )
+        _transition(conn, fqfn, FUNCTION, STARTING, cause, START_TRANSITIONS)
         for i in range(parallelism):
-            _transition(conn, fqfn, i, STARTING, cause)
+            _transition(conn, fqfn, i, STARTING, cause, START_TRANSITIONS)
     return epoch
 
 
@@ -178,8 +191,22 @@ def _ensure_instance(conn: Connection, fqfn: str, instance_id: int, epoch: int) 
         )
 
 
-def _transition(conn: Connection, fqfn: str, instance_id: int, state: str, cause: str) -> None:
-    """Move the function (``FUNCTION``) or an instance to ``state``; record it if it changed."""
+def _transition(
+    conn: Connection,
+    fqfn: str,
+    instance_id: int,
+    state: str,
+    cause: str,
+    moves: Table | None = None,
+    *,
+    keep_ended: bool = False,
+) -> None:
+    """Move the function (``FUNCTION``) or an instance to ``state``; record it if it changed.
+
+    The move must be legal in ``moves`` (by default the run's table for the
+    function, the instance's for an instance): :class:`~.states.IllegalTransition`
+    otherwise, and nothing is written.
+    """
     table = runs if instance_id == FUNCTION else instance_runs
     where = (
         runs.c.fqfn == fqfn
@@ -187,8 +214,16 @@ def _transition(conn: Connection, fqfn: str, instance_id: int, state: str, cause
         else and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == instance_id)
     )
     current = conn.execute(select(table.c.state).where(where)).scalar()
-    if current is None:
+    if current is None or (keep_ended and current in ENDED):
         return
+    if moves is None:
+        moves = RUN_TRANSITIONS if instance_id == FUNCTION else INSTANCE_TRANSITIONS
+    transition(
+        current,
+        state,
+        moves,
+        fqfn if instance_id == FUNCTION else f"{fqfn} instance {instance_id}",
+    )
     conn.execute(update(table).where(where).values(state=state, cause=cause, updated_at=utc_now()))
     if current != state:
         conn.execute(
@@ -204,13 +239,23 @@ def _transition(conn: Connection, fqfn: str, instance_id: int, state: str, cause
 
 
 def set_state(
-    store: Store, fqfn: str, state: str, cause: str, instance_ids: Iterable[int] = (FUNCTION,)
+    store: Store,
+    fqfn: str,
+    state: str,
+    cause: str,
+    instance_ids: Iterable[int] = (FUNCTION,),
+    *,
+    keep_ended: bool = False,
 ) -> None:
-    """Record a transition of the function and/or some instances."""
+    """Record a transition of the function and/or some instances.
+
+    ``keep_ended``: leave alone those already ended (a source thread's late report
+    of its own end does not overwrite the end its supervisor recorded).
+    """
     with store.write() as conn:
         signals.hint_on_commit(conn, signals.control_hint(fqfn))
         for i in instance_ids:
-            _transition(conn, fqfn, i, state, cause)
+            _transition(conn, fqfn, i, state, cause, keep_ended=keep_ended)
 
 
 def request_stop(
@@ -372,7 +417,8 @@ def record_death(
             )
         )
         what = "fatal" if fatal else "failed"
-        _transition(conn, fqfn, instance_id, ERROR, f"{what}: {cause} ({cause.origin})")
+        if row.state not in (STOPPED, SUSPENDED):  # a death after its end does not reopen it
+            _transition(conn, fqfn, instance_id, ERROR, f"{what}: {cause} ({cause.origin})")
     return True
 
 

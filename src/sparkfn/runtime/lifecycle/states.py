@@ -1,12 +1,31 @@
-"""The run's state machine: which :class:`RunState` may follow which.
+"""The lifecycle's state machines, and the one :func:`transition` every mover goes through.
 
-A run (a function, sink or source as a whole) moves
-``CREATED -> STARTING -> RUNNING -> (RESTARTING -> RUNNING)* -> STOPPING ->
-STOPPED | SUSPENDED | ERROR``. A death may end a run from any live state
-(``ERROR``), a stop may arrive in any live state (``STOPPING``), and a user
-may start an ended run again (``STARTING``). One source instance's thread
-(:class:`~sparkfn.connectors.runner.SourceRunner`) lives once: it never
-restarts; the supervisor replaces it.
+Three things carry a :class:`RunState`, each with its own table of legal moves:
+
+* a **run** (a function, sink or source as a whole: the supervisor, and the
+  function's row of the stored control record) moves ``CREATED -> STARTING ->
+  RUNNING -> (RESTARTING -> RUNNING)* -> STOPPING -> STOPPED | SUSPENDED |
+  ERROR``. A death may end a live run (``ERROR``), a stop may arrive in any live
+  state (``STOPPING``), a death while stopping gracefully is replaced so that the
+  drain or suspend ends (``RESTARTING``), and a user may start an ended run again
+  (``STARTING``):
+  :data:`RUN_TRANSITIONS`;
+* an **instance** in the stored control record ends with its run (``STOPPED``,
+  ``SUSPENDED``), dies on its own (``ERROR`` from any live state), is replaced
+  after a backoff (``RESTARTING``) and takes input again (``RUNNING``), or is
+  stopped alone (``STOPPED``): :data:`INSTANCE_TRANSITIONS`;
+* a user's **start** begins a new run from any state: a record left live by a
+  process that died is superseded (:data:`START_TRANSITIONS`);
+* one source instance's **runner thread**
+  (:class:`~sparkfn.connectors.runner.SourceRunner`) lives once: ``CREATED ->
+  STARTING -> RUNNING -> STOPPING -> STOPPED | SUSPENDED | ERROR``; it never
+  restarts, the supervisor replaces it: :data:`RUNNER_TRANSITIONS`.
+
+:func:`transition` raises :class:`IllegalTransition` on any other move: a mover
+that may race with the end of a run (a stop request arriving as the run ends)
+says so by checking :data:`FINAL_STATES` itself, never by a move that is
+silently dropped. A move to the state already held is not a transition and is
+allowed everywhere.
 """
 
 from __future__ import annotations
@@ -17,18 +36,45 @@ from sparkfn.api.lifecycle import RunState
 
 FINAL_STATES = frozenset({RunState.STOPPED, RunState.SUSPENDED, RunState.ERROR})
 
-RUN_TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
+Table = Mapping[RunState, frozenset[RunState]]
+
+RUN_TRANSITIONS: Table = {
     RunState.CREATED: frozenset({RunState.STARTING, RunState.STOPPED, RunState.SUSPENDED}),
     RunState.STARTING: frozenset({RunState.RUNNING, RunState.STOPPING, RunState.ERROR}),
     RunState.RUNNING: frozenset({RunState.RESTARTING, RunState.STOPPING, RunState.ERROR}),
     RunState.RESTARTING: frozenset({RunState.RUNNING, RunState.STOPPING, RunState.ERROR}),
-    RunState.STOPPING: FINAL_STATES,
+    # a death while stopping gracefully is replaced, so that the drain or suspend ends
+    RunState.STOPPING: FINAL_STATES | frozenset({RunState.RESTARTING}),
     RunState.STOPPED: frozenset({RunState.STARTING}),
     RunState.SUSPENDED: frozenset({RunState.STARTING}),
     RunState.ERROR: frozenset({RunState.STARTING}),
 }
 
-INSTANCE_TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
+_ENDS = frozenset({RunState.STOPPING, RunState.ERROR, RunState.STOPPED, RunState.SUSPENDED})
+
+INSTANCE_TRANSITIONS: Table = {
+    RunState.CREATED: frozenset(
+        {RunState.STARTING, RunState.RUNNING, RunState.STOPPED, RunState.SUSPENDED}
+    ),
+    # a live instance ends with its run (STOPPED, SUSPENDED without a STOPPING of its
+    # own), dies alone (ERROR) or is replaced after a backoff (RESTARTING)
+    RunState.STARTING: _ENDS | frozenset({RunState.RUNNING, RunState.RESTARTING}),
+    RunState.RUNNING: _ENDS | frozenset({RunState.RESTARTING}),
+    RunState.RESTARTING: _ENDS | frozenset({RunState.RUNNING}),
+    RunState.STOPPING: FINAL_STATES | frozenset({RunState.RESTARTING}),
+    # an instance that died waits for the policy: replaced, or left in ERROR
+    RunState.ERROR: frozenset({RunState.STARTING, RunState.RESTARTING, RunState.RUNNING}),
+    RunState.STOPPED: frozenset({RunState.STARTING, RunState.RUNNING}),
+    RunState.SUSPENDED: frozenset({RunState.STARTING, RunState.RUNNING}),
+}
+
+# A user's start begins a new run whatever the record says. A record still live
+# (STARTING, RUNNING, RESTARTING, STOPPING) when a run begins was left so by a
+# process that ended without recording its end (a worker killed or crashed); the
+# new run's start supersedes it, and its cause says so (control.begin_run).
+START_TRANSITIONS: Table = {state: frozenset({RunState.STARTING}) for state in RunState}
+
+RUNNER_TRANSITIONS: Table = {
     RunState.CREATED: frozenset({RunState.STARTING, RunState.STOPPED, RunState.SUSPENDED}),
     RunState.STARTING: frozenset({RunState.RUNNING, RunState.STOPPING}),
     RunState.RUNNING: frozenset({RunState.STOPPING}),
@@ -36,8 +82,19 @@ INSTANCE_TRANSITIONS: Mapping[RunState, frozenset[RunState]] = {
 }
 
 
-def can_move(
-    old: RunState, new: RunState, table: Mapping[RunState, frozenset[RunState]] = RUN_TRANSITIONS
-) -> bool:
-    """Whether ``table`` allows ``old -> new``."""
-    return new in table.get(old, frozenset())
+class IllegalTransition(RuntimeError):
+    """A move its state machine does not allow: a defect in sparkfn, never a user's error."""
+
+
+def can_move(old: RunState, new: RunState, table: Table = RUN_TRANSITIONS) -> bool:
+    """Whether ``table`` allows ``old -> new`` (staying in ``old`` is always allowed)."""
+    return new == old or new in table.get(old, frozenset())
+
+
+def transition(old: RunState | str, new: RunState | str, table: Table, what: str) -> RunState:
+    """The state after moving ``what`` from ``old`` to ``new``; raises if ``table`` forbids it."""
+    before, after = RunState(old), RunState(new)
+    if not can_move(before, after, table):
+        msg = f"{what}: {before} -> {after} is not a legal move"
+        raise IllegalTransition(msg)
+    return after

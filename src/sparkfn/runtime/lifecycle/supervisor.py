@@ -42,7 +42,7 @@ from sparkfn.runtime.lifecycle.causes import escalated, failure_of, fenced
 from sparkfn.runtime.lifecycle.lookout import Lookout
 from sparkfn.runtime.lifecycle.poison import PoisonHunter
 from sparkfn.runtime.lifecycle.policy import RestartHistory, decide, policy_handler
-from sparkfn.runtime.lifecycle.states import can_move
+from sparkfn.runtime.lifecycle.states import RUN_TRANSITIONS, transition
 from sparkfn.runtime.lifecycle.target import RunTarget
 from sparkfn.store.store import Store
 
@@ -115,12 +115,24 @@ class Supervisor:
             self.stop(StopMode.DRAIN, cause="input is bounded (until drained)")
 
     def _move(self, state: RunState) -> None:
-        if can_move(self.state, state):
-            self.state = state
+        self.state = transition(
+            self.state, state, RUN_TRANSITIONS, f"{self.target.kind} {self.fqfn}"
+        )
 
     def _set_all(self, state: str, cause: str, instances: list[int] | None = None) -> None:
         ids = [control.FUNCTION, *(instances if instances is not None else self._all())]
         control.set_state(self.store, self.control_id, state, cause, ids)
+
+    def _shut_down(self, failed: list[int], cause: str) -> None:
+        """The run and its failed instances in ERROR, the others cancelled (STOPPED)."""
+        control.set_state(
+            self.store, self.control_id, control.ERROR, cause, [control.FUNCTION, *failed]
+        )
+        others = [i for i in self._all() if i not in failed]
+        if others:
+            control.set_state(
+                self.store, self.control_id, control.STOPPED, f"cancelled: {cause}", others
+            )
 
     def _all(self) -> list[int]:
         return list(range(self.target.parallelism))
@@ -176,6 +188,9 @@ class Supervisor:
         self.target.halt()
         self._close(self._all(), graceful=graceful)
         control.clear_stop(self.store, self.control_id)
+        # The record passes through STOPPING as the run did (a target that stops at
+        # once never asked the reader to stop, which records it).
+        control.set_state(self.store, self.control_id, control.STOPPING, cause)
         state = control.SUSPENDED if mode is StopMode.SUSPEND else control.STOPPED
         record = control.read_control(self.store, self.control_id)
         down = [
@@ -328,7 +343,7 @@ class Supervisor:
         shutdown = response in (Response.SHUTDOWN_FUNCTION, Response.SHUTDOWN_WORKER)
         if shutdown:
             # Terminated now (the reader admits nothing for ended instances); closing follows.
-            self._set_all(control.ERROR, f"{response.value}: {cause}")
+            self._shut_down(failed, f"{response.value}: {cause}")
         # Stop what must stop before the death is marked handled (the reader
         # starts no batch while a death waits for the supervisor).
         self.target.halt()
@@ -338,7 +353,7 @@ class Supervisor:
                     self.store, self.control_id, i, cause, fatal=False, epoch=self.epoch
                 )
             if shutdown:
-                self._set_all(control.ERROR, f"{response.value}: {cause}")
+                self._shut_down(failed, f"{response.value}: {cause}")
         control.mark_handled(self.store, self.control_id, failed)
         if shutdown:
             self.target.cancel(f"{response.value}: {cause}", self.epoch)
