@@ -1,0 +1,129 @@
+"""The console in Chromium against a real worker process (Spark, SQLite store), over HTTP.
+
+One walk through what an operator does: create a function from a package
+with the form, watch its processed count rise on the chart, read a state
+key, drain it and see it STOPPED with the drain in its lifecycle record,
+peek at its output topic, look at the worker. The keyboard drives it where
+a user without a mouse would (shortcuts, labels, Tab order). With
+``SPARKFN_SCREENSHOTS=1`` each page's screenshot goes to docs/images/console/.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+from console_browser import screenshot
+from playwright.sync_api import Page, expect
+from worker_process import SharedWorker
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+SENTENCES = ["apple banana", "apple cherry", "banana apple apple"]
+ROUNDS = 10
+
+pytestmark = [pytest.mark.slow, pytest.mark.parametrize("shared_worker", ["sqlite"], indirect=True)]
+
+
+def _produce(url: str, topic: str, values: list[str]) -> None:
+    sent = httpx.post(
+        f"{url}/topics/persistent/public/default/{topic}",
+        json={"messages": [{"payload": v, "key": f"k{i}"} for i, v in enumerate(values)]},
+        timeout=60,
+    )
+    assert sent.status_code == 200, sent.text
+
+
+def test_create_watch_drain_read_state_and_peek(shared_worker: SharedWorker, page: Page) -> None:
+    url = shared_worker.url
+    for topic in ("console-in", "console-out"):
+        made = httpx.put(
+            f"{url}/admin/v2/persistent/public/default/{topic}/partitions",
+            json={"partitions": 2, "schemaType": "string"},
+        )
+        assert made.status_code == 204, made.text
+
+    page.goto(url + "/")
+    expect(page.get_by_role("heading", name="Functions")).to_be_visible()
+    page.keyboard.press("n")  # the shortcut to a new function
+    expect(page.get_by_role("heading", name="New function")).to_be_visible()
+
+    # Checked in the browser as the CLI checks a config: nothing is sent.
+    page.get_by_label("Name", exact=True).fill("bad name!")
+    page.get_by_role("button", name="Create").click()
+    expect(page.locator("#f-name-problem")).to_contain_text("'bad name!' is not a valid name")
+    expect(page.locator("#f-inputs-problem")).to_contain_text("needs inputs (or topics_pattern)")
+    expect(page.locator("#f-file-problem")).to_contain_text("give the package")
+    expect(page.get_by_label("Name", exact=True)).to_be_focused()  # the first bad field
+    assert httpx.get(f"{url}/admin/v3/functions/public/default").json() == []
+    screenshot(page, "new-function")
+
+    page.get_by_label("Name", exact=True).fill("console-wc")
+    page.get_by_label("Package (.py, .zip, .whl)").set_input_files(str(EXAMPLES / "wordcount.py"))
+    page.get_by_label("Class name").fill("wordcount.WordCount")
+    page.get_by_label("Inputs").fill("console-in")
+    page.get_by_label("Output", exact=True).fill("console-out")
+    page.get_by_label("Processing guarantees").select_option("effectively_once")
+    page.get_by_label("Parallelism").fill("2")
+    page.get_by_label("Output", exact=True).press("Enter")  # submits, as a form does
+
+    expect(page).to_have_url(re.compile(r"#/functions/public/default/console-wc$"), timeout=120_000)
+    head = page.locator(".page-head .badge")
+    expect(head).to_have_text(re.compile("RUNNING|PARKED"), timeout=120_000)
+    processed = page.get_by_test_id("processed-total")
+    expect(processed).to_have_text("0")
+
+    _produce(url, "console-in", SENTENCES * ROUNDS)
+    total = len(SENTENCES) * ROUNDS
+    expect(processed).to_have_text(str(total), timeout=120_000)
+    throughput = page.get_by_test_id("chart-throughput")
+    assert int(throughput.get_attribute("data-points") or 0) >= 2
+    rows = page.get_by_test_id("instances").locator("tbody tr")
+    expect(rows).to_have_count(2)
+
+    # The state browser: each sentence's words are counters (examples/wordcount.py).
+    page.get_by_label("Key", exact=True).first.fill("apple")
+    page.get_by_role("button", name="Get").click()
+    expect(page.get_by_test_id("state-value")).to_have_text(str(4 * ROUNDS))
+    screenshot(page, "function")
+
+    page.get_by_role("group", name="Lifecycle", exact=True).get_by_role(
+        "button", name="drain"
+    ).click()
+    expect(head).to_have_text("STOPPED", timeout=120_000)
+    transitions = page.get_by_test_id("transitions")
+    expect(transitions).to_contain_text("drain", timeout=30_000)
+    expect(transitions.locator("tbody tr").first).to_contain_text("STOPPED")
+    status = httpx.get(f"{url}/admin/v3/functions/public/default/console-wc/status").json()
+    assert status["state"] == "STOPPED"
+
+    page.keyboard.press("Escape")
+    page.locator("body").focus()
+    page.keyboard.press("t")
+    expect(page.get_by_role("heading", name="Topics")).to_be_visible()
+    page.get_by_role("link", name="console-out").click()
+    expect(page.get_by_test_id("partitions").locator("tbody tr")).to_have_count(2)
+    page.get_by_role("button", name="Peek").click()
+    messages = page.get_by_test_id("message")
+    expect(messages).to_have_count(10)  # the latest 5 of each partition
+    expect(messages.first).to_contain_text(re.compile("apple|banana"))
+    screenshot(page, "topic")
+    page.get_by_role("link", name="console-in").count()  # the list page is one step back
+    page.go_back()
+    expect(page.get_by_role("link", name="console-in")).to_be_visible()
+    screenshot(page, "topics")
+
+    page.goto(url + "/#/functions/public/default/console-in-nothing")  # a name that is not there
+    expect(page.get_by_role("alert").first).to_contain_text("function_not_found")
+
+    page.goto(url + "/#/worker")
+    facts = page.get_by_test_id("worker-facts")
+    expect(facts).to_contain_text("local[1]")
+    expect(facts).to_contain_text("0.1.0")
+    expect(page.get_by_test_id("states")).to_contain_text("STOPPED")
+    screenshot(page, "worker")
+
+    page.goto(url + "/#/functions")
+    expect(page.locator("tr[data-fqfn='public/default/console-wc']")).to_contain_text("STOPPED")
+    screenshot(page, "functions")
