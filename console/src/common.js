@@ -69,7 +69,8 @@ export function duration(seconds) {
 export function fmt(n, digits = 1) {
   if (n === null || n === undefined || Number.isNaN(n)) return "–";
   if (Math.abs(n) >= 1000) return Math.round(n).toLocaleString("en");
-  return Number.isInteger(n) ? String(n) : n.toFixed(digits);
+  if (Number.isInteger(n)) return String(n);
+  return Math.abs(n) < 1 ? n.toPrecision(2) : n.toFixed(digits);
 }
 
 // A line chart of the last points: [{t, v}], drawn in SVG, no library.

@@ -153,7 +153,7 @@ function Lifecycle({ fqfn }) {
       <thead><tr><th scope="col">Time</th><th scope="col">Of</th><th scope="col">From</th><th scope="col">To</th><th scope="col">Cause</th></tr></thead>
       <tbody>${[...rows].reverse().map(
         (r) => html`<tr><td class="nowrap">${when(r.at)}</td><td>${r.instance === null ? "function" : `instance ${r.instance}`}</td>
-          <td>${r.from_state || r.fromState || "–"}</td><td><${Badge} state=${r.to_state || r.toState} /></td><td>${r.cause}</td></tr>`,
+          <td>${r.fromState || "–"}</td><td><${Badge} state=${r.toState} /></td><td>${r.cause}</td></tr>`,
       )}</tbody></table></div>`}
   </section>`;
 }

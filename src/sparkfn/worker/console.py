@@ -95,10 +95,8 @@ class FunctionPage(_Camel):
     functions: list[FunctionSummary]
 
 
-class Transition(BaseModel):
+class Transition(_Camel):
     """One recorded state change of a function (``instance`` null) or of one instance."""
-
-    model_config = ConfigDict(populate_by_name=True)
 
     instance: int | None
     from_state: str | None = None

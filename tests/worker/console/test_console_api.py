@@ -136,7 +136,7 @@ def test_tenants_namespaces_lifecycle_record_and_worker_facts(
             )
         )
     [step] = client.get("/admin/v3/functions/acme/orders/enrich/transitions").json()
-    assert (step["instance"], step["from_state"], step["to_state"], step["cause"]) == (
+    assert (step["instance"], step["fromState"], step["toState"], step["cause"]) == (
         None,
         "CREATED",
         "STARTING",

@@ -20,6 +20,7 @@ from playwright.sync_api import Page, expect
 from worker_process import SharedWorker
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+FUNCS = Path(__file__).resolve().parent / "funcs"
 SENTENCES = ["apple banana", "apple cherry", "banana apple apple"]
 ROUNDS = 10
 
@@ -81,6 +82,15 @@ def test_create_watch_drain_read_state_and_peek(shared_worker: SharedWorker, pag
     assert int(throughput.get_attribute("data-points") or 0) >= 2
     rows = page.get_by_test_id("instances").locator("tbody tr")
     expect(rows).to_have_count(2)
+    # Per instance too: the two instances' processed counts add up to the total.
+    processed_cells = rows.locator("td:nth-child(4)")
+    page.wait_for_function(
+        "([selector, total]) => [...document.querySelectorAll(selector)]"
+        ".reduce((sum, td) => sum + Number(td.textContent.replace(/,/g, '')), 0) === total",
+        arg=["[data-testid=instances] tbody tr td:nth-child(4)", total],
+        timeout=30_000,
+    )
+    assert processed_cells.count() == 2
 
     # The state browser: each sentence's words are counters (examples/wordcount.py).
     page.get_by_label("Key", exact=True).first.fill("apple")
@@ -127,3 +137,86 @@ def test_create_watch_drain_read_state_and_peek(shared_worker: SharedWorker, pag
     page.goto(url + "/#/functions")
     expect(page.locator("tr[data-fqfn='public/default/console-wc']")).to_contain_text("STOPPED")
     screenshot(page, "functions")
+
+
+def test_exceptions_death_instance_actions_update_and_state_put(
+    shared_worker: SharedWorker, page: Page
+) -> None:
+    url = shared_worker.url
+    for topic in ("picky-in", "picky-out", "fatal-in"):
+        made = httpx.put(
+            f"{url}/admin/v2/persistent/public/default/{topic}",
+            json={"schemaType": "string"},
+        )
+        assert made.status_code == 204, made.text
+    with (FUNCS / "picky.py").open("rb") as code:
+        made = httpx.post(
+            f"{url}/admin/v3/functions/public/default/picky",
+            data={"functionConfig": '{"inputs": ["picky-in"], "output": "picky-out"}'},
+            files={"data": ("picky.py", code)},
+            timeout=120,
+        )
+    assert made.status_code == 200, made.text
+
+    page.goto(url + "/#/functions/public/default/picky")
+    head = page.locator(".page-head .badge")
+    expect(head).to_have_text(re.compile("RUNNING|PARKED"), timeout=120_000)
+    _produce(url, "picky-in", ["fine", "bad apple"])
+    exceptions = page.get_by_role("region", name="Exceptions")
+    user = exceptions.locator("details").filter(has_text="cannot take 'bad apple'")
+    expect(user).to_have_count(1, timeout=120_000)
+    expect(user).to_contain_text("ValueError")
+    user.locator("summary").click()
+    expect(user.locator("pre.trace")).to_contain_text("raise ValueError")
+    expect(page.get_by_test_id("chart-exceptions")).to_contain_text("1 in all")
+
+    # Per instance: restart instance 0, and the record says so.
+    page.get_by_role("button", name="restart instance 0").click()
+    expect(page.get_by_role("status").filter(has_text="restart: done")).to_be_visible()
+    expect(page.get_by_test_id("transitions")).to_contain_text("restart", timeout=30_000)
+
+    # Put a counter and a text, read them back.
+    page.get_by_label("Key", exact=True).nth(1).fill("seen")
+    page.get_by_label("Kind").select_option("counter")
+    page.get_by_label("Value").fill("5")
+    page.get_by_role("button", name="Put").click()
+    expect(page.get_by_role("status").filter(has_text="seen saved")).to_be_visible()
+    page.get_by_label("Key", exact=True).first.fill("seen")
+    page.get_by_role("button", name="Get").click()
+    expect(page.get_by_test_id("state-value")).to_have_text("5")
+    page.get_by_label("Value").fill("abc")
+    page.get_by_role("button", name="Put").click()
+    expect(page.locator("#state-title ~ .error")).to_contain_text("a counter is a whole number")
+
+    # Update: two instances now; the old version drains, v2 is current.
+    page.get_by_role("link", name="Update…").click()
+    expect(page.get_by_label("Inputs")).to_have_value("public/default/picky-in")
+    page.get_by_label("Parallelism").fill("2")
+    page.get_by_role("button", name="Update").click()
+    expect(page).to_have_url(re.compile(r"#/functions/public/default/picky$"), timeout=120_000)
+    expect(page.get_by_text("v2 · wanted running")).to_be_visible(timeout=30_000)
+    expect(page.get_by_test_id("instances").locator("tbody tr")).to_have_count(2, timeout=60_000)
+    expect(page.get_by_label("Version")).to_have_value("2")
+    page.get_by_label("Version").select_option("1")
+    expect(page.locator("pre.json")).to_contain_text('"parallelism": 1')
+
+    # A death: the instance ends with context.fatal; its exception and traceback show.
+    with (FUNCS.parent.parent / "funcs" / "fatal_on_message.py").open("rb") as code:
+        made = httpx.post(
+            f"{url}/admin/v3/functions/public/default/fatal",
+            data={"functionConfig": '{"inputs": ["fatal-in"]}'},
+            files={"data": ("fatal_on_message.py", code)},
+            timeout=120,
+        )
+    assert made.status_code == 200, made.text
+    page.goto(url + "/#/functions/public/default/fatal")
+    expect(head).to_have_text(re.compile("RUNNING|PARKED"), timeout=120_000)
+    _produce(url, "fatal-in", ["last straw"])
+    death = page.locator("details.death")
+    expect(death).to_contain_text("cannot go on after 'last straw'", timeout=120_000)
+    expect(death.locator("pre.trace")).not_to_be_empty()
+    expect(head).to_have_text("ERROR", timeout=120_000)
+    expect(page.get_by_test_id("transitions").locator("tbody tr").first).to_contain_text(
+        "ERROR", timeout=30_000
+    )
+    screenshot(page, "function-error")
