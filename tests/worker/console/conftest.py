@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from urllib.parse import urlparse
 
 import pytest
 from console_browser import CHROMIUM, FLAGS, VIEWPORT
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, Route
 
 
 def _missing(why: str) -> None:
@@ -42,9 +43,21 @@ def page(chromium: Browser) -> Iterator[Page]:
     """A fresh browser context and page (no token kept from another test)."""
     context = chromium.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
     context.set_default_timeout(30_000)
+    # The console must not reach past the worker: any other host is refused and fails the test.
+    outside: list[str] = []
+
+    def loopback_only(route: Route) -> None:
+        if urlparse(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", loopback_only)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     yield page
     context.close()
     assert not errors, f"the console raised in the browser: {errors}"
+    assert not outside, f"the console asked for something outside the worker: {outside}"
