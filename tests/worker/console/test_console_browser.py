@@ -36,6 +36,7 @@ def _produce(url: str, topic: str, values: list[str]) -> None:
     assert sent.status_code == 200, sent.text
 
 
+@pytest.mark.long_running(25)
 def test_create_watch_drain_read_state_and_peek(shared_worker: SharedWorker, page: Page) -> None:
     url = shared_worker.url
     for topic in ("console-in", "console-out"):
@@ -139,6 +140,7 @@ def test_create_watch_drain_read_state_and_peek(shared_worker: SharedWorker, pag
     screenshot(page, "functions")
 
 
+@pytest.mark.long_running(15)
 def test_exceptions_death_instance_actions_update_and_state_put(
     shared_worker: SharedWorker, page: Page
 ) -> None:
