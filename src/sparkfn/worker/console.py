@@ -1,7 +1,7 @@
 """The worker's web console, and the few read-only routes it needs beside the REST API.
 
 The console is a single-page app (``console/`` at the repository's root,
-Preact and Vite, built by ``make install`` into ``sparkfn/worker/console_dist``).
+Preact and Vite; its build is committed in ``sparkfn/worker/console_dist``).
 The worker serves its page at ``/`` and its files under ``/console/assets/``,
 on the REST API's port; neither holds data, so both are public, as the
 OpenAPI viewers are. Everything the page shows it reads from the REST API
@@ -50,7 +50,7 @@ from sparkfn.worker.auth import Caller
 from sparkfn.worker.service import Worker
 from sparkfn.worker.tokens import Principal
 
-# The built app; None when the install step did not build it (no npm).
+# The built app (committed; `make console` rebuilds it from console/).
 DIST = Path(str(resources.files("sparkfn.worker"))) / "console_dist"
 ASSETS = "/console/assets"
 MAX_PAGE = 500
@@ -335,6 +335,6 @@ def _page(
 
 
 _NOT_BUILT = """<!doctype html><meta charset="utf-8"><title>sparkfn console</title>
-<p>The console is not built: run <code>make install</code> (it needs npm),
-or <code>npm ci &amp;&amp; npm run build</code> in <code>console/</code>.
+<p>The console's build is missing from this installation: run <code>make console</code>
+(it needs npm) in the repository.
 The REST API works without it; see <a href="/docs">/docs</a>.</p>"""
