@@ -29,28 +29,39 @@ function Instances({ fn }) {
   </span>`;
 }
 
+async function everyNamespace() {
+  const found = [];
+  for (const tenant of await get("/admin/v2/tenants"))
+    found.push(...(await get(`/admin/v2/namespaces/${encodeURIComponent(tenant)}`)));
+  return found;
+}
+
 export function FunctionList() {
   const params = new URLSearchParams(location.hash.split("?")[1] || "");
   const [search, setSearch] = useState(params.get("q") || "");
   const [state, setState] = useState(params.get("state") || "");
+  const [namespace, setNamespace] = useState(params.get("ns") || "");
+  const [namespaces] = usePoll(everyNamespace, [], 30000);
   const [offset, setOffset] = useState(Number(params.get("offset") || 0));
   const query = useDebounced(search, 150);
-  useEffect(() => setOffset(0), [query, state]);
+  useEffect(() => setOffset(0), [query, state, namespace]);
   useEffect(() => {
     const q = new URLSearchParams();
     if (query) q.set("q", query);
     if (state) q.set("state", state);
+    if (namespace) q.set("ns", namespace);
     if (offset) q.set("offset", offset);
     const next = `#/functions${q.toString() ? `?${q}` : ""}`;
     if (location.hash !== next) history.replaceState(null, "", next);
-  }, [query, state, offset]);
+  }, [query, state, namespace, offset]);
   const [page, error] = usePoll(
     () => {
       const q = new URLSearchParams({ search: query, offset, limit: PAGE });
       if (state) q.set("state", state);
+      if (namespace) q.set("namespace", namespace);
       return get(`/admin/v3/functions?${q}`);
     },
-    [query, state, offset],
+    [query, state, namespace, offset],
     3000,
   );
   let lastNs = null;
@@ -65,6 +76,12 @@ export function FunctionList() {
         <span class="sr-only">Search functions</span>
         <input type="search" data-search placeholder="Search tenant/namespace/name  ( / )"
           value=${search} onInput=${(e) => setSearch(e.target.value)} aria-describedby="fn-count" />
+      </label>
+      <label class="inline-label">Namespace
+        <select value=${namespace} onChange=${(e) => setNamespace(e.target.value)}>
+          <option value="">all</option>
+          ${(namespaces || []).map((ns) => html`<option value=${ns}>${ns}</option>`)}
+        </select>
       </label>
       <div class="chips" role="group" aria-label="Filter by state">
         <button class="chip" aria-pressed=${state === ""} onClick=${() => setState("")}>

@@ -146,14 +146,21 @@ def console_router(worker: Worker) -> APIRouter:
     def list_all(
         caller: Caller,
         search: Annotated[str, Query(max_length=400)] = "",
+        namespace: Annotated[
+            str | None, Query(pattern=r"^[^/]+/[^/]+$", description="Only tenant/namespace.")
+        ] = None,
         state: Annotated[
             str | None, Query(pattern=_STATE_PATTERN, description="A RunState or PARKED.")
         ] = None,
         offset: Annotated[int, Query(ge=0)] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     ) -> FunctionPage:
-        """Every function the caller may see, by FQFN, a page at a time; ``search`` is a substring."""
-        return _page(worker, caller, search, state, offset, limit)
+        """Every function the caller may see, by FQFN, a page at a time.
+
+        ``search`` is a substring of the FQFN, any case; ``namespace`` keeps
+        one ``tenant/namespace``; ``state`` one state.
+        """
+        return _page(worker, caller, search, namespace, state, offset, limit)
 
     @router.get(
         "/admin/v3/functions/{tenant}/{namespace}/{name}/transitions",
@@ -257,6 +264,7 @@ def _page(
     worker: Worker,
     caller: Principal,
     search: str,
+    namespace: str | None,
     state: str | None,
     offset: int,
     limit: int,
@@ -265,6 +273,8 @@ def _page(
     instance_runs = schema.function_instance_runs
     state_col = _state_column().label("console_state")
     where = [_visible(caller)]
+    if namespace is not None:
+        where.append(functions.c.fqfn.startswith(f"{namespace}/", autoescape=True))
     if search:
         where.append(functions.c.fqfn.icontains(search, autoescape=True))
     if state is not None:

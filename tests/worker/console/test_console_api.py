@@ -101,7 +101,11 @@ def test_the_listing_pages_searches_and_filters_every_function(
         "parallelism": 2,
         "instances": [],
     }
+    acme = client.get("/admin/v3/functions", params={"namespace": "acme/orders"}).json()
+    assert [f["fqfn"] for f in acme["functions"]] == ["acme/orders/enrich"]
+    assert client.get("/admin/v3/functions", params={"namespace": "acme"}).status_code == 400
     errors = client.get("/admin/v3/functions", params={"state": "ERROR"}).json()
+
     assert [f["fqfn"] for f in errors["functions"]] == ["public/default/fn-003"]
     assert errors["total"] == 1
     # A search is a substring, not a pattern: '%' and '_' are plain characters.

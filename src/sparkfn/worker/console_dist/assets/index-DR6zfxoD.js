@@ -15,7 +15,7 @@
   </figure>`}function Je({value:e}){return G`<pre class="json">${JSON.stringify(e,null,2)}</pre>`}var Z=50,Ye=[`RUNNING`,`PARKED`,`STOPPED`,`SUSPENDED`,`ERROR`,`CREATED`];function Xe(e,t){let[n,r]=R(e);return z(()=>{let n=setTimeout(()=>r(e),t);return()=>clearTimeout(n)},[e]),n}function Ze({fn:e}){let t=new Map(e.instances.map(e=>[e.instanceId,e]));return G`<span class="dots" aria-label="instances">
     ${Array.from({length:Math.max(e.parallelism,e.instances.length)},(e,t)=>t).map(e=>{let n=t.get(e),r=n?n.state:`CREATED`;return G`<span class="dot tone-${r}" title="instance ${e}: ${r}${n&&n.cause?` (${n.cause})`:``}"
         data-instance=${e} data-state=${r}></span>`})}
-  </span>`}function Qe(){let e=new URLSearchParams(location.hash.split(`?`)[1]||``),[t,n]=R(e.get(`q`)||``),[r,i]=R(e.get(`state`)||``),[a,o]=R(Number(e.get(`offset`)||0)),s=Xe(t,150);z(()=>o(0),[s,r]),z(()=>{let e=new URLSearchParams;s&&e.set(`q`,s),r&&e.set(`state`,r),a&&e.set(`offset`,a);let t=`#/functions${e.toString()?`?${e}`:``}`;location.hash!==t&&history.replaceState(null,``,t)},[s,r,a]);let[c,l]=q(()=>{let e=new URLSearchParams({search:s,offset:a,limit:Z});return r&&e.set(`state`,r),H(`/admin/v3/functions?${e}`)},[s,r,a],3e3),u=null,d=c?c.total:0;return G`<section aria-labelledby="fn-title">
+  </span>`}async function Qe(){let e=[];for(let t of await H(`/admin/v2/tenants`))e.push(...await H(`/admin/v2/namespaces/${encodeURIComponent(t)}`));return e}function $e(){let e=new URLSearchParams(location.hash.split(`?`)[1]||``),[t,n]=R(e.get(`q`)||``),[r,i]=R(e.get(`state`)||``),[a,o]=R(e.get(`ns`)||``),[s]=q(Qe,[],3e4),[c,l]=R(Number(e.get(`offset`)||0)),u=Xe(t,150);z(()=>l(0),[u,r,a]),z(()=>{let e=new URLSearchParams;u&&e.set(`q`,u),r&&e.set(`state`,r),a&&e.set(`ns`,a),c&&e.set(`offset`,c);let t=`#/functions${e.toString()?`?${e}`:``}`;location.hash!==t&&history.replaceState(null,``,t)},[u,r,a,c]);let[d,f]=q(()=>{let e=new URLSearchParams({search:u,offset:c,limit:Z});return r&&e.set(`state`,r),a&&e.set(`namespace`,a),H(`/admin/v3/functions?${e}`)},[u,r,a,c],3e3),p=null,m=d?d.total:0;return G`<section aria-labelledby="fn-title">
     <div class="page-head">
       <h1 id="fn-title">Functions</h1>
       <a class="button primary" href="#/new">New function</a>
@@ -26,24 +26,30 @@
         <input type="search" data-search placeholder="Search tenant/namespace/name  ( / )"
           value=${t} onInput=${e=>n(e.target.value)} aria-describedby="fn-count" />
       </label>
+      <label class="inline-label">Namespace
+        <select value=${a} onChange=${e=>o(e.target.value)}>
+          <option value="">all</option>
+          ${(s||[]).map(e=>G`<option value=${e}>${e}</option>`)}
+        </select>
+      </label>
       <div class="chips" role="group" aria-label="Filter by state">
         <button class="chip" aria-pressed=${r===``} onClick=${()=>i(``)}>
-          All ${c?G`<span class="count">${Object.values(c.states).reduce((e,t)=>e+t,0)}</span>`:``}
+          All ${d?G`<span class="count">${Object.values(d.states).reduce((e,t)=>e+t,0)}</span>`:``}
         </button>
         ${Ye.map(e=>G`<button class="chip" aria-pressed=${r===e} onClick=${()=>i(r===e?``:e)}>
-            ${e.toLowerCase()} <span class="count">${c?c.states[e]||0:``}</span>
+            ${e.toLowerCase()} <span class="count">${d?d.states[e]||0:``}</span>
           </button>`)}
       </div>
     </div>
-    <${J} error=${l} />
+    <${J} error=${f} />
     <p id="fn-count" class="muted" data-testid="fn-count">
-      ${c?d?`${c.offset+1}–${c.offset+c.functions.length} of ${d}`:`No function matches`:`Loading…`}
+      ${d?m?`${d.offset+1}–${d.offset+d.functions.length} of ${m}`:`No function matches`:`Loading…`}
     </p>
-    ${c&&c.functions.length>0&&G`<table class="list">
+    ${d&&d.functions.length>0&&G`<table class="list">
       <thead><tr><th scope="col">Function</th><th scope="col">State</th><th scope="col">Instances</th>
         <th scope="col">Version</th><th scope="col">Wanted</th></tr></thead>
       <tbody>
-        ${c.functions.map(e=>{let t=`${e.tenant}/${e.namespace}`,n=t!==u;return u=t,G`${n&&G`<tr class="group"><th colspan="5" scope="rowgroup">${t}</th></tr>`}
+        ${d.functions.map(e=>{let t=`${e.tenant}/${e.namespace}`,n=t!==p;return p=t,G`${n&&G`<tr class="group"><th colspan="5" scope="rowgroup">${t}</th></tr>`}
             <tr data-fqfn=${e.fqfn}>
               <td><a href=${`#/functions/${e.fqfn}`}>${e.name}</a></td>
               <td><${K} state=${e.state} /></td>
@@ -53,19 +59,19 @@
             </tr>`})}
       </tbody>
     </table>`}
-    ${c&&d>Z&&G`<nav class="pager" aria-label="Pages">
-      <button disabled=${a===0} onClick=${()=>o(Math.max(0,a-Z))}>← Previous</button>
-      <span>Page ${Math.floor(a/Z)+1} of ${Math.ceil(d/Z)}</span>
-      <button disabled=${a+Z>=d} onClick=${()=>o(a+Z)}>Next →</button>
+    ${d&&m>Z&&G`<nav class="pager" aria-label="Pages">
+      <button disabled=${c===0} onClick=${()=>l(Math.max(0,c-Z))}>← Previous</button>
+      <span>Page ${Math.floor(c/Z)+1} of ${Math.ceil(m/Z)}</span>
+      <button disabled=${c+Z>=m} onClick=${()=>l(c+Z)}>Next →</button>
     </nav>`}
-  </section>`}function $e(e){let t=Uint8Array.from(atob(e),e=>e.charCodeAt(0));return Array.from(t,e=>e.toString(16).padStart(2,`0`)).join(` `)}function et({value:e}){return e.numberValue!==null&&e.numberValue!==void 0?G`<p><span class="muted">counter</span> <strong data-testid="state-value">${e.numberValue}</strong></p>`:e.stringValue!==null&&e.stringValue!==void 0?G`<p><span class="muted">text</span></p><pre data-testid="state-value">${e.stringValue}</pre>`:e.byteValue?G`<p><span class="muted">bytes (hex)</span></p><pre data-testid="state-value">${$e(e.byteValue)}</pre>`:G`<p class="muted" data-testid="state-value">(empty)</p>`}function tt({fqfn:e}){let[t,n]=R(``),[r,i]=R(null),[a,o]=R(null),[s,c]=R(``),[l,u]=R(``),[d,f]=R(`text`),[p,m]=R(``);return G`<section class="card" aria-labelledby="state-title">
+  </section>`}function et(e){let t=Uint8Array.from(atob(e),e=>e.charCodeAt(0));return Array.from(t,e=>e.toString(16).padStart(2,`0`)).join(` `)}function tt({value:e}){return e.numberValue!==null&&e.numberValue!==void 0?G`<p><span class="muted">counter</span> <strong data-testid="state-value">${e.numberValue}</strong></p>`:e.stringValue!==null&&e.stringValue!==void 0?G`<p><span class="muted">text</span></p><pre data-testid="state-value">${e.stringValue}</pre>`:e.byteValue?G`<p><span class="muted">bytes (hex)</span></p><pre data-testid="state-value">${et(e.byteValue)}</pre>`:G`<p class="muted" data-testid="state-value">(empty)</p>`}function nt({fqfn:e}){let[t,n]=R(``),[r,i]=R(null),[a,o]=R(null),[s,c]=R(``),[l,u]=R(``),[d,f]=R(`text`),[p,m]=R(``);return G`<section class="card" aria-labelledby="state-title">
     <h2 id="state-title">State</h2>
     <form class="inline" onSubmit=${async n=>{n.preventDefault(),o(null),i(null);try{i(await H(`${U(e)}/state/${encodeURIComponent(t)}`))}catch(e){o(e)}}}>
       <label for="state-key">Key</label>
       <input id="state-key" value=${t} required onInput=${e=>n(e.target.value)} />
       <button type="submit">Get</button>
     </form>
-    ${r&&G`<div class="state-value">${G`<${et} value=${r} />`}</div>`}
+    ${r&&G`<div class="state-value">${G`<${tt} value=${r} />`}</div>`}
     <form class="inline" onSubmit=${async t=>{t.preventDefault(),o(null),m(``);let n={key:s};if(d===`counter`){if(!/^-?\d+$/.test(l.trim())){o({reason:`invalid_request`,message:`a counter is a whole number; got ${JSON.stringify(l)}`});return}n.numberValue=Number(l.trim())}else n.stringValue=l;let r=new FormData;r.set(`state`,JSON.stringify(n));try{await ze(`${U(e)}/state/${encodeURIComponent(s)}`,r),m(`${s} saved`)}catch(e){o(e)}}}>
       <label for="put-key">Key</label>
       <input id="put-key" value=${s} required onInput=${e=>c(e.target.value)} />
@@ -79,13 +85,13 @@
     </form>
     ${p&&G`<p class="muted small" role="status">${p}</p>`}
     <${J} error=${a} />
-  </section>`}var nt=2e3;async function rt(e){let t=(await H(`/admin/v3/functions?${new URLSearchParams({search:e,limit:50})}`)).functions.find(t=>t.fqfn===e);if(!t)throw new Ie(404,`function_not_found`,`function ${e} does not exist`);return t}function it(e){return e&&e.config&&typeof e.config==`object`?e.config:e}async function at(e,t){let n=W(t,`inputs`)||[],r=W(t,`subscription_name`)||e,i=0;for(let e of n){let[t,n,a]=Ve(e),o=await H(`${Be(t,n,a)}/stats`).catch(()=>null),s=o&&o.subscriptions&&o.subscriptions[r];s&&(i+=s.msgBacklog||0)}return i}function ot(e,t){let[n,r]=R({throughput:[],latency:[],lag:[],exceptions:[],processed:0}),i=Se(null);return z(()=>{let n=!0;i.current=null,r({throughput:[],latency:[],lag:[],exceptions:[],processed:0});let a=async()=>{try{let[a,o]=await Promise.all([H(`${U(e)}/stats`),t?at(e,t):Promise.resolve(0)]);if(!n)return;let s=Date.now(),c=a.processedSuccessfullyTotal||0,l=(a.userExceptionsTotal||0)+(a.systemExceptionsTotal||0),u=i.current;i.current={now:s,processed:c,failed:l},r(e=>{let t=u?(s-u.now)/1e3:0,n=(e,t)=>[...e,{t:s,v:t}].slice(-90);return{processed:c,throughput:t?n(e.throughput,Math.max(0,c-u.processed)/t):e.throughput,exceptions:t?n(e.exceptions,Math.max(0,l-u.failed)):e.exceptions,latency:n(e.latency,a.avgProcessLatency||0),lag:n(e.lag,o),failed:l}})}catch{}};a();let o=setInterval(a,nt);return()=>{n=!1,clearInterval(o)}},[e,t]),n}function st({fqfn:e,onDone:t,instance:n}){let[r,i]=R(``),[a,o]=R(null),[s,c]=R(``),l=n===void 0?U(e):`${U(e)}/${n}`,u=n===void 0?[`start`,`stop`,`drain`,`suspend`,`restart`]:[`start`,`stop`,`restart`],d=async e=>{i(e),o(null),c(``);try{await ze(`${l}/${e}`),c(`${e}: done`),t&&t()}catch(e){o(e)}finally{i(``)}},f=n===void 0?``:` instance ${n}`;return G`<div class="actions" role="group" aria-label="Lifecycle${f}">
+  </section>`}var rt=2e3;async function it(e){let t=(await H(`/admin/v3/functions?${new URLSearchParams({search:e,limit:50})}`)).functions.find(t=>t.fqfn===e);if(!t)throw new Ie(404,`function_not_found`,`function ${e} does not exist`);return t}function at(e){return e&&e.config&&typeof e.config==`object`?e.config:e}async function ot(e,t){let n=W(t,`inputs`)||[],r=W(t,`subscription_name`)||e,i=0;for(let e of n){let[t,n,a]=Ve(e),o=await H(`${Be(t,n,a)}/stats`).catch(()=>null),s=o&&o.subscriptions&&o.subscriptions[r];s&&(i+=s.msgBacklog||0)}return i}function st(e,t){let[n,r]=R({throughput:[],latency:[],lag:[],exceptions:[],processed:0}),i=Se(null);return z(()=>{let n=!0;i.current=null,r({throughput:[],latency:[],lag:[],exceptions:[],processed:0});let a=async()=>{try{let[a,o]=await Promise.all([H(`${U(e)}/stats`),t?ot(e,t):Promise.resolve(0)]);if(!n)return;let s=Date.now(),c=a.processedSuccessfullyTotal||0,l=(a.userExceptionsTotal||0)+(a.systemExceptionsTotal||0),u=i.current;i.current={now:s,processed:c,failed:l},r(e=>{let t=u?(s-u.now)/1e3:0,n=(e,t)=>[...e,{t:s,v:t}].slice(-90);return{processed:c,throughput:t?n(e.throughput,Math.max(0,c-u.processed)/t):e.throughput,exceptions:t?n(e.exceptions,Math.max(0,l-u.failed)):e.exceptions,latency:n(e.latency,a.avgProcessLatency||0),lag:n(e.lag,o),failed:l}})}catch{}};a();let o=setInterval(a,rt);return()=>{n=!1,clearInterval(o)}},[e,t]),n}function ct({fqfn:e,onDone:t,instance:n}){let[r,i]=R(``),[a,o]=R(null),[s,c]=R(``),l=n===void 0?U(e):`${U(e)}/${n}`,u=n===void 0?[`start`,`stop`,`drain`,`suspend`,`restart`]:[`start`,`stop`,`restart`],d=async e=>{i(e),o(null),c(``);try{await ze(`${l}/${e}`),c(`${e}: done`),t&&t()}catch(e){o(e)}finally{i(``)}},f=n===void 0?``:` instance ${n}`;return G`<div class="actions" role="group" aria-label="Lifecycle${f}">
     ${u.map(e=>G`<button onClick=${()=>d(e)} disabled=${!!r} data-action=${e}
         aria-label="${e}${f}" class=${e===`start`?`primary-outline`:``}>
         ${r===e?`…`:e[0].toUpperCase()+e.slice(1)}</button>`)}
     ${s&&G`<span class="muted small" role="status">${s}</span>`}
     <${J} error=${a} />
-  </div>`}function ct({status:e}){let t=[];for(let n of e.instances||[]){let e=n.status;for(let r of e.latestUserExceptions||[])t.push({kind:`user`,id:n.instanceId,...r});for(let r of e.latestSystemExceptions||[])t.push({kind:`system`,id:n.instanceId,...r})}t.sort((e,t)=>t.timestampMs-e.timestampMs);let n=(e.instances||[]).filter(e=>e.status.deathException);return G`<section class="card" aria-labelledby="exc-title">
+  </div>`}function lt({status:e}){let t=[];for(let n of e.instances||[]){let e=n.status;for(let r of e.latestUserExceptions||[])t.push({kind:`user`,id:n.instanceId,...r});for(let r of e.latestSystemExceptions||[])t.push({kind:`system`,id:n.instanceId,...r})}t.sort((e,t)=>t.timestampMs-e.timestampMs);let n=(e.instances||[]).filter(e=>e.status.deathException);return G`<section class="card" aria-labelledby="exc-title">
     <h2 id="exc-title">Exceptions</h2>
     ${n.map(e=>{let t=e.status.deathException;return G`<details class="death" open>
         <summary><span class="badge tone-bad">death</span> instance ${e.instanceId}: <code>${t.type}</code> ${t.message}
@@ -99,7 +105,7 @@
           ${e.messageId&&G`<span class="muted"> · message ${e.messageId}</span>`}</summary>
         <pre class="trace">${e.traceback||`(no traceback)`}</pre>
       </details>`)}
-  </section>`}function lt({fqfn:e}){let[t,n]=q(()=>H(`${U(e)}/transitions`),[e],5e3);return G`<section class="card" aria-labelledby="life-title">
+  </section>`}function ut({fqfn:e}){let[t,n]=q(()=>H(`${U(e)}/transitions`),[e],5e3);return G`<section class="card" aria-labelledby="life-title">
     <h2 id="life-title">Lifecycle record</h2>
     <${J} error=${n} />
     ${t&&t.length===0&&G`<p class="muted">No transition yet: the function never ran.</p>`}
@@ -107,7 +113,7 @@
       <thead><tr><th scope="col">Time</th><th scope="col">Of</th><th scope="col">From</th><th scope="col">To</th><th scope="col">Cause</th></tr></thead>
       <tbody>${[...t].reverse().map(e=>G`<tr><td class="nowrap">${Y(e.at)}</td><td>${e.instance===null?`function`:`instance ${e.instance}`}</td>
           <td>${e.fromState||`–`}</td><td><${K} state=${e.toState} /></td><td>${e.cause}</td></tr>`)}</tbody></table></div>`}
-  </section>`}function ut({fqfn:e,current:t}){let[n,r]=R(t);z(()=>r(t),[t]);let[i,a]=q(()=>H(`${U(e)}?version=${n}`),[e,n]);return G`<section class="card" aria-labelledby="cfg-title">
+  </section>`}function dt({fqfn:e,current:t}){let[n,r]=R(t);z(()=>r(t),[t]);let[i,a]=q(()=>H(`${U(e)}?version=${n}`),[e,n]);return G`<section class="card" aria-labelledby="cfg-title">
     <div class="card-head">
       <h2 id="cfg-title">Config</h2>
       <label>Version
@@ -119,8 +125,8 @@
     <${J} error=${a} />
     ${i&&i.createdAt&&G`<p class="muted small">Created ${Y(i.createdAt)} by ${i.createdBy}
       ${i.packageDigest&&G` · package <code>${i.packageDigest.slice(0,19)}…</code>`}</p>`}
-    ${i&&G`<${Je} value=${it(i)} />`}
-  </section>`}function dt({fqfn:e}){let[t,n,r]=q(()=>rt(e),[e],3e3),[i,a,o]=q(()=>H(`${U(e)}/status`),[e],nt),[s]=q(()=>H(U(e)),[e,t&&t.version]),c=ot(e,it(s)),l=()=>{r(),o()},[u,d,f]=e.split(`/`);return G`<section aria-labelledby="fn-name">
+    ${i&&G`<${Je} value=${at(i)} />`}
+  </section>`}function ft({fqfn:e}){let[t,n,r]=q(()=>it(e),[e],3e3),[i,a,o]=q(()=>H(`${U(e)}/status`),[e],rt),[s]=q(()=>H(U(e)),[e,t&&t.version]),c=st(e,at(s)),l=()=>{r(),o()},[u,d,f]=e.split(`/`);return G`<section aria-labelledby="fn-name">
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/functions">Functions</a> / ${u}/${d}</nav>
     <div class="page-head">
       <h1 id="fn-name">${f}</h1>
@@ -130,7 +136,7 @@
       <a class="button" href=${`#/update/${e}`}>Update…</a>
     </div>
     <${J} error=${n||a} />
-    <${st} fqfn=${e} onDone=${l} />
+    <${ct} fqfn=${e} onDone=${l} />
     <div class="charts" aria-label="Live metrics">
       <${qe} title="Throughput" unit="msg/s" testid="chart-throughput" points=${c.throughput}
         caption=${G`<span data-testid="processed-total">${X(c.processed)}</span> processed`} />
@@ -151,28 +157,28 @@
           <td>${X(t.status.numUserExceptions)}</td><td>${X(t.status.numSystemExceptions)}</td>
           <td>${X(t.status.numDeadLettered)}</td><td>${X(t.status.averageLatency)} ms</td>
           <td class="nowrap">${Y(t.status.lastInvocationTime)}</td>
-          <td><${st} fqfn=${e} instance=${t.instanceId} onDone=${l} /></td></tr>`)}
+          <td><${ct} fqfn=${e} instance=${t.instanceId} onDone=${l} /></td></tr>`)}
         </tbody></table></div>
     </section>`}
-    ${i&&G`<${ct} status=${i} />`}
+    ${i&&G`<${lt} status=${i} />`}
     <div class="two">
-      <${lt} fqfn=${e} />
-      <${tt} fqfn=${e} />
+      <${ut} fqfn=${e} />
+      <${nt} fqfn=${e} />
     </div>
-    ${t&&G`<${ut} fqfn=${e} current=${t.version} />`}
-    <${ft} fqfn=${e} />
-  </section>`}function ft({fqfn:e}){let[t,n]=R(null);return G`<div class="danger-zone"><button class="danger" onClick=${async()=>{if(confirm(`Delete ${e}? Its state, checkpoints and subscription go too.`))try{await V(`DELETE`,U(e)),location.hash=`#/functions`}catch(e){n(e)}}}>Delete function…</button>
-    <${J} error=${t} /></div>`}var pt=/^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$/,mt=[`.py`,`.zip`,`.whl`],ht=`letters, digits, '_', '-', '.', starting with a letter or digit, at most 128 characters`;function gt(e,t){let n=t.replace(/^(non-)?persistent:\/\//,``).split(`/`);if(n.length!==1&&n.length!==3)return`${e} ${Q(t)}: a topic is name or tenant/namespace/name`;for(let r of n)if(!pt.test(r))return`${e} ${Q(t)}: ${Q(r)} is not a valid name (${ht})`;return null}var Q=e=>String(e).includes(`'`)&&!String(e).includes(`"`)?`"${e}"`:`'${String(e).replace(/'/g,`\\'`)}'`,_t=e=>e.split(/[\s,]+/).map(e=>e.trim()).filter(Boolean);function vt(e,t){let n={},r=`function ${e.tenant}/${e.namespace}/${e.name}`;for(let t of[`tenant`,`namespace`,`name`])pt.test(e[t])||(n[t]=`${t} ${Q(e[t])} is not a valid name (${ht})`);let i=_t(e.inputs);!i.length&&!e.topicsPattern.trim()&&(n.inputs=`${r}: a function needs inputs (or topics_pattern); got neither`);for(let e of i){let t=gt(`inputs`,e);t&&(n.inputs=t)}let a=new Set;for(let e of i)a.has(e)&&(n.inputs=`${r}: inputs lists a topic twice: ${e}`),a.add(e);if(e.topicsPattern.trim())try{new RegExp(e.topicsPattern)}catch(t){n.topicsPattern=`${r}: topics_pattern ${Q(e.topicsPattern)} is not a valid regular expression: ${t.message}`}for(let[t,a]of[[`output`,`output`],[`logTopic`,`log_topic`],[`deadLetterTopic`,`dead_letter_topic`]]){if(!e[t].trim())continue;let o=gt(a,e[t].trim());o?n[t]=o:i.includes(e[t].trim())&&(n[t]=`${r}: topic ${e[t].trim()} is both an input and an output of the function; that would loop`)}t&&!e.file&&!e.url.trim()&&(n.file=`${r}: give the package (a .py, .zip or .whl file) or the path or digest of one uploaded before`),e.file&&!mt.some(t=>e.file.name.endsWith(t))&&(n.file=`${r}: the package ${Q(e.file.name)} is none of ${mt.join(`, `)}`),e.file&&e.file.name.endsWith(`.zip`)&&!e.classname.trim()&&(n.classname=`${r}: a .zip package needs classname (module.attr)`),e.classname.trim()&&!/^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$/.test(e.classname.trim())&&(n.classname=`${r}: classname ${Q(e.classname)} is not a module.attr name`);let o=Number(e.parallelism);(!/^\d+$/.test(String(e.parallelism).trim())||o<1||o>256)&&(n.parallelism=`${r}: parallelism must be a whole number from 1 to 256; got ${Q(e.parallelism)}`);let s=Number(e.maxMessageRetries);(!/^\d+$/.test(String(e.maxMessageRetries).trim())||s>100)&&(n.maxMessageRetries=`${r}: max_message_retries must be a whole number from 0 to 100; got ${Q(e.maxMessageRetries)}`);for(let[t,i]of[[`userConfig`,`user_config`],[`extra`,`more config`]])if(e[t].trim())try{let n=JSON.parse(e[t]);if(!n||typeof n!=`object`||Array.isArray(n))throw Error(`not an object`)}catch(e){n[t]=`${r}: ${i} must be a JSON object: ${e.message}`}return n}function yt(e){let t={inputs:_t(e.inputs),processing_guarantees:e.guarantees,parallelism:Number(e.parallelism),max_message_retries:Number(e.maxMessageRetries)},n={classname:e.classname,topics_pattern:e.topicsPattern,output:e.output,log_topic:e.logTopic,dead_letter_topic:e.deadLetterTopic,subscription_name:e.subscriptionName};for(let[e,r]of Object.entries(n))r.trim()&&(t[e]=r.trim());return t.inputs.length||delete t.inputs,e.userConfig.trim()&&(t.user_config=JSON.parse(e.userConfig)),e.extra.trim()&&Object.assign(t,JSON.parse(e.extra)),t}var bt={tenant:`public`,namespace:`default`,name:``,file:null,url:``,classname:``,inputs:``,topicsPattern:``,output:``,guarantees:`at_least_once`,parallelism:`1`,maxMessageRetries:`0`,subscriptionName:``,logTopic:``,deadLetterTopic:``,userConfig:``,extra:``,mode:`drain`};function xt(e,t){let[n,r,i]=e.split(`/`),a=e=>e==null?``:String(e),o=W(t,`user_config`);return{...bt,tenant:n,namespace:r,name:i,classname:a(W(t,`classname`)??W(t,`class_name`)),inputs:(W(t,`inputs`)||[]).join(`, `),topicsPattern:a(W(t,`topics_pattern`)),output:a(W(t,`output`)),guarantees:String(W(t,`processing_guarantees`)||`at_least_once`).toLowerCase().replace(`atleast`,`at_least`).replace(`atmost`,`at_most`),parallelism:a(W(t,`parallelism`)??1),maxMessageRetries:a(W(t,`max_message_retries`)??0),subscriptionName:a(W(t,`subscription_name`)),logTopic:a(W(t,`log_topic`)),deadLetterTopic:a(W(t,`dead_letter_topic`)),userConfig:o&&Object.keys(o).length?JSON.stringify(o):``}}function $({id:e,label:t,hint:n,problem:r,children:i}){return G`<div class="field ${r?`invalid`:``}">
+    ${t&&G`<${dt} fqfn=${e} current=${t.version} />`}
+    <${pt} fqfn=${e} />
+  </section>`}function pt({fqfn:e}){let[t,n]=R(null);return G`<div class="danger-zone"><button class="danger" onClick=${async()=>{if(confirm(`Delete ${e}? Its state, checkpoints and subscription go too.`))try{await V(`DELETE`,U(e)),location.hash=`#/functions`}catch(e){n(e)}}}>Delete function…</button>
+    <${J} error=${t} /></div>`}var mt=/^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$/,ht=[`.py`,`.zip`,`.whl`],gt=`letters, digits, '_', '-', '.', starting with a letter or digit, at most 128 characters`;function _t(e,t){let n=t.replace(/^(non-)?persistent:\/\//,``).split(`/`);if(n.length!==1&&n.length!==3)return`${e} ${Q(t)}: a topic is name or tenant/namespace/name`;for(let r of n)if(!mt.test(r))return`${e} ${Q(t)}: ${Q(r)} is not a valid name (${gt})`;return null}var Q=e=>String(e).includes(`'`)&&!String(e).includes(`"`)?`"${e}"`:`'${String(e).replace(/'/g,`\\'`)}'`,vt=e=>e.split(/[\s,]+/).map(e=>e.trim()).filter(Boolean);function yt(e,t){let n={},r=`function ${e.tenant}/${e.namespace}/${e.name}`;for(let t of[`tenant`,`namespace`,`name`])mt.test(e[t])||(n[t]=`${t} ${Q(e[t])} is not a valid name (${gt})`);let i=vt(e.inputs);!i.length&&!e.topicsPattern.trim()&&(n.inputs=`${r}: a function needs inputs (or topics_pattern); got neither`);for(let e of i){let t=_t(`inputs`,e);t&&(n.inputs=t)}let a=new Set;for(let e of i)a.has(e)&&(n.inputs=`${r}: inputs lists a topic twice: ${e}`),a.add(e);if(e.topicsPattern.trim())try{new RegExp(e.topicsPattern)}catch(t){n.topicsPattern=`${r}: topics_pattern ${Q(e.topicsPattern)} is not a valid regular expression: ${t.message}`}for(let[t,a]of[[`output`,`output`],[`logTopic`,`log_topic`],[`deadLetterTopic`,`dead_letter_topic`]]){if(!e[t].trim())continue;let o=_t(a,e[t].trim());o?n[t]=o:i.includes(e[t].trim())&&(n[t]=`${r}: topic ${e[t].trim()} is both an input and an output of the function; that would loop`)}t&&!e.file&&!e.url.trim()&&(n.file=`${r}: give the package (a .py, .zip or .whl file) or the path or digest of one uploaded before`),e.file&&!ht.some(t=>e.file.name.endsWith(t))&&(n.file=`${r}: the package ${Q(e.file.name)} is none of ${ht.join(`, `)}`),e.file&&e.file.name.endsWith(`.zip`)&&!e.classname.trim()&&(n.classname=`${r}: a .zip package needs classname (module.attr)`),e.classname.trim()&&!/^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$/.test(e.classname.trim())&&(n.classname=`${r}: classname ${Q(e.classname)} is not a module.attr name`);let o=Number(e.parallelism);(!/^\d+$/.test(String(e.parallelism).trim())||o<1||o>256)&&(n.parallelism=`${r}: parallelism must be a whole number from 1 to 256; got ${Q(e.parallelism)}`);let s=Number(e.maxMessageRetries);(!/^\d+$/.test(String(e.maxMessageRetries).trim())||s>100)&&(n.maxMessageRetries=`${r}: max_message_retries must be a whole number from 0 to 100; got ${Q(e.maxMessageRetries)}`);for(let[t,i]of[[`userConfig`,`user_config`],[`extra`,`more config`]])if(e[t].trim())try{let n=JSON.parse(e[t]);if(!n||typeof n!=`object`||Array.isArray(n))throw Error(`not an object`)}catch(e){n[t]=`${r}: ${i} must be a JSON object: ${e.message}`}return n}function bt(e){let t={inputs:vt(e.inputs),processing_guarantees:e.guarantees,parallelism:Number(e.parallelism),max_message_retries:Number(e.maxMessageRetries)},n={classname:e.classname,topics_pattern:e.topicsPattern,output:e.output,log_topic:e.logTopic,dead_letter_topic:e.deadLetterTopic,subscription_name:e.subscriptionName};for(let[e,r]of Object.entries(n))r.trim()&&(t[e]=r.trim());return t.inputs.length||delete t.inputs,e.userConfig.trim()&&(t.user_config=JSON.parse(e.userConfig)),e.extra.trim()&&Object.assign(t,JSON.parse(e.extra)),t}var xt={tenant:`public`,namespace:`default`,name:``,file:null,url:``,classname:``,inputs:``,topicsPattern:``,output:``,guarantees:`at_least_once`,parallelism:`1`,maxMessageRetries:`0`,subscriptionName:``,logTopic:``,deadLetterTopic:``,userConfig:``,extra:``,mode:`drain`};function St(e,t){let[n,r,i]=e.split(`/`),a=e=>e==null?``:String(e),o=W(t,`user_config`);return{...xt,tenant:n,namespace:r,name:i,classname:a(W(t,`classname`)??W(t,`class_name`)),inputs:(W(t,`inputs`)||[]).join(`, `),topicsPattern:a(W(t,`topics_pattern`)),output:a(W(t,`output`)),guarantees:String(W(t,`processing_guarantees`)||`at_least_once`).toLowerCase().replace(`atleast`,`at_least`).replace(`atmost`,`at_most`),parallelism:a(W(t,`parallelism`)??1),maxMessageRetries:a(W(t,`max_message_retries`)??0),subscriptionName:a(W(t,`subscription_name`)),logTopic:a(W(t,`log_topic`)),deadLetterTopic:a(W(t,`dead_letter_topic`)),userConfig:o&&Object.keys(o).length?JSON.stringify(o):``}}function $({id:e,label:t,hint:n,problem:r,children:i}){return G`<div class="field ${r?`invalid`:``}">
     <label for=${e}>${t}</label>
     ${i}
     ${n&&!r&&G`<small id=${`${e}-hint`} class="muted">${n}</small>`}
     ${r&&G`<small id=${`${e}-problem`} class="problem" role="alert">${r}</small>`}
-  </div>`}function St({fqfn:e}){let t=!e,[n,r]=R(bt),[i,a]=R({}),[o,s]=R(null),[c,l]=R([]),[u,d]=R(!1);z(()=>{if(!e)return r(bt);H(U(e)).then(t=>r(xt(e,t.config&&typeof t.config==`object`?t.config:t)),s)},[e]);let f=e=>t=>r({...n,[e]:t.target.type===`file`?t.target.files[0]||null:t.target.value}),p=(e,t,r={})=>G`<input id=${e} name=${t} value=${n[t]} onInput=${f(t)}
+  </div>`}function Ct({fqfn:e}){let t=!e,[n,r]=R(xt),[i,a]=R({}),[o,s]=R(null),[c,l]=R([]),[u,d]=R(!1);z(()=>{if(!e)return r(xt);H(U(e)).then(t=>r(St(e,t.config&&typeof t.config==`object`?t.config:t)),s)},[e]);let f=e=>t=>r({...n,[e]:t.target.type===`file`?t.target.files[0]||null:t.target.value}),p=(e,t,r={})=>G`<input id=${e} name=${t} value=${n[t]} onInput=${f(t)}
     aria-invalid=${i[t]?`true`:void 0}
     aria-describedby=${i[t]?`${e}-problem`:`${e}-hint`} ...${r} />`;return G`<section aria-labelledby="submit-title">
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/functions">Functions</a>${e&&G` / <a href=${`#/functions/${e}`}>${e}</a>`}</nav>
     <h1 id="submit-title">${t?`New function`:`Update ${e}`}</h1>
-    <form class="card form" onSubmit=${async e=>{e.preventDefault(),s(null),l([]);let r=vt(n,t);if(a(r),Object.keys(r).length){document.getElementById(`f-${Object.keys(r)[0]}`)?.focus();return}let i=new FormData;i.set(`functionConfig`,JSON.stringify(yt(n))),n.file?i.set(`data`,n.file,n.file.name):n.url.trim()&&i.set(`url`,n.url.trim()),t||i.set(`mode`,n.mode),d(!0);try{let e=`${n.tenant}/${n.namespace}/${n.name}`,r=await V(t?`POST`:`PUT`,U(e),i);r&&r.warnings&&r.warnings.length?l(r.warnings):location.hash=`#/functions/${e}`}catch(e){s(e)}finally{d(!1)}}} noValidate>
+    <form class="card form" onSubmit=${async e=>{e.preventDefault(),s(null),l([]);let r=yt(n,t);if(a(r),Object.keys(r).length){document.getElementById(`f-${Object.keys(r)[0]}`)?.focus();return}let i=new FormData;i.set(`functionConfig`,JSON.stringify(bt(n))),n.file?i.set(`data`,n.file,n.file.name):n.url.trim()&&i.set(`url`,n.url.trim()),t||i.set(`mode`,n.mode),d(!0);try{let e=`${n.tenant}/${n.namespace}/${n.name}`,r=await V(t?`POST`:`PUT`,U(e),i);r&&r.warnings&&r.warnings.length?l(r.warnings):location.hash=`#/functions/${e}`}catch(e){s(e)}finally{d(!1)}}} noValidate>
       <fieldset><legend>Name</legend><div class="row">
         <${$} id="f-tenant" label="Tenant" problem=${i.tenant}>${p(`f-tenant`,`tenant`,{readOnly:!t})}<//>
         <${$} id="f-namespace" label="Namespace" problem=${i.namespace}>${p(`f-namespace`,`namespace`,{readOnly:!t})}<//>
@@ -217,7 +223,7 @@
       <div class="actions"><button type="submit" class="primary" disabled=${u}>${u?`Submitting…`:t?`Create`:`Update`}</button>
         <a class="button ghost" href=${e?`#/functions/${e}`:`#/functions`}>Cancel</a></div>
     </form>
-  </section>`}async function Ct(){let e=await H(`/admin/v2/tenants`),t=[];for(let n of e)for(let e of await H(`/admin/v2/namespaces/${encodeURIComponent(n)}`)){let[n,r]=e.split(`/`),i=await H(`/admin/v2/persistent/${encodeURIComponent(n)}/${encodeURIComponent(r)}`);for(let e of i)t.push(e.replace(/^persistent:\/\//,``))}return t}function wt(){let[e,t]=q(Ct,[],1e4),[n,r]=R(``),i=(e||[]).filter(e=>e.toLowerCase().includes(n.toLowerCase())),a=null;return G`<section aria-labelledby="topics-title">
+  </section>`}async function wt(){let e=await H(`/admin/v2/tenants`),t=[];for(let n of e)for(let e of await H(`/admin/v2/namespaces/${encodeURIComponent(n)}`)){let[n,r]=e.split(`/`),i=await H(`/admin/v2/persistent/${encodeURIComponent(n)}/${encodeURIComponent(r)}`);for(let e of i)t.push(e.replace(/^persistent:\/\//,``))}return t}function Tt(){let[e,t]=q(wt,[],1e4),[n,r]=R(``),i=(e||[]).filter(e=>e.toLowerCase().includes(n.toLowerCase())),a=null;return G`<section aria-labelledby="topics-title">
     <div class="page-head"><h1 id="topics-title">Topics</h1></div>
     <div class="toolbar"><label class="search"><span class="sr-only">Search topics</span>
       <input type="search" data-search placeholder="Search topics  ( / )" value=${n}
@@ -227,10 +233,10 @@
     ${i.length>0&&G`<table class="list"><thead><tr><th scope="col">Topic</th></tr></thead><tbody>
       ${i.map(e=>{let[t,n,r]=e.split(`/`),i=`${t}/${n}`!==a;return a=`${t}/${n}`,G`${i&&G`<tr class="group"><th scope="rowgroup">${a}</th></tr>`}
           <tr><td><a href=${`#/topics/${e}`}>${r}</a></td></tr>`})}</tbody></table>`}
-  </section>`}function Tt({message:e,schemaType:t}){let[n,r]=R(`auto`),i,a,o=e.value;if(n===`hex`||n===`auto`&&o===null&&e.valueBase64)a=`binary`,i=e.valueBase64?$e(e.valueBase64):``;else if(typeof o==`object`&&o)a=`json`,i=JSON.stringify(o,null,2);else{let e=o===null?``:String(o);try{let t=JSON.parse(e);typeof t==`object`&&t&&(a=`json`,i=JSON.stringify(t,null,2))}catch{}a||(a=`text`,i=e)}return G`<div class="payload" data-kind=${a}>
+  </section>`}function Et({message:e,schemaType:t}){let[n,r]=R(`auto`),i,a,o=e.value;if(n===`hex`||n===`auto`&&o===null&&e.valueBase64)a=`binary`,i=e.valueBase64?et(e.valueBase64):``;else if(typeof o==`object`&&o)a=`json`,i=JSON.stringify(o,null,2);else{let e=o===null?``:String(o);try{let t=JSON.parse(e);typeof t==`object`&&t&&(a=`json`,i=JSON.stringify(t,null,2))}catch{}a||(a=`text`,i=e)}return G`<div class="payload" data-kind=${a}>
     <div class="payload-head"><span class="badge tone-off">${a}</span>
       <button class="link small" onClick=${()=>r(n===`hex`?`auto`:`hex`)}>${n===`hex`?`decoded`:`hex`}</button></div>
-    <pre>${i}</pre></div>`}async function Et(e,t,n){let r=[];for(let i=0;i<t;i++)for(let t=1;t<=n;t++)try{let n=new URLSearchParams({initialPosition:`latest`,messagePosition:t,partition:i});r.push(await H(`${e}/examinemessage?${n}`))}catch(e){if(e.status===404)break;throw e}return r.sort((e,t)=>String(t.publishTime).localeCompare(String(e.publishTime)))}function Dt({parts:e}){let[t,n,r]=e,i=Be(t,n,r),[a,o]=q(()=>H(`${i}/partitioned-stats`),[i],3e3),[s,c]=R(5),[l,u]=R(null),[d,f]=R(null),p=async()=>{f(null);try{u(await Et(i,a?a.metadata.partitions:1,s))}catch(e){f(e)}},m=a?Object.entries(a.partitions||{}):[];return G`<section aria-labelledby="topic-title">
+    <pre>${i}</pre></div>`}async function Dt(e,t,n){let r=[];for(let i=0;i<t;i++)for(let t=1;t<=n;t++)try{let n=new URLSearchParams({initialPosition:`latest`,messagePosition:t,partition:i});r.push(await H(`${e}/examinemessage?${n}`))}catch(e){if(e.status===404)break;throw e}return r.sort((e,t)=>String(t.publishTime).localeCompare(String(e.publishTime)))}function Ot({parts:e}){let[t,n,r]=e,i=Be(t,n,r),[a,o]=q(()=>H(`${i}/partitioned-stats`),[i],3e3),[s,c]=R(5),[l,u]=R(null),[d,f]=R(null),p=async()=>{f(null);try{u(await Dt(i,a?a.metadata.partitions:1,s))}catch(e){f(e)}},m=a?Object.entries(a.partitions||{}):[];return G`<section aria-labelledby="topic-title">
     <nav class="crumbs" aria-label="Breadcrumb"><a href="#/topics">Topics</a> / ${t}/${n}</nav>
     <div class="page-head"><h1 id="topic-title">${r}</h1>
       ${a&&G`<span class="badge tone-off">${a.schemaType}</span>
@@ -256,9 +262,9 @@
       ${l&&l.map(e=>G`<article class="message" data-testid="message">
         <header><code>${e.messageId}</code>${e.key&&G` · key <code>${e.key}</code>`} · ${Y(e.publishTime)}
           ${e.properties&&Object.keys(e.properties).length>0&&G`<span class="muted"> · ${Object.entries(e.properties).map(([e,t])=>`${e}=${t}`).join(`, `)}</span>`}</header>
-        <${Tt} message=${e} schemaType=${a&&a.schemaType} /></article>`)}
+        <${Et} message=${e} schemaType=${a&&a.schemaType} /></article>`)}
     </section>
-  </section>`}async function Ot(){try{return await H(`/ready`)}catch(e){if(e.status===401)throw e;return{status:`not ready`,reason:e.reason,message:e.message}}}function kt(){let[e,t]=q(()=>H(`/admin/v3/worker`),[],2e3),[n]=q(Ot,[],5e3),r=e?Object.entries(e.functionsByState).sort():[],i=r.reduce((e,[,t])=>e+t,0);return G`<section aria-labelledby="worker-title">
+  </section>`}async function kt(){try{return await H(`/ready`)}catch(e){if(e.status===401)throw e;return{status:`not ready`,reason:e.reason,message:e.message}}}function At(){let[e,t]=q(()=>H(`/admin/v3/worker`),[],2e3),[n]=q(kt,[],5e3),r=e?Object.entries(e.functionsByState).sort():[],i=r.reduce((e,[,t])=>e+t,0);return G`<section aria-labelledby="worker-title">
     <div class="page-head"><h1 id="worker-title">Worker ${e&&G`<code>${e.workerId}</code>`}</h1>
       ${n&&G`<span class=${`badge ${n.status===`ready`?`tone-ok`:`tone-warn`}`}>${n.status}</span>`}</div>
     <${J} error=${t} />
@@ -281,15 +287,15 @@
           <span class="bar"><span style=${`width:${100*t/Math.max(1,i)}%`} class="tone-${e}"></span></span>
           <strong>${t}</strong></li>`)}</ul>
       </section></div>`}
-  </section>`}function At(){let[e,t]=R(location.hash||`#/functions`);return z(()=>{let e=()=>t(location.hash||`#/functions`);return addEventListener(`hashchange`,e),()=>removeEventListener(`hashchange`,e)},[]),e}var jt=[[`#/functions`,`Functions`,`f`],[`#/new`,`New function`,`n`],[`#/topics`,`Topics`,`t`],[`#/worker`,`Worker`,`w`]];function Mt(e){let[t,...n]=e.replace(/^#\/?/,``).split(`/`).map(decodeURIComponent);return t===`functions`&&n.length===3?G`<${dt} fqfn=${n.join(`/`)} />`:t===`update`&&n.length===3?G`<${St} fqfn=${n.join(`/`)} />`:t===`new`?G`<${St} />`:t===`topics`&&n.length===3?G`<${Dt} parts=${n} />`:t===`topics`?G`<${wt} />`:t===`worker`?G`<${kt} />`:G`<${Qe} />`}function Nt(e){let t=e.target;return t&&(t.isContentEditable||[`INPUT`,`TEXTAREA`,`SELECT`].includes(t.tagName))}function Pt(){return z(()=>{let e=e=>{if(e.ctrlKey||e.metaKey||e.altKey||Nt(e))return;if(e.key===`/`){let t=document.querySelector(`[data-search]`);t&&(e.preventDefault(),t.focus());return}if(e.key===`?`){document.getElementById(`shortcuts`)?.toggleAttribute(`open`);return}let t=jt.find(([,,t])=>t===e.key);t&&(location.hash=t[0])};return addEventListener(`keydown`,e),()=>removeEventListener(`keydown`,e)},[]),G`<details id="shortcuts" class="shortcuts">
+  </section>`}function jt(){let[e,t]=R(location.hash||`#/functions`);return z(()=>{let e=()=>t(location.hash||`#/functions`);return addEventListener(`hashchange`,e),()=>removeEventListener(`hashchange`,e)},[]),e}var Mt=[[`#/functions`,`Functions`,`f`],[`#/new`,`New function`,`n`],[`#/topics`,`Topics`,`t`],[`#/worker`,`Worker`,`w`]];function Nt(e){let[t,...n]=e.replace(/^#\/?/,``).split(`/`).map(decodeURIComponent);return t===`functions`&&n.length===3?G`<${ft} fqfn=${n.join(`/`)} />`:t===`update`&&n.length===3?G`<${Ct} fqfn=${n.join(`/`)} />`:t===`new`?G`<${Ct} />`:t===`topics`&&n.length===3?G`<${Ot} parts=${n} />`:t===`topics`?G`<${Tt} />`:t===`worker`?G`<${At} />`:G`<${$e} />`}function Pt(e){let t=e.target;return t&&(t.isContentEditable||[`INPUT`,`TEXTAREA`,`SELECT`].includes(t.tagName))}function Ft(){return z(()=>{let e=e=>{if(e.ctrlKey||e.metaKey||e.altKey||Pt(e))return;if(e.key===`/`){let t=document.querySelector(`[data-search]`);t&&(e.preventDefault(),t.focus());return}if(e.key===`?`){document.getElementById(`shortcuts`)?.toggleAttribute(`open`);return}let t=Mt.find(([,,t])=>t===e.key);t&&(location.hash=t[0])};return addEventListener(`keydown`,e),()=>removeEventListener(`keydown`,e)},[]),G`<details id="shortcuts" class="shortcuts">
     <summary>Keyboard</summary>
     <dl>
       <dt><kbd>/</kbd></dt><dd>search</dd>
-      ${jt.map(([,e,t])=>G`<dt><kbd>${t}</kbd></dt><dd>${e}</dd>`)}
+      ${Mt.map(([,e,t])=>G`<dt><kbd>${t}</kbd></dt><dd>${e}</dd>`)}
       <dt><kbd>Tab</kbd></dt><dd>next control</dd>
       <dt><kbd>?</kbd></dt><dd>this list</dd>
     </dl>
-  </details>`}function Ft(){let e=Me(Fe),[t,n]=R(``),[r,i]=R(!1),a=Se(null);return z(()=>a.current?.focus(),[]),G`<div class="token-screen">
+  </details>`}function It(){let e=Me(Fe),[t,n]=R(``),[r,i]=R(!1),a=Se(null);return z(()=>a.current?.focus(),[]),G`<div class="token-screen">
     <form class="card token-card" onSubmit=${async e=>{e.preventDefault(),i(!0),Re(t.trim());try{await V(`GET`,`/ready`,void 0,{raw:!0}).catch(e=>{if(e.status===401)throw e}),Fe.set(``),Pe.set(!1)}catch{Re(``)}finally{i(!1)}}} aria-labelledby="token-title">
       <h1 id="token-title">This worker asks for a token</h1>
       <p class="muted">
@@ -301,18 +307,18 @@
       ${e&&G`<p class="error" role="alert" data-testid="token-error">${e}</p>`}
       <button type="submit" class="primary" disabled=${r}>Sign in</button>
     </form>
-  </div>`}function It(){let e=At();if(Me(Pe))return G`<${Ft} />`;let t=e.split(`/`)[1]||`functions`,n=e=>e.split(`/`)[1]===t||t===`update`&&e===`#/new`;return G`<div class="shell">
+  </div>`}function Lt(){let e=jt();if(Me(Pe))return G`<${It} />`;let t=e.split(`/`)[1]||`functions`,n=e=>e.split(`/`)[1]===t||t===`update`&&e===`#/new`;return G`<div class="shell">
     <a class="skip" href="#main" onClick=${e=>{e.preventDefault(),document.getElementById(`main`).focus()}}>Skip to content</a>
     <header class="top">
       <a class="brand" href="#/functions"><span class="logo" aria-hidden="true">ϟ</span> sparkfn</a>
       <nav aria-label="Sections">
-        ${jt.map(([e,t,r])=>G`<a href=${e} aria-current=${n(e)?`page`:void 0}
+        ${Mt.map(([e,t,r])=>G`<a href=${e} aria-current=${n(e)?`page`:void 0}
             aria-keyshortcuts=${r}>${t}</a>`)}
       </nav>
       <div class="spacer"></div>
-      <${Pt} />
+      <${Ft} />
       ${Le()&&G`<button class="ghost" onClick=${()=>{Re(``),Fe.set(``),Pe.set(!0)}}
         title="Forget the token">Sign out</button>`}
     </header>
-    <main id="main" tabindex="-1">${Mt(e)}</main>
-  </div>`}P(G`<${It} />`,document.getElementById(`app`));
+    <main id="main" tabindex="-1">${Nt(e)}</main>
+  </div>`}P(G`<${Lt} />`,document.getElementById(`app`));
