@@ -96,6 +96,7 @@ export function Chart({ title, points, unit, testid, caption }) {
       <line x1="0" x2=${w} y1=${hgt - pad} y2=${hgt - pad} class="axis" />
       ${area && html`<path d=${area} class="area" />`}
       ${line && html`<path d=${line} class="line" />`}
+      ${points.length > 1 && Math.max(...values) > 0 && html`<text x="2" y="11" class="max">${fmt(max)}</text>`}
     </svg>
     ${caption && html`<div class="chart-caption">${caption}</div>`}
   </figure>`;

@@ -10,6 +10,7 @@
       <line x1="0" x2=${320} y1=${92} y2=${92} class="axis" />
       ${p&&G`<path d=${p} class="area" />`}
       ${f&&G`<path d=${f} class="line" />`}
+      ${t.length>1&&Math.max(...a)>0&&G`<text x="2" y="11" class="max">${X(o)}</text>`}
     </svg>
     ${i&&G`<div class="chart-caption">${i}</div>`}
   </figure>`}function Je({value:e}){return G`<pre class="json">${JSON.stringify(e,null,2)}</pre>`}var Z=50,Ye=[`RUNNING`,`PARKED`,`STOPPED`,`SUSPENDED`,`ERROR`,`CREATED`];function Xe(e,t){let[n,r]=R(e);return z(()=>{let n=setTimeout(()=>r(e),t);return()=>clearTimeout(n)},[e]),n}function Ze({fn:e}){let t=new Map(e.instances.map(e=>[e.instanceId,e]));return G`<span class="dots" aria-label="instances">
