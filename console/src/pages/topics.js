@@ -19,10 +19,29 @@ async function everyTopic() {
   return found;
 }
 
+const SHOWN = 100;
+
+function TopicRow({ topic }) {
+  const [tenant, ns, name] = topic.split("/");
+  const [stats] = usePoll(() => get(`${topicPath(tenant, ns, name)}/partitioned-stats`), [topic]);
+  const subs = stats ? Object.entries(stats.subscriptions) : [];
+  const lag = subs.reduce((sum, [, s]) => sum + (s.msgBacklog || 0), 0);
+  return html`<tr data-topic=${topic}>
+    <td><a href=${`#/topics/${topic}`}>${name}</a></td>
+    <td>${stats ? stats.schemaType : ""}</td>
+    <td>${stats ? stats.metadata.partitions : ""}</td>
+    <td>${stats ? fmt(stats.msgInCounter) : ""}</td>
+    <td>${stats ? fmt(stats.messages) : ""}</td>
+    <td>${stats ? subs.length : ""}</td>
+    <td>${stats ? fmt(lag) : ""}</td>
+  </tr>`;
+}
+
 export function TopicList() {
   const [topics, error] = usePoll(everyTopic, [], 10000);
   const [search, setSearch] = useState("");
-  const shown = (topics || []).filter((t) => t.toLowerCase().includes(search.toLowerCase()));
+  const matching = (topics || []).filter((t) => t.toLowerCase().includes(search.toLowerCase()));
+  const shown = matching.slice(0, SHOWN);
   let lastNs = null;
   return html`<section aria-labelledby="topics-title">
     <div class="page-head"><h1 id="topics-title">Topics</h1></div>
@@ -30,14 +49,17 @@ export function TopicList() {
       <input type="search" data-search placeholder="Search topics  ( / )" value=${search}
         onInput=${(e) => setSearch(e.target.value)} /></label></div>
     <${ErrorNote} error=${error} />
-    ${topics && shown.length === 0 && html`<p class="muted">No topic.</p>`}
-    ${shown.length > 0 && html`<table class="list"><thead><tr><th scope="col">Topic</th></tr></thead><tbody>
+    ${topics && matching.length === 0 && html`<p class="muted">No topic.</p>`}
+    ${matching.length > SHOWN && html`<p class="muted">The first ${SHOWN} of ${matching.length}: search to narrow them.</p>`}
+    ${shown.length > 0 && html`<table class="list"><thead><tr><th scope="col">Topic</th><th scope="col">Schema</th>
+      <th scope="col">Partitions</th><th scope="col">Appended</th><th scope="col">Retained</th>
+      <th scope="col">Subscriptions</th><th scope="col">Lag</th></tr></thead><tbody>
       ${shown.map((t) => {
-        const [tenant, ns, name] = t.split("/");
+        const [tenant, ns] = t.split("/");
         const head = `${tenant}/${ns}` !== lastNs;
         lastNs = `${tenant}/${ns}`;
-        return html`${head && html`<tr class="group"><th scope="rowgroup">${lastNs}</th></tr>`}
-          <tr><td><a href=${`#/topics/${t}`}>${name}</a></td></tr>`;
+        return html`${head && html`<tr class="group"><th colspan="7" scope="rowgroup">${lastNs}</th></tr>`}
+          <${TopicRow} key=${t} topic=${t} />`;
       })}</tbody></table>`}
   </section>`;
 }

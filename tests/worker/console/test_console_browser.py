@@ -123,6 +123,12 @@ def test_create_watch_drain_read_state_and_peek(shared_worker: SharedWorker, pag
     page.get_by_role("link", name="console-in").count()  # the list page is one step back
     page.go_back()
     expect(page.get_by_role("link", name="console-in")).to_be_visible()
+    # schema, partitions, appended, retained, subscriptions, lag
+    cells = ["string", "2", str(total), str(total), "1", "0"]
+    in_row = page.locator("tr[data-topic='public/default/console-in'] td")
+    expect(in_row).to_have_text(["console-in", *cells])
+    out_row = page.locator("tr[data-topic='public/default/console-out'] td")
+    expect(out_row).to_have_text(["console-out", *cells[:4], "0", "0"])
     screenshot(page, "topics")
 
     page.goto(url + "/#/functions/public/default/console-in-nothing")  # a name that is not there
