@@ -64,10 +64,16 @@ def test_create_watch_drain_read_state_and_peek(shared_worker: SharedWorker, pag
     page.get_by_label("Name", exact=True).fill("console-wc")
     page.get_by_label("Package (.py, .zip, .whl)").set_input_files(str(EXAMPLES / "wordcount.py"))
     page.get_by_label("Class name").fill("wordcount.WordCount")
-    page.get_by_label("Inputs").fill("console-in")
     page.get_by_label("Output", exact=True).fill("console-out")
     page.get_by_label("Processing guarantees").select_option("effectively_once")
     page.get_by_label("Parallelism").fill("2")
+    # What only the worker can check it checks, and the form shows its answer.
+    page.get_by_label("Inputs").fill("console-nowhere")
+    page.get_by_role("button", name="Create").click()
+    refused = page.locator("form .error")
+    expect(refused).to_contain_text("invalid_config")
+    expect(refused).to_contain_text("console-nowhere")
+    page.get_by_label("Inputs").fill("console-in")
     page.get_by_label("Output", exact=True).press("Enter")  # submits, as a form does
 
     expect(page).to_have_url(re.compile(r"#/functions/public/default/console-wc$"), timeout=120_000)
