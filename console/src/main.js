@@ -31,10 +31,12 @@ const NAV = [
 function route(hash) {
   const parts = hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   const [page, ...rest] = parts;
-  if (page === "functions" && rest.length === 3) return html`<${FunctionPage} fqfn=${rest.join("/")} />`;
-  if (page === "update" && rest.length === 3) return html`<${SubmitPage} fqfn=${rest.join("/")} />`;
-  if (page === "new") return html`<${SubmitPage} />`;
-  if (page === "topics" && rest.length === 3) return html`<${TopicPage} parts=${rest} />`;
+  // Keyed by what they show: another function or topic starts from a fresh page, no state kept.
+  const key = rest.join("/");
+  if (page === "functions" && rest.length === 3) return html`<${FunctionPage} key=${key} fqfn=${key} />`;
+  if (page === "update" && rest.length === 3) return html`<${SubmitPage} key=${key} fqfn=${key} />`;
+  if (page === "new") return html`<${SubmitPage} key="new" />`;
+  if (page === "topics" && rest.length === 3) return html`<${TopicPage} key=${key} parts=${rest} />`;
   if (page === "topics") return html`<${TopicList} />`;
   if (page === "worker") return html`<${WorkerPage} />`;
   return html`<${FunctionList} />`;

@@ -152,7 +152,7 @@ export function TopicPage({ parts }) {
         <button class="primary" onClick=${peek} disabled=${!stats}>Peek</button></div>
       <${ErrorNote} error=${peekError} />
       ${peeked && peeked.length === 0 && html`<p class="muted">The topic holds no message.</p>`}
-      ${peeked && peeked.map((m) => html`<article class="message" data-testid="message">
+      ${peeked && peeked.map((m) => html`<article class="message" data-testid="message" key=${m.messageId}>
         <header><code>${m.messageId}</code>${m.key && html` · key <code>${m.key}</code>`} · ${when(m.publishTime)}
           ${m.properties && Object.keys(m.properties).length > 0 && html`<span class="muted"> · ${Object.entries(m.properties).map(([k, val]) => `${k}=${val}`).join(", ")}</span>`}</header>
         <${Payload} message=${m} schemaType=${stats && stats.schemaType} /></article>`)}

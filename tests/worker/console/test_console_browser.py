@@ -19,6 +19,8 @@ from console_browser import screenshot
 from playwright.sync_api import Page, expect
 from worker_process import SharedWorker
 
+from sparkfn.topics.producer import Producer
+
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 FUNCS = Path(__file__).resolve().parent / "funcs"
 SENTENCES = ["apple banana", "apple cherry", "banana apple apple"]
@@ -234,3 +236,37 @@ def test_exceptions_death_instance_actions_update_and_state_put(
         "ERROR", timeout=30_000
     )
     screenshot(page, "function-error")
+
+
+def test_a_peek_shows_json_pretty_and_binary_as_hex(
+    shared_worker: SharedWorker, page: Page
+) -> None:
+    url = shared_worker.url
+    for topic, kind in (("peek-json", "json"), ("peek-bytes", "bytes")):
+        made = httpx.put(
+            f"{url}/admin/v2/persistent/public/default/{topic}", json={"schemaType": kind}
+        )
+        assert made.status_code == 204, made.text
+    _produce(url, "peek-json", ['{"id": 7, "tags": ["a", "b"]}'])
+    with Producer(shared_worker.store, "public/default/peek-bytes") as producer:
+        producer.send(b"\x00\xff\x10binary")
+        producer.send(b"plain words")
+
+    page.goto(url + "/#/topics/public/default/peek-json")
+    page.get_by_role("button", name="Peek").click()
+    message = page.get_by_test_id("message")
+    expect(message.locator(".payload")).to_have_attribute("data-kind", "json")
+    expect(message.locator("pre")).to_have_text(
+        '{\n  "id": 7,\n  "tags": [\n    "a",\n    "b"\n  ]\n}'
+    )
+    message.get_by_role("button", name="hex").click()
+    expect(message.locator("pre")).to_contain_text("7b 22 69 64 22")  # {"id"
+
+    page.goto(url + "/#/topics/public/default/peek-bytes")
+    page.get_by_role("button", name="Peek").click()
+    messages = page.get_by_test_id("message")
+    expect(messages).to_have_count(2)
+    text = page.locator(".payload[data-kind='text'] pre")
+    expect(text).to_have_text(["plain words"])
+    binary = page.locator(".payload[data-kind='binary'] pre")
+    expect(binary).to_have_text(["00 ff 10 62 69 6e 61 72 79"])

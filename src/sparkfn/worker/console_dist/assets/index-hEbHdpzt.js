@@ -271,7 +271,7 @@
         <button class="primary" onClick=${p} disabled=${!a}>Peek</button></div>
       <${J} error=${d} />
       ${l&&l.length===0&&K`<p class="muted">The topic holds no message.</p>`}
-      ${l&&l.map(e=>K`<article class="message" data-testid="message">
+      ${l&&l.map(e=>K`<article class="message" data-testid="message" key=${e.messageId}>
         <header><code>${e.messageId}</code>${e.key&&K` · key <code>${e.key}</code>`} · ${Y(e.publishTime)}
           ${e.properties&&Object.keys(e.properties).length>0&&K`<span class="muted"> · ${Object.entries(e.properties).map(([e,t])=>`${e}=${t}`).join(`, `)}</span>`}</header>
         <${Ot} message=${e} schemaType=${a&&a.schemaType} /></article>`)}
@@ -299,7 +299,7 @@
           <span class="bar"><span style=${`width:${100*t/Math.max(1,i)}%`} class="tone-${e}"></span></span>
           <strong>${t}</strong></li>`)}</ul>
       </section></div>`}
-  </section>`}function Nt(){let[e,t]=z(location.hash||`#/functions`);return B(()=>{let e=()=>t(location.hash||`#/functions`);return addEventListener(`hashchange`,e),()=>removeEventListener(`hashchange`,e)},[]),e}var Pt=[[`#/functions`,`Functions`,`f`],[`#/new`,`New function`,`n`],[`#/topics`,`Topics`,`t`],[`#/worker`,`Worker`,`w`]];function Ft(e){let[t,...n]=e.replace(/^#\/?/,``).split(`/`).map(decodeURIComponent);return t===`functions`&&n.length===3?K`<${ft} fqfn=${n.join(`/`)} />`:t===`update`&&n.length===3?K`<${Ct} fqfn=${n.join(`/`)} />`:t===`new`?K`<${Ct} />`:t===`topics`&&n.length===3?K`<${At} parts=${n} />`:t===`topics`?K`<${Dt} />`:t===`worker`?K`<${Mt} />`:K`<${$e} />`}function It(e){let t=e.target;return t&&(t.isContentEditable||[`INPUT`,`TEXTAREA`,`SELECT`].includes(t.tagName))}function Lt(){return B(()=>{let e=e=>{if(e.ctrlKey||e.metaKey||e.altKey||It(e))return;if(e.key===`/`){let t=document.querySelector(`[data-search]`);t&&(e.preventDefault(),t.focus());return}if(e.key===`?`){document.getElementById(`shortcuts`)?.toggleAttribute(`open`);return}let t=Pt.find(([,,t])=>t===e.key);t&&(location.hash=t[0])};return addEventListener(`keydown`,e),()=>removeEventListener(`keydown`,e)},[]),K`<details id="shortcuts" class="shortcuts">
+  </section>`}function Nt(){let[e,t]=z(location.hash||`#/functions`);return B(()=>{let e=()=>t(location.hash||`#/functions`);return addEventListener(`hashchange`,e),()=>removeEventListener(`hashchange`,e)},[]),e}var Pt=[[`#/functions`,`Functions`,`f`],[`#/new`,`New function`,`n`],[`#/topics`,`Topics`,`t`],[`#/worker`,`Worker`,`w`]];function Ft(e){let[t,...n]=e.replace(/^#\/?/,``).split(`/`).map(decodeURIComponent),r=n.join(`/`);return t===`functions`&&n.length===3?K`<${ft} key=${r} fqfn=${r} />`:t===`update`&&n.length===3?K`<${Ct} key=${r} fqfn=${r} />`:t===`new`?K`<${Ct} key="new" />`:t===`topics`&&n.length===3?K`<${At} key=${r} parts=${n} />`:t===`topics`?K`<${Dt} />`:t===`worker`?K`<${Mt} />`:K`<${$e} />`}function It(e){let t=e.target;return t&&(t.isContentEditable||[`INPUT`,`TEXTAREA`,`SELECT`].includes(t.tagName))}function Lt(){return B(()=>{let e=e=>{if(e.ctrlKey||e.metaKey||e.altKey||It(e))return;if(e.key===`/`){let t=document.querySelector(`[data-search]`);t&&(e.preventDefault(),t.focus());return}if(e.key===`?`){document.getElementById(`shortcuts`)?.toggleAttribute(`open`);return}let t=Pt.find(([,,t])=>t===e.key);t&&(location.hash=t[0])};return addEventListener(`keydown`,e),()=>removeEventListener(`keydown`,e)},[]),K`<details id="shortcuts" class="shortcuts">
     <summary>Keyboard</summary>
     <dl>
       <dt><kbd>/</kbd></dt><dd>search</dd>
