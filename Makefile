@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test check lint typecheck unit bench clean
+.PHONY: install browser console demo test check lint typecheck unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,7 +12,27 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# The console's npm packages, as package-lock.json pins them: the tests check
+# that the committed build (src/sparkfn/worker/console_dist) is what they make.
+CONSOLE_DEPS := console/node_modules/.package-lock.json
+$(CONSOLE_DEPS): console/package-lock.json
+	@if command -v npm >/dev/null; then cd console && npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the console's build check will not run (install Node.js 20.19+)"; fi
+
+# Debian's Chromium, which the console's browser tests drive (never a downloaded browser).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "Installing Debian's chromium for the console's browser tests (apt-get)"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends chromium) \
+		|| echo "could not install chromium: the browser tests will not run (they fail under CI=true)"; \
+	fi
+
+install: $(STAMP) $(CONSOLE_DEPS) browser
+
+# Rebuild the console after changing console/src (commit the result).
+console: $(CONSOLE_DEPS)
+	cd console && npm run build
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
@@ -28,7 +48,7 @@ typecheck: $(STAMP)
 # about 90% busy, and the third worker fills the gaps while the long crash
 # tests wait on their child processes. The slowest tests are listed at the
 # end, so CI logs show where the time goes.
-unit: $(STAMP)
+unit: install
 	$(PY) -m pytest -q -n 3 --durations=15
 
 # The whole suite: lint, types, tests. CI runs exactly this.

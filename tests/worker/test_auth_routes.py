@@ -31,7 +31,16 @@ from sparkfn.worker.tokens import Principal, Role, TokenKeys
 SECRET = "a-worker-secret-for-the-tests-0123456789"
 KEYS = TokenKeys.load(secret_key=SECRET)
 # Reachable without a token, on purpose (docs/rest-api.md says why).
-PUBLIC = {"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+PUBLIC = {
+    "/health",
+    "/openapi.json",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    # The console's page and files (sparkfn.worker.console): they hold no data.
+    "/",
+    "/console/assets/{asset}",
+}
 SUPERUSER = Principal("ops", Role.SUPERUSER)
 ADMIN_A = Principal("alice", Role.TENANT_ADMIN, "tenant-a")
 _PARAM = re.compile(r"{(\w+)(?::\w+)?}")

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
 from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
+from sparkfn.worker.console import console_router
 from sparkfn.worker.functions_api import functions_router
 from sparkfn.worker.http import ErrorBody, NoNulCharacters, install_error_handlers
 from sparkfn.worker.openapi import complete_openapi
@@ -60,6 +61,9 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     app.add_middleware(NoNulCharacters)
     install_auth(app, worker.settings)  # every route, including those included below
     app.include_router(packages_router(worker))
+    # Before the function routes: GET /admin/v3/functions/{tenant}/{namespace}/{name}/transitions
+    # is the console's, and it and /admin/v3/functions must not be taken for other routes.
+    app.include_router(console_router(worker))
     app.include_router(functions_router(worker), prefix="/admin/v3/functions")
     app.include_router(trigger_router(worker), prefix="/admin/v3/functions")
     app.include_router(topics_router(worker), prefix="/admin/v2/persistent")

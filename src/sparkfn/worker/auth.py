@@ -56,7 +56,8 @@ _NOTHING = object()
 # Everyone when auth is off.
 ANONYMOUS = Principal("anonymous", Role.SUPERUSER)
 # Reachable without a token: liveness, and the API's description.
-PUBLIC_PATHS = frozenset({"/health"})
+# The console's page and files hold no data: it reads the API with the user's token.
+PUBLIC_PATHS = frozenset({"/health", "/", "/console/assets/{asset}"})
 # Routes outside any tenant that every valid token may call: (method, path).
 ANY_ROLE: frozenset[tuple[str, str]] = frozenset(
     {
@@ -67,6 +68,10 @@ ANY_ROLE: frozenset[tuple[str, str]] = frozenset(
         ("POST", "/admin/v3/functions/upload"),
         ("GET", "/admin/v3/functions/download"),
         ("GET", "/admin/v3/packages"),
+        # The console's listings: a tenant admin's show its tenant only
+        # (sparkfn.worker.console).
+        ("GET", "/admin/v3/functions"),
+        ("GET", "/admin/v2/tenants"),
     }
 )
 BEARER = "Bearer"
