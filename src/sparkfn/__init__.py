@@ -93,6 +93,13 @@ if TYPE_CHECKING:
         SourceStatus,
         UserMetricSummary,
     )
+    from sparkfn.api.window import (
+        MessageEventTime,
+        TimestampExtractor,
+        Window,
+        WindowFunction,
+        WindowRecord,
+    )
     from sparkfn.config.connector import SinkConfig, SourceConfig
     from sparkfn.config.function import (
         FunctionConfig,
@@ -131,6 +138,11 @@ _LAZY = {
     "FailurePolicy": "sparkfn.config.policy",
     "FatalError": "sparkfn.api.errors",
     "Function": "sparkfn.api.function",
+    "MessageEventTime": "sparkfn.api.window",
+    "TimestampExtractor": "sparkfn.api.window",
+    "Window": "sparkfn.api.window",
+    "WindowFunction": "sparkfn.api.window",
+    "WindowRecord": "sparkfn.api.window",
     "FunctionConfig": "sparkfn.config.function",
     "FunctionFailedError": "sparkfn.api.errors",
     "FunctionFailure": "sparkfn.api.errors",
@@ -260,6 +272,7 @@ __all__ = [
     "IdentitySerDe",
     "LocalRun",
     "Message",
+    "MessageEventTime",
     "MessageId",
     "NoOutputTopicError",
     "NotFoundError",
@@ -300,6 +313,7 @@ __all__ = [
     "SubscriptionNotFoundError",
     "SubscriptionPosition",
     "SubscriptionType",
+    "TimestampExtractor",
     "TopicAdmin",
     "TopicExistsError",
     "TopicInfo",
@@ -311,6 +325,9 @@ __all__ = [
     "UnsafeArchiveError",
     "UserMetricSummary",
     "VectorizedFunction",
+    "Window",
+    "WindowFunction",
+    "WindowRecord",
     "WorkerError",
     "WorkerUnreachableError",
     "spark_session",

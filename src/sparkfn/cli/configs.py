@@ -254,6 +254,11 @@ WINDOW_FLAGS = {
     "slidingIntervalCount": "slidingIntervalCount",
     "sliding_interval_duration_ms": "slidingIntervalDurationMs",
     "slidingIntervalDurationMs": "slidingIntervalDurationMs",
+    "timestamp_extractor_classname": "timestampExtractorClassName",
+    "max_lag_ms": "maxLagMs",
+    "watermark_emit_interval_ms": "watermarkEmitIntervalMs",
+    "late_data_topic": "lateDataTopic",
+    "drop_late_data": "dropLateData",
 }
 
 

@@ -43,6 +43,9 @@ RENAMED = {
     # Pulsar's localrun flags --secrets-provider-classname and -config.
     "secretsProviderClassName": "secrets_provider_classname",
     "secretsProviderConfig": "secrets_provider_config",
+    # sparkfn.config.window; Pulsar's keys are the model's aliases.
+    "windowConfig": "window_config",
+    "timeoutMs": "timeout_ms",
 }
 
 # Pulsar's fields that :func:`translate` reads into sparkfn's.
@@ -73,8 +76,6 @@ IGNORED = {
     "schema is fixed when the topic is created",
     "autoAck": "sparkfn acknowledges a message when its micro-batch commits (context.ack "
     "only checks its topic)",
-    "timeoutMs": "a message is never redelivered for being slow, only when its batch "
-    "fails; the batch is then replayed",
     "maxPendingAsyncRequests": "Pulsar's asynchronous (Java) functions; a Python function "
     "returns its result",
     "exposePulsarAdminClientEnabled": "the Java Context's admin client; Python's Context has none",
@@ -83,8 +84,6 @@ IGNORED = {
     "batchBuilder": "outputs are appended as segments in the micro-batch's commit; there "
     "is no producer batching",
     "producerConfig": "outputs are appended in the micro-batch's commit, not by a Pulsar producer",
-    "windowConfig": "Pulsar has no Python window functions (it refuses windowConfig for "
-    "them) and sparkfn has none",
 }
 
 RESOURCES = ("cpu", "ram", "disk")

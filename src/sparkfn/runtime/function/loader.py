@@ -163,4 +163,23 @@ def load_function(config: FunctionConfig) -> UserFunction:
                 f"{type(target).__name__}, not a class or function"
             )
             raise FunctionLoadError(msg)
-        return user_function(config.fqfn, target)
+        return _fits_window(config, user_function(config.fqfn, target))
+
+
+def _fits_window(config: FunctionConfig, user: UserFunction) -> UserFunction:
+    """A window function needs ``window_config``; a vectorized one cannot have it."""
+    from sparkfn.api.window import WindowFunction
+
+    if isinstance(user.obj, WindowFunction) and config.window_config is None:
+        msg = (
+            f"function {config.fqfn}: {type(user.obj).__name__} is a WindowFunction; "
+            "give it window_config (windowConfig, --window-length-count, ...)"
+        )
+        raise FunctionLoadError(msg)
+    if user.vectorized and config.window_config is not None:
+        msg = (
+            f"function {config.fqfn}: a vectorized function cannot have window_config; "
+            "write process(inputs, context) over a window's messages"
+        )
+        raise FunctionLoadError(msg)
+    return user

@@ -114,10 +114,12 @@ class FunctionBatchWriter:
         return FunctionBatch(staged, summaries)
 
     def _topic(self, admin: TopicAdmin, name: str) -> TopicInfo:
-        """An output topic; the default dead-letter topic is created on first use (1 partition)."""
-        if name != self.config.default_dead_letter_topic:
+        """An output topic; the default dead-letter and late-data topics are created
+        on first use (1 partition)."""
+        config = self.config
+        if name not in (config.default_dead_letter_topic, config.late_data_target):
             return admin.get(name)
-        return dead_letter_topic(admin, self.config, name)
+        return dead_letter_topic(admin, config, name)
 
     def commit(self, messages: list[FunctionBatch | None], batchId: int) -> None:  # noqa: N803
         """Driver: commit the batch once with the subscription's move, or discard a replay."""
