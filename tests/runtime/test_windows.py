@@ -203,3 +203,72 @@ def test_timeout_ms_fails_a_slow_attempt_and_goes_on(
         assert message.properties[DLQ_ATTEMPTS] == "2"
         assert message.properties[DLQ_EXCEPTION].startswith("MessageTimeoutError: ")
         assert "more than timeout_ms 300" in message.properties[DLQ_EXCEPTION]
+
+
+def _file_bytes(store: Store, topic: str) -> int:
+    from sqlalchemy import select
+
+    from sparkfn.store import schema
+
+    info = TopicAdmin(store).get(topic)
+    segments = schema.segments
+    with store.read() as conn:
+        rows = conn.execute(
+            select(segments.c.location, segments.c.inline_data).where(
+                segments.c.topic_id == info.id
+            )
+        ).all()
+    assert rows and all(row.location is not None for row in rows), rows
+    return sum((store.data_dir / row.location).stat().st_size for row in rows)
+
+
+def test_producer_config_compression_type_is_how_outputs_compress(
+    run_until_drained: Any, sqlite_store: Store
+) -> None:
+    """500 values of 2000 ``a``: a megabyte that compresses to almost nothing."""
+    store = sqlite_store
+    _topics(store, "out-auto", "out-none", "out-zstd")
+    values = ["a" * 2000 for _ in range(500)]
+    _produce(store, values)
+    for name, producer in (("auto", None), ("none", "NONE"), ("zstd", "ZSTD")):
+        config = FunctionConfig.build(
+            name=name,
+            py=str(FUNCS),
+            classname="windows.slow",
+            inputs=["in"],
+            output=f"out-{name}",
+            subscription_position="earliest",
+            producer_config={"compressionType": producer} if producer else None,
+        )
+        run_until_drained(config, store)
+        assert _values(store, f"out-{name}") == [v + "!" for v in values]
+    raw = 500 * 2001
+    assert _file_bytes(store, "out-none") >= raw  # as asked, though it compresses
+    assert _file_bytes(store, "out-zstd") < raw // 20
+    assert _file_bytes(store, "out-auto") < raw // 20  # the store's choice: LZ4 here
+
+
+def test_a_window_function_needs_window_config_and_a_query_of_its_own(tmp_path: Path) -> None:
+    from sparkfn.api.errors import FunctionLoadError
+    from sparkfn.runtime.group.run import groupable
+    from sparkfn.runtime.loader import load_function
+
+    windowed = _config("grouped", {"windowLengthCount": 2})
+    assert not groupable(windowed)  # the clock's ticks and the watermark's pace are its own
+    assert groupable(windowed.model_copy(update={"window_config": None}))
+    plain = FunctionConfig.build(
+        name="plain", py=str(FUNCS), classname="windows.Joined", inputs=["in"]
+    )
+    with pytest.raises(
+        FunctionLoadError, match="Joined is a WindowFunction; give it window_config"
+    ):
+        load_function(plain)
+    code = tmp_path / "batchy.py"
+    code.write_text(
+        "from sparkfn import vectorized\n\n@vectorized\ndef process(batch):\n    return batch\n"
+    )
+    batchy = FunctionConfig.build(
+        name="batchy", py=str(code), inputs=["in"], window_config={"windowLengthCount": 2}
+    )
+    with pytest.raises(FunctionLoadError, match="a vectorized function cannot have window_config"):
+        load_function(batchy)

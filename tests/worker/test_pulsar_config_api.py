@@ -61,6 +61,20 @@ def test_a_pulsar_config_registers_with_the_warnings_localrun_gives(
         assert unknown.status_code == 400, unknown.text
         assert unknown.json()["reason"] == "invalid_config"
         assert "autoAckk: Extra inputs are not permitted" in unknown.json()["message"]
+        for field, value, problem in [
+            (
+                "windowConfig",
+                {"windowLengthCount": 3, "slidingIntervalDurationMs": 5},
+                "window_config: slidingIntervalDurationMs slides a time window",
+            ),
+            ("windowConfig", {"windowLenghtCount": 3}, "windowConfig.windowLenghtCount: not a"),
+            ("timeoutMs", -1, "timeout_ms: Input should be greater than or equal to 1"),
+            ("producerConfig", {"compressionType": "SNAPPY"}, "with LZ4 or ZSTD only"),
+        ]:
+            refused = _register(client, "refused", {**PULSAR_CONFIG, field: value})
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["reason"] == "invalid_config"
+            assert problem in refused.json()["message"], refused.json()
 
         created = _register(client, "exclaim", PULSAR_CONFIG)
         assert created.status_code == 200, created.text

@@ -279,6 +279,9 @@ def fold_flags(fields: Mapping[str, Any]) -> dict[str, Any]:
             resources[key] = value
         elif key in WINDOW_FLAGS:
             window[WINDOW_FLAGS[key]] = value
+        elif key == "timeoutMs":  # Pulsar's deprecated spelling: its text as --timeout-ms's
+            text = str(value).strip()
+            out["timeout_ms"] = int(text) if text.isdigit() else value
         else:
             out[key] = value
     if resources:

@@ -129,6 +129,14 @@ TIMEOUT_MS = _flag(
     "MS",
     PROCESSING_PANEL,
 )
+PRODUCER_CONFIG = _flag(
+    "--producer-config",
+    "Pulsar's producer settings, a JSON object: compressionType is honoured, settings "
+    "sparkfn cannot honour are refused (docs/functions.md).",
+    "JSON",
+    PROCESSING_PANEL,
+    read=mapping,
+)
 # Pulsar's window flags, and sparkfn's for the rest of windowConfig (Pulsar's CLI has
 # none): folded into windowConfig (sparkfn.cli.configs.fold_flags).
 WINDOW_PANEL = "Windows (windowConfig: docs/functions.md)"
@@ -186,7 +194,6 @@ _IGNORED_CONFIG = (
     ("-t", "--function-type", "A built-in Pulsar function.", "TYPE", "function_type"),
     ("", "--jar", "A Java function's jar.", "PATH", ""),
     ("", "--go", "A Go function's executable.", "PATH", ""),
-    ("", "--producer-config", "Pulsar producer settings, a JSON object.", "JSON", ""),
     ("", "--custom-schema-outputs", "Output schema properties, a JSON object.", "JSON", ""),
     ("", "--input-type-class-name", "A Java input type.", "CLASS", ""),
     ("", "--output-type-class-name", "A Java output type.", "CLASS", ""),
@@ -239,6 +246,7 @@ PULSAR_FUNCTION_CONFIG = (
     RAM,
     DISK,
     TIMEOUT_MS,
+    PRODUCER_CONFIG,
     *WINDOW_CONFIG,
     *IGNORED_CONFIG,
     *DEPRECATED_CONFIG,

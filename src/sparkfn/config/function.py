@@ -27,6 +27,7 @@ from sparkfn.api.errors import ConfigError
 from sparkfn.config.durations import parse_duration_seconds
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
+from sparkfn.config.producer import ProducerConfig
 from sparkfn.config.pulsar import function_fields
 from sparkfn.config.pulsar_fields import CLASS_NAME
 from sparkfn.config.reading import describe_validation_error as describe_validation_error
@@ -173,6 +174,9 @@ class FunctionConfig(BaseModel):
     # Pulsar's timeoutMs: an attempt that runs longer fails like an exception
     # (sparkfn.runtime.function.timeout).
     timeout_ms: int | None = Field(default=None, ge=1, le=24 * 3600 * 1000, strict=True)
+    # Pulsar's producerConfig: what of it applies to sparkfn's outputs
+    # (compressionType), the rest refused (sparkfn.config.producer).
+    producer_config: ProducerConfig | None = None
 
     @field_validator("tenant", "namespace", "name")
     @classmethod

@@ -285,9 +285,13 @@ class _Reading:
         """Pulsar's submit names the user's class in ``windowConfig``
         (``actualWindowFunctionClassName``) and its own executor in ``className``:
         the user's class is the function's."""
+        producer = self.fields.get("producer_config")
+        if isinstance(producer, Mapping):
+            self._known("producerConfig", producer)
         window = self.fields.get("window_config")
         if not isinstance(window, Mapping):
             return  # absent, or not a mapping: the model says so
+        self._known("windowConfig", window)
         actual = window.get("actualWindowFunctionClassName") or window.get(
             "actual_window_function_class_name"
         )

@@ -46,6 +46,7 @@ RENAMED = {
     # sparkfn.config.window; Pulsar's keys are the model's aliases.
     "windowConfig": "window_config",
     "timeoutMs": "timeout_ms",
+    "producerConfig": "producer_config",  # sparkfn.config.producer
 }
 
 # Pulsar's fields that :func:`translate` reads into sparkfn's.
@@ -83,7 +84,6 @@ IGNORED = {
     "committed is skipped or repeated",
     "batchBuilder": "outputs are appended as segments in the micro-batch's commit; there "
     "is no producer batching",
-    "producerConfig": "outputs are appended in the micro-batch's commit, not by a Pulsar producer",
 }
 
 RESOURCES = ("cpu", "ram", "disk")
@@ -121,6 +121,7 @@ NESTED = {
         "timestampExtractorClassName",
         "actualWindowFunctionClassName",
         "processingGuarantees",
+        "dropLateData",  # sparkfn's own: late messages dropped, by choice
     ),
     "producerConfig": (
         "maxPendingMessages",
