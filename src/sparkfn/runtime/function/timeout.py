@@ -21,11 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkfn.api.errors import SparkfnError
-
-
-class MessageTimeoutError(SparkfnError):
-    """A message's attempt ran longer than the function's ``timeout_ms``."""
+from sparkfn.api.errors import MessageTimeoutError
 
 
 class _Expired(BaseException):  # noqa: N818 - raised inside user code; BaseException so that
