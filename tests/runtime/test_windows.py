@@ -272,3 +272,6 @@ def test_a_window_function_needs_window_config_and_a_query_of_its_own(tmp_path: 
     )
     with pytest.raises(FunctionLoadError, match="a vectorized function cannot have window_config"):
         load_function(batchy)
+    event_time = {"windowLengthDurationMs": 10, "timestampExtractorClassName": "windows.Nope"}
+    with pytest.raises(FunctionLoadError, match="timestampExtractorClassName: .*no 'Nope'"):
+        load_function(_config("nope", event_time))

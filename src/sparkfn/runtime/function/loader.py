@@ -182,4 +182,9 @@ def _fits_window(config: FunctionConfig, user: UserFunction) -> UserFunction:
             "write process(inputs, context) over a window's messages"
         )
         raise FunctionLoadError(msg)
+    window = config.window_config
+    if window is not None and window.event_time:
+        from sparkfn.runtime.function.window import load_extractor
+
+        load_extractor(config)  # a wrong one fails here, before any message
     return user

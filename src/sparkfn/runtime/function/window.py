@@ -48,6 +48,7 @@ from sparkfn.runtime.stats import ExceptionInfo
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from sparkfn.config.function import FunctionConfig
     from sparkfn.config.window import WindowConfig
     from sparkfn.runtime.function.instance import FunctionInstance
 
@@ -205,7 +206,7 @@ class WindowRunner:
         """Row ``i``'s event time from the extractor, or why it has none."""
         inst = self.inst
         if self._extract is None:
-            self._extract = self._extractor()
+            self._extract = load_extractor(self.inst.config)
         error: Exception | None = None
         for _ in range(1 + inst.config.max_message_retries):
             try:
@@ -230,21 +231,6 @@ class WindowRunner:
                 error = exc
         assert error is not None
         return error
-
-    def _extractor(self) -> Callable[[Any], Any]:
-        name = self.window.timestamp_extractor_class_name or ""
-        fqfn = self.inst.config.fqfn
-        target = resolve_classname(f"function {fqfn}", None, name, FunctionLoadError)
-        if target is MessageEventTime:
-            return _MESSAGE_EVENT_TIME
-        obj = target() if isinstance(target, type) else target
-        method = getattr(obj, "extract_timestamp", None)
-        if callable(method):
-            return method  # type: ignore[no-any-return]
-        if callable(obj):
-            return obj  # type: ignore[no-any-return]
-        msg = f"function {fqfn}: timestampExtractorClassName {name!r} has no extract_timestamp"
-        raise FunctionLoadError(msg)
 
     # --- windows -------------------------------------------------------------------
     def _fire_until(self, pane: Pane, limit: int) -> None:
@@ -321,6 +307,32 @@ class WindowRunner:
             rows.dead_letter(i, dlq, exc, 1 + self.inst.config.max_message_retries)
         )
         self.inst.stats.dead_lettered += 1
+
+
+def load_extractor(config: FunctionConfig) -> Callable[[Any], Any]:
+    """The function's timestamp extractor as ``f(value) -> ms``; :class:`FunctionLoadError`
+    naming ``timestampExtractorClassName`` when it cannot be loaded or used."""
+    window = config.window_config
+    name = window.timestamp_extractor_class_name if window is not None else None
+    what = f"function {config.fqfn}: windowConfig.timestampExtractorClassName"
+    if not name:
+        msg = f"{what} is not set"
+        raise FunctionLoadError(msg)
+    target = resolve_classname(what, None, name, FunctionLoadError)
+    if target is MessageEventTime:
+        return _MESSAGE_EVENT_TIME
+    try:
+        obj = target() if isinstance(target, type) else target
+    except Exception as exc:
+        msg = f"{what}: creating {name}() failed: {type(exc).__name__}: {exc}"
+        raise FunctionLoadError(msg) from exc
+    method = getattr(obj, "extract_timestamp", None)
+    if callable(method):
+        return method  # type: ignore[no-any-return]
+    if callable(obj):
+        return obj  # type: ignore[no-any-return]
+    msg = f"{what}: {name} has no extract_timestamp(value) and is not callable"
+    raise FunctionLoadError(msg)
 
 
 def _when(ms: int | None) -> datetime | None:
