@@ -275,3 +275,32 @@ def test_a_window_function_needs_window_config_and_a_query_of_its_own(tmp_path: 
     event_time = {"windowLengthDurationMs": 10, "timestampExtractorClassName": "windows.Nope"}
     with pytest.raises(FunctionLoadError, match="timestampExtractorClassName: .*no 'Nope'"):
         load_function(_config("nope", event_time))
+
+
+def test_fewer_instances_take_over_the_messages_of_the_gone_ones(
+    run_until_drained: Any, store: Store
+) -> None:
+    """Two instances hold three messages each; run again with one, which takes all six."""
+    admin = TopicAdmin(store)
+    admin.create("in", partitions=2, schema_type="string")
+    admin.create("out-shrunk", partitions=1, schema_type="string")
+    producer = Producer(store, "in")
+    for partition in range(2):
+        producer.send_batch(
+            [Message(f"p{partition}-{i}".encode()) for i in range(3)], partition=partition
+        )
+    fields: dict[str, Any] = {"subscription_type": "failover"}
+    run_until_drained(_config("shrunk", {"windowLengthCount": 8}, parallelism=2, **fields), store)
+    assert _values(store, "out-shrunk") == []
+    assert len(_pane(store, "shrunk").held) == 3
+    assert get_state(store, "public/default/shrunk", state_key(1)) is not None
+
+    producer.send_batch([Message(b"last-1"), Message(b"last-2")], partition=0)
+    run_until_drained(_config("shrunk", {"windowLengthCount": 8}, parallelism=1, **fields), store)
+    [window] = _values(store, "out-shrunk")
+    values = window.removesuffix("|-").split(",")
+    assert sorted(values) == sorted(
+        [f"p{p}-{i}" for p in range(2) for i in range(3)] + ["last-1", "last-2"]
+    )
+    assert values[-2:] == ["last-1", "last-2"]
+    assert get_state(store, "public/default/shrunk", state_key(1)) is None  # taken, once

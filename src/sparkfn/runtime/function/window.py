@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 # One buffered message: (timestamp ms, value, key, properties, event time ms, topic, message id).
 Held = tuple[int, bytes | None, str | None, tuple[tuple[str, str], ...], int | None, str, str]
 _PANE_VERSION = 1
+MAX_INSTANCES = 256  # FunctionConfig.parallelism's bound: the instance ids a pane may belong to
 
 
 def state_key(instance_id: int) -> str:
@@ -103,6 +104,9 @@ class WindowRunner:
         self.key = state_key(inst.instance_id)
         self._extract: Callable[[Any], Any] | None = None
         self._cached: tuple[bytes | None, Pane] | None = None
+        # Instance 0 takes over the panes of instances that no longer exist (the
+        # parallelism went down) until a look finds none left in committed state.
+        self._orphans_checked = inst.instance_id != 0
 
     # --- the pane, in the task's state ------------------------------------------
     def _pane(self) -> Pane:
@@ -112,7 +116,38 @@ class WindowRunner:
             return cached[1]
         pane = Pane.load(data)
         self._cached = (data, pane)
+        if not self._orphans_checked:
+            self._adopt(pane)
         return pane
+
+    def _adopt(self, pane: Pane) -> None:
+        """Take the messages held by instances ``>= parallelism`` into ``pane`` and delete
+        their panes, in this task's state: both commit with the batch, so none is lost
+        when the parallelism goes down, and none is taken twice."""
+        state = self.inst.state
+        adopted: list[Held] = []
+        for instance_id in range(self.inst.config.parallelism, MAX_INSTANCES):
+            key = state_key(instance_id)
+            data = state.get_state(key)
+            if data is None:
+                continue
+            adopted.extend(Pane.load(data).held)
+            state.delete(key)
+        if not adopted:
+            self._orphans_checked = True
+            return
+        window = self.window
+        adopted.sort(key=lambda h: h[0])
+        if window.kind == "count":
+            for held in adopted:  # as if they arrived now, in the order they arrived there
+                self._count(pane, held)
+        else:
+            if pane.done_end is not None:
+                # Into the first window not looked at yet: theirs never fired here.
+                first = pane.done_end + window.slide - window.length + 1
+                adopted = [(max(h[0], first), *h[1:]) for h in adopted]
+            pane.held = sorted([*pane.held, *adopted], key=lambda h: h[0])
+        self._save(pane)
 
     def _save(self, pane: Pane) -> None:
         data = pane.dump()
@@ -129,16 +164,10 @@ class WindowRunner:
             held = self._hold(rows, i, now, pane)
             if held is None:
                 continue
-            pane.held.append(held)
             if window.kind == "count":
-                del pane.held[: max(0, len(pane.held) - window.length)]
-                pane.since_fire += 1
-                if pane.since_fire >= window.sliding_count:
-                    pane.since_fire = 0
-                    self._fire(list(pane.held), None, None)
-                    # The next window holds the last length - slide of these at most.
-                    keep = window.length - window.sliding_count
-                    del pane.held[: max(0, len(pane.held) - keep)]
+                self._count(pane, held)
+            else:
+                pane.held.append(held)
         if window.kind == "time":
             if window.event_time:
                 if pane.max_seen is not None:
@@ -148,6 +177,19 @@ class WindowRunner:
             else:
                 self._fire_until(pane, int(time.time() * 1000))
         self._save(pane)
+
+    def _count(self, pane: Pane, held: Held) -> None:
+        """One more message of a count window; the window fires every slide's worth."""
+        window = self.window
+        pane.held.append(held)
+        del pane.held[: max(0, len(pane.held) - window.length)]
+        pane.since_fire += 1
+        if pane.since_fire >= window.sliding_count:
+            pane.since_fire = 0
+            self._fire(list(pane.held), None, None)
+            # The next window holds the last length - slide of these at most.
+            keep = window.length - window.sliding_count
+            del pane.held[: max(0, len(pane.held) - keep)]
 
     def tick(self) -> None:
         """The clock moved (a processing-time window's tick): fire what is due."""
