@@ -250,8 +250,8 @@ def test_producer_config_compression_type_is_how_outputs_compress(
 
 def test_a_window_function_needs_window_config_and_a_query_of_its_own(tmp_path: Path) -> None:
     from sparkfn.api.errors import FunctionLoadError
+    from sparkfn.runtime.function.loader import load_function
     from sparkfn.runtime.group.run import groupable
-    from sparkfn.runtime.loader import load_function
 
     windowed = _config("grouped", {"windowLengthCount": 2})
     assert not groupable(windowed)  # the clock's ticks and the watermark's pace are its own
