@@ -111,10 +111,11 @@ class FunctionInstance:
         self.window = WindowRunner(self, window) if window is not None else None
         # What an attempt calls: the function, under timeout_ms's watch if it has one.
         self.call = user.call
+        self.watchdog: Watchdog | None = None
         if config.timeout_ms is not None:
-            watchdog = Watchdog(f"{config.fqfn}-{instance_id}")
+            self.watchdog = Watchdog(f"{config.fqfn}-{instance_id}")
             what = f"function {config.fqfn} instance {instance_id}"
-            self.call = timed(user.call, watchdog, config.timeout_ms, what)
+            self.call = timed(user.call, self.watchdog, config.timeout_ms, what)
         self._logs: list[Emitted] = []  # appended from any thread: under _logs_lock
         self._logs_lock = threading.Lock()
         self._finishing = False  # finish() runs prepare_to_shutdown(): what it publishes counts
@@ -369,6 +370,8 @@ class FunctionInstance:
                 return
             initialized = self.lifecycle is not InstanceState.CREATED
             self._move(InstanceState.CLOSED)
+            if self.watchdog is not None:
+                self.watchdog.close()
             if initialized:
                 self.user.close()
 

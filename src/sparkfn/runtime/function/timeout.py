@@ -48,6 +48,7 @@ class Watchdog:
         self._thread_id = 0
         self._fired = 0  # the attempt interrupted last
         self._idle = True  # the watching thread waits for an attempt (not for a deadline)
+        self._closed = False
         self._thread: threading.Thread | None = None
 
     def arm(self, seconds: float) -> int:
@@ -78,7 +79,7 @@ class Watchdog:
 
     def _watch(self) -> None:
         with self._cond:
-            while True:
+            while not self._closed:
                 if not self._deadline:
                     self._idle = True
                     self._cond.wait()
@@ -92,11 +93,19 @@ class Watchdog:
                 self._deadline = 0.0
                 _raise_in(self._thread_id, _Expired)
 
+    def close(self) -> None:
+        """End the watching thread (the instance's object is closed)."""
+        with self._cond:
+            self._closed = True
+            self._deadline = 0.0
+            self._cond.notify()
+
 
 def timed(
     call: Callable[..., Any], watchdog: Watchdog, timeout_ms: int, what: str
 ) -> Callable[..., Any]:
-    """``call``, failing with :class:`MessageTimeoutError` after ``timeout_ms``."""
+    """``call``, failing with :class:`MessageTimeoutError` after ``timeout_ms``
+    (``watchdog`` watches it; close it with the instance)."""
     seconds = timeout_ms / 1000
 
     def attempt(*args: Any) -> Any:
