@@ -26,7 +26,7 @@ from sparkfn.runtime.spark.isolation import enter_package, package_paths
 
 __all__ = ["COMPAT_DIR", "Serde", "UserFunction", "load_function", "user_function"]
 
-COMPAT_DIR = Path(__file__).resolve().parent.parent / "_compat"
+COMPAT_DIR = Path(__file__).resolve().parents[2] / "_compat"  # sparkfn/_compat
 
 
 @dataclass
