@@ -57,7 +57,7 @@ CONFIG_FLAGS: list[tuple[str, str | None]] = [
     ("--timeout-ms", "30000"),
     ("--auto-ack", "true"),
     ("--batch-builder", "KEY_BASED"),
-    ("--producer-config", '{"maxPendingMessages": 10}'),
+    ("--producer-config", '{"compressionType": "LZ4"}'),
     ("--custom-schema-outputs", '{"out": "{}"}'),
     ("--input-type-class-name", "java.lang.String"),
     ("--output-type-class-name", "java.lang.String"),
@@ -67,10 +67,12 @@ CONFIG_FLAGS: list[tuple[str, str | None]] = [
     ("--skip-to-latest", "true"),
     ("--custom-runtime-options", '{"nodeSelectorLabels": {"a": "b"}}'),
     ("--runtime-flags", "verbose"),
-    ("--window-length-count", "10"),
     ("--window-length-duration-ms", "1000"),
-    ("--sliding-interval-count", "5"),
     ("--sliding-interval-duration-ms", "500"),
+    ("--timestamp-extractor-classname", "exclamation.Stamp"),
+    ("--max-lateness-ms", "100"),
+    ("--watermark-emit-interval-ms", "50"),
+    ("--late-data-topic", "late"),
 ]
 # Pulsar's LocalRunner's own flags.
 LOCALRUN_FLAGS: list[tuple[str, str | None]] = [
@@ -90,10 +92,8 @@ LOCALRUN_FLAGS: list[tuple[str, str | None]] = [
 WARNED = {
     "inputSpecs.in5.receiverQueueSize",
     "resources.disk",
-    "timeoutMs",
     "autoAck",
     "batchBuilder",
-    "producerConfig (maxPendingMessages)",
     "customSchemaOutputs",
     "inputTypeClassName",
     "outputTypeClassName",
@@ -103,8 +103,6 @@ WARNED = {
     "skipToLatest",
     "customRuntimeOptions",
     "runtimeFlags",
-    "windowConfig (windowLengthCount, windowLengthDurationMs, slidingIntervalCount, "
-    "slidingIntervalDurationMs)",
 }
 LOCALRUN_WARNED = {
     "--state-storage-service-url",
@@ -176,6 +174,17 @@ def test_every_pulsar_flag_has_pulsars_meaning() -> None:
     assert (config.user_config, config.secrets) == ({"greeting": "hi"}, {"password": "hunter2"})
     assert config.secrets_provider_classname == "ClearTextSecretsProvider"
     assert config.secrets_provider_config == {"vault": "local"}
+    assert config.timeout_ms == 30000
+    assert config.producer_config is not None
+    assert config.producer_config.compression == "lz4"
+    window = config.window_config
+    assert window is not None
+    assert (window.window_length_duration_ms, window.sliding_interval_duration_ms) == (1000, 500)
+    assert (window.timestamp_extractor_class_name, window.max_lag_ms) == ("exclamation.Stamp", 100)
+    assert (window.watermark_emit_interval_ms, window.late_data_topic) == (
+        50,
+        "public/default/late",
+    )
 
     assert {w.split(": ", 1)[0] for w in warnings} == WARNED
     assert len(warnings) == len(WARNED)
@@ -202,9 +211,7 @@ def test_pulsars_deprecated_spellings_are_accepted_and_hidden(tmp_path: Path) ->
         ("--userConfig", '{"a": "b"}'),
         ("--retainOrdering", None),
         ("--windowLengthCount", "10"),
-        ("--windowLengthDurationMs", "1000"),
         ("--slidingIntervalCount", "5"),
-        ("--slidingIntervalDurationMs", "500"),
         ("--autoAck", None),
         ("--timeoutMs", "100"),
         ("--functionConfigFile", str(config_file)),
@@ -227,12 +234,11 @@ def test_pulsars_deprecated_spellings_are_accepted_and_hidden(tmp_path: Path) ->
     assert config.input_serdes == {"public/default/in2": "serde.PickleSerDe"}
     assert (config.processing_guarantees.value, config.user_config) == ("at_most_once", {"a": "b"})
     assert config.subscription_type is SubscriptionType.FAILOVER  # retainOrdering
-    assert {w.split(": ", 1)[0] for w in warnings} == {
-        "autoAck",
-        "timeoutMs",
-        "windowConfig (windowLengthCount, windowLengthDurationMs, slidingIntervalCount, "
-        "slidingIntervalDurationMs)",
-    }
+    assert config.timeout_ms == 100
+    assert config.window_config is not None
+    assert config.window_config.window_length_count == 10
+    assert config.window_config.sliding_interval_count == 5
+    assert {w.split(": ", 1)[0] for w in warnings} == {"autoAck"}
     assert len(localrun_warnings(own)) == 9
     assert localrun_warnings({"deprecated_use_tls": True}) == [
         "--use_tls: sparkfn localrun reads and writes the store (--store-url, --data-dir); "
@@ -266,8 +272,6 @@ def test_the_command_prints_a_warning_line_per_ignored_flag(cli: Cli) -> None:
     assert result.stderr.splitlines() == [
         "warning: autoAck: sparkfn acknowledges a message when its micro-batch commits "
         "(context.ack only checks its topic); ignored",
-        "warning: timeoutMs: a message is never redelivered for being slow, only when its "
-        "batch fails; the batch is then replayed; ignored",
         "warning: --runtime: instances run as Spark tasks, neither threads nor processes; ignored",
         "error [invalid_config]: function public/default/ex: inputs topic public/default/in "
         "does not exist; create it first",

@@ -81,7 +81,6 @@ def test_a_pulsar_function_and_its_yaml_run_under_pulsar_compat(cli: Cli, tmp_pa
         [
             "runtime",
             "autoAck",
-            "timeoutMs",
             "maxPendingAsyncRequests",
             "exposePulsarAdminClientEnabled",
             "resources.disk",

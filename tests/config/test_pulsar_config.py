@@ -40,7 +40,7 @@ inputSpecs:
     regexPattern: true
 inputTypeClassName: java.lang.String
 output: persistent://acme/sales/enriched
-producerConfig: {maxPendingMessages: 100, batchBuilder: KEY_BASED}
+producerConfig: {compressionType: ZSTD, useThreadLocalProducers: true}
 outputSchemaType: ""
 outputSerdeClassName: serde.IdentitySerDe
 outputTypeClassName: java.lang.String
@@ -81,14 +81,11 @@ WARNED = {
     "inputSpecs.persistent://acme/sales/legacy.receiverQueueSize",
     "inputSpecs.persistent://acme/sales/legacy.consumerProperties",
     "inputTypeClassName",
-    "producerConfig (maxPendingMessages, batchBuilder)",
     "outputTypeClassName",
     "batchBuilder",
     "runtime",
     "autoAck",
     "resources.disk",
-    "windowConfig (windowLengthCount, slidingIntervalCount)",
-    "timeoutMs",
     "jar",
     "go",
     "customRuntimeOptions",
@@ -152,6 +149,12 @@ def test_a_pulsar_yaml_with_every_field_is_mapped_or_warned_about(tmp_path: Path
         "spark.executor.pyspark.memory": "1024m",
     }
     assert config.cleanup_subscription is False
+    window = config.window_config
+    assert window is not None
+    assert (window.window_length_count, window.sliding_interval_count) == (10, 5)
+    assert config.timeout_ms == 30000
+    assert config.producer_config is not None
+    assert config.producer_config.compression == "zstd"
 
     named = {warning.split(": ", 1)[0] for warning in warnings}
     assert named == WARNED
@@ -187,6 +190,44 @@ def test_an_unknown_field_is_an_error_naming_it_as_written() -> None:
         ({"resources": {"ram": 0}}, "resources.ram: Input should be greater than 0 (got 0)"),
         ({"resources": {"gpu": 1}}, "resources.gpu: not a field of Pulsar's resources"),
         ({"className": "a.B", "classname": "a.C"}, "className and classname are one field"),
+        ({"windowConfig": {"windowLength": 3}}, "windowConfig.windowLength: not a field of"),
+        ({"windowConfig": {}}, "needs windowLengthCount or windowLengthDurationMs; got neither"),
+        (
+            {"windowConfig": {"windowLengthCount": 3, "windowLengthDurationMs": 10}},
+            "windowLengthCount and windowLengthDurationMs are both set; set one",
+        ),
+        (
+            {"windowConfig": {"windowLengthCount": 3, "slidingIntervalCount": 4}},
+            "slidingIntervalCount 4 is more than windowLengthCount 3",
+        ),
+        (
+            {"windowConfig": {"windowLengthDurationMs": 10, "lateDataTopic": "late"}},
+            "lateDataTopic applies to event time, which needs timestampExtractorClassName",
+        ),
+        (
+            {"windowConfig": {"windowLengthCount": 0}},
+            "window_config.windowLengthCount: Input should be greater than or equal to 1",
+        ),
+        (
+            {
+                "windowConfig": {
+                    "windowLengthDurationMs": 10,
+                    "timestampExtractorClassName": "a.B",
+                    "lateDataTopic": "late",
+                    "dropLateData": True,
+                }
+            },
+            "dropLateData contradicts lateDataTopic public/default/late; choose one",
+        ),
+        ({"timeoutMs": 0}, "timeout_ms: Input should be greater than or equal to 1"),
+        ({"producerConfig": {"compressionType": "SNAPPY"}}, "compresses with LZ4 or ZSTD only"),
+        ({"producerConfig": {"maxPendingMessages": 10}}, "maxPendingMessages 10: sparkfn has no"),
+        ({"producerConfig": {"cryptoConfig": {"a": 1}}}, "cryptoConfig: sparkfn topics are not"),
+        ({"producerConfig": {"batchBuilder": "KEY_BASED"}}, "batchBuilder 'KEY_BASED': sparkfn"),
+        (
+            {"producerConfig": {"batchingConfig": {"batchingMaxMessages": 10}}},
+            "batchingConfig.batchingMaxMessages: sparkfn's output batches are its micro-batches",
+        ),
     ],
 )
 def test_what_pulsar_refuses_is_an_error_naming_the_field(

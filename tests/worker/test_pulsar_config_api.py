@@ -21,6 +21,7 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
 CODE = Path(__file__).resolve().parents[1] / "examples" / "pulsar_funcs" / "classic_exclamation.py"
@@ -61,6 +62,20 @@ def test_a_pulsar_config_registers_with_the_warnings_localrun_gives(
         assert unknown.status_code == 400, unknown.text
         assert unknown.json()["reason"] == "invalid_config"
         assert "autoAckk: Extra inputs are not permitted" in unknown.json()["message"]
+        for field, value, problem in [
+            (
+                "windowConfig",
+                {"windowLengthCount": 3, "slidingIntervalDurationMs": 5},
+                "window_config: slidingIntervalDurationMs slides a time window",
+            ),
+            ("windowConfig", {"windowLenghtCount": 3}, "windowConfig.windowLenghtCount: not a"),
+            ("timeoutMs", -1, "timeout_ms: Input should be greater than or equal to 1"),
+            ("producerConfig", {"compressionType": "SNAPPY"}, "with LZ4 or ZSTD only"),
+        ]:
+            refused = _register(client, "refused", {**PULSAR_CONFIG, field: value})
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["reason"] == "invalid_config"
+            assert problem in refused.json()["message"], refused.json()
 
         created = _register(client, "exclaim", PULSAR_CONFIG)
         assert created.status_code == 200, created.text
@@ -101,3 +116,43 @@ def _await_output(store: Store, expected: list[bytes], timeout: float = 120.0) -
             return
         time.sleep(0.5)
     pytest.fail(f"out holds {found}, not {expected}, after {timeout} s")
+
+
+WINDOWS = Path(__file__).resolve().parents[1] / "runtime" / "funcs" / "windows.py"
+
+
+@pytest.mark.slow
+@pytest.mark.long_running(30)
+def test_a_window_function_runs_on_a_worker(shared_worker: SharedWorker) -> None:
+    """Pulsar's windowConfig over REST: the worker runs it (in a query of its own)."""
+    store = shared_worker.store
+    admin = TopicAdmin(store)
+    for topic in ("win-in", "win-out"):
+        admin.create(topic, schema_type="string")
+    config = {
+        "className": "windows.Joined",
+        "inputs": ["persistent://public/default/win-in"],
+        "output": "persistent://public/default/win-out",
+        "subscriptionPosition": "Earliest",
+        "windowConfig": {"windowLengthCount": 2},
+    }
+    with shared_worker.client() as client:
+        with WINDOWS.open("rb") as code:
+            created = client.post(
+                "/public/default/windowed",
+                data={"functionConfig": json.dumps(config)},
+                files={"data": (WINDOWS.name, code, "text/x-python")},
+            )
+        assert created.status_code == 200, created.text
+        assert created.json()["config"]["window_config"]["window_length_count"] == 2
+        try:
+            Producer(store, "win-in").send_batch([Message(v.encode()) for v in "abcd"])
+            deadline = time.monotonic() + 120
+            found: list[bytes | None] = []
+            while time.monotonic() < deadline and len(found) < 2:
+                consumer = Consumer(store, "win-out", initial_position="earliest")
+                found = [m.value for m in consumer.receive(max_messages=100)]
+                time.sleep(0.5)
+            assert found == [b"a,b|-", b"c,d|-"]
+        finally:
+            client.delete("/public/default/windowed")

@@ -40,6 +40,7 @@ resembles, so callers may catch either::
     ├── FunctionFailure        (RuntimeError) an instance's death, as a failure handler gets it
     ├── FatalError             (RuntimeError) a task of an instance ended by ``context.fatal``
     ├── PythonWorkerCrashed    (RuntimeError) a message killed the Python worker that processed it
+    ├── MessageTimeoutError    (TimeoutError) an attempt at a message ran past ``timeout_ms``
     ├── ConnectorFailedError   (RuntimeError) a source or sink instance died
     ├── ProducerClosedError    (RuntimeError) a message sent with a closed Producer
     └── HarnessClosedError     (RuntimeError) a message sent to a closed test harness
@@ -332,6 +333,13 @@ class PythonWorkerCrashed(SparkfnError, RuntimeError):
     killer); the message is dead-lettered with this as its cause."""
 
     reason = "python_worker_crashed"
+
+
+class MessageTimeoutError(SparkfnError, TimeoutError):
+    """An attempt at a message ran longer than the function's ``timeout_ms``; the message
+    fails as if ``process`` had raised (retried, then dead-lettered)."""
+
+    reason = "message_timeout"
 
 
 class ConnectorFailedError(SparkfnError, RuntimeError):

@@ -254,6 +254,11 @@ WINDOW_FLAGS = {
     "slidingIntervalCount": "slidingIntervalCount",
     "sliding_interval_duration_ms": "slidingIntervalDurationMs",
     "slidingIntervalDurationMs": "slidingIntervalDurationMs",
+    "timestamp_extractor_classname": "timestampExtractorClassName",
+    "max_lag_ms": "maxLagMs",
+    "watermark_emit_interval_ms": "watermarkEmitIntervalMs",
+    "late_data_topic": "lateDataTopic",
+    "drop_late_data": "dropLateData",
 }
 
 
@@ -274,6 +279,9 @@ def fold_flags(fields: Mapping[str, Any]) -> dict[str, Any]:
             resources[key] = value
         elif key in WINDOW_FLAGS:
             window[WINDOW_FLAGS[key]] = value
+        elif key == "timeoutMs":  # Pulsar's deprecated spelling: its text as --timeout-ms's
+            text = str(value).strip()
+            out["timeout_ms"] = int(text) if text.isdigit() else value
         else:
             out[key] = value
     if resources:

@@ -123,25 +123,85 @@ CPU = _flag("--cpu", "Cores per instance: spark.task.cpus, rounded up.", "CORES"
 RAM = _flag("--ram", "Bytes per instance: spark.executor.pyspark.memory.", "BYTES", RUN_PANEL)
 DISK = _flag("--disk", "Bytes of disk per instance; ignored: Spark has no such allotment.", "BYTES")
 
+TIMEOUT_MS = _flag(
+    "--timeout-ms",
+    "An attempt at a message that runs longer fails (retried, then dead-lettered).",
+    "MS",
+    PROCESSING_PANEL,
+)
+PRODUCER_CONFIG = _flag(
+    "--producer-config",
+    "Pulsar's producer settings, a JSON object: compressionType is honoured, settings "
+    "sparkfn cannot honour are refused (docs/functions.md).",
+    "JSON",
+    PROCESSING_PANEL,
+    read=mapping,
+)
+# Pulsar's window flags, and sparkfn's for the rest of windowConfig (Pulsar's CLI has
+# none): folded into windowConfig (sparkfn.cli.configs.fold_flags).
+WINDOW_PANEL = "Windows (windowConfig: docs/functions.md)"
+WINDOW_CONFIG = (
+    _flag("--window-length-count", "Messages per window.", "N", WINDOW_PANEL),
+    _flag("--window-length-duration-ms", "A window's length in time.", "MS", WINDOW_PANEL),
+    _flag(
+        "--sliding-interval-count",
+        "Messages from one window to the next (default: the length, tumbling).",
+        "N",
+        WINDOW_PANEL,
+    ),
+    _flag(
+        "--sliding-interval-duration-ms",
+        "Time from one window to the next (default: the length, tumbling).",
+        "MS",
+        WINDOW_PANEL,
+    ),
+    _flag(
+        "--timestamp-extractor-classname",
+        "module.Class giving a message's event time (event-time windows); "
+        "sparkfn.api.window.MessageEventTime: the message's own.",
+        "CLASS",
+        WINDOW_PANEL,
+    ),
+    _flag(
+        "--max-lag-ms",
+        "How far the watermark trails the latest event time seen (default 0).",
+        "MS",
+        WINDOW_PANEL,
+        aliases=("--max-lateness-ms",),
+    ),
+    _flag(
+        "--watermark-emit-interval-ms",
+        "The least time between two watermark advances (default 1000).",
+        "MS",
+        WINDOW_PANEL,
+    ),
+    _flag(
+        "--late-data-topic",
+        "Where late messages go (default: NAME-late, created on first use).",
+        "TOPIC",
+        WINDOW_PANEL,
+    ),
+    _flag(
+        "--drop-late-data",
+        "Drop late messages instead of sending them to the late-data topic.",
+        panel=WINDOW_PANEL,
+        parses=_SWITCH,
+    ),
+)
+
 # Pulsar's flags that mean nothing on Spark: config/pulsar_fields.py says why in the warning.
 _IGNORED_CONFIG = (
     ("-t", "--function-type", "A built-in Pulsar function.", "TYPE", "function_type"),
     ("", "--jar", "A Java function's jar.", "PATH", ""),
     ("", "--go", "A Go function's executable.", "PATH", ""),
-    ("", "--producer-config", "Pulsar producer settings, a JSON object.", "JSON", ""),
     ("", "--custom-schema-outputs", "Output schema properties, a JSON object.", "JSON", ""),
     ("", "--input-type-class-name", "A Java input type.", "CLASS", ""),
     ("", "--output-type-class-name", "A Java output type.", "CLASS", ""),
     ("", "--batch-builder", "DEFAULT or KEY_BASED producer batching.", "BUILDER", ""),
     ("", "--skip-to-latest", "true or false: skip to the latest message on restart.", "BOOL", ""),
     ("", "--auto-ack", "true or false: acknowledge automatically.", "BOOL", ""),
-    ("", "--timeout-ms", "A message's redelivery timeout.", "MS", ""),
     ("", "--custom-runtime-options", "Options of Pulsar's Kubernetes runtime.", "TEXT", ""),
     ("", "--runtime-flags", "Flags of Pulsar's process runtime.", "FLAGS", ""),
-    ("", "--window-length-count", "Messages per window.", "N", ""),
-    ("", "--window-length-duration-ms", "A window's duration.", "MS", ""),
-    ("", "--sliding-interval-count", "Messages after which a window slides.", "N", ""),
-    ("", "--sliding-interval-duration-ms", "Time after which a window slides.", "MS", ""),
 )
 IGNORED_CONFIG = tuple(
     _flag(
@@ -185,6 +245,9 @@ PULSAR_FUNCTION_CONFIG = (
     CPU,
     RAM,
     DISK,
+    TIMEOUT_MS,
+    PRODUCER_CONFIG,
+    *WINDOW_CONFIG,
     *IGNORED_CONFIG,
     *DEPRECATED_CONFIG,
 )

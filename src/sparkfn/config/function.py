@@ -27,6 +27,7 @@ from sparkfn.api.errors import ConfigError
 from sparkfn.config.durations import parse_duration_seconds
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
+from sparkfn.config.producer import ProducerConfig
 from sparkfn.config.pulsar import function_fields
 from sparkfn.config.pulsar_fields import CLASS_NAME
 from sparkfn.config.reading import describe_validation_error as describe_validation_error
@@ -34,6 +35,7 @@ from sparkfn.config.reading import read_yaml_fields as read_yaml_fields
 from sparkfn.config.reading import read_yaml_mapping
 from sparkfn.config.reading import snake_fields as snake_fields
 from sparkfn.config.resources import Resources
+from sparkfn.config.window import WindowConfig
 
 _LOG = logging.getLogger("sparkfn.config")
 
@@ -166,6 +168,15 @@ class FunctionConfig(BaseModel):
     input_serdes: dict[str, str] = Field(default_factory=dict)
     # What happens after an instance dies (see sparkfn.config.policy).
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
+    # Pulsar's windowConfig: the function is given windows of messages
+    # (sparkfn.runtime.function.window); None: one message at a time.
+    window_config: WindowConfig | None = None
+    # Pulsar's timeoutMs: an attempt that runs longer fails like an exception
+    # (sparkfn.runtime.function.timeout).
+    timeout_ms: int | None = Field(default=None, ge=1, le=24 * 3600 * 1000, strict=True)
+    # Pulsar's producerConfig: what of it applies to sparkfn's outputs
+    # (compressionType), the rest refused (sparkfn.config.producer).
+    producer_config: ProducerConfig | None = None
 
     @field_validator("tenant", "namespace", "name")
     @classmethod
@@ -268,6 +279,7 @@ class FunctionConfig(BaseModel):
                     f"topic {topic} is both an input and an output of the function; that would loop"
                 )
                 raise ValueError(msg)
+        self._check_window()
         if self.drop_failed_messages and self.dead_letter_topic:
             msg = (
                 f"drop_failed_messages contradicts dead_letter_topic {self.dead_letter_topic}; "
@@ -275,6 +287,44 @@ class FunctionConfig(BaseModel):
             )
             raise ValueError(msg)
         return self
+
+    def _check_window(self) -> None:
+        window = self.window_config
+        if window is None:
+            return
+        late = self.late_data_target
+        if late is not None and late in self.inputs:
+            msg = f"windowConfig.lateDataTopic {late} is an input of the function; that would loop"
+            raise ValueError(msg)
+        actual = window.actual_window_function_class_name
+        if actual is not None and self.classname is not None and actual != self.classname:
+            msg = (
+                f"windowConfig.actualWindowFunctionClassName {actual!r} differs from "
+                f"classname {self.classname!r}; give one"
+            )
+            raise ValueError(msg)
+        given = window.processing_guarantees
+        if given is not None and given != self.processing_guarantees.value:
+            msg = (
+                f"windowConfig.processingGuarantees {given} differs from the function's "
+                f"processing_guarantees {self.processing_guarantees.value}; give one"
+            )
+            raise ValueError(msg)
+
+    @property
+    def late_data_target(self) -> str | None:
+        """Where an event-time window function's late messages go: ``lateDataTopic``,
+        else ``{tenant}/{namespace}/{name}-late`` (created on first use); None when
+        there is no event time or ``dropLateData`` says to drop them."""
+        window = self.window_config
+        if window is None or not window.event_time or window.drop_late_data:
+            return None
+        return window.late_data_topic or self.default_late_data_topic
+
+    @property
+    def default_late_data_topic(self) -> str:
+        """``{tenant}/{namespace}/{name}-late``: late messages' topic unless one is given."""
+        return f"{self.tenant}/{self.namespace}/{self.name}-late"
 
     @property
     def fqfn(self) -> str:

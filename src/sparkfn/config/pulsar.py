@@ -122,6 +122,7 @@ def translate(fields: Mapping[str, Any], what: str = "function") -> Translated:
     reading.ordering()
     reading.resources()
     reading.retries()
+    reading.window()
     reading.ignored()
     return Translated(reading.fields, tuple(reading.warnings))
 
@@ -279,6 +280,24 @@ class _Reading:
         for key in value:
             if key not in allowed and snake(str(key)) not in {snake(a) for a in allowed}:
                 self.fail(f"{field}.{key}", f"not a field of Pulsar's {field}")
+
+    def window(self) -> None:
+        """Pulsar's submit names the user's class in ``windowConfig``
+        (``actualWindowFunctionClassName``) and its own executor in ``className``:
+        the user's class is the function's."""
+        producer = self.fields.get("producer_config")
+        if isinstance(producer, Mapping):
+            self._known("producerConfig", producer)
+        window = self.fields.get("window_config")
+        if not isinstance(window, Mapping):
+            return  # absent, or not a mapping: the model says so
+        self._known("windowConfig", window)
+        actual = window.get("actualWindowFunctionClassName") or window.get(
+            "actual_window_function_class_name"
+        )
+        executor = "org.apache.pulsar.functions.windowing.WindowFunctionExecutor"
+        if actual and self.fields.get("classname") in (None, "", executor):
+            self.fields["classname"] = actual
 
     def retries(self) -> None:
         """Pulsar's unset maxMessageRetries is -1; any other negative number is refused."""

@@ -43,6 +43,10 @@ RENAMED = {
     # Pulsar's localrun flags --secrets-provider-classname and -config.
     "secretsProviderClassName": "secrets_provider_classname",
     "secretsProviderConfig": "secrets_provider_config",
+    # sparkfn.config.window; Pulsar's keys are the model's aliases.
+    "windowConfig": "window_config",
+    "timeoutMs": "timeout_ms",
+    "producerConfig": "producer_config",  # sparkfn.config.producer
 }
 
 # Pulsar's fields that :func:`translate` reads into sparkfn's.
@@ -73,8 +77,6 @@ IGNORED = {
     "schema is fixed when the topic is created",
     "autoAck": "sparkfn acknowledges a message when its micro-batch commits (context.ack "
     "only checks its topic)",
-    "timeoutMs": "a message is never redelivered for being slow, only when its batch "
-    "fails; the batch is then replayed",
     "maxPendingAsyncRequests": "Pulsar's asynchronous (Java) functions; a Python function "
     "returns its result",
     "exposePulsarAdminClientEnabled": "the Java Context's admin client; Python's Context has none",
@@ -82,9 +84,6 @@ IGNORED = {
     "committed is skipped or repeated",
     "batchBuilder": "outputs are appended as segments in the micro-batch's commit; there "
     "is no producer batching",
-    "producerConfig": "outputs are appended in the micro-batch's commit, not by a Pulsar producer",
-    "windowConfig": "Pulsar has no Python window functions (it refuses windowConfig for "
-    "them) and sparkfn has none",
 }
 
 RESOURCES = ("cpu", "ram", "disk")
@@ -122,6 +121,7 @@ NESTED = {
         "timestampExtractorClassName",
         "actualWindowFunctionClassName",
         "processingGuarantees",
+        "dropLateData",  # sparkfn's own: late messages dropped, by choice
     ),
     "producerConfig": (
         "maxPendingMessages",

@@ -304,7 +304,7 @@ class FunctionHarness(Closing):
         for item in result.emitted.items():
             if item.kind == "log":
                 value: Any = None if item.value is None else item.value.decode()
-            elif item.kind == "dead_letter":
+            elif item.kind in ("dead_letter", "late"):  # an input message as received
                 real = item.properties.get(DLQ_REAL_TOPIC, "")
                 value = self._instance.serdes.input_for(topic_name(real)).decode(item.value)
             else:

@@ -61,18 +61,25 @@ class StagedSegment:
     inline_data: bytes | None = None
 
 
-def stage(store: Store, topic: TopicInfo, partition: int, table: pa.Table) -> StagedSegment:
-    """Encode ``table`` as a segment: inline when small, else as a new file."""
+def stage(
+    store: Store,
+    topic: TopicInfo,
+    partition: int,
+    table: pa.Table,
+    compression: segments.Codec = "auto",
+) -> StagedSegment:
+    """Encode ``table`` as a segment: inline when small, else as a new file;
+    ``compression`` as :data:`~sparkfn.topics.segments.Codec` says."""
     max_publish = pc.max(table.column("publish_time")).as_py()
     if segments.fits_inline(table):
-        data = segments.encode(table)
+        data = segments.encode(table, compression)
         if len(data) <= segments.INLINE_LIMIT:
             return StagedSegment(
                 partition, table.num_rows, len(data), max_publish, inline_data=data
             )
     location = segments.new_location(topic.key, partition)
     with store.writing_files(f"segment file {location} of topic {topic.name}"):
-        size = segments.write_table_file(store.data_dir, location, table)
+        size = segments.write_table_file(store.data_dir, location, table, compression)
     return StagedSegment(partition, table.num_rows, size, max_publish, location=location)
 
 

@@ -36,6 +36,11 @@ COMPRESSION_SAMPLE_BYTES = 64 * 1024
 COMPRESSION_MAX_RATIO = 0.6  # compress when a sample of the values shrinks to this
 
 
+Codec = str | None
+"""A segment's compression: ``lz4``, ``zstd``, ``None`` (none) or ``auto``
+(:func:`file_compression` decides)."""
+
+
 def file_compression(table: pa.Table) -> str | None:
     """:data:`FILE_COMPRESSION` if a sample of ``table``'s values compresses well, else None."""
     values = table.column("value")
@@ -54,10 +59,13 @@ def file_compression(table: pa.Table) -> str | None:
     return FILE_COMPRESSION if len(packed) <= COMPRESSION_MAX_RATIO * sample.size else None
 
 
-def encode(table: pa.Table) -> bytes:
-    """Arrow IPC stream bytes of ``table`` (already in ``STORED_SCHEMA``)."""
+def encode(table: pa.Table, compression: Codec = None) -> bytes:
+    """Arrow IPC stream bytes of ``table`` (already in ``STORED_SCHEMA``), its buffers
+    compressed with ``compression`` (``auto``: none, small segments do not gain)."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, STORED_SCHEMA) as writer:
+    codec = None if compression == "auto" else compression
+    options = pa.ipc.IpcWriteOptions(compression=codec)
+    with pa.ipc.new_stream(sink, STORED_SCHEMA, options=options) as writer:
         writer.write_table(table)
     return bytes(sink.getvalue().to_pybytes())
 
@@ -107,7 +115,9 @@ def write_file(data_dir: Path, location: str, data: bytes) -> None:
         handle.write(data)
 
 
-def write_table_file(data_dir: Path, location: str, table: pa.Table) -> int:
+def write_table_file(
+    data_dir: Path, location: str, table: pa.Table, compression: Codec = "auto"
+) -> int:
     """Encode ``table`` straight into a segment file, durably as :func:`write_file`; its size.
 
     The size returned is the data's uncompressed size (at least the file's):
@@ -119,7 +129,8 @@ def write_table_file(data_dir: Path, location: str, table: pa.Table) -> int:
     whole segment in memory, which :func:`encode` makes twice (a growing
     buffer, then ``bytes``).
     """
-    options = pa.ipc.IpcWriteOptions(compression=file_compression(table))
+    codec = file_compression(table) if compression == "auto" else compression
+    options = pa.ipc.IpcWriteOptions(compression=codec)
     with _durable(data_dir, location) as handle:
         stream = pa.PythonFile(handle, mode="w")
         with pa.ipc.new_stream(stream, STORED_SCHEMA, options=options) as writer:

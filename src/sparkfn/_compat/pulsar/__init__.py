@@ -18,6 +18,7 @@ from sparkfn.api.function import Function
 from sparkfn.api.message_id import MessageId
 from sparkfn.api.publish import CompressionType, Result
 from sparkfn.api.serde import IdentitySerDe, PickleSerDe, SerDe
+from sparkfn.api.window import WindowFunction
 
 from . import functions, schema
 
@@ -30,6 +31,7 @@ __all__ = [
     "PickleSerDe",
     "Result",
     "SerDe",
+    "WindowFunction",
     "functions",
     "schema",
 ]

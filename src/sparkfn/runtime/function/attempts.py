@@ -52,7 +52,7 @@ def attempt_each(
     This is the hot path, one iteration per message: it keeps what it
     needs in locals and appends an output straight into the columns.
     """
-    call = inst.user.call
+    call = inst.call  # the function's, or timed (timeout_ms)
     with_context = inst.user.takes_context
     context = inst.context
     state = inst.state

@@ -38,8 +38,10 @@ from sparkfn.runtime.function.emit import EmitBuffer, Emitted
 from sparkfn.runtime.function.instance_serdes import InstanceSerdes
 from sparkfn.runtime.function.loader import UserFunction
 from sparkfn.runtime.function.rows import InputRows
+from sparkfn.runtime.function.timeout import Watchdog, timed
 from sparkfn.runtime.function.topics import TopicCatalog
 from sparkfn.runtime.function.vectorized import decode_batch, emit_batch_result
+from sparkfn.runtime.function.window import WindowRunner
 from sparkfn.runtime.stats import InstanceStats
 from sparkfn.state.buffer import CommittedState, StateBuffer, StateMutation, StateReader
 
@@ -105,6 +107,15 @@ class FunctionInstance:
         self.state = StateBuffer(_no_state)
         self.stats = InstanceStats()
         self.out = EmitBuffer()
+        window = config.window_config
+        self.window = WindowRunner(self, window) if window is not None else None
+        # What an attempt calls: the function, under timeout_ms's watch if it has one.
+        self.call = user.call
+        self.watchdog: Watchdog | None = None
+        if config.timeout_ms is not None:
+            self.watchdog = Watchdog(f"{config.fqfn}-{instance_id}")
+            what = f"function {config.fqfn} instance {instance_id}"
+            self.call = timed(user.call, self.watchdog, config.timeout_ms, what)
         self._logs: list[Emitted] = []  # appended from any thread: under _logs_lock
         self._logs_lock = threading.Lock()
         self._finishing = False  # finish() runs prepare_to_shutdown(): what it publishes counts
@@ -212,8 +223,14 @@ class FunctionInstance:
         return TaskResult(self.instance_id, self.take_output(), self.state.drain(), self.stats)
 
     def process_rows(self, rows: InputRows) -> None:
-        """Run the per-message function over every row (see :func:`~.attempts.attempt_each`)."""
+        """Run the per-message function over every row (see :func:`~.attempts.attempt_each`),
+        or, for a window function, take the rows into its windows (:mod:`.window`)."""
         self.context.bind(rows, -1)
+        if self.window is not None:
+            self.window.process_rows(rows)
+            self.stats.received += rows.n
+            self.stats.last_invocation_ms = int(time.time() * 1000)
+            return
         output = self.config.output
         values, topics = rows.arguments(self.serdes.input_for)
         failed = attempt_each(
@@ -230,6 +247,12 @@ class FunctionInstance:
             self._dead_letter(rows, i, error)
         self.stats.received += rows.n
         self.stats.last_invocation_ms = int(time.time() * 1000)
+
+    def tick(self) -> None:
+        """The clock moved without input: a window function fires the time windows now due."""
+        if self.window is not None:
+            self.context.bind(None, -1)
+            self.window.tick()
 
     def process_batch(self, batch: pa.RecordBatch) -> None:
         """Run a vectorized function over ``batch``: the whole batch is one message
@@ -347,6 +370,8 @@ class FunctionInstance:
                 return
             initialized = self.lifecycle is not InstanceState.CREATED
             self._move(InstanceState.CLOSED)
+            if self.watchdog is not None:
+                self.watchdog.close()
             if initialized:
                 self.user.close()
 

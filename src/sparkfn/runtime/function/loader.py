@@ -26,7 +26,7 @@ from sparkfn.runtime.spark.isolation import enter_package, package_paths
 
 __all__ = ["COMPAT_DIR", "Serde", "UserFunction", "load_function", "user_function"]
 
-COMPAT_DIR = Path(__file__).resolve().parents[2] / "_compat"
+COMPAT_DIR = Path(__file__).resolve().parents[2] / "_compat"  # sparkfn/_compat
 
 
 @dataclass
@@ -163,4 +163,28 @@ def load_function(config: FunctionConfig) -> UserFunction:
                 f"{type(target).__name__}, not a class or function"
             )
             raise FunctionLoadError(msg)
-        return user_function(config.fqfn, target)
+        return _fits_window(config, user_function(config.fqfn, target))
+
+
+def _fits_window(config: FunctionConfig, user: UserFunction) -> UserFunction:
+    """A window function needs ``window_config``; a vectorized one cannot have it."""
+    from sparkfn.api.window import WindowFunction
+
+    if isinstance(user.obj, WindowFunction) and config.window_config is None:
+        msg = (
+            f"function {config.fqfn}: {type(user.obj).__name__} is a WindowFunction; "
+            "give it window_config (windowConfig, --window-length-count, ...)"
+        )
+        raise FunctionLoadError(msg)
+    if user.vectorized and config.window_config is not None:
+        msg = (
+            f"function {config.fqfn}: a vectorized function cannot have window_config; "
+            "write process(inputs, context) over a window's messages"
+        )
+        raise FunctionLoadError(msg)
+    window = config.window_config
+    if window is not None and window.event_time:
+        from sparkfn.runtime.function.window import load_extractor
+
+        load_extractor(config)  # a wrong one fails here, before any message
+    return user

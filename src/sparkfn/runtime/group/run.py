@@ -52,11 +52,16 @@ def groupable(config: FunctionConfig) -> bool:
 
     Not when it asks for a query of its own (``dedicated``) or needs what
     only one gives: Spark settings of its own (``spark_conf``,
-    ``resources``), its own trigger interval, or the topic discovery of a
-    ``topics_pattern``.
+    ``resources``), its own trigger interval, the topic discovery of a
+    ``topics_pattern``, or the clock's ticks and watermark pace of a window
+    function (``window_config``).
     """
     return not (
-        config.dedicated or config.session_conf or config.trigger_interval or config.topics_pattern
+        config.dedicated
+        or config.session_conf
+        or config.trigger_interval
+        or config.topics_pattern
+        or config.window_config
     )
 
 

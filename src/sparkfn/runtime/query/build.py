@@ -109,6 +109,10 @@ def validate(store: Store, config: FunctionConfig) -> list[str]:
             ("output", config.output),
             ("log_topic", config.log_topic),
             ("dead_letter_topic", config.dead_letter_topic),
+            (
+                "windowConfig.lateDataTopic",
+                config.window_config.late_data_topic if config.window_config else None,
+            ),
         ],
     )
     load_function(config)
@@ -252,6 +256,9 @@ def start_function_query(
         reader = reader.option("ackOnPlan", "true")  # a failed batch is never read again
     if probe is not None:
         reader = reader.option("probeEnds", probe.option())
+    window = config.window_config
+    if window is not None and window.ticks_ms is not None and not until_drained:
+        reader = reader.option("tickMs", str(window.ticks_ms))  # windows fire on the clock
     committer = FunctionBatchWriter(
         config, store.url, str(store.data_dir), epoch=epoch, control_id=control_id
     )
@@ -285,8 +292,17 @@ def start_function_query(
     )
     if until_drained:
         writer = writer.trigger(availableNow=True)
-    elif config.trigger_interval > 0:
-        writer = writer.trigger(
-            processingTime=f"{int(config.trigger_interval * 1000)} milliseconds"
-        )
+    elif trigger_ms(config) > 0:
+        writer = writer.trigger(processingTime=f"{trigger_ms(config)} milliseconds")
     return writer.start()
+
+
+def trigger_ms(config: FunctionConfig) -> int:
+    """The least time between the function's batches: ``trigger_interval``, and for
+    event-time windows at least ``watermarkEmitIntervalMs``: the watermark advances
+    once per batch, so no more often than Pulsar would emit it."""
+    interval = int(config.trigger_interval * 1000)
+    window = config.window_config
+    if window is not None and window.event_time:
+        interval = max(interval, window.watermark_interval)
+    return interval

@@ -57,6 +57,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.log import StagedSegment, commit_segments
+from sparkfn.topics.segments import Codec
 from sparkfn.topics.spark.commit import (
     PartitionStager,
     commit_staged,
@@ -108,16 +109,34 @@ class FunctionBatchWriter:
             for topic, rows in piece.by_topic():
                 stager = stagers.get(topic)
                 if stager is None:
-                    stager = stagers[topic] = PartitionStager(store, self._topic(admin, topic))
+                    stager = stagers[topic] = PartitionStager(
+                        store, self._topic(admin, topic), self._compression(topic)
+                    )
                 stager.add(rows)
         staged = [(topic, seg) for topic, st in stagers.items() for seg in st.finish()]
         return FunctionBatch(staged, summaries)
 
     def _topic(self, admin: TopicAdmin, name: str) -> TopicInfo:
-        """An output topic; the default dead-letter topic is created on first use (1 partition)."""
-        if name != self.config.default_dead_letter_topic:
+        """An output topic; the default dead-letter and late-data topics are created
+        on first use (1 partition)."""
+        config = self.config
+        if name not in (config.default_dead_letter_topic, config.late_data_target):
             return admin.get(name)
-        return dead_letter_topic(admin, self.config, name)
+        return dead_letter_topic(admin, config, name)
+
+    def _compression(self, name: str) -> Codec:
+        """How the segments of topic ``name`` compress: as ``producerConfig`` says for
+        what the function returns or publishes; its dead letters, logs and late
+        messages as the store decides."""
+        config = self.config
+        producer = config.producer_config
+        if producer is None or name in (
+            config.dead_letter_target,
+            config.log_topic,
+            config.late_data_target,
+        ):
+            return "auto"
+        return producer.compression
 
     def commit(self, messages: list[FunctionBatch | None], batchId: int) -> None:  # noqa: N803
         """Driver: commit the batch once with the subscription's move, or discard a replay."""

@@ -44,9 +44,11 @@ def dead_letter_topic(admin: TopicAdmin, config: FunctionConfig, name: str) -> T
 
     The default (``{tenant}/{namespace}/{name}-DLQ``) gets one partition and
     the inputs' schema when they share one (dead letters are the inputs'
-    values as received), else ``BYTES``. Any other topic must exist.
+    values as received), else ``BYTES``. Any other topic must exist. A window
+    function's default late-data topic (``{tenant}/{namespace}/{name}-late``)
+    is made the same way.
     """
-    if name != config.default_dead_letter_topic:
+    if name not in (config.default_dead_letter_topic, config.default_late_data_topic):
         return admin.get(name)
     try:
         return admin.get(name)

@@ -52,6 +52,7 @@ from sparkfn.runtime.spark import daemon
 from sparkfn.runtime.spark.isolation import use_package
 from sparkfn.state.store import state_reader
 from sparkfn.store.store import Store
+from sparkfn.topics.spark.rows import FINAL_OFFSET, TICK_OFFSET
 
 _LOG = logging.getLogger("sparkfn.executor")
 
@@ -187,7 +188,8 @@ def make_run_function(
                     continue
                 ids_col = batch.column(batch.schema.get_field_index("instance_id"))
                 ids = pc.unique(ids_col).to_pylist()
-                marker = batch.column(batch.schema.get_field_index("offset"))[0].as_py() == -1
+                first = batch.column(batch.schema.get_field_index("offset"))[0].as_py()
+                marker, tick = first == FINAL_OFFSET, first == TICK_OFFSET
                 for instance_id in ids:
                     current = instance_id
                     inst = active.get(instance_id)
@@ -198,6 +200,12 @@ def make_run_function(
                     if marker:
                         final.add(instance_id)
                         inst.prepare_to_shutdown()
+                        continue
+                    if tick:  # the clock's: windows due now fire
+                        inst.tick()
+                        out = inst.take_output()
+                        if len(out):
+                            yield out
                         continue
                     part = batch if len(ids) == 1 else batch.filter(pc.equal(ids_col, instance_id))
                     if inst.user.vectorized:

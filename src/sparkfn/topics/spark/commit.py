@@ -35,6 +35,7 @@ from sparkfn.topics.message import (
     check_values,
     properties_from_json,
 )
+from sparkfn.topics.segments import Codec
 
 # Fault injection for crash tests: SIGKILL the driver's process group (the
 # driver and its JVM) right after the sink's transaction for this batch id
@@ -231,9 +232,10 @@ class PartitionStager:
     :func:`~sparkfn.topics.log.commit_segments` gives them offsets in.
     """
 
-    def __init__(self, store: Store, topic: TopicInfo) -> None:
+    def __init__(self, store: Store, topic: TopicInfo, compression: Codec = "auto") -> None:
         self.store = store
         self.topic = topic
+        self.compression = compression  # of the segments (sparkfn.topics.segments.Codec)
         self.staged: list[StagedSegment] = []
         self._row_base = 0  # rows added so far: where keyless rows' spreading goes on
         self._pending: dict[int, list[pa.Table]] = {}
@@ -264,7 +266,7 @@ class PartitionStager:
         tables = self._pending.pop(part)
         del self._sizes[part]
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        self.staged.append(stage(self.store, self.topic, part, table))
+        self.staged.append(stage(self.store, self.topic, part, table, self.compression))
 
 
 def split_by_partition(table: pa.Table, routes: pa.Array) -> list[tuple[int, pa.Table]]:

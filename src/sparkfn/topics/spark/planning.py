@@ -20,6 +20,7 @@ from sparkfn.topics.log import key_partitions
 
 FINAL_KEY = "__final__"  # end-of-stream batches planned so far
 RESUME_KEY = "__resume__"  # bumped when a batch must differ from Spark's start (see reader)
+TICK_KEY = "__tick__"  # the clock's ticks so far (option tickMs; see reader)
 ASSIGNMENTS = ("shared", "failover", "key_shared")
 INSTANCE_FIELD = pa.field("instance_id", pa.int32())
 
@@ -127,6 +128,14 @@ def ends_stream(
 @dataclass(frozen=True)
 class FinalMarker(InputPartition):
     """The end-of-stream batch's task for one instance: one marker row."""
+
+    instance: int
+
+
+@dataclass(frozen=True)
+class TickMarker(InputPartition):
+    """A tick's task for one instance: one marker row (``offset == -2``), so that
+    a function whose windows fire on the clock looks at them without input."""
 
     instance: int
 

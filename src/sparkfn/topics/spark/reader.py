@@ -39,6 +39,11 @@ Options beyond those of :mod:`.source`:
   usual. A supervisor looking for the message that kills its Python worker
   starts the query so on part of the failed batch
   (:mod:`sparkfn.runtime.lifecycle.poison`).
+* ``tickMs`` (with ``instances``): a batch runs at least every ``tickMs``
+  milliseconds of the clock (the offsets key ``__tick__`` counts them),
+  input or not, and carries a tick marker row (``offset == -2``) per live
+  instance: a window function whose windows fire on the clock looks at them
+  (:mod:`sparkfn.runtime.function.window`).
 """
 
 from __future__ import annotations
@@ -66,7 +71,9 @@ from sparkfn.topics.spark.planning import (
     ASSIGNMENTS,
     FINAL_KEY,
     RESUME_KEY,
+    TICK_KEY,
     FinalMarker,
+    TickMarker,
     by_instance,
     cap,
     data_offsets,
@@ -125,6 +132,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_bytes = positive_int(opts, "maxBytesPerBatch", DEFAULT_MAX_BYTES_PER_BATCH)
         self.max_per_task = positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
         self.instances = positive_int(opts, "instances", None)
+        self.tick_ms = positive_int(opts, "tickMs", None)
         self.assignment = choice(opts, "assignment", ASSIGNMENTS, "shared")
         self.slots = positive_int(opts, "taskSlots", None)  # the cluster's task slots
         self.epoch = int(opts.get("epoch", "0"))
@@ -146,7 +154,10 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._data_path,
             hints,
             recheck=signals.recheck_seconds(self.store_url),
-            wait=RUN_WAIT_SECONDS if opts.get("controlid") else IDLE_WAIT_SECONDS,
+            wait=min(
+                RUN_WAIT_SECONDS if opts.get("controlid") else IDLE_WAIT_SECONDS,
+                self.tick_ms / 1000 if self.tick_ms else RUN_WAIT_SECONDS,
+            ),
         )
         self._reported: tuple[float, dict[str, int]] | None = None
         self.admission: Admission | None = None
@@ -247,11 +258,18 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         An idle query's calls wait for a commit hint (:class:`~.quiet.QuietWait`)
         and answer "nothing new" without asking the store while none changes.
         """
-        if self._quiet.nothing_new(start):
+        if not self._tick_due(start) and self._quiet.nothing_new(start):
             return in_key_order(start)
         end = in_key_order(self._latest(start, limit))
         self._quiet.answered(start, end)
         return end
+
+    def _tick_due(self, start: Mapping[str, int]) -> int | None:
+        """The clock's tick now, if it is past ``start``'s (option ``tickMs``)."""
+        if self.tick_ms is None:
+            return None
+        tick = int(time.time() * 1000) // self.tick_ms
+        return tick if tick > start.get(TICK_KEY, 0) else None
 
     def _discover(self, view: AdmissionView | None) -> None:
         """Read the topics ``topicsPattern`` gained too (see :mod:`sparkfn.topics.discovery`);
@@ -302,9 +320,12 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         budget = record_budget(rows, self.max_bytes, self._bytes_per_record(base, end))
         if budget is not None:
             end = cap(base, end, budget)
-        for key in (FINAL_KEY, RESUME_KEY):
+        for key in (FINAL_KEY, RESUME_KEY, TICK_KEY):
             if key in start:
                 end[key] = start[key]
+        tick = self._tick_due(start)
+        if tick is not None:
+            end[TICK_KEY] = tick  # a batch runs, input or not: its ticks go to every instance
         if (
             data_offsets(end) == data
             and end != base
@@ -396,9 +417,13 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         if current and live:
             return with_final(ranges, live, self.assignment)
+        ticks: list[InputPartition] = []
+        if end.get(TICK_KEY, 0) > start.get(TICK_KEY, 0) and live:
+            ticks = [TickMarker(i) for i in live]
         if self.task_function is not None and live and self.assignment == "key_shared":
-            return by_instance(ranges, live)  # no shuffle follows to bring a key's rows together
-        return ranges
+            # no shuffle follows to bring a key's rows together
+            return [*by_instance(ranges, live), *ticks]
+        return [*ranges, *ticks]
 
     def _plan(
         self, start: dict[str, int], end: dict[str, int], data_end: dict[str, int]

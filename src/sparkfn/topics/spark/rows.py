@@ -4,7 +4,7 @@ Runs on executors, from :meth:`~.reader.SparkfnStreamReader.read`. A task is
 one of the planner's partitions (:mod:`.planning`): a range of one topic
 partition, an instance's ranges (ending, in a drain's last batch, with its
 end-of-stream marker), or a marker alone. A marker is one row with
-``offset == -1`` tagged with its instance.
+``offset == -1`` (a tick's: ``-2``) tagged with its instance.
 """
 
 from __future__ import annotations
@@ -24,9 +24,13 @@ from sparkfn.topics.spark.planning import (
     INSTANCE_FIELD,
     FinalMarker,
     InstanceRanges,
+    TickMarker,
     TopicRange,
     instances_for,
 )
+
+FINAL_OFFSET = -1  # the offset of an end-of-stream marker row
+TICK_OFFSET = -2  # the offset of a tick's marker row
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class TaskRows:
         """The task's rows, each tagged with its instance where the reader has instances."""
         if isinstance(partition, FinalMarker):
             yield self.marker(partition.instance)
+        elif isinstance(partition, TickMarker):
+            yield self.marker(partition.instance, offset=TICK_OFFSET)
         elif isinstance(partition, TopicRange):
             yield from self._range_rows(partition)
         elif isinstance(partition, InstanceRanges):
@@ -71,12 +77,12 @@ class TaskRows:
             else:
                 yield out.append_column(INSTANCE_FIELD, instances_for(batch, partition))
 
-    def marker(self, instance: int) -> pa.RecordBatch:
-        """The end-of-stream marker row of ``instance``."""
+    def marker(self, instance: int, offset: int = FINAL_OFFSET) -> pa.RecordBatch:
+        """The end-of-stream (or tick) marker row of ``instance``."""
         names = self.columns or list(SPARK_READ_TYPES)
         fields = [READ_SCHEMA.field(name) for name in names]
         row: dict[str, Any] = dict.fromkeys(names)
-        row.update({"offset": -1, "partition": -1})
+        row.update({"offset": offset, "partition": -1})
         batch = self._shaped(pa.RecordBatch.from_pylist([row], schema=pa.schema(fields)))
         return batch.append_column(INSTANCE_FIELD, pa.array([instance], pa.int32()))
 

@@ -1,0 +1,393 @@
+"""Windows of messages for a function with ``window_config`` (Pulsar's ``windowConfig``).
+
+One :class:`WindowRunner` per function instance. Its messages and window
+bookkeeping (:class:`Pane`) live in the function's state under
+:func:`state_key`, read at the start of a task and written back by each
+step, so they commit in the batch's transaction with the windows' outputs:
+after a crash the replayed batch starts from the last committed pane and,
+under ``effectively_once``, every window is emitted once with exactly its
+messages.
+
+* **Count windows** (``windowLengthCount`` N, ``slidingIntervalCount`` S,
+  default N): after every S-th message the function gets the last N
+  messages (fewer while fewer have arrived).
+* **Time windows** (``windowLengthDurationMs`` L, ``slidingIntervalDurationMs``
+  S, default L): windows ``(end - L, end]`` whose ends are multiples of S
+  since the epoch; one fires when ``end`` is reached (the clock in
+  processing time; the watermark in event time) and holds at least one
+  message (empty windows are skipped, as Pulsar does).
+* **Event time** (``timestampExtractorClassName``): a message's time is what
+  the extractor gives; the watermark is the latest time seen less
+  ``maxLagMs``, advanced at the end of each batch. A message older than the
+  watermark, or whose every window has fired, is *late*: it goes to the
+  late-data topic, or is dropped when ``dropLateData`` says so.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from sparkfn._usercode import resolve_classname
+from sparkfn.api.errors import FunctionLoadError
+from sparkfn.api.window import MessageEventTime, Window, WindowRecord
+from sparkfn.runtime.function.attempts import attempt_each
+from sparkfn.runtime.function.emit import Emitted
+from sparkfn.runtime.function.rows import (
+    DLQ_ATTEMPTS,
+    DLQ_EXCEPTION,
+    DLQ_ORIGIN_MESSAGE_ID,
+    DLQ_REAL_TOPIC,
+    InputRows,
+)
+from sparkfn.runtime.stats import ExceptionInfo
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sparkfn.config.function import FunctionConfig
+    from sparkfn.config.window import WindowConfig
+    from sparkfn.runtime.function.instance import FunctionInstance
+
+# One buffered message: (timestamp ms, value, key, properties, event time ms, topic, message id).
+Held = tuple[int, bytes | None, str | None, tuple[tuple[str, str], ...], int | None, str, str]
+_PANE_VERSION = 1
+MAX_INSTANCES = 256  # FunctionConfig.parallelism's bound: the instance ids a pane may belong to
+
+
+def state_key(instance_id: int) -> str:
+    """The state key of one instance's pane (shown by ``querystate`` like any key)."""
+    return f"__sparkfn.window.{instance_id}"
+
+
+@dataclass
+class Pane:
+    """An instance's window state: the messages it holds and where its windows are."""
+
+    held: list[Held] = field(default_factory=list)
+    since_fire: int = 0  # count windows: messages since the last window fired
+    done_end: int | None = None  # time windows: the end of the last window looked at
+    watermark: int | None = None  # event time: the last watermark
+    max_seen: int | None = None  # event time: the latest message time seen
+
+    def dump(self) -> bytes:
+        """The pane as its state value."""
+        body = (self.held, self.since_fire, self.done_end, self.watermark, self.max_seen)
+        return pickle.dumps((_PANE_VERSION, body), protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def load(cls, data: bytes | None) -> Pane:
+        """A pane from its state value (``None``: a new one)."""
+        if data is None:
+            return cls()
+        version, body = pickle.loads(data)  # noqa: S301 - sparkfn's own state value
+        if version != _PANE_VERSION:
+            msg = f"window state of version {version} is not readable by this sparkfn"
+            raise ValueError(msg)
+        held, since_fire, done_end, watermark, max_seen = body
+        return cls(list(held), since_fire, done_end, watermark, max_seen)
+
+
+def _ceil_to(value: int, step: int) -> int:
+    return -(-value // step) * step
+
+
+class WindowRunner:
+    """Feeds one instance's messages into windows and calls the function per window."""
+
+    def __init__(self, inst: FunctionInstance, window: WindowConfig) -> None:
+        self.inst = inst
+        self.window = window
+        self.key = state_key(inst.instance_id)
+        self._extract: Callable[[Any], Any] | None = None
+        self._cached: tuple[bytes | None, Pane] | None = None
+        # Instance 0 takes over the panes of instances that no longer exist (the
+        # parallelism went down) until a look finds none left in committed state.
+        self._orphans_checked = inst.instance_id != 0
+
+    # --- the pane, in the task's state ------------------------------------------
+    def _pane(self) -> Pane:
+        data = self.inst.state.get_state(self.key)
+        cached = self._cached
+        if cached is not None and cached[0] is data:
+            return cached[1]
+        pane = Pane.load(data)
+        self._cached = (data, pane)
+        if not self._orphans_checked:
+            self._adopt(pane)
+        return pane
+
+    def _adopt(self, pane: Pane) -> None:
+        """Take the messages held by instances ``>= parallelism`` into ``pane`` and delete
+        their panes, in this task's state: both commit with the batch, so none is lost
+        when the parallelism goes down, and none is taken twice."""
+        state = self.inst.state
+        adopted: list[Held] = []
+        for instance_id in range(self.inst.config.parallelism, MAX_INSTANCES):
+            key = state_key(instance_id)
+            data = state.get_state(key)
+            if data is None:
+                continue
+            adopted.extend(Pane.load(data).held)
+            state.delete(key)
+        if not adopted:
+            self._orphans_checked = True
+            return
+        window = self.window
+        adopted.sort(key=lambda h: h[0])
+        if window.kind == "count":
+            for held in adopted:  # as if they arrived now, in the order they arrived there
+                self._count(pane, held)
+        else:
+            if pane.done_end is not None:
+                # Into the first window not looked at yet: theirs never fired here.
+                first = pane.done_end + window.slide - window.length + 1
+                adopted = [(max(h[0], first), *h[1:]) for h in adopted]
+            pane.held = sorted([*pane.held, *adopted], key=lambda h: h[0])
+        self._save(pane)
+
+    def _save(self, pane: Pane) -> None:
+        data = pane.dump()
+        self.inst.state.put_state(self.key, data)
+        self._cached = (self.inst.state.get_state(self.key), pane)
+
+    # --- steps -------------------------------------------------------------------
+    def process_rows(self, rows: InputRows) -> None:
+        """Take a batch's rows into the pane, firing every window they complete."""
+        pane = self._pane()
+        window = self.window
+        now = int(time.time() * 1000)
+        for i in range(rows.n):
+            held = self._hold(rows, i, now, pane)
+            if held is None:
+                continue
+            if window.kind == "count":
+                self._count(pane, held)
+            else:
+                pane.held.append(held)
+        if window.kind == "time":
+            if window.event_time:
+                if pane.max_seen is not None:
+                    mark = pane.max_seen - window.max_lag
+                    pane.watermark = max(mark, pane.watermark or mark)
+                    self._fire_until(pane, pane.watermark)
+            else:
+                self._fire_until(pane, int(time.time() * 1000))
+        self._save(pane)
+
+    def _count(self, pane: Pane, held: Held) -> None:
+        """One more message of a count window; the window fires every slide's worth."""
+        window = self.window
+        pane.held.append(held)
+        del pane.held[: max(0, len(pane.held) - window.length)]
+        pane.since_fire += 1
+        if pane.since_fire >= window.sliding_count:
+            pane.since_fire = 0
+            self._fire(list(pane.held), None, None)
+            # The next window holds the last length - slide of these at most.
+            keep = window.length - window.sliding_count
+            del pane.held[: max(0, len(pane.held) - keep)]
+
+    def tick(self) -> None:
+        """The clock moved (a processing-time window's tick): fire what is due."""
+        if self.window.kind != "time" or self.window.event_time:
+            return
+        pane = self._pane()
+        before = pane.done_end
+        self._fire_until(pane, int(time.time() * 1000))
+        if pane.done_end != before:
+            self._save(pane)
+
+    def _hold(self, rows: InputRows, i: int, now: int, pane: Pane) -> Held | None:
+        """Row ``i`` as a held message with its time; ``None`` when it failed or is late."""
+        window = self.window
+        event = rows.column("event_time")[i]
+        event_ms = None if event is None else int(event.timestamp() * 1000)
+        stamp = now
+        if window.event_time:
+            stamp_or_error = self._timestamp(rows, i, event_ms)
+            if isinstance(stamp_or_error, Exception):
+                self._dead_letter_row(rows, i, stamp_or_error)
+                return None
+            stamp = stamp_or_error
+        elif window.kind == "time" and pane.done_end is not None:
+            # The clock went back: a message still joins a window not looked at yet.
+            stamp = max(stamp, pane.done_end + window.slide - window.length + 1)
+        topic = rows.column("topic")[i] or ""
+        held: Held = (
+            stamp,
+            rows.values[i],
+            rows.column("key")[i],
+            tuple(rows.column("properties")[i] or ()),
+            event_ms,
+            topic,
+            rows.message_id(i),
+        )
+        if window.event_time:
+            if self._late(pane, stamp):
+                self._late_message(held)
+                return None
+            pane.max_seen = stamp if pane.max_seen is None else max(pane.max_seen, stamp)
+        return held
+
+    def _late(self, pane: Pane, stamp: int) -> bool:
+        """Whether a message timed ``stamp`` comes after its windows: older than the
+        watermark, or its last window already looked at."""
+        if pane.watermark is not None and stamp < pane.watermark:
+            return True
+        if pane.done_end is None:
+            return False
+        window = self.window
+        last_end = (stamp + window.length - 1) // window.slide * window.slide
+        return last_end <= pane.done_end
+
+    def _timestamp(self, rows: InputRows, i: int, event_ms: int | None) -> int | Exception:
+        """Row ``i``'s event time from the extractor, or why it has none."""
+        inst = self.inst
+        if self._extract is None:
+            self._extract = load_extractor(self.inst.config)
+        error: Exception | None = None
+        for _ in range(1 + inst.config.max_message_retries):
+            try:
+                if self._extract is _MESSAGE_EVENT_TIME:
+                    if event_ms is None:
+                        msg = "the message has no event time (MessageEventTime needs one)"
+                        raise ValueError(msg)
+                    return event_ms
+                topic = rows.column("topic")[i]
+                value = inst.serdes.input_for(topic).decode(rows.values[i])
+                stamp = self._extract(value)
+                if isinstance(stamp, bool) or not isinstance(stamp, int):
+                    msg = (
+                        f"the timestamp extractor returned {stamp!r}, not ms since the epoch (int)"
+                    )
+                    raise TypeError(msg)
+                return stamp
+            except Exception as exc:  # noqa: BLE001 - the message fails, as in process()
+                inst.stats.record_exception(
+                    ExceptionInfo.from_exception("user", exc, rows.message_id(i))
+                )
+                error = exc
+        assert error is not None
+        return error
+
+    # --- windows -------------------------------------------------------------------
+    def _fire_until(self, pane: Pane, limit: int) -> None:
+        """Fire every time window ending at or before ``limit``; drop what no later one holds."""
+        window = self.window
+        length, slide = window.length, window.slide
+        while pane.held:
+            # The first window holding a message, after those looked at already
+            # (windows no message is in are skipped).
+            end = _ceil_to(min(h[0] for h in pane.held), slide)
+            if pane.done_end is not None:
+                end = max(end, pane.done_end + slide)
+            if end > limit:
+                return
+            members = [h for h in pane.held if end - length < h[0] <= end]
+            if members:
+                self._fire(members, end - length, end)
+            pane.done_end = end
+            horizon = end + slide - length  # later windows hold only messages after it
+            pane.held = [h for h in pane.held if h[0] > horizon]
+
+    def _fire(self, held: list[Held], start: int | None, end: int | None) -> None:
+        """Call the function with one window; its result goes out as a message's does."""
+        inst = self.inst
+        records = [self._record(h) for h in held]
+        inst.context.bind(None, -1)
+        output = inst.config.output
+        failed = attempt_each(
+            inst, [Window(records, start, end)], [None], [None], None if output else _discard
+        )
+        if failed:
+            for h in held:
+                self._dead_letter(h, failed[0][1])
+
+    def _record(self, held: Held) -> WindowRecord:
+        stamp, raw, key, props, event_ms, topic, message_id = held
+        value = self.inst.serdes.input_for(topic).decode(raw)
+        return WindowRecord(
+            value, key, dict(props), event_ms, stamp, f"persistent://{topic}", message_id
+        )
+
+    # --- messages that leave the window ----------------------------------------------
+    def _late_message(self, held: Held) -> None:
+        target = self.inst.config.late_data_target
+        if target is None:
+            return  # dropLateData: the user's choice
+        _, raw, key, props, event_ms, topic, message_id = held
+        properties = {**dict(props), "ORIGIN_MESSAGE_ID": message_id}
+        properties["REAL_TOPIC"] = f"persistent://{topic}"
+        self.inst.out.append(Emitted("late", target, raw, key, properties, _when(event_ms)))
+
+    def _dead_letter(self, held: Held, exc: Exception) -> None:
+        dlq = self.inst.config.dead_letter_target
+        if dlq is None:
+            return
+        _, raw, key, props, event_ms, topic, message_id = held
+        properties = dict(props)
+        properties.update(
+            {
+                DLQ_ORIGIN_MESSAGE_ID: message_id,
+                DLQ_REAL_TOPIC: f"persistent://{topic}",
+                DLQ_EXCEPTION: f"{type(exc).__name__}: {exc}",
+                DLQ_ATTEMPTS: str(1 + self.inst.config.max_message_retries),
+            }
+        )
+        self.inst.out.append(Emitted("dead_letter", dlq, raw, key, properties, _when(event_ms)))
+        self.inst.stats.dead_lettered += 1
+
+    def _dead_letter_row(self, rows: InputRows, i: int, exc: Exception) -> None:
+        dlq = self.inst.config.dead_letter_target
+        if dlq is None:
+            return
+        self.inst.out.append(
+            rows.dead_letter(i, dlq, exc, 1 + self.inst.config.max_message_retries)
+        )
+        self.inst.stats.dead_lettered += 1
+
+
+def load_extractor(config: FunctionConfig) -> Callable[[Any], Any]:
+    """The function's timestamp extractor as ``f(value) -> ms``; :class:`FunctionLoadError`
+    naming ``timestampExtractorClassName`` when it cannot be loaded or used."""
+    window = config.window_config
+    name = window.timestamp_extractor_class_name if window is not None else None
+    what = f"function {config.fqfn}: windowConfig.timestampExtractorClassName"
+    if not name:
+        msg = f"{what} is not set"
+        raise FunctionLoadError(msg)
+    target = resolve_classname(what, None, name, FunctionLoadError)
+    if target is MessageEventTime:
+        return _MESSAGE_EVENT_TIME
+    try:
+        obj = target() if isinstance(target, type) else target
+    except Exception as exc:
+        msg = f"{what}: creating {name}() failed: {type(exc).__name__}: {exc}"
+        raise FunctionLoadError(msg) from exc
+    method = getattr(obj, "extract_timestamp", None)
+    if callable(method):
+        return method  # type: ignore[no-any-return]
+    if callable(obj):
+        return obj  # type: ignore[no-any-return]
+    msg = f"{what}: {name} has no extract_timestamp(value) and is not callable"
+    raise FunctionLoadError(msg)
+
+
+def _when(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _message_event_time(value: Any) -> int:
+    msg = "not called: the runner reads the message's event time"
+    raise AssertionError(msg)
+
+
+_MESSAGE_EVENT_TIME: Callable[[Any], Any] = _message_event_time
+
+
+def _discard(result: Any, key: str | None) -> None:
+    """No output topic: what the function returns goes nowhere."""
