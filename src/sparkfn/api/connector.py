@@ -144,6 +144,16 @@ class SourceContext(ConnectorContext):
     def emit(self, record: Record) -> None:
         """Hand a record to sparkfn (push sources; callable from any thread)."""
 
+    def get_state(self, key: str) -> bytes | None:
+        """A value the source stored with :meth:`put_state` (Pulsar's ``getState``), or ``None``."""
+        msg = f"{type(self).__name__} keeps no source state"
+        raise NotImplementedError(msg)
+
+    def put_state(self, key: str, value: str | bytes) -> None:
+        """Store ``value`` under ``key`` durably, in the store, before returning (``putState``)."""
+        msg = f"{type(self).__name__} keeps no source state"
+        raise NotImplementedError(msg)
+
 
 class SinkContext(ConnectorContext):
     """A sink's context."""

@@ -78,12 +78,12 @@ CLASSNAME = Flag(
 )
 SOURCE_TYPE = Flag(
     "--source-type",
-    "A built-in source: file or generator.",
+    "A built-in source: file, generator, mqtt, nats, postgres, rabbitmq or redis.",
     "TYPE",
 )
 SINK_TYPE = Flag(
     "--sink-type",
-    "A built-in sink: file, postgres or stdout.",
+    "A built-in sink: file, mqtt, nats, postgres, rabbitmq, redis or stdout.",
     "TYPE",
 )
 _CONNECTOR_CONFIGS = "The {kind}'s configs (what open() receives), a JSON or YAML object."

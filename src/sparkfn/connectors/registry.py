@@ -14,6 +14,7 @@ new object: one per instance.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,18 +26,32 @@ from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.connectors.builtin.file_sink import FileSink
 from sparkfn.connectors.builtin.file_source import FileSource
 from sparkfn.connectors.builtin.generator import GeneratorSource
+from sparkfn.connectors.builtin.mqtt import MqttSink, MqttSource
+from sparkfn.connectors.builtin.nats_jetstream import NatsJetStreamSink, NatsJetStreamSource
 from sparkfn.connectors.builtin.postgres_sink import PostgresSink
+from sparkfn.connectors.builtin.postgres_source import PostgresTableSource
+from sparkfn.connectors.builtin.rabbitmq import RabbitMQSink, RabbitMQSource
+from sparkfn.connectors.builtin.redis_streams import RedisStreamSink, RedisStreamSource
 from sparkfn.connectors.builtin.stdout_sink import StdoutSink
 
 SOURCES: dict[str, type[Source]] = {
     "file": FileSource,
     "generator": GeneratorSource,
+    "mqtt": MqttSource,
+    "nats": NatsJetStreamSource,
+    "postgres": PostgresTableSource,
+    "rabbitmq": RabbitMQSource,
+    "redis": RedisStreamSource,
 }
 """Built-in sources by ``source_type``."""
 
 SINKS: dict[str, type[Sink]] = {
     "file": FileSink,
+    "mqtt": MqttSink,
+    "nats": NatsJetStreamSink,
     "postgres": PostgresSink,
+    "rabbitmq": RabbitMQSink,
+    "redis": RedisStreamSink,
     "stdout": StdoutSink,
 }
 """Built-in sinks by ``sink_type``."""
@@ -45,18 +60,51 @@ SINKS: dict[str, type[Sink]] = {
 _Base = Any
 
 
-def load_source(config: SourceConfig) -> Source:
-    """A new source object for ``config``; :class:`ConnectorLoadError` says what is wrong."""
+def load_source(config: SourceConfig, *, check: bool = True) -> Source:
+    """A new source object for ``config``; :class:`ConnectorLoadError` says what is wrong.
+
+    With ``check`` (the default), a built-in's ``configs`` are checked too
+    (:func:`check_builtin`): this is the up-front check before a run starts.
+    """
     what = f"source {config.fqn}"
     source: Source = _load(what, Source, SOURCES, config.source_type, config.py, config.classname)
+    if check:
+        check_builtin("source", config.fqn, config.source_type, config.configs, SOURCES)
     return source
 
 
-def load_sink(config: SinkConfig) -> Sink:
-    """A new sink object for ``config``; :class:`ConnectorLoadError` says what is wrong."""
+def load_sink(config: SinkConfig, *, check: bool = True) -> Sink:
+    """A new sink object for ``config``; :class:`ConnectorLoadError` says what is wrong.
+
+    With ``check`` (the default), a built-in's ``configs`` are checked too.
+    """
     what = f"sink {config.fqn}"
     sink: Sink = _load(what, Sink, SINKS, config.sink_type, config.py, config.classname)
+    if check:
+        check_builtin("sink", config.fqn, config.sink_type, config.configs, SINKS)
     return sink
+
+
+def check_builtin(
+    kind: str,
+    fqn: str,
+    type_name: str | None,
+    configs: Mapping[str, Any],
+    builtins: Mapping[str, Any],
+) -> None:
+    """Check a built-in's ``configs`` before anything runs: a :class:`ConfigError` naming it.
+
+    Built-ins that reach a broker have a ``check_configs(configs, what)``
+    classmethod: the fields parse (unknown, missing, ill-typed), the broker
+    answers and takes the credentials, the queue/stream/table exists. Others
+    are checked in their ``open()``.
+    """
+    if not type_name:
+        return
+    name = type_name.strip().lower()
+    check = getattr(builtins.get(name), "check_configs", None)
+    if callable(check):
+        check(dict(configs), f"{kind} {fqn} ({name})")
 
 
 def _load(

@@ -163,7 +163,7 @@ class RunnerThread:
                 return self._factory()
             from sparkfn.connectors.registry import load_source
 
-            return load_source(self.config)
+            return load_source(self.config, check=False)  # open() checks
         except BaseException as exc:
             self._die(exc, "connector", self.name)
             raise _Died from exc

@@ -153,7 +153,7 @@ class SinkFunction(Function, GracefulShutdown):
         self.sink_config = config
         self.sink_context = _FunctionSinkContext(config, context)
         try:
-            self.sink = load_sink(config)
+            self.sink = load_sink(config, check=False)  # open() checks
         except Exception as exc:
             self._fatal(exc, "loading the code")
         try:

@@ -90,6 +90,25 @@ class InstanceContext(SourceContext):
         """Queue ``record`` for appending (any thread; may block while the queue is full)."""
         self._runner.emit(record)
 
+    @property
+    def state_id(self) -> str:
+        """The key space of the source's state in the store: ``source:<tenant/namespace/name>``."""
+        return f"source:{self._runner.config.fqn}"
+
+    def get_state(self, key: str) -> bytes | None:
+        """A committed value of the source's state (shared by its instances), or ``None``."""
+        from sparkfn.state.store import get_state
+
+        found = get_state(self._runner.store, self.state_id, key)
+        return found.value if found is not None else None
+
+    def put_state(self, key: str, value: str | bytes) -> None:
+        """Store ``value`` under ``key`` in the source's state; committed when this returns."""
+        from sparkfn.state.store import put_state
+
+        data = value.encode() if isinstance(value, str) else bytes(value)
+        put_state(self._runner.store, self.state_id, key, value=data)
+
 
 def source_state_dir(data_dir: Path, config: SourceConfig) -> Path:
     """``<data dir>/sources/<tenant>/<namespace>/<name>``: a source's own files."""

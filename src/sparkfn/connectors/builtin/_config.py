@@ -59,3 +59,21 @@ def json_default(value: Any) -> Any:
 def dumps(value: Any) -> str:
     """Compact JSON."""
     return json.dumps(value, separators=(",", ":"), default=json_default, ensure_ascii=False)
+
+
+def payload(value: Any) -> bytes:
+    """A record's value as bytes for a broker: bytes as they are, text as UTF-8, else JSON."""
+    if value is None:
+        return b""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    return dumps(value).encode()
+
+
+def split_list(value: Any) -> Any:
+    """A comma-separated string as a list of its stripped items (Pulsar's list configs)."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value

@@ -1,0 +1,368 @@
+"""``nats``: a NATS JetStream source (durable pull consumer) and sink (de-duplicated publishes).
+
+::
+
+    sparkfn sources localrun --source-type nats --output events \\
+        --source-config '{"servers": "nats://127.0.0.1:4222", "stream": "EVENTS", "durableName": "sparkfn"}'
+    sparkfn sinks localrun --sink-type nats --inputs results \\
+        --sink-config '{"servers": "nats://127.0.0.1:4222", "subject": "results.out"}'
+
+Both: ``servers`` (URL or list, ``nats://127.0.0.1:4222``), ``user``,
+``password``, ``token``, ``connectTimeoutMs`` (5000). Source: ``stream``
+(required; it must exist), ``durableName`` (required), ``filterSubject``
+(for a new consumer), ``batchSize`` (messages per fetch, 1000),
+``fetchTimeoutMs`` (100), ``ackWaitSeconds`` (30) and ``maxAckPending``
+(10000) for a new consumer. Sink: ``subject`` (required), ``stream``
+(optional: publishes must land in that stream), ``publishTimeoutMs`` (5000).
+
+nats-py is asyncio; each connector object runs its own event loop on a
+thread of its own (``<source or sink>-nats-loop``) and calls it from
+sparkfn's thread; ``close()`` closes the connection, stops the loop and
+joins the thread.
+
+**Source guarantee.** The durable pull consumer (explicit acks) is created
+if it does not exist; its settings then stay as JetStream has them. Fetched
+messages are acked in ``commit()``, after the store transaction appending
+them committed, and the acks are flushed to the server before ``commit()``
+returns. A crash before the acks leaves the messages pending: JetStream
+delivers them again after ``ackWaitSeconds``. At-least-once, with duplicates
+of what was appended but not acked; nothing is lost while the stream keeps
+the messages (its retention limits are JetStream's). Redeliveries come after
+newer messages, so the stream sequence cannot serve as an increasing
+sequence id: ``effectively_once`` is refused.
+
+**Sink guarantee.** Every record is published with a ``Nats-Msg-Id`` header
+derived from its position, ``<sink tenant/ns/name>:<topic>@<partition:offset>``,
+and ``flush()`` waits for every publish ack before the batch commits. A
+batch replayed after a crash publishes the same ids again and JetStream drops
+them as duplicates (``duplicate`` in the ack), so each message is stored once
+as long as the replay comes within the stream's duplicate window (2 minutes
+by default). A publish whose subject no stream takes is an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig
+from pydantic import Field, field_validator
+
+from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
+from sparkfn.api.errors import ConfigError
+from sparkfn.connectors.builtin._config import BuiltinConfig, describe, parse_configs, payload
+
+T = TypeVar("T")
+
+# A sink publishes this many messages at once, then waits for their acks.
+PUBLISH_WINDOW = 512
+
+
+class NatsConfig(BuiltinConfig):
+    """Connection configs."""
+
+    servers: list[str] = Field(default=["nats://127.0.0.1:4222"], min_length=1)
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    connectTimeoutMs: int = Field(default=5000, ge=1)
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _servers(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [s.strip() for s in value.split(",") if s.strip()]
+        return value
+
+
+class NatsSourceConfig(NatsConfig):
+    """The source's configs."""
+
+    stream: str = Field(min_length=1)
+    durableName: str = Field(min_length=1)
+    filterSubject: str | None = None
+    batchSize: int = Field(default=1000, ge=1)
+    fetchTimeoutMs: int = Field(default=100, ge=1)
+    ackWaitSeconds: float = Field(default=30.0, gt=0)
+    maxAckPending: int = Field(default=10000, ge=1)
+
+
+class NatsSinkConfig(NatsConfig):
+    """The sink's configs."""
+
+    subject: str = Field(min_length=1)
+    stream: str | None = None
+    publishTimeoutMs: int = Field(default=5000, ge=1)
+
+
+class EventLoop:
+    """An asyncio loop on a thread of its own, called from other threads."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        """Stop the loop, join its thread, close it."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+async def _connect(cfg: NatsConfig, what: str) -> Client:
+    options: dict[str, Any] = {
+        "connect_timeout": cfg.connectTimeoutMs / 1000,
+        "allow_reconnect": False,
+        "max_reconnect_attempts": 0,
+    }
+    if cfg.user is not None:
+        options["user"] = cfg.user
+        options["password"] = cfg.password or ""
+    if cfg.token is not None:
+        options["token"] = cfg.token
+
+    async def quiet(exc: Exception) -> None:
+        """Errors surface through the calls that fail; no second report."""
+
+    try:
+        return await nats.connect(cfg.servers, error_cb=quiet, **options)
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        if "uthoriz" in text or "uthentic" in text:
+            msg = f"{what}: configs.user/password/token: NATS at {cfg.servers} refused them: {text}"
+        else:
+            msg = f"{what}: configs.servers: cannot reach NATS at {cfg.servers}: {text}"
+        raise ConfigError(msg) from None
+
+
+async def _stream_exists(js: JetStreamContext, stream: str, what: str) -> None:
+    try:
+        await js.stream_info(stream)
+    except nats.js.errors.NotFoundError:
+        msg = f"{what}: configs.stream: JetStream has no stream {stream!r}"
+        raise ConfigError(msg) from None
+
+
+@dataclass
+class NatsRecord(Record):
+    """A message fetched from JetStream, acked after the append."""
+
+    msg: Msg | None = None
+
+
+class NatsJetStreamSource(Source):
+    """Fetches from a durable pull consumer; acks after the append."""
+
+    def __init__(self) -> None:
+        self.what = "source (nats)"
+        self.config: NatsSourceConfig | None = None
+        self.loop: EventLoop | None = None
+        self.nc: Client | None = None
+        self.sub: JetStreamContext.PullSubscription | None = None
+        self.to_ack: list[Msg] = []
+
+    @classmethod
+    def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
+        """Before the run: configs, the server, the stream."""
+        cfg = parse_configs(NatsSourceConfig, configs, what)
+
+        async def check() -> None:
+            nc = await _connect(cfg, what)
+            try:
+                await _stream_exists(nc.jetstream(), cfg.stream, what)
+            finally:
+                await nc.close()
+
+        asyncio.run(check())
+
+    def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
+        """Connect, create the durable consumer if missing, bind to it."""
+        self.what = describe("source", "nats", context)
+        cfg = self.config = parse_configs(NatsSourceConfig, config, self.what)
+        self.loop = EventLoop(f"source-{context.get_name()}-nats-loop")
+        self.loop.run(self._open(cfg))
+
+    async def _open(self, cfg: NatsSourceConfig) -> None:
+        self.nc = await _connect(cfg, self.what)
+        js = self.nc.jetstream()
+        await _stream_exists(js, cfg.stream, self.what)
+        try:
+            await js.consumer_info(cfg.stream, cfg.durableName)
+        except nats.js.errors.NotFoundError:
+            await js.add_consumer(
+                cfg.stream,
+                ConsumerConfig(
+                    durable_name=cfg.durableName,
+                    ack_policy=AckPolicy.EXPLICIT,
+                    ack_wait=cfg.ackWaitSeconds,
+                    max_ack_pending=cfg.maxAckPending,
+                    filter_subject=cfg.filterSubject,
+                ),
+            )
+        self.sub = await js.pull_subscribe_bind(durable=cfg.durableName, stream=cfg.stream)
+
+    def read(self) -> Record | list[Record] | _EndOfStream | None:
+        """Up to ``batchSize`` messages, waiting at most ``fetchTimeoutMs``."""
+        if self.loop is None or self.config is None:
+            msg = f"{self.what}: read() before open()"
+            raise RuntimeError(msg)
+        msgs = self.loop.run(self._fetch(self.config))
+        return [self._record(m) for m in msgs] or None
+
+    async def _fetch(self, cfg: NatsSourceConfig) -> list[Msg]:
+        assert self.sub is not None
+        try:
+            return await self.sub.fetch(cfg.batchSize, timeout=cfg.fetchTimeoutMs / 1000)
+        except nats.errors.TimeoutError:
+            return []
+
+    def _record(self, msg: Msg) -> Record:
+        props = {"natsSubject": msg.subject}
+        meta = msg.metadata
+        props["natsStreamSeq"] = str(meta.sequence.stream)
+        if meta.num_delivered > 1:
+            props["natsDelivered"] = str(meta.num_delivered)
+        for name, value in (msg.headers or {}).items():
+            props[name] = value
+        return NatsRecord(
+            value=msg.data,
+            key=(msg.headers or {}).get("sparkfn-key"),
+            properties=props,
+            event_time=int(meta.timestamp.timestamp() * 1000),
+            msg=msg,
+        )
+
+    def ack(self, record: Record) -> None:
+        """The message is appended: acked with its batch in ``commit()``."""
+        if isinstance(record, NatsRecord) and record.msg is not None:
+            self.to_ack.append(record.msg)
+
+    def commit(self) -> None:
+        """Ack the batch's messages and flush the acks to the server."""
+        if self.to_ack and self.loop is not None:
+            msgs, self.to_ack = self.to_ack, []
+            self.loop.run(self._ack(msgs))
+
+    async def _ack(self, msgs: list[Msg]) -> None:
+        for msg in msgs:
+            await msg.ack()
+        if self.nc is not None:
+            await self.nc.flush()
+
+    def close(self) -> None:
+        """Close the connection and the loop; unacked messages come again after ack wait."""
+        self.to_ack = []
+        if self.loop is not None:
+            try:
+                if self.nc is not None:
+                    self.loop.run(self.nc.close(), 10)
+            finally:
+                self.nc = None
+                self.loop.close()
+                self.loop = None
+
+
+class NatsJetStreamSink(Sink):
+    """Publishes to ``subject`` with ``Nats-Msg-Id``; ``flush()`` waits for the acks."""
+
+    def __init__(self) -> None:
+        self.what = "sink (nats)"
+        self.config: NatsSinkConfig | None = None
+        self.id_prefix = ""
+        self.loop: EventLoop | None = None
+        self.nc: Client | None = None
+        self.buffer: list[Record] = []
+        self.duplicates = 0
+
+    @classmethod
+    def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
+        """Before the run: configs, the server, the stream if named."""
+        cfg = parse_configs(NatsSinkConfig, configs, what)
+
+        async def check() -> None:
+            nc = await _connect(cfg, what)
+            try:
+                if cfg.stream is not None:
+                    await _stream_exists(nc.jetstream(), cfg.stream, what)
+            finally:
+                await nc.close()
+
+        asyncio.run(check())
+
+    def open(self, config: Mapping[str, Any], context: SinkContext) -> None:
+        """Validate and connect."""
+        self.what = describe("sink", "nats", context)
+        cfg = self.config = parse_configs(NatsSinkConfig, config, self.what)
+        self.id_prefix = f"{context.get_tenant()}/{context.get_namespace()}/{context.get_name()}"
+        self.loop = EventLoop(f"sink-{context.get_name()}-nats-loop")
+        self.loop.run(self._open(cfg))
+
+    async def _open(self, cfg: NatsSinkConfig) -> None:
+        self.nc = await _connect(cfg, self.what)
+        if cfg.stream is not None:
+            await _stream_exists(self.nc.jetstream(), cfg.stream, self.what)
+
+    def write(self, record: Record) -> None:
+        """Buffer the record; published in ``flush()``."""
+        self.buffer.append(record)
+
+    def flush(self) -> None:
+        """Publish the buffer and wait for every ack (duplicates are acked as such)."""
+        if self.loop is None or self.config is None or not self.buffer:
+            return
+        self.loop.run(self._publish(self.config, self.buffer))
+        self.buffer = []
+
+    async def _publish(self, cfg: NatsSinkConfig, records: list[Record]) -> None:
+        assert self.nc is not None
+        js = self.nc.jetstream(timeout=cfg.publishTimeoutMs / 1000)
+        for start in range(0, len(records), PUBLISH_WINDOW):
+            window = records[start : start + PUBLISH_WINDOW]
+            results = await asyncio.gather(
+                *(self._one(js, cfg, r) for r in window), return_exceptions=True
+            )
+            for record, result in zip(window, results, strict=True):
+                if isinstance(result, BaseException):
+                    msg = (
+                        f"{self.what}: publishing {record.topic}@{record.message_id} to "
+                        f"{cfg.subject!r} failed: {type(result).__name__}: {result}"
+                    )
+                    raise RuntimeError(msg) from result
+                self.duplicates += int(result)
+
+    async def _one(self, js: JetStreamContext, cfg: NatsSinkConfig, record: Record) -> bool:
+        headers = {str(k): str(v) for k, v in (record.properties or {}).items()}
+        headers["Nats-Msg-Id"] = f"{self.id_prefix}:{record.topic}@{record.message_id}"
+        if record.key is not None:
+            headers["sparkfn-key"] = record.key
+        ack = await js.publish(
+            cfg.subject, payload(record.value), stream=cfg.stream, headers=headers
+        )
+        return bool(ack.duplicate)
+
+    def close(self) -> None:
+        """Drop what was not flushed (its batch did not commit), disconnect, stop the loop."""
+        self.buffer = []
+        if self.loop is not None:
+            try:
+                if self.nc is not None:
+                    self.loop.run(self.nc.close(), 10)
+            finally:
+                self.nc = None
+                self.loop.close()
+                self.loop = None

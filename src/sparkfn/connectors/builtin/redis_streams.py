@@ -1,0 +1,321 @@
+"""``redis``: a Redis Streams source (consumer group, XACK after the append) and sink (XADD).
+
+::
+
+    sparkfn sources localrun --source-type redis --output events \\
+        --source-config '{"redisHosts": "127.0.0.1:6379", "streamName": "events", "groupName": "sparkfn"}'
+    sparkfn sinks localrun --sink-type redis --inputs results \\
+        --sink-config '{"redisHosts": "127.0.0.1:6379", "streamName": "results"}'
+
+Connection configs are Pulsar IO's Redis connector's: ``redisHosts``
+(``host:port``; one host: standalone mode), ``redisPassword``,
+``redisDatabase`` (0), ``clientMode`` (``Standalone`` only),
+``connectTimeout`` and ``operationTimeout`` (ms). Streams: ``streamName``
+(required). Source: ``groupName`` (``sparkfn``), ``consumerName`` (default
+``<tenant>.<namespace>.<name>-<instance>``: stable, so a restarted instance
+finds its pending entries), ``createGroup`` (``true``: create the group, and
+the stream, if missing, reading from ``startId``), ``startId`` (``0``: the
+whole stream; ``$``: only new entries), ``batchSize`` (entries per XREADGROUP,
+1000), ``blockMs`` (100), ``valueField`` (``value``), ``keyField``
+(``key``). Sink: ``maxLen`` (approximate trimming; none by default).
+
+**Source guarantee.** Entries are read with XREADGROUP into the group as the
+instance's consumer; Redis keeps each in the consumer's pending entries list
+until it is acked. sparkfn sends XACK for a batch's entries in ``commit()``,
+after the store transaction appending them committed. On start the instance
+first re-reads its own pending entries (id ``0``), then new ones (``>``). A
+crash between the append and the XACK therefore appends those entries again:
+at-least-once, with at most one batch of duplicates per crash; nothing is
+lost. Stream ids are not one integer sparkfn could de-duplicate by, so
+``effectively_once`` is refused. Limits: entries pending for a consumer name
+that no longer runs (parallelism lowered, ``consumerName`` changed) are not
+claimed; Redis persistence (AOF/RDB) decides what survives a Redis restart;
+``MAXLEN`` trimming by producers can delete entries before they are read.
+
+**Sink guarantee.** ``flush()`` XADDs the batch in one MULTI/EXEC
+transaction before the batch commits. A replayed batch (crash after the
+EXEC, before the commit) adds its entries again with new ids: at-least-once.
+Redis has no de-duplication by producer id; each entry carries
+``topic`` and ``messageId`` (``partition:offset``) fields, stable across
+replays, by which a reader drops duplicates. Fields: ``value``, ``key`` (when
+set), ``topic``, ``messageId``, ``eventTime`` (ms, when set),
+``properties`` (JSON, when not empty).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis
+import redis.exceptions
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from pydantic import Field, field_validator
+
+from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
+from sparkfn.api.errors import ConfigError
+from sparkfn.connectors.builtin._config import (
+    BuiltinConfig,
+    describe,
+    dumps,
+    parse_configs,
+    payload,
+)
+
+
+class RedisConfig(BuiltinConfig):
+    """Pulsar IO's Redis connection configs, and the stream."""
+
+    redisHosts: str = Field(min_length=1)
+    redisPassword: str | None = None
+    redisDatabase: int = Field(default=0, ge=0)
+    clientMode: Literal["Standalone"] = "Standalone"
+    connectTimeout: int = Field(default=10000, ge=1)
+    operationTimeout: int = Field(default=10000, ge=1)
+    streamName: str = Field(min_length=1)
+
+    @field_validator("redisHosts")
+    @classmethod
+    def _hosts(cls, value: str) -> str:
+        hosts = [h.strip() for h in value.split(",") if h.strip()]
+        if len(hosts) != 1:
+            msg = "one host:port (clientMode Standalone; Cluster is not supported)"
+            raise ValueError(msg)
+        host, _, port = hosts[0].rpartition(":")
+        if not host or not port.isdigit():
+            msg = "must be host:port"
+            raise ValueError(msg)
+        return hosts[0]
+
+
+class RedisSourceConfig(RedisConfig):
+    """The source's configs."""
+
+    groupName: str = Field(default="sparkfn", min_length=1)
+    consumerName: str | None = None
+    createGroup: bool = True
+    startId: str = "0"
+    batchSize: int = Field(default=1000, ge=1)
+    blockMs: int = Field(default=100, ge=1)
+    valueField: str = "value"
+    keyField: str = "key"
+
+
+class RedisSinkConfig(RedisConfig):
+    """The sink's configs."""
+
+    maxLen: int | None = Field(default=None, ge=1)
+
+
+def connect(cfg: RedisConfig, what: str) -> redis.Redis:
+    """A checked client; unreachable server or bad password is a :class:`ConfigError`."""
+    host, _, port = cfg.redisHosts.rpartition(":")
+    client = redis.Redis(
+        host=host,
+        port=int(port),
+        db=cfg.redisDatabase,
+        password=cfg.redisPassword,
+        socket_connect_timeout=cfg.connectTimeout / 1000,
+        socket_timeout=cfg.operationTimeout / 1000,
+        retry=Retry(NoBackoff(), 0),  # a failure is reported, not retried behind our back
+    )
+    try:
+        client.ping()
+    except redis.exceptions.AuthenticationError as exc:
+        client.close()
+        msg = f"{what}: configs.redisPassword: Redis at {cfg.redisHosts} refused it: {exc}"
+        raise ConfigError(msg) from None
+    except redis.exceptions.ResponseError as exc:
+        client.close()
+        msg = f"{what}: configs.redisDatabase/redisPassword: Redis at {cfg.redisHosts}: {exc}"
+        raise ConfigError(msg) from None
+    except redis.exceptions.RedisError as exc:
+        client.close()
+        msg = f"{what}: configs.redisHosts: cannot reach Redis at {cfg.redisHosts}: {exc}"
+        raise ConfigError(msg) from None
+    return client
+
+
+def _prepare_group(client: redis.Redis, cfg: RedisSourceConfig, what: str) -> None:
+    """Create the group if asked; otherwise check that stream and group exist."""
+    if cfg.createGroup:
+        try:
+            client.xgroup_create(cfg.streamName, cfg.groupName, id=cfg.startId, mkstream=True)
+        except redis.exceptions.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                msg = f"{what}: configs.groupName/startId: cannot create group: {exc}"
+                raise ConfigError(msg) from None
+        return
+    if not client.exists(cfg.streamName):
+        msg = f"{what}: configs.streamName: stream {cfg.streamName!r} does not exist"
+        raise ConfigError(msg)
+    groups = {g["name"].decode() for g in client.xinfo_groups(cfg.streamName)}
+    if cfg.groupName not in groups:
+        msg = (
+            f"{what}: configs.groupName: stream {cfg.streamName!r} has no group "
+            f"{cfg.groupName!r} (set createGroup true to create it)"
+        )
+        raise ConfigError(msg)
+
+
+@dataclass
+class RedisRecord(Record):
+    """An entry of the stream: its id, acked after the append."""
+
+    entry_id: bytes = b""
+
+
+class RedisStreamSource(Source):
+    """Reads ``streamName`` as a consumer of ``groupName``; XACKs after the append."""
+
+    def __init__(self) -> None:
+        self.what = "source (redis)"
+        self.config: RedisSourceConfig | None = None
+        self.client: redis.Redis | None = None
+        self.consumer = ""
+        self.cursor = "0"  # our pending entries after this id first; then ">": new ones
+        self.to_ack: list[bytes] = []
+
+    @classmethod
+    def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
+        """Before the run: configs, the server, the stream and group."""
+        cfg = parse_configs(RedisSourceConfig, configs, what)
+        client = connect(cfg, what)
+        try:
+            _prepare_group(client, cfg, what)
+        finally:
+            client.close()
+
+    def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
+        """Connect and join the group; pending entries of this consumer are read first."""
+        self.what = describe("source", "redis", context)
+        cfg = self.config = parse_configs(RedisSourceConfig, config, self.what)
+        name = f"{context.get_tenant()}.{context.get_namespace()}.{context.get_name()}"
+        self.consumer = cfg.consumerName or f"{name}-{context.get_instance_id()}"
+        if cfg.consumerName and context.get_num_instances() > 1:
+            self.consumer = f"{cfg.consumerName}-{context.get_instance_id()}"
+        self.client = connect(cfg, self.what)
+        _prepare_group(self.client, cfg, self.what)
+        self.cursor = "0"
+
+    def read(self) -> Record | list[Record] | _EndOfStream | None:
+        """Up to ``batchSize`` entries: pending ones first, then new ones (blocking ``blockMs``)."""
+        cfg, client = self.config, self.client
+        if cfg is None or client is None:
+            msg = f"{self.what}: read() before open()"
+            raise RuntimeError(msg)
+        pending = self.cursor != ">"
+        reply: Any = client.xreadgroup(
+            cfg.groupName,
+            self.consumer,
+            {cfg.streamName: self.cursor},
+            count=cfg.batchSize,
+            block=None if pending else cfg.blockMs,
+        )
+        entries = reply[0][1] if reply else []
+        if pending:
+            # Our pending entries come back until they are acked: read on
+            # after each batch, and switch to new entries once none is left.
+            if not entries:
+                self.cursor = ">"
+                return None
+            self.cursor = entries[-1][0].decode()
+        records = [self._record(entry_id, fields) for entry_id, fields in entries if fields]
+        return records or None
+
+    def _record(self, entry_id: bytes, fields: dict[bytes, bytes]) -> Record:
+        cfg = self.config
+        assert cfg is not None
+        decoded = {k.decode(errors="replace"): v for k, v in fields.items()}
+        key_bytes = decoded.pop(cfg.keyField, None)
+        value: Any
+        if cfg.valueField in decoded:
+            value = decoded.pop(cfg.valueField)
+            props = {k: v.decode(errors="replace") for k, v in decoded.items()}
+        else:  # no value field: the whole entry as a JSON object
+            value = dumps({k: v.decode(errors="replace") for k, v in decoded.items()})
+            props = {}
+        props["redisStream"] = cfg.streamName
+        props["redisId"] = entry_id.decode()
+        millis = int(entry_id.split(b"-")[0])
+        return RedisRecord(
+            value=value,
+            key=key_bytes.decode(errors="replace") if key_bytes is not None else None,
+            properties=props,
+            event_time=millis,
+            entry_id=entry_id,
+        )
+
+    def ack(self, record: Record) -> None:
+        """The entry is appended: XACKed with its batch in ``commit()``."""
+        if isinstance(record, RedisRecord):
+            self.to_ack.append(record.entry_id)
+
+    def commit(self) -> None:
+        """XACK the batch's entries."""
+        if self.to_ack and self.client is not None and self.config is not None:
+            self.client.xack(self.config.streamName, self.config.groupName, *self.to_ack)
+        self.to_ack = []
+
+    def close(self) -> None:
+        """Disconnect; entries not acked stay pending for this consumer."""
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+
+class RedisStreamSink(Sink):
+    """XADDs every record to ``streamName``; ``flush()`` runs the batch as one transaction."""
+
+    def __init__(self) -> None:
+        self.what = "sink (redis)"
+        self.config: RedisSinkConfig | None = None
+        self.client: redis.Redis | None = None
+        self.buffer: list[dict[str, bytes | str | int]] = []
+
+    @classmethod
+    def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
+        """Before the run: configs and the server."""
+        connect(parse_configs(RedisSinkConfig, configs, what), what).close()
+
+    def open(self, config: Mapping[str, Any], context: SinkContext) -> None:
+        """Validate and connect."""
+        self.what = describe("sink", "redis", context)
+        cfg = self.config = parse_configs(RedisSinkConfig, config, self.what)
+        self.client = connect(cfg, self.what)
+
+    def write(self, record: Record) -> None:
+        """Buffer the entry's fields."""
+        fields: dict[str, bytes | str | int] = {
+            "value": payload(record.value),
+            "topic": record.topic or "",
+            "messageId": record.message_id or "",
+        }
+        if record.key is not None:
+            fields["key"] = record.key
+        if record.event_time is not None:
+            fields["eventTime"] = record.event_time
+        if record.properties:
+            fields["properties"] = json.dumps(record.properties, sort_keys=True)
+        self.buffer.append(fields)
+
+    def flush(self) -> None:
+        """XADD the buffer in one MULTI/EXEC."""
+        cfg, client = self.config, self.client
+        if cfg is None or client is None or not self.buffer:
+            return
+        pipe = client.pipeline(transaction=True)
+        for fields in self.buffer:
+            pipe.xadd(cfg.streamName, fields, maxlen=cfg.maxLen, approximate=True)  # type: ignore[arg-type]
+        pipe.execute()
+        self.buffer.clear()
+
+    def close(self) -> None:
+        """Drop what was not flushed (its batch did not commit) and disconnect."""
+        self.buffer.clear()
+        if self.client is not None:
+            self.client.close()
+            self.client = None

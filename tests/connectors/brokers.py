@@ -1,0 +1,218 @@
+"""The brokers on this machine, for the broker connectors' tests.
+
+Each broker is the real server on 127.0.0.1. A test that needs one it cannot
+reach is skipped, except under ``CI=true``, where it fails: CI must never
+pass by skipping (as tests/conftest.py does for PostgreSQL). Every test uses
+names of its own (:func:`unique`) and removes what it made.
+
+:func:`run_source_child` / :func:`kill` run ``sparkfn sources localrun`` (or
+``sinks localrun``) in a real child process, as the crash tests need.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sparkfn.store.store import Store
+from sparkfn.topics.consumer import Consumer
+
+HOST = "127.0.0.1"
+PORTS = {"rabbitmq": 5672, "mqtt": 1883, "nats": 4222, "redis": 6379, "postgresql": 5432}
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def require(broker: str) -> None:
+    """Skip (fail under CI=true) unless ``broker`` answers on its port."""
+    port = PORTS[broker]
+    try:
+        with socket.create_connection((HOST, port), timeout=3):
+            return
+    except OSError as exc:
+        reason = f"{broker} at {HOST}:{port} is not reachable: {exc}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: broker tests must run, not skip)", pytrace=False)
+    pytest.skip(f"{reason}; start it to run these tests")
+
+
+def unique(prefix: str) -> str:
+    """A name no other test (or run) uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def values(store: Store, topic: str) -> list[str]:
+    """Every value of ``topic``, as text, in log order per partition."""
+    consumer = Consumer(store, topic, initial_position="earliest")
+    out: list[str] = []
+    while True:
+        got = consumer.receive(max_messages=50_000)
+        if not got:
+            return out
+        out.extend(m.value.decode() if m.value is not None else "" for m in got)
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 45.0) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def env(store: Store) -> dict[str, str]:
+    """The child's environment: this store, nothing else of sparkfn's."""
+    out = {k: v for k, v in os.environ.items() if not k.startswith("SPARKFN_")}
+    out["SPARKFN_DATA_DIR"] = str(store.data_dir)
+    out["SPARKFN_STORE_URL"] = store.url
+    out["COLUMNS"] = "200"
+    return out
+
+
+def start_child(store: Store, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``sparkfn <args>`` in a child process; its output goes to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "sparkfn.cli.main", *args],
+            env=env(store),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child and reap it."""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+
+
+def stop(proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
+    """SIGTERM (drain) the child; fail with its output unless it exits 0."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kill(proc)
+        pytest.fail(f"the child did not stop in {timeout} s:\n{log.read_text()[-3000:]}")
+    assert code == 0, f"the child exited {code}:\n{log.read_text()[-3000:]}"
+
+
+def alive(proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Fail with the child's output if it ended."""
+    if proc.poll() is not None:
+        pytest.fail(f"the child ended with {proc.returncode}:\n{log.read_text()[-3000:]}")
+
+
+def assert_all_once_or_duplicated(
+    found: list[str], expected: list[str], max_duplicates: int
+) -> int:
+    """Nothing lost, nothing foreign, at most ``max_duplicates`` extra copies; the duplicates."""
+    counts = Counter(found)
+    missing = [v for v in expected if v not in counts]
+    assert not missing, f"{len(missing)} lost, e.g. {missing[:5]}"
+    foreign = set(counts) - set(expected)
+    assert not foreign, f"unexpected values, e.g. {sorted(foreign)[:5]}"
+    duplicates = len(found) - len(set(found))
+    assert duplicates <= max_duplicates, f"{duplicates} duplicates, more than {max_duplicates}"
+    return duplicates
+
+
+def count(store: Store, topic: str) -> int:
+    """How many messages ``topic`` holds (cheap: the partitions' end offsets)."""
+    from sparkfn.topics.admin import TopicAdmin
+
+    return sum(p.messages for p in TopicAdmin(store).stats(topic))
+
+
+def crash_source(
+    store: Store,
+    tmp_path: Path,
+    source_type: str,
+    configs: str,
+    publish: Callable[[list[str]], None],
+    *,
+    total: int = 20_000,
+    kill_after: int = 4000,
+    guarantee: str = "at_least_once",
+) -> list[str]:
+    """Run the source in a child, SIGKILL it while it moves ``total`` messages, restart it.
+
+    ``publish(values)`` puts the messages into the broker (it may run while
+    the child is down). Returns what the topic holds once every message
+    arrived and the restarted child drained and exited 0.
+    """
+    import threading
+
+    from sparkfn.topics.admin import TopicAdmin
+
+    topic = unique("crash")
+    TopicAdmin(store).create(topic, partitions=1, schema_type="string")
+    expected = [f"m-{i}" for i in range(total)]
+    args = (
+        "sources", "localrun",
+        "--source-type", source_type,
+        "--name", topic,
+        "--destination-topic-name", topic,
+        "--source-config", configs,
+        "--processing-guarantees", guarantee,
+    )  # fmt: skip
+    log = tmp_path / "child.log"
+    errors: list[BaseException] = []
+
+    def publisher() -> None:
+        try:
+            publish(expected)
+        except BaseException as exc:
+            errors.append(exc)
+
+    first = start_child(store, log, *args)
+    thread = threading.Thread(target=publisher, name="publisher", daemon=True)
+    thread.start()
+    try:
+        wait_for(
+            lambda: (alive(first, log), count(store, topic) >= kill_after)[1],
+            f"{kill_after} messages appended by the first child",
+        )
+    finally:
+        kill(first)
+    assert first.returncode == -signal.SIGKILL
+    killed_at = count(store, topic)
+    assert killed_at < total, "the child moved everything before the kill: no crash tested"
+    second = start_child(store, log, *args)
+    try:
+
+        def all_there() -> bool:
+            alive(second, log)
+            return count(store, topic) >= total and set(values(store, topic)) >= set(expected)
+
+        wait_for(all_there, "every message after the restart")
+        thread.join(30)
+        assert not errors, errors
+        time.sleep(1.0)  # anything the broker still redelivers lands now
+    finally:
+        stop(second, log)
+    return values(store, topic)
+
+
+def fill(store: Store, topic: str, sent: list[str], partitions: int = 2) -> None:
+    """Create ``topic`` (string schema) holding ``sent``, keyed ``k0``..``k6``."""
+    from sparkfn.topics.admin import TopicAdmin
+    from sparkfn.topics.message import Message
+    from sparkfn.topics.producer import Producer
+
+    TopicAdmin(store).create(topic, partitions=partitions, schema_type="string")
+    Producer(store, topic).send_batch(
+        [Message(v.encode(), key=f"k{i % 7}") for i, v in enumerate(sent)]
+    )

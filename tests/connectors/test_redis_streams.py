@@ -1,0 +1,165 @@
+"""The ``redis`` (Streams) source and sink against the Redis server on 127.0.0.1:6379."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from brokers import (
+    HOST,
+    assert_all_once_or_duplicated,
+    crash_source,
+    fill,
+    require,
+    unique,
+    values,
+    wait_for,
+)
+
+from sparkfn.api.errors import ConfigError
+from sparkfn.config.connector import SinkConfig, SourceConfig
+from sparkfn.connectors.registry import load_sink, load_source
+from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+
+HOSTS = f"{HOST}:6379"
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    require("redis")
+    with redis.Redis(HOST, 6379) as conn:
+        yield conn
+
+
+@pytest.fixture
+def stream(client: redis.Redis) -> Iterator[str]:
+    """A stream name of the test's own, deleted after it."""
+    name = unique("sparkfn-stream")
+    yield name
+    client.delete(name)
+
+
+def xadd(client: redis.Redis, stream: str, bodies: list[str]) -> None:
+    """Add entries ``{value: body}``, 1000 per round trip."""
+    for start in range(0, len(bodies), 1000):
+        pipe = client.pipeline(transaction=False)
+        for body in bodies[start : start + 1000]:
+            pipe.xadd(stream, {"value": body})
+        pipe.execute()
+
+
+def _config(stream: str, **extra: Any) -> dict[str, Any]:
+    return {"redisHosts": HOSTS, "streamName": stream, **extra}
+
+
+def test_source_appends_every_entry_and_xacks_after_the_append(
+    store: Store, client: redis.Redis, stream: str
+) -> None:
+    TopicAdmin(store).create("in", schema_type="string")
+    sent = [f"event {i} ✓" for i in range(2500)]
+    xadd(client, stream, sent)
+    client.xadd(stream, {"value": "keyed", "key": "k1", "region": "eu"})
+    config = SourceConfig(name="rs", source_type="redis", output="in", batch_size=400,
+                          configs=_config(stream, batchSize=300))  # fmt: skip
+    runner = SourceRunner(config, store)
+    runner.start()
+    try:
+        wait_for(lambda: runner.stats.acked >= len(sent) + 1, "every entry acked")
+    finally:
+        runner.stop("drain")
+        assert runner.wait(30)
+    assert runner.state is SourceState.STOPPED, runner.death
+    assert values(store, "in") == [*sent, "keyed"]
+    summary: Any = client.xpending(stream, "sparkfn")
+    assert summary["pending"] == 0
+
+
+def test_a_restarted_source_reads_its_pending_entries_again(
+    sqlite_store: Store, client: redis.Redis, stream: str
+) -> None:
+    # Entries delivered to the consumer and never acked (a crash before the
+    # XACK) are pending: the next run of the same consumer appends them.
+    TopicAdmin(sqlite_store).create("in", schema_type="string")
+    xadd(client, stream, ["p1", "p2", "p3", "new"])
+    client.xgroup_create(stream, "sparkfn", id="0")
+    consumer = "public.default.rs-0"
+    client.xreadgroup("sparkfn", consumer, {stream: ">"}, count=3)  # p1..p3 now pending
+    config = SourceConfig(name="rs", source_type="redis", output="in", configs=_config(stream))
+    runner = SourceRunner(config, sqlite_store)
+    runner.start()
+    try:
+        wait_for(lambda: runner.stats.acked >= 4, "four acked")
+    finally:
+        runner.stop("drain")
+        assert runner.wait(30)
+    assert values(sqlite_store, "in") == ["p1", "p2", "p3", "new"]
+    summary: Any = client.xpending(stream, "sparkfn")
+    assert summary["pending"] == 0
+
+
+@pytest.mark.parametrize(
+    ("configs", "error"),
+    [
+        ({"redisHosts": HOSTS}, r"source public/default/s \(redis\): configs\.streamName: required"),
+        ({**_config("s"), "stream": "x"}, r"configs\.stream: unknown setting"),
+        ({**_config("s"), "redisDatabase": "zero"}, r"configs\.redisDatabase: .*\(got 'zero'\)"),
+        ({**_config("s"), "redisHosts": "a:1,b:2"}, r"configs\.redisHosts: one host:port"),
+        ({**_config("s"), "redisHosts": f"{HOST}:1"}, r"configs\.redisHosts: cannot reach Redis at 127\.0\.0\.1:1"),
+        ({**_config("s"), "redisDatabase": 999}, r"configs\.redisDatabase/redisPassword: Redis at .*: DB index is out of range"),
+        ({**_config("sparkfn-no-such-stream"), "createGroup": False}, r"configs\.streamName: stream 'sparkfn-no-such-stream' does not exist"),
+    ],
+    ids=["missing", "unknown", "ill-typed", "cluster", "unreachable", "database", "no-stream"],
+)  # fmt: skip
+def test_source_configs_are_checked_before_it_starts(configs: dict[str, Any], error: str) -> None:
+    require("redis")
+    with pytest.raises(ConfigError, match=error):
+        load_source(SourceConfig(name="s", source_type="redis", output="o", configs=configs))
+
+
+def test_a_missing_group_is_named(client: redis.Redis, stream: str) -> None:
+    client.xadd(stream, {"value": "x"})
+    configs = _config(stream, groupName="nobody", createGroup=False)
+    with pytest.raises(ConfigError, match=r"configs\.groupName: stream .* has no group 'nobody'"):
+        load_source(SourceConfig(name="s", source_type="redis", output="o", configs=configs))
+    with pytest.raises(ConfigError, match=r"sink public/default/k \(redis\): configs\.maxLen"):
+        load_sink(SinkConfig(name="k", sink_type="redis", inputs=["i"],
+                             configs=_config(stream, maxLen=0)))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_sink_xadds_every_message_with_its_position(
+    sqlite_store: Store, client: redis.Redis, stream: str, spark: Any
+) -> None:
+    from sparkfn.connectors.sink_run import SinkRun
+
+    sent = [f"r{i}" for i in range(500)]
+    fill(sqlite_store, "out", sent)
+    config = SinkConfig.build(name="redis-sink", sink_type="redis", inputs=["out"],
+                              configs=_config(stream))  # fmt: skip
+    with SinkRun(config, store=sqlite_store, spark=spark) as run:
+        run.start(until_drained=True)
+        run.wait(timeout=120)
+    entries: Any = client.xrange(stream)
+    got = [fields[b"value"].decode() for _, fields in entries]
+    assert sorted(got) == sorted(sent)
+    ids = {(f[b"topic"], f[b"messageId"]) for _, f in entries}
+    assert len(ids) == len(sent)
+    assert {f[b"key"] for _, f in entries} == {f"k{i}".encode() for i in range(7)}
+
+
+@pytest.mark.slow
+@pytest.mark.long_running(40)
+def test_source_killed_mid_stream_loses_nothing(
+    store: Store, tmp_path: Path, client: redis.Redis, stream: str
+) -> None:
+    configs = json.dumps(_config(stream))
+    found = crash_source(store, tmp_path, "redis", configs, lambda v: xadd(client, stream, v))
+    # At-least-once: entries appended and not yet XACKed at the kill are
+    # pending and read again: one batch (batch_size 1000) at most.
+    assert_all_once_or_duplicated(found, [f"m-{i}" for i in range(20_000)], 1000)
