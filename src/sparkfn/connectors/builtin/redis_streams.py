@@ -51,9 +51,9 @@ from typing import Any, Literal
 
 import redis
 import redis.exceptions
+from pydantic import Field, field_validator
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from pydantic import Field, field_validator
 
 from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
 from sparkfn.api.errors import ConfigError
