@@ -141,17 +141,20 @@ def crash_source(
     tmp_path: Path,
     source_type: str,
     configs: str,
-    publish: Callable[[list[str]], None],
+    publish: Callable[[list[str], Callable[[], int]], None],
     *,
     total: int = 20_000,
     kill_after: int = 4000,
     guarantee: str = "at_least_once",
+    as_stored: Callable[[str], str] = str,
 ) -> list[str]:
     """Run the source in a child, SIGKILL it while it moves ``total`` messages, restart it.
 
-    ``publish(values)`` puts the messages into the broker (it may run while
-    the child is down). Returns what the topic holds once every message
-    arrived and the restarted child drained and exited 0.
+    ``publish(values, appended)`` puts the messages into the broker (it may
+    run while the child is down; ``appended()`` counts what the topic holds,
+    for a publisher that must not run ahead of the source). Returns what the topic holds once every message
+    arrived and the restarted child drained and exited 0. ``as_stored``
+    turns a published value into the value the topic holds.
     """
     import threading
 
@@ -173,7 +176,7 @@ def crash_source(
 
     def publisher() -> None:
         try:
-            publish(expected)
+            publish(expected, lambda: count(store, topic))
         except BaseException as exc:
             errors.append(exc)
 
@@ -195,7 +198,9 @@ def crash_source(
 
         def all_there() -> bool:
             alive(second, log)
-            return count(store, topic) >= total and set(values(store, topic)) >= set(expected)
+            if count(store, topic) < total:
+                return False
+            return set(values(store, topic)) >= {as_stored(v) for v in expected}
 
         wait_for(all_there, "every message after the restart")
         thread.join(30)

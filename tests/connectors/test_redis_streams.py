@@ -159,7 +159,7 @@ def test_source_killed_mid_stream_loses_nothing(
     store: Store, tmp_path: Path, client: redis.Redis, stream: str
 ) -> None:
     configs = json.dumps(_config(stream))
-    found = crash_source(store, tmp_path, "redis", configs, lambda v: xadd(client, stream, v))
+    found = crash_source(store, tmp_path, "redis", configs, lambda v, _: xadd(client, stream, v))
     # At-least-once: entries appended and not yet XACKed at the kill are
     # pending and read again: one batch (batch_size 1000) at most.
     assert_all_once_or_duplicated(found, [f"m-{i}" for i in range(20_000)], 1000)

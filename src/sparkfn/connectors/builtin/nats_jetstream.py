@@ -136,13 +136,19 @@ async def _connect(cfg: NatsConfig, what: str) -> Client:
     if cfg.token is not None:
         options["token"] = cfg.token
 
-    async def quiet(exc: Exception) -> None:
-        """Errors surface through the calls that fail; no second report."""
+    seen: list[Exception] = []
 
+    async def note(exc: Exception) -> None:
+        """Connect errors surface as the ConfigError below; later ones through the failing call."""
+        seen.append(exc)
+
+    # nats-py retries a refused first connect forever: the timeout bounds it.
+    timeout = cfg.connectTimeoutMs / 1000 + 1.0
     try:
-        return await nats.connect(cfg.servers, error_cb=quiet, **options)
+        return await asyncio.wait_for(nats.connect(cfg.servers, error_cb=note, **options), timeout)
     except Exception as exc:
-        text = f"{type(exc).__name__}: {exc}"
+        cause: Exception = seen[-1] if seen and isinstance(exc, TimeoutError) else exc
+        text = f"{type(cause).__name__}: {cause}"
         if "uthoriz" in text or "uthentic" in text:
             msg = f"{what}: configs.user/password/token: NATS at {cfg.servers} refused them: {text}"
         else:
@@ -228,7 +234,7 @@ class NatsJetStreamSource(Source):
         assert self.sub is not None
         try:
             return await self.sub.fetch(cfg.batchSize, timeout=cfg.fetchTimeoutMs / 1000)
-        except nats.errors.TimeoutError:
+        except (nats.errors.TimeoutError, TimeoutError):  # nats-py raises either
             return []
 
     def _record(self, msg: Msg) -> Record:
