@@ -109,7 +109,13 @@ class Connection:
     """A paho client connected (with its network thread running) or a :class:`ConfigError`."""
 
     def __init__(
-        self, cfg: MqttConfig, what: str, client_id: str, clean_session: bool, manual_ack: bool
+        self,
+        cfg: MqttConfig,
+        what: str,
+        client_id: str,
+        clean_session: bool,
+        manual_ack: bool,
+        on_message: Any = None,
     ) -> None:
         self.cfg = cfg
         self.what = what
@@ -128,6 +134,10 @@ class Connection:
         self.closing = False
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
+        # Before the connect: a persistent session's queued messages come
+        # right after CONNACK, and paho drops what arrives without a callback.
+        self.client.on_message = on_message
+        self.on_lost: Any = None
         where = f"{cfg.host}:{cfg.port}"
         try:
             self.client.connect(cfg.host, cfg.port, cfg.keepAliveSeconds)
@@ -160,6 +170,8 @@ class Connection:
     ) -> None:
         if not self.closing:
             self.lost = str(reason)
+            if self.on_lost is not None:
+                self.on_lost(reason)
         self.connected.set()
 
     def close(self) -> None:
@@ -207,10 +219,11 @@ class MqttSource(Source):
             f"sparkfn-{context.get_tenant()}-{context.get_namespace()}-{context.get_name()}"
         )
         client_id = f"{client_id}-{context.get_instance_id()}"
-        connection = self.connection = Connection(cfg, self.what, client_id, cfg.cleanSession, True)
-        connection.client.on_message = self._on_message
+        connection = self.connection = Connection(
+            cfg, self.what, client_id, cfg.cleanSession, True, on_message=self._on_message
+        )
         connection.client.on_subscribe = self._on_subscribe
-        connection.client.on_disconnect = self._on_disconnect
+        connection.on_lost = self._on_lost
         result, _ = connection.client.subscribe([(f, cfg.qos) for f in cfg.topicFilters])
         if result != MQTTErrorCode.MQTT_ERR_SUCCESS or not self.subscribed.wait(
             cfg.connectTimeoutMs / 1000
@@ -228,11 +241,8 @@ class MqttSource(Source):
         ]
         self.subscribed.set()
 
-    def _on_disconnect(
-        self, client: Any, userdata: Any, flags: Any, reason: Any, props: Any
-    ) -> None:
-        connection = self.connection
-        if connection is None or connection.closing or self.context is None:
+    def _on_lost(self, reason: Any) -> None:
+        if self.context is None:
             return
         self.context.fatal(ConnectionError(f"{self.what}: lost the MQTT connection: {reason}"))
 
@@ -306,7 +316,6 @@ class MqttSink(Sink):
         cfg = self.config = parse_configs(MqttSinkConfig, config, self.what)
         client_id = f"{cfg.clientId}-{context.get_instance_id()}" if cfg.clientId else ""
         self.connection = Connection(cfg, self.what, client_id, True, False)
-        self.connection.client.max_queued_messages_set(0)
 
     def write(self, record: Record) -> None:
         """Buffer the record; published in ``flush()``."""
