@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/density.py $(DENSITY_FLAGS)
 	$(PY) benchmarks/density.py --functions 200 --active-rate 5 --active-seconds 60 $(ACTIVE_FLAGS)
 	$(PY) benchmarks/density.py --functions 101 --active-rate 5 --hot-rate 20000 $(HOT_FLAGS)
+	$(PY) benchmarks/connectors.py $(CONNECTORS_FLAGS)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

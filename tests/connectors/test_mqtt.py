@@ -44,6 +44,10 @@ def client(client_id: str = "", clean: bool = True) -> paho.Client:
     made = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
     made.connect(HOST, 1883)
     made.loop_start()
+    deadline = time.monotonic() + 10
+    while not made.is_connected():  # paho ignores a subscribe before the CONNACK
+        assert time.monotonic() < deadline, "no CONNACK from the broker"
+        time.sleep(0.01)
     return made
 
 
