@@ -75,7 +75,7 @@ def test_a_user_source_from_its_file_runs_end_to_end(sqlite_store: Store, tmp_pa
         (
             {"source_type": "kafka"},
             "source public/default/src: source_type 'kafka' is not a built-in source "
-            "(known: file, generator)",
+            "(known: file, generator, mqtt, nats, postgres, rabbitmq, redis)",
         ),
         (
             {"source_type": "file", "classname": "x.Y"},

@@ -2,7 +2,7 @@
 
 Mosquitto keeps at most ``max_queued_messages`` (1000 by default) messages
 for a session and drops the rest: the publishers here never run more than
-600 messages ahead of what the source appended, as docs/connectors.md tells
+400 messages ahead of what the source appended, as docs/connectors.md tells
 users to do (or to raise the bound).
 """
 
@@ -35,7 +35,7 @@ from sparkfn.connectors.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 
-AHEAD = 600
+AHEAD = 300
 
 
 def client(client_id: str = "", clean: bool = True) -> paho.Client:
@@ -62,12 +62,12 @@ def publish(topic: str, bodies: list[str], appended: Callable[[], int], base: in
     """Publish with QoS 1, never more than :data:`AHEAD` past what the source appended."""
     pub = client()
     try:
-        for start in range(0, len(bodies), 200):
+        for start in range(0, len(bodies), 100):
             deadline = time.monotonic() + 60
             while start - (appended() - base) > AHEAD:
                 assert time.monotonic() < deadline, "the source stopped taking messages"
                 time.sleep(0.05)
-            infos = [pub.publish(topic, b.encode(), qos=1) for b in bodies[start : start + 200]]
+            infos = [pub.publish(topic, b.encode(), qos=1) for b in bodies[start : start + 100]]
             for info in infos:
                 info.wait_for_publish(10)
     finally:
