@@ -186,17 +186,19 @@ def test_help_lists_every_config_flag(cli: Cli) -> None:
             id="wrong-classname",
         ),
         pytest.param(
-            ["--inputs", "nowhere"],
+            ["--inputs", "nowhere", "--no-auto-create-topics"],
             "invalid_config",
             "error [invalid_config]: function public/default/process: inputs topic "
-            "public/default/nowhere does not exist; create it first",
+            "public/default/nowhere does not exist; create it first (topics are not "
+            "created on first use here)",
             id="unknown-input-topic",
         ),
         pytest.param(
-            ["--output", "public/default/void"],
+            ["--output", "public/default/void", "--no-auto-create-topics"],
             "invalid_config",
             "error [invalid_config]: function public/default/process: output topic "
-            "public/default/void does not exist; create it first",
+            "public/default/void does not exist; create it first (topics are not "
+            "created on first use here)",
             id="unknown-output-topic",
         ),
     ],
@@ -259,10 +261,12 @@ def test_bad_fields_in_a_config_file_are_named(cli: Cli, tmp_path: Path) -> None
         "2",
         "--processing-guarantees",
         "ATMOST_ONCE",
+        "--no-auto-create-topics",
     )
     assert result.stderr == (
         "error [invalid_config]: function public/default/shout: inputs topic "
-        "public/default/in does not exist; create it first\n"
+        "public/default/in does not exist; create it first (topics are not created on "
+        "first use here)\n"
     )
 
 

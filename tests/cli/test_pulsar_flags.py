@@ -267,6 +267,7 @@ def test_the_command_prints_a_warning_line_per_ignored_flag(cli: Cli) -> None:
     result = cli.run(
         "functions", "localrun", "--py", EXCLAMATION, "-i", "in", "--runtime", "PROCESS",
         "--auto-ack", "true", "--timeout-ms", "10", "--fqfn", "public/default/ex",
+        "--no-auto-create-topics",
     )  # fmt: skip
     assert result.code == 1, result.describe()
     assert result.stderr.splitlines() == [
@@ -274,7 +275,7 @@ def test_the_command_prints_a_warning_line_per_ignored_flag(cli: Cli) -> None:
         "(context.ack only checks its topic); ignored",
         "warning: --runtime: instances run as Spark tasks, neither threads nor processes; ignored",
         "error [invalid_config]: function public/default/ex: inputs topic public/default/in "
-        "does not exist; create it first",
+        "does not exist; create it first (topics are not created on first use here)",
     ]
 
 

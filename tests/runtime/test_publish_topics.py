@@ -1,9 +1,11 @@
 """``context.publish`` to a topic that does not exist (DESIGN 2.2, issue 9 point 2).
 
-Such a publish fails at its first call with a :class:`TopicNotFoundError`
-naming the function and the topic: a message error like any other (counted,
-retried, dead-lettered), never a failure of the query. With
-``auto_create_topics`` the topic is created on first use instead.
+By default the topic is created on first use, as Pulsar creates it. With
+creation off (the function's ``auto_create_topics: false``, or the store's
+setting) such a publish fails at its first call with a
+:class:`TopicNotFoundError` naming the function and the topic: a message
+error like any other (counted, retried, dead-lettered), never a failure of
+the query.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sparkfn.runtime.function.rows import DLQ_EXCEPTION
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.autocreate import TopicCreation
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
@@ -41,7 +44,8 @@ def _values(store: Store, topic: str) -> list[bytes]:
 def _run(spark: Any, store: Store, serde: str | None, **fields: Any) -> tuple[LocalRun, str]:
     admin = TopicAdmin(store)
     for topic in ("in", "out", "dlq"):
-        admin.create(topic, partitions=1, schema_type="string")
+        if not admin.exists(topic):
+            admin.create(topic, partitions=1, schema_type="string")
     Producer(store, "in").send_batch([Message(f"m{i}".encode()) for i in range(TOTAL)])
     config = FunctionConfig.build(
         name=f"publisher-{uuid.uuid4().hex[:8]}",  # fresh objects in Spark's reused workers
@@ -60,11 +64,22 @@ def _run(spark: Any, store: Store, serde: str | None, **fields: Any) -> tuple[Lo
     return run, config.fqfn
 
 
-@pytest.mark.parametrize("serde", [None, "publish_anywhere.Utf8"], ids=["schema", "named-serde"])
-def test_publish_to_a_missing_topic_is_a_message_error(
-    spark: Any, store: Store, serde: str | None
+@pytest.mark.parametrize(
+    ("serde", "off"),
+    [(None, "function"), ("publish_anywhere.Utf8", "store")],
+    ids=["schema-function-off", "named-serde-store-off"],
+)
+def test_publish_to_a_missing_topic_is_a_message_error_when_creation_is_off(
+    spark: Any, store: Store, serde: str | None, off: str
 ) -> None:
-    run, fqfn = _run(spark, store, serde, dead_letter_topic="dlq", max_message_retries=1)
+    fields: dict[str, Any] = {"dead_letter_topic": "dlq", "max_message_retries": 1}
+    if off == "function":
+        fields["auto_create_topics"] = False
+    else:
+        for topic in ("in", "out", "dlq"):  # created by hand, before creation is off
+            TopicAdmin(store).create(topic, partitions=1, schema_type="string")
+        TopicCreation.write(store, enabled=False)
+    run, fqfn = _run(spark, store, serde, **fields)
 
     instance = run.status().instances[0].status
     assert instance.state == "STOPPED" and instance.error == "", instance
@@ -88,10 +103,10 @@ def test_publish_to_a_missing_topic_is_a_message_error(
 
 
 @pytest.mark.parametrize("serde", [None, "publish_anywhere.Utf8"], ids=["schema", "named-serde"])
-def test_auto_create_topics_creates_the_topic_on_first_publish(
+def test_a_missing_topic_is_created_on_first_publish_by_default(
     spark: Any, store: Store, serde: str | None
 ) -> None:
-    run, _ = _run(spark, store, serde, auto_create_topics=True)
+    run, _ = _run(spark, store, serde)
 
     instance = run.status().instances[0].status
     assert instance.state == "STOPPED" and instance.error == "", instance

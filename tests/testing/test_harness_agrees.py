@@ -53,6 +53,7 @@ def _config(code: Path, **fields: Any) -> FunctionConfig:
         "secrets": {"token": UNSET},
         "max_message_retries": 1,
         "subscription_position": "earliest",
+        "auto_create_topics": False,  # a publish to a missing topic fails, alike
     }
     return FunctionConfig.build(**{**base, **fields})
 
@@ -173,8 +174,7 @@ def test_run_time_failures_are_the_same_in_the_harness_and_on_spark(
         (
             "publish",
             f"TopicNotFoundError: function {fqfn}: publish to topic public/default/nowhere, "
-            "which does not exist; create it first, or set auto_create_topics to create it "
-            "on first use",
+            "which does not exist; create it first (topics are not created on first use here)",
             "2",
         ),
     ]

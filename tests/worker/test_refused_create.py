@@ -118,7 +118,8 @@ def test_a_refused_create_leaves_nothing_and_the_good_create_then_succeeds(
     _created(client, "conf", BASE)
     _forget_packages(worker)  # a deleted function's package stays; the cases below count from none
 
-    missing = _send(client, "POST", "topic", {**BASE, "inputs": ["nowhere"]})
+    off = {**BASE, "inputs": ["nowhere"], "autoCreateTopics": False}
+    missing = _send(client, "POST", "topic", off)
     _refused(missing, 400, "invalid_config", "inputs topic public/default/nowhere does not exist")
     _assert_nothing_left(worker, "topic", topics)
 
@@ -163,7 +164,12 @@ def test_a_refused_update_leaves_the_running_version_as_it_was(
 
     cases = [
         ({**BASE, "sparkConf": BAD_SPARK_CONF}, None, "invalid_config", "running Spark session"),
-        ({**BASE, "output": "nowhere"}, None, "invalid_config", "does not exist"),
+        (
+            {**BASE, "output": "nowhere", "autoCreateTopics": False},
+            None,
+            "invalid_config",
+            "does not exist",
+        ),  # fmt: skip
         (BASE, ("broken.py", b"def process(x)\n"), "function_load_error", "broken.py"),
     ]
     for config, code, reason, says in cases:

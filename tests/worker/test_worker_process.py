@@ -121,7 +121,7 @@ def test_errors_carry_a_reason_and_the_right_status(shared_worker: SharedWorker)
         assert "processing_guarantees" in bad.json()["message"]
         assert "sometimes" in bad.json()["message"]
 
-        unknown_topic = _register(client, "lost", inputs=["nowhere"])
+        unknown_topic = _register(client, "lost", inputs=["nowhere"], autoCreateTopics=False)
         assert unknown_topic.status_code == 400
         assert unknown_topic.json()["reason"] == "invalid_config"
         assert (

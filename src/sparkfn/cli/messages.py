@@ -168,6 +168,7 @@ def produce(
     Values are checked against the topic's schema type first: if any is
     invalid, nothing is appended.
     """
+    from sparkfn.topics.autocreate import TopicCreation, ensure_topic
     from sparkfn.topics.message import Message
     from sparkfn.topics.producer import Producer
 
@@ -181,6 +182,7 @@ def produce(
         raise typer.BadParameter(msg, param_hint="'--sequence-id'")
 
     with open_store(ctx) as store:
+        ensure_topic(store, topic, TopicCreation.read(store))  # created on first use, as Pulsar's
         sender = Producer(store, topic, name=producer)
         name = str(sender.topic.name)
         raw: list[tuple[str, bytes]] = []

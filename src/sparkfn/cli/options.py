@@ -115,7 +115,8 @@ SECRETS = Flag(
 )
 PULSAR_COMPAT = Flag(
     "--pulsar-compat",
-    "Run a file written for Pulsar (from pulsar import Function) unchanged.",
+    "Force Pulsar's serde and Context behaviour on or off (default: decided by the "
+    "code: a file that imports pulsar, or a native function, gets them).",
     parses=bool | None,
 )
 
@@ -216,8 +217,9 @@ PROCESSING_GUARANTEES = Flag(
 )
 AUTO_CREATE_TOPICS = Flag(
     "--auto-create-topics",
-    "Create a topic that context.publish names on first use (1 partition, bytes) "
-    "instead of failing the message (default: fail).",
+    "Create the function's topics (inputs, output, log, dead letters, publish "
+    "targets) on first use, as Pulsar does (default: on, unless the store or "
+    "worker turned it off; see `sparkfn topics auto-creation`).",
     panel=PROCESSING_PANEL,
     parses=bool | None,
 )

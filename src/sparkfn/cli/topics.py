@@ -303,6 +303,56 @@ def unsubscribe(
     )
 
 
+@topics_app.command("auto-creation")
+def auto_creation(
+    ctx: typer.Context,
+    enable: Annotated[
+        bool | None,
+        typer.Option(
+            "--enable/--disable",
+            help="Create missing topics on first use (Pulsar's allowAutoTopicCreation), or not.",
+            show_default=False,
+        ),
+    ] = None,
+    partitions: Annotated[
+        int | None,
+        typer.Option("--partitions", "-p", help="Partitions of a topic created so (1 to 1024)."),
+    ] = None,
+    schema_type: Annotated[
+        SchemaTypeName | None,
+        typer.Option("--schema-type", help="Schema type of a topic created so (not avro)."),
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Show or change the store's topic creation on first use (on: 1 partition, bytes).
+
+    Every process on the store obeys it: functions (their inputs, output, log,
+    dead-letter and publish topics), `topics produce` and workers.
+    """
+    from sparkfn.topics.autocreate import TopicCreation
+
+    with open_store(ctx) as store:
+        if enable is None and partitions is None and schema_type is None:
+            found = TopicCreation.read(store)
+        else:
+            found = TopicCreation.write(
+                store, enabled=enable, partitions=partitions, schema_type=schema_type
+            )
+    shown = {
+        "allow_auto_topic_creation": found.enabled,
+        "partitions": found.partitions,
+        "schema_type": found.schema_type.value,
+    }
+    if json_output:
+        emit_json(shown)
+        return
+    state = "on" if found.enabled else "off"
+    console().print(
+        f"topic creation on first use: {state} "
+        f"({found.partitions} partition(s), {found.schema_type.value})"
+    )
+
+
 # Writing and reading messages (cli/messages.py), listed here in the help's order.
 topics_app.command("produce")(produce)
 topics_app.command("consume")(consume)

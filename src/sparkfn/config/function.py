@@ -109,10 +109,12 @@ class FunctionConfig(BaseModel):
     inputs: list[str] = Field(default_factory=list)
     topics_pattern: str | None = None
     output: str | None = None
-    # A topic that ``context.publish`` names and that does not exist is created
-    # on first use (1 partition, bytes) when True; else the publish fails with
-    # TopicNotFoundError, a message error.
-    auto_create_topics: bool = False
+    # The function's topics (inputs, output, log and dead-letter topics, and
+    # those ``context.publish`` names) are created on first use when they do
+    # not exist, as Pulsar's are (sparkfn.topics.autocreate: the store's
+    # partitions and schema type), unless this is False or the store (or the
+    # worker) turned that off: then a missing topic is an error naming it.
+    auto_create_topics: bool = True
     log_topic: str | None = None
     # Where a message that failed every attempt goes: this topic, else
     # ``{tenant}/{namespace}/{name}-DLQ`` (created on first use) unless

@@ -43,6 +43,7 @@ def _initial(conn: Connection) -> None:
         *schema.SUBSCRIPTION_OWNER_TABLES,
         *schema.GROUP_TABLES,
         *schema.PACKAGE_OWNER_TABLES,
+        *schema.STORE_SETTINGS_TABLES,
     )
     tables = [t for t in schema.metadata.sorted_tables if t not in later]
     schema.metadata.create_all(conn, tables=tables)
@@ -164,6 +165,13 @@ def _package_owners(conn: Connection) -> None:
         conn.execute(schema.package_owners.insert(), rows)
 
 
+def _store_settings(conn: Connection) -> None:
+    # New in version 12; freeze the definition here if it ever changes. No
+    # row means every setting's default.
+    for table in schema.STORE_SETTINGS_TABLES:
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
@@ -180,6 +188,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(10, "query groups: the functions one streaming query serves", _groups),
     Migration(11, "package owners: the tenants that hold each stored package", _package_owners),
+    Migration(12, "store settings: topic creation on first use", _store_settings),
 )
 
 

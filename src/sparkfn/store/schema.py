@@ -455,3 +455,17 @@ FUNCTION_TABLES = (
     function_exceptions,
     source_claims,
 )
+
+# --- store settings (version 12) ---------------------------------------------------
+# Settings every process on the store obeys, one row per key (a value as
+# text): whether topics are created on first use, and with how many
+# partitions and which schema type (sparkfn.topics.autocreate).
+store_settings = Table(
+    "store_settings",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+STORE_SETTINGS_TABLES = (store_settings,)

@@ -75,8 +75,9 @@ class FunctionHarness(Closing):
     other topic by name. A schema is a type name or a ``pulsar.schema``
     schema: ``AvroSchema(Rec)`` is an ``avro`` topic with ``Rec``'s schema.
     Those are the topics that exist: a function that publishes to another
-    fails the message with :class:`~sparkfn.TopicNotFoundError`, as it does
-    on Spark, unless ``auto_create_topics`` creates it (``bytes``, as there).
+    creates it (``bytes``, as the store's default is) as it does on Spark,
+    unless ``auto_create_topics=False``: then the message fails with
+    :class:`~sparkfn.TopicNotFoundError`.
 
     Lifecycle: ``initialize(context)`` is called before the first message,
     ``close()`` once by :meth:`close` (or leaving a ``with`` block), and only
@@ -113,7 +114,7 @@ class FunctionHarness(Closing):
         max_message_retries: int = 0,
         parallelism: int = 1,
         instance_id: int = 0,
-        auto_create_topics: bool = False,
+        auto_create_topics: bool = True,
         classname: str | None = None,
     ) -> None:
         if isinstance(function_or_config, str | os.PathLike):
@@ -148,7 +149,7 @@ class FunctionHarness(Closing):
                 "drop_failed_messages": drop_failed_messages,
                 "max_message_retries": max_message_retries != 0,
                 "parallelism": parallelism != 1,
-                "auto_create_topics": auto_create_topics,
+                "auto_create_topics": not auto_create_topics,
             }
             given = [key for key, changed in overridden.items() if changed]
             if given:

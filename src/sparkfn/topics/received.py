@@ -337,10 +337,16 @@ class ReceivedMessage:
 
     def as_json(self, schema_type: SchemaType, definition: str | None = None) -> dict[str, Any]:
         """A JSON-friendly dict; the value decoded per the topic schema (and an
-        ``avro`` topic's ``definition``: without it, the value is shown in hex)."""
+        ``avro`` topic's ``definition``: without it, the value is shown in hex).
+
+        A ``bytes`` value is shown as its text when it is valid UTF-8, as
+        Pulsar's consumer prints it, else in hex; ``value_encoding`` says
+        which (``text`` or ``hex``; absent on other topics).
+        """
         from sparkfn.topics.message import SchemaType, avro_schema
 
         value: Any = self.value
+        encoding: str | None = None
         if self.value is not None:
             if schema_type is SchemaType.AVRO and definition is not None:
                 value = avro_schema(definition).decode(self.value)
@@ -349,8 +355,11 @@ class ReceivedMessage:
             elif schema_type is SchemaType.STRING:
                 value = self.value.decode()
             else:
-                value = self.value.hex()
-        return {
+                try:
+                    value, encoding = self.value.decode("utf-8"), "text"
+                except UnicodeDecodeError:
+                    value, encoding = self.value.hex(), "hex"
+        shown = {
             "topic": self.topic,
             "message_id": self.message_id,
             "key": self.key,
@@ -361,6 +370,9 @@ class ReceivedMessage:
             "producer": self.producer,
             "sequence_id": self.sequence_id,
         }
+        if encoding is not None:
+            shown["value_encoding"] = encoding
+        return shown
 
 
 def _fields(message: Any) -> tuple[Any, ...]:

@@ -33,13 +33,19 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.group.run import DEFAULT_GROUP, QueryGroup, groupable
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.purge import purge_function
-from sparkfn.runtime.query.build import PreparedRun, apply_spark_conf, prepare, resolve_inputs
+from sparkfn.runtime.query.build import (
+    PreparedRun,
+    apply_spark_conf,
+    prepare,
+    resolve_inputs,
+    topic_creation,
+)
 from sparkfn.runtime.spark.session import spark_session, warm_up
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
-from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.autocreate import ensure_topic
 from sparkfn.worker.registry import Desired, FunctionVersion, Registry
 from sparkfn.worker.settings import WorkerSettings
 
@@ -303,10 +309,9 @@ class Worker:
         """What a start would refuse, refused before anything is kept: topics that do
         not exist, code that does not load, Spark settings the running session refuses.
         The checks are the start's: it does not make them again."""
-        prepared = prepare(self.open_store(), config)
-        if config.spark_conf:
+        if config.spark_conf:  # first: a function refused for it creates no topic
             apply_spark_conf(self.spark, config)
-        return prepared
+        return prepare(self.open_store(), self._as_run(config))
 
     def _subscribed(self, config: FunctionConfig) -> bool:
         """Whether the function's subscription exists already (a kept one it resumes)."""
@@ -328,7 +333,15 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - the update's own error is the answer
             log.error("function %s could not start its previous version: %s", config.fqfn, exc)
 
+    def _as_run(self, config: FunctionConfig) -> FunctionConfig:
+        """``config`` as this worker runs it: no topic created on first use when
+        its ``allow_auto_topic_creation`` is off (the registry keeps the config as given)."""
+        if self.settings.allow_auto_topic_creation or not config.auto_create_topics:
+            return config
+        return config.model_copy(update={"auto_create_topics": False})
+
     def _start(self, config: FunctionConfig, prepared: PreparedRun | None = None) -> LocalRun:
+        config = self._as_run(config)
         # One start at a time: the restore at startup and a request may both
         # want a function started, and two queries must never share it.
         with self._starting:
@@ -432,8 +445,8 @@ class Worker:
         if the query takes seconds to start.
         """
         store = self.open_store()
-        admin = TopicAdmin(store)
-        topics = [admin.get(name) for name in resolve_inputs(store, config)]
+        creation = topic_creation(store, config)  # a kept function's deleted input comes back
+        topics = [ensure_topic(store, name, creation) for name in resolve_inputs(store, config)]
         with store.write() as conn:
             subscription.ensure(
                 conn, config.subscription, topics, config.subscription_position.value

@@ -59,6 +59,9 @@ class WorkerSettings(BaseModel):
     # under steady input from many functions, a batch each time gathers more
     # of their messages instead of paying Spark's cost per batch more often.
     group_trigger_interval: float = Field(default=0.2, ge=0)
+    # Pulsar's allowAutoTopicCreation: a function's missing topics are created
+    # on first use (when the store allows it too: `sparkfn topics auto-creation`).
+    allow_auto_topic_creation: bool = True
     max_upload_bytes: int = Field(default=100 * MIB, ge=1)
     max_expanded_bytes: int = Field(default=500 * MIB, ge=1)
     # Where a package's requirements are found at registration, besides the

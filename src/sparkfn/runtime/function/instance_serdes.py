@@ -37,13 +37,16 @@ class InstanceSerdes:
         try:
             return self._topics.schema_of(topic)
         except TopicNotFoundError:
-            if not self.config.auto_create_topics:
-                msg = (
-                    f"function {self.config.fqfn}: publish to topic {topic}, which does not "
-                    "exist; create it first, or set auto_create_topics to create it on first use"
-                )
-                raise TopicNotFoundError(msg) from None
-        return self._topics.create(topic)
+            if self.config.auto_create_topics:
+                try:
+                    return self._topics.create(topic)
+                except TopicNotFoundError:
+                    pass  # the store creates none on first use
+        msg = (
+            f"function {self.config.fqfn}: publish to topic {topic}, which does not "
+            "exist; create it first (topics are not created on first use here)"
+        )
+        raise TopicNotFoundError(msg) from None
 
     def output_for(self, topic: str) -> Serde:
         """The serde encoding values for ``topic``."""

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sparkfn.api.errors import TopicExistsError
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.autocreate import TopicCreation, ensure_topic
 from sparkfn.topics.message import SchemaType
 
-AUTO_CREATED_PARTITIONS = 1
 AUTO_CREATED_SCHEMA = SchemaType.BYTES
 
 
@@ -28,7 +27,8 @@ class TopicCatalog(Protocol):
         ...
 
     def create(self, topic: str) -> SchemaType:
-        """Create ``topic`` (1 partition, ``bytes``) unless it exists; its schema type."""
+        """Create ``topic`` (the store's defaults: 1 partition, ``bytes``) unless it exists;
+        its schema type."""
         ...
 
     def definition_of(self, topic: str) -> str | None:
@@ -40,6 +40,7 @@ class StoreTopicCatalog:
     """The topics of a store; schema types are cached, for the life of the instance."""
 
     def __init__(self, store: Store) -> None:
+        self._store = store
         self._admin = TopicAdmin(store)
         self._topics: dict[str, TopicInfo] = {}
 
@@ -58,11 +59,8 @@ class StoreTopicCatalog:
         return self._info(topic).schema_definition
 
     def create(self, topic: str) -> SchemaType:
-        """Create ``topic`` unless it exists (another task may create it at the same time)."""
-        try:
-            self._admin.create(
-                topic, partitions=AUTO_CREATED_PARTITIONS, schema_type=AUTO_CREATED_SCHEMA
-            )
-        except TopicExistsError:
-            pass
+        """Create ``topic`` unless it exists (another task may create it at the same
+        time), with the store's defaults; :class:`TopicNotFoundError` when the store
+        creates no topic on first use."""
+        self._topics[topic] = ensure_topic(self._store, topic, TopicCreation.read(self._store))
         return self.schema_of(topic)

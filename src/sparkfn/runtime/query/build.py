@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +40,7 @@ from sparkfn.runtime.query.executor import make_run_function
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.autocreate import TopicCreation, ensure_topic
 from sparkfn.topics.spark.source import SparkfnDataSource
 from sparkfn.topics.spark.tasks import (
     TASK_FUNCTION_OPTION,
@@ -84,28 +85,46 @@ def resolve_inputs(store: Store, config: FunctionConfig) -> list[str]:
     return topics
 
 
-def check_topics_exist(store: Store, owner: str, topics: Iterable[tuple[str, str | None]]) -> None:
+def check_topics_exist(
+    store: Store,
+    owner: str,
+    topics: Iterable[tuple[str, str | None]],
+    creation: TopicCreation | None = None,
+) -> None:
     """A :class:`ConfigError` naming ``owner`` (``function x``, ``sink x``), the
-    field and the topic for the first ``(field, topic)`` whose topic does not exist."""
-    admin = TopicAdmin(store)
+    field and the topic for the first ``(field, topic)`` whose topic does not
+    exist; with ``creation`` enabled such a topic is created instead
+    (:mod:`sparkfn.topics.autocreate`)."""
+    off = TopicCreation(enabled=False)
     for field, topic in topics:
         if topic is None:
             continue
         try:
-            admin.get(topic)
+            ensure_topic(store, topic, creation or off)
         except TopicNotFoundError:
             msg = f"{owner}: {field} topic {topic} does not exist; create it first"
+            if creation is not None:  # it was off, not just not asked for
+                msg += " (topics are not created on first use here)"
             raise ConfigError(msg) from None
 
 
+def topic_creation(store: Store, config: FunctionConfig) -> TopicCreation:
+    """How ``config``'s missing topics are created: the store's setting, off when
+    the function's ``auto_create_topics`` is."""
+    found = TopicCreation.read(store)
+    return found if config.auto_create_topics else replace(found, enabled=False)
+
+
 def validate(store: Store, config: FunctionConfig) -> list[str]:
-    """Check the topics exist and the code loads; returns the input topics."""
-    inputs = resolve_inputs(store, config)
+    """Check (or create, see :func:`topic_creation`) the topics and that the code
+    loads; returns the input topics. The code is loaded first: a function refused for
+    its code creates no topic."""
+    load_function(config)
     check_topics_exist(
         store,
         f"function {config.fqfn}",
         [
-            *(("inputs", t) for t in inputs),
+            *(("inputs", t) for t in config.inputs),
             ("output", config.output),
             ("log_topic", config.log_topic),
             ("dead_letter_topic", config.dead_letter_topic),
@@ -114,9 +133,9 @@ def validate(store: Store, config: FunctionConfig) -> list[str]:
                 config.window_config.late_data_topic if config.window_config else None,
             ),
         ],
+        topic_creation(store, config),
     )
-    load_function(config)
-    return inputs
+    return resolve_inputs(store, config)
 
 
 @dataclass(frozen=True)
