@@ -1,4 +1,4 @@
-"""Functions written for Pulsar run unchanged under ``pulsar_compat``.
+"""Functions written for Pulsar run unchanged, with no flag (issue 29, point 2).
 
 ``pulsar_funcs/`` holds one function of our own for each function in
 Pulsar's ``pulsar-functions/python-examples`` directory, each with the same
@@ -35,13 +35,14 @@ READING = {
 
 
 def config(module: str, classname: str | None = None, **fields: Any) -> FunctionConfig:
-    """A Pulsar-compatible config for ``pulsar_funcs/<module>.py``; ``in`` -> ``out``."""
+    """The config a Pulsar user writes for ``pulsar_funcs/<module>.py`` (no
+    ``pulsar_compat``: the code says it is Pulsar's); ``in`` -> ``out``."""
     fields.setdefault("name", module.replace("_", "-"))
     fields.setdefault("py", str(FUNCS / f"{module}.py"))
     fields.setdefault("inputs", ["in"])
     fields.setdefault("output", "out")
     fields.setdefault("subscription_position", "earliest")
-    return FunctionConfig.build(classname=classname or module, pulsar_compat=True, **fields)
+    return FunctionConfig.build(classname=classname or module, **fields)
 
 
 def harness(module: str, classname: str | None = None, **fields: Any) -> FunctionHarness:

@@ -144,8 +144,10 @@ class FunctionConfig(BaseModel):
     # output by them.
     forward_source_message_property: bool = True
     cleanup_subscription: bool = True
-    # Run a file written for Pulsar (``from pulsar import Function``) unchanged.
-    pulsar_compat: bool = False
+    # Pulsar's serde and Context behaviour: None lets the code decide (a file
+    # that imports pulsar, a class of pulsar-client's, a native function get
+    # it: sparkfn.runtime.pulsar_mode); True or False forces it.
+    pulsar_compat: bool | None = None
     # sparkfn's own.
     trigger_interval: float = 0.0
     # A worker runs the function in a Spark query of its own instead of its

@@ -38,7 +38,7 @@ from sparkfn._closing import Closing
 from sparkfn.api.errors import ConfigError, HarnessClosedError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
-from sparkfn.runtime.function.loader import load_function, user_function
+from sparkfn.runtime.function.loader import function_of, load_function
 from sparkfn.runtime.function.rows import DLQ_REAL_TOPIC, InputRows
 from sparkfn.runtime.stats import InstanceStats, MetricSummary
 from sparkfn.store.clock import utc_now
@@ -175,7 +175,7 @@ class FunctionHarness(Closing):
                 parallelism=parallelism,
                 auto_create_topics=auto_create_topics,
             )
-            user = user_function(self.config.fqfn, function_or_config)
+            user = function_of(self.config, function_or_config)
         if not 0 <= instance_id < self.config.parallelism:
             msg = (
                 f"FunctionHarness: instance_id must be in 0..{self.config.parallelism - 1} "

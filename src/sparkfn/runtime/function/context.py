@@ -207,7 +207,7 @@ class FunctionContext(Context):
             self._secrets = secrets_provider(
                 config.fqfn,
                 config.secrets_provider_classname,
-                config.pulsar_compat,
+                self._inst.user.pulsar,
                 config.secrets_provider_config,
             )
         return self._secrets.provide_secret(secret_name, spec)

@@ -102,7 +102,7 @@ class FunctionInstance:
         self.instance_id = instance_id
         self.user = user
         self.version = version
-        self.serdes = InstanceSerdes(config, topics)
+        self.serdes = InstanceSerdes(config, topics, pulsar=user.pulsar)
         self.context = FunctionContext(self)
         self.state = StateBuffer(_no_state)
         self.stats = InstanceStats()

@@ -20,8 +20,9 @@ from sparkfn.topics.message import SchemaType, check_values
 class InstanceSerdes:
     """The serdes one instance encodes and decodes with, by topic."""
 
-    def __init__(self, config: FunctionConfig, topics: TopicCatalog) -> None:
+    def __init__(self, config: FunctionConfig, topics: TopicCatalog, *, pulsar: bool) -> None:
         self.config = config
+        self.pulsar = pulsar  # Pulsar's serde rules (sparkfn.runtime.pulsar_mode)
         self._topics = topics
         self._outputs: dict[str, Serde] = {}
         self._inputs: dict[str, Serde] = {}
@@ -73,7 +74,7 @@ class InstanceSerdes:
             topic,
             self.config.fqfn,
             definition=definition,
-            pulsar_compat=self.config.pulsar_compat,
+            pulsar_compat=self.pulsar,
         )
 
     def encode_with(self, serde_class_name: str, topic: str, value: Any) -> bytes:

@@ -9,7 +9,6 @@ Python worker process.
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +22,15 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.secrets import secrets_provider
 from sparkfn.runtime.function.serde import Serde
 from sparkfn.runtime.spark.isolation import enter_package, package_paths
+from sparkfn.runtime.pulsar_mode import (
+    COMPAT_DIR,
+    imported_roots,
+    make_pulsar_importable,
+    object_roots,
+    wants_pulsar,
+)
 
-__all__ = ["COMPAT_DIR", "Serde", "UserFunction", "load_function", "user_function"]
-
-COMPAT_DIR = Path(__file__).resolve().parents[2] / "_compat"  # sparkfn/_compat
+__all__ = ["COMPAT_DIR", "Serde", "UserFunction", "function_of", "load_function", "user_function"]
 
 
 @dataclass
@@ -39,6 +43,8 @@ class UserFunction:
     takes_context: bool
     vectorized: bool
     batch_format: str = "arrow"
+    # Pulsar's serde and Context behaviour (sparkfn.runtime.pulsar_mode).
+    pulsar: bool = False
 
     def initialize(self, context: Any) -> None:
         """Call the object's ``initialize(context)`` if it has one."""
@@ -65,10 +71,9 @@ def _positional_arity(fn: Callable[..., Any]) -> int:
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
-def _resolve_target(config: FunctionConfig) -> Any:
+def _resolve_target(config: FunctionConfig, roots: set[str]) -> Any:
     fqfn = config.fqfn
-    if config.pulsar_compat and str(COMPAT_DIR) not in sys.path:
-        sys.path.insert(0, str(COMPAT_DIR))
+    make_pulsar_importable(roots, bool(config.pulsar_compat))
     module: ModuleType | None = None
     classname = config.classname
     if package_paths(config.py):  # a package directory, entered by load_function
@@ -147,23 +152,27 @@ def load_function(config: FunctionConfig) -> UserFunction:
 
     Its secrets provider is checked here too, so a wrong one fails before any message.
     The function's package is entered first (:mod:`sparkfn.runtime.spark.isolation`), so
-    it imports its own modules and libraries, not another function's.
+    it imports its own modules and libraries, not another function's. Whether it
+    gets Pulsar's behaviour is decided here (:mod:`sparkfn.runtime.pulsar_mode`).
     """
     with enter_package(config.py):
-        target = _resolve_target(config)
-        secrets_provider(
-            config.fqfn,
-            config.secrets_provider_classname,
-            config.pulsar_compat,
-            config.secrets_provider_config,
-        )
+        roots = imported_roots(config)
+        target = _resolve_target(config, roots)
         if not (inspect.isclass(target) or callable(target) or hasattr(target, "process")):
             msg = (
                 f"function {config.fqfn}: classname {config.classname!r} is a "
                 f"{type(target).__name__}, not a class or function"
             )
             raise FunctionLoadError(msg)
-        return _fits_window(config, user_function(config.fqfn, target))
+        loaded = user_function(config.fqfn, target)
+        loaded.pulsar = wants_pulsar(config, roots, target, native=loaded.obj is None)
+        secrets_provider(
+            config.fqfn,
+            config.secrets_provider_classname,
+            loaded.pulsar,
+            config.secrets_provider_config,
+        )
+        return _fits_window(config, loaded)
 
 
 def _fits_window(config: FunctionConfig, user: UserFunction) -> UserFunction:
@@ -188,3 +197,12 @@ def _fits_window(config: FunctionConfig, user: UserFunction) -> UserFunction:
 
         load_extractor(config)  # a wrong one fails here, before any message
     return user
+
+
+def function_of(config: FunctionConfig, target: Any) -> UserFunction:
+    """:func:`user_function` of code given as an object (the test harness), with
+    Pulsar's behaviour decided from the code's module."""
+    loaded = user_function(config.fqfn, target)
+    roots = object_roots(target)
+    loaded.pulsar = wants_pulsar(config, roots, target, native=loaded.obj is None)
+    return loaded
