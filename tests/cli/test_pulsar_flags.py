@@ -92,7 +92,6 @@ LOCALRUN_FLAGS: list[tuple[str, str | None]] = [
 WARNED = {
     "inputSpecs.in5.receiverQueueSize",
     "resources.disk",
-    "autoAck",
     "batchBuilder",
     "customSchemaOutputs",
     "inputTypeClassName",
@@ -238,7 +237,8 @@ def test_pulsars_deprecated_spellings_are_accepted_and_hidden(tmp_path: Path) ->
     assert config.window_config is not None
     assert config.window_config.window_length_count == 10
     assert config.window_config.sliding_interval_count == 5
-    assert {w.split(": ", 1)[0] for w in warnings} == {"autoAck"}
+    assert config.auto_ack is True  # --autoAck
+    assert {w.split(": ", 1)[0] for w in warnings} == set()
     assert len(localrun_warnings(own)) == 9
     assert localrun_warnings({"deprecated_use_tls": True}) == [
         "--use_tls: sparkfn localrun reads and writes the store (--store-url, --data-dir); "
@@ -271,8 +271,6 @@ def test_the_command_prints_a_warning_line_per_ignored_flag(cli: Cli) -> None:
     )  # fmt: skip
     assert result.code == 1, result.describe()
     assert result.stderr.splitlines() == [
-        "warning: autoAck: sparkfn acknowledges a message when its micro-batch commits "
-        "(context.ack only checks its topic); ignored",
         "warning: --runtime: instances run as Spark tasks, neither threads nor processes; ignored",
         "error [invalid_config]: function public/default/ex: inputs topic public/default/in "
         "does not exist; create it first (topics are not created on first use here)",

@@ -80,7 +80,6 @@ def test_a_pulsar_function_and_its_yaml_run_under_pulsar_compat(cli: Cli, tmp_pa
     assert sorted(warned) == sorted(
         [
             "runtime",
-            "autoAck",
             "maxPendingAsyncRequests",
             "exposePulsarAdminClientEnabled",
             "resources.disk",

@@ -84,7 +84,6 @@ WARNED = {
     "outputTypeClassName",
     "batchBuilder",
     "runtime",
-    "autoAck",
     "resources.disk",
     "jar",
     "go",
@@ -311,10 +310,13 @@ def test_build_and_from_yaml_log_the_warnings(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "f.yaml"
-    path.write_text("name: f\npy: f.py\ninputs: [in]\nautoAck: true\n")
+    path.write_text("name: f\npy: f.py\ninputs: [in]\nskipToLatest: true\n")
     with caplog.at_level("WARNING", logger="sparkfn.config"):
         FunctionConfig.from_yaml(path, runtime="PYTHON")
-    assert sorted(r.getMessage().split(":")[0] for r in caplog.records) == ["autoAck", "runtime"]
+    assert sorted(r.getMessage().split(":")[0] for r in caplog.records) == [
+        "runtime",
+        "skipToLatest",
+    ]
 
 
 def test_sparkfns_own_fields_read_in_camel_case_too_and_unknown_ones_as_written() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,13 @@ EXPECTED = {
     "sequence_id": 0,
     "partition_index": 0,
     "partition_key": "k1",
-    "function": ["public", "default", "probe", "public/default/probe"],
+    # The id is a UUID, as Pulsar's (the same for every instance and run of the function).
+    "function": [
+        "public",
+        "default",
+        "probe",
+        str(uuid.uuid5(uuid.NAMESPACE_URL, "sparkfn:function:public/default/probe")),
+    ],
     "version_is_text": True,
     "instance_id": 0,
     "logger": "Logger",
@@ -94,7 +101,6 @@ PROBE: dict[str, Any] = {
     "log_topic": "logs",
     "user_config": {"greeting": "hello"},
     "secrets": {"token": "s3cret"},
-    "pulsar_compat": True,
     "subscription_position": "earliest",
 }
 

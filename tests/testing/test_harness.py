@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,8 @@ def test_the_context_describes_the_message_and_the_function(
         instance_id=2,
     )
     harness.send("x")
+    # No key, no event time: Pulsar's client gives "" and 0.
+    assert (seen["key"], seen["partition_key"], seen["event_time"]) == ("", "", 0)
     harness.send(
         "y", key="k", properties={"p": "1"}, event_time=1_700_000_000_123, topic="persistent://b"
     )
@@ -194,7 +197,7 @@ def test_the_context_describes_the_message_and_the_function(
         "properties": {"p": "1"},
         "topic": "persistent://public/default/b",
         "name": "spy",
-        "fqfn": "public/default/spy",
+        "fqfn": str(uuid.uuid5(uuid.NAMESPACE_URL, "sparkfn:function:public/default/spy")),
         "instance": (2, 3),
         "inputs": ["persistent://public/default/a", "persistent://public/default/b"],
         "output": "persistent://public/default/out",

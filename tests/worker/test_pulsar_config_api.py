@@ -88,7 +88,6 @@ def test_a_pulsar_config_registers_with_the_warnings_localrun_gives(
             "(spark.task.cpus, spark.executor.pyspark.memory) decide; ignored",
         ]
         assert sorted(w.split(":")[0] for w in local_warnings) == [
-            "autoAck",
             "resources.disk",
             "runtime",
         ]

@@ -41,12 +41,12 @@ class Context(ABC):
         sequence id is its position: it grows with every message of the partition."""
 
     @abstractmethod
-    def get_message_key(self) -> str | None:
-        """The current message's key."""
+    def get_message_key(self) -> str:
+        """The current message's key; ``""`` when it has none (as Pulsar's client)."""
 
     @abstractmethod
-    def get_message_eventtime(self) -> int | None:
-        """The current message's event time, in milliseconds since the epoch."""
+    def get_message_eventtime(self) -> int:
+        """The current message's event time, in milliseconds since the epoch; 0 when it has none."""
 
     @abstractmethod
     def get_message_properties(self) -> dict[str, str]:
@@ -57,8 +57,8 @@ class Context(ABC):
         """The topic the current message came from (``persistent://tenant/ns/topic``)."""
 
     @abstractmethod
-    def get_partition_key(self) -> str | None:
-        """The current message's partition key (its key)."""
+    def get_partition_key(self) -> str:
+        """The current message's partition key (its key); ``""`` when it has none."""
 
     # --- the function ----------------------------------------------------
     @abstractmethod
@@ -75,7 +75,7 @@ class Context(ABC):
 
     @abstractmethod
     def get_function_id(self) -> str:
-        """A stable id of the function (its FQFN)."""
+        """A stable id of the function: a UUID, as Pulsar's is."""
 
     @abstractmethod
     def get_function_version(self) -> str:
@@ -207,7 +207,8 @@ class Context(ABC):
 
     @abstractmethod
     def get_state(self, key: str) -> bytes | None:
-        """The state value ``key``, or ``None``."""
+        """The state value ``key`` as bytes (Pulsar's is its table's bytes too: a
+        ``put_state('k', 'v')`` reads back ``b'v'``), or ``None``."""
 
     @abstractmethod
     def del_state(self, key: str) -> None:

@@ -99,6 +99,14 @@ FORWARD_SOURCE_MESSAGE_PROPERTY = _flag(
     "BOOL",
     PROCESSING_PANEL,
 )
+AUTO_ACK = _flag(
+    "--auto-ack",
+    "true or false: acknowledge each message when process returns (default true); with "
+    "false the function acknowledges through context.ack, and an unacknowledged message "
+    "is redelivered.",
+    "BOOL",
+    PROCESSING_PANEL,
+)
 CLEANUP_SUBSCRIPTION = _flag(
     "--cleanup-subscription",
     "Delete the subscription when the function is deleted (default: delete).",
@@ -199,7 +207,6 @@ _IGNORED_CONFIG = (
     ("", "--output-type-class-name", "A Java output type.", "CLASS", ""),
     ("", "--batch-builder", "DEFAULT or KEY_BASED producer batching.", "BUILDER", ""),
     ("", "--skip-to-latest", "true or false: skip to the latest message on restart.", "BOOL", ""),
-    ("", "--auto-ack", "true or false: acknowledge automatically.", "BOOL", ""),
     ("", "--custom-runtime-options", "Options of Pulsar's Kubernetes runtime.", "TEXT", ""),
     ("", "--runtime-flags", "Flags of Pulsar's process runtime.", "FLAGS", ""),
 )
@@ -240,6 +247,7 @@ PULSAR_FUNCTION_CONFIG = (
     SCHEMA_TYPE,
     RETAIN_KEY_ORDERING,
     FORWARD_SOURCE_MESSAGE_PROPERTY,
+    AUTO_ACK,
     SECRETS_PROVIDER_CLASSNAME,
     SECRETS_PROVIDER_CONFIG,
     CPU,

@@ -144,6 +144,11 @@ class FunctionConfig(BaseModel):
     # output by them.
     forward_source_message_property: bool = True
     cleanup_subscription: bool = True
+    # Pulsar's autoAck: True acknowledges a message when process returns. False:
+    # the function acknowledges it with context.ack during its call; one it did
+    # not is redelivered (called again, its outputs and state of the unacknowledged
+    # call discarded) up to max_message_retries times, then dead-lettered.
+    auto_ack: bool = True
     # Pulsar's serde and Context behaviour: None lets the code decide (a file
     # that imports pulsar, a class of pulsar-client's, a native function get
     # it: sparkfn.runtime.pulsar_mode); True or False forces it.

@@ -40,6 +40,7 @@ RENAMED = {
     "py": "py",
     "cleanupSubscription": "cleanup_subscription",
     "subscriptionPosition": "subscription_position",
+    "autoAck": "auto_ack",
     # Pulsar's localrun flags --secrets-provider-classname and -config.
     "secretsProviderClassName": "secrets_provider_classname",
     "secretsProviderConfig": "secrets_provider_config",
@@ -75,8 +76,6 @@ IGNORED = {
     "outputTypeClassName": "a Java type; a Python function's output is not declared",
     "customSchemaOutputs": "schema properties of Pulsar's producer; a sparkfn topic's "
     "schema is fixed when the topic is created",
-    "autoAck": "sparkfn acknowledges a message when its micro-batch commits (context.ack "
-    "only checks its topic)",
     "maxPendingAsyncRequests": "Pulsar's asynchronous (Java) functions; a Python function "
     "returns its result",
     "exposePulsarAdminClientEnabled": "the Java Context's admin client; Python's Context has none",

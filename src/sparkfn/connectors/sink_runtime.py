@@ -147,9 +147,14 @@ class SinkFunction(Function, GracefulShutdown):
     def initialize(self, context: Context) -> None:
         """Load the sink's code and ``open`` it (a failing ``open`` is reported at the next call)."""
         self.context = context
-        config = embedded_sink(
-            context.get_user_config_value(SINK_CONFIG_KEY), context.get_function_id()
+        fqfn = "/".join(
+            (
+                context.get_function_tenant(),
+                context.get_function_namespace(),
+                context.get_function_name(),
+            )
         )
+        config = embedded_sink(context.get_user_config_value(SINK_CONFIG_KEY), fqfn)
         self.sink_config = config
         self.sink_context = _FunctionSinkContext(config, context)
         try:
@@ -184,9 +189,9 @@ class SinkFunction(Function, GracefulShutdown):
         message_id = context.get_message_id()
         record = Record(
             value=input,
-            key=context.get_message_key(),
+            key=context.get_message_key() or None,  # a sink's record has None for none
             properties=context.get_message_properties(),
-            event_time=context.get_message_eventtime(),
+            event_time=context.get_message_eventtime() or None,
             topic=context.get_current_message_topic_name().removeprefix("persistent://"),
             message_id=None if message_id is None else str(message_id),
             partition=None if message_id is None else message_id.partition(),

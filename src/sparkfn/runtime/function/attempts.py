@@ -41,6 +41,12 @@ def attempt_each(
     ``None``, to the output topic through its serde, with the value's key
     and ``properties[i]`` (JSON object text; ``None``: none).
 
+    With ``auto_ack`` false, an attempt that returned without acknowledging
+    its message (``context.ack``) is redelivered as a failed one is: the
+    function is called again, the unacknowledged call's outputs and state
+    discarded; after the last attempt it is dead-lettered. It is not counted
+    as a user exception.
+
     A failed attempt leaves no trace: its state changes, outputs, metrics
     and publish callbacks are discarded and its exception is counted among
     the user exceptions. A success calls its publish callbacks and counts
@@ -74,6 +80,8 @@ def attempt_each(
     decode_topic: str | None = None
     utf8_in = False
     attempts = 1 + inst.config.max_message_retries
+    needs_ack = not (inst.config.auto_ack or inst.user.vectorized)
+    acked = context.acked
     props = properties if properties is not None else [None] * len(values)
     failed: list[tuple[int, Exception]] = []
     processed = 0
@@ -94,6 +102,8 @@ def attempt_each(
                 pending.clear()
             if callbacks:
                 callbacks.clear()
+            if acked:
+                acked.clear()
             mark = out.sealed + len(out_value)  # len(out), without a call
             try:
                 raw = values[i]
@@ -123,6 +133,12 @@ def attempt_each(
                 if not left:
                     failed.append((i, exc))
                 continue
+            if needs_ack and not context.acked_current():
+                state.rollback_message()
+                out.truncate(mark)
+                if not left:
+                    failed.append((i, NotAcknowledgedError(inst.config.fqfn, context)))
+                continue
             processed += messages
             if pending:
                 for name, metric in pending:
@@ -138,6 +154,16 @@ def attempt_each(
         stats.latency_ms_sum += (time.perf_counter() - started) * 1000
         stats.latency_count += succeeded
     return failed
+
+
+class NotAcknowledgedError(Exception):
+    """A message ``process`` returned from without acknowledging (``auto_ack`` false)."""
+
+    def __init__(self, fqfn: str, context: Any) -> None:
+        super().__init__(
+            f"function {fqfn} did not acknowledge message {context.current_message_id()} "
+            "(auto_ack is false: context.ack acknowledges it) in any of its deliveries"
+        )
 
 
 def as_is(value: Any) -> Any:

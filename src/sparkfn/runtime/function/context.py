@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,6 +23,11 @@ if TYPE_CHECKING:
 FatalOrigin = Literal["fatal", "connector"]
 """Where a fatal error came from, as stored with the death: ``context.fatal``
 called by the function, or an exception a connector raised."""
+
+
+def function_id(fqfn: str) -> str:
+    """Function ``fqfn``'s id, a UUID as Pulsar's is (derived from the name, so stable)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"sparkfn:function:{fqfn}"))
 
 
 class _LogCapture(logging.Handler):
@@ -67,6 +73,9 @@ class FunctionContext(Context):
         # The publish callbacks of the message's current attempt: called when
         # it succeeds (run_callbacks), dropped when it fails.
         self.callbacks: list[PublishCallback] = []
+        # (topic, message id) of the messages context.ack acknowledged in the current
+        # attempt (auto_ack false: the others are redelivered).
+        self.acked: set[tuple[str | None, str | None]] = set()
 
     def fatal(self, exc: BaseException) -> None:
         """Terminate this instance with ``exc`` (PIP-297); see :meth:`Context.fatal`."""
@@ -112,14 +121,14 @@ class FunctionContext(Context):
         """The current message's offset in its partition."""
         return self._field("offset")  # type: ignore[no-any-return]
 
-    def get_message_key(self) -> str | None:
-        """The current message's key."""
-        return self._field("key")  # type: ignore[no-any-return]
+    def get_message_key(self) -> str:
+        """The current message's key; ``""`` for none, as Pulsar's client gives it."""
+        return self._field("key") or ""
 
-    def get_message_eventtime(self) -> int | None:
-        """The current message's event time in ms since the epoch."""
+    def get_message_eventtime(self) -> int:
+        """The current message's event time in ms since the epoch; 0 for none, as Pulsar's."""
         value = self._field("event_time")
-        return None if value is None else int(value.timestamp() * 1000)
+        return 0 if value is None else int(value.timestamp() * 1000)
 
     def get_message_properties(self) -> dict[str, str]:
         """The current message's properties."""
@@ -130,8 +139,8 @@ class FunctionContext(Context):
         topic = self._field("topic")
         return f"persistent://{topic}" if topic else ""
 
-    def get_partition_key(self) -> str | None:
-        """The current message's key."""
+    def get_partition_key(self) -> str:
+        """The current message's key; ``""`` for none."""
         return self.get_message_key()
 
     # --- the function ----------------------------------------------------
@@ -148,8 +157,8 @@ class FunctionContext(Context):
         return self._inst.config.name
 
     def get_function_id(self) -> str:
-        """The function's FQFN."""
-        return self._inst.config.fqfn
+        """The function's id: a UUID, the same for every instance and run of the function."""
+        return function_id(self._inst.config.fqfn)
 
     def get_function_version(self) -> str:
         """The function's version."""
@@ -257,7 +266,14 @@ class FunctionContext(Context):
         self._inst.pending_metrics.append((metric_name, float(metric_value)))
 
     def ack(self, msgid: Any, topic: str) -> None:
-        """Check ``topic`` is an input (``ValueError`` if not); the batch commit acknowledges."""
+        """Acknowledge message ``msgid`` of input ``topic`` (``ValueError`` if not an input).
+
+        With ``auto_ack`` (the default) every message is acknowledged when
+        ``process`` returns, so this only checks the topic. Without it, a
+        message ``process`` did not acknowledge this way during its call is
+        redelivered (see :func:`~sparkfn.runtime.function.attempts.attempt_each`).
+        The acknowledgement takes effect with the batch's commit.
+        """
         config = self._inst.config
         name = re.sub(r"-partition-\d+$", "", str(topic))
         try:
@@ -266,9 +282,14 @@ class FunctionContext(Context):
             name = ""
         pattern = config.topics_pattern
         if name and (name in config.inputs or (pattern and re.fullmatch(pattern, name))):
+            self.acked.add((name, str(msgid)))
             return
         msg = f"Invalid topicname {topic}"
         raise ValueError(msg)
+
+    def acked_current(self) -> bool:
+        """Whether the current message was acknowledged with :meth:`ack`."""
+        return (self._field("topic"), self.current_message_id()) in self.acked
 
     # --- state -------------------------------------------------------------
     def incr_counter(self, key: str, amount: int) -> None:
