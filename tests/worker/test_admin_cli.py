@@ -163,7 +163,18 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
     assert sparkfn.json("functions", "list") == ["wordcount"]
     assert "public/default/wordcount" in sparkfn.ok("functions", "list").stdout
     info = sparkfn.json("functions", "get", "--name", "wordcount")
-    assert (info["version"], info["config"]["inputs"]) == (1, ["public/default/sentences"])
+    assert (info["version"], info["inputs"]) == (1, ["persistent://public/default/sentences"])
+    # Pulsar's FunctionConfig JSON, as pulsar-admin functions get prints it.
+    assert (info["className"], info["runtime"], info["processingGuarantees"]) == (
+        "wordcount.WordCount",
+        "PYTHON",
+        "EFFECTIVELY_ONCE",
+    )
+    assert (info["subscriptionPosition"], info["output"]) == (
+        "Earliest",
+        "persistent://public/default/echo",
+    )
+    assert info["inputSpecs"] == {"persistent://public/default/sentences": {"regexPattern": False}}
     assert (
         "wordcount.WordCount"
         in sparkfn.ok("functions", "get", "--fqfn", "public/default/wordcount").stdout
@@ -250,13 +261,11 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
         "--stop-mode",
         "suspend",
     )
-    assert (updated["version"], updated["config"]["parallelism"]) == (2, 2)
-    assert updated["config"]["output"] == "public/default/echo"
+    assert (updated["version"], updated["parallelism"]) == (2, 2)
+    assert updated["output"] == "persistent://public/default/echo"
     assert updated["packageDigest"] == info["packageDigest"]
     assert (
-        sparkfn.json("functions", "get", "--name", "wordcount", "--version", "1")["config"][
-            "parallelism"
-        ]
+        sparkfn.json("functions", "get", "--name", "wordcount", "--version", "1")["parallelism"]
         == 1
     )
     assert sparkfn.json("functions", "status", "--name", "wordcount")["numInstances"] == 2

@@ -84,7 +84,7 @@ def test_a_worker_with_auth_on_serves_tokens_by_role_and_tenant(
             assert client.get("/acme/default", headers=acme).json() == ["exclaim"]
             assert client.get("/acme/default", headers=superuser).json() == ["exclaim"]
             got = client.get("/acme/default/exclaim", headers=acme).json()
-            assert (got["createdBy"], got["config"]["inputs"]) == ("ci", ["acme/default/in"])
+            assert (got["createdBy"], got["inputs"]) == ("ci", ["persistent://acme/default/in"])
             stopped = client.post("/acme/default/exclaim/stop", headers=acme)
             assert stopped.status_code == 204, stopped.text
         _the_cli_sends_its_token(worker.url, acme["Authorization"].removeprefix("Bearer "))

@@ -91,11 +91,17 @@ def test_a_pulsar_config_registers_with_the_warnings_localrun_gives(
             "resources.disk",
             "runtime",
         ]
-        config = info["config"]
-        assert config["subscription_name"] == "exclaimer"
-        assert config["input_serdes"] == {"public/default/in": "serde.IdentitySerDe"}
-        assert config["resources"] == {"cpu": 2.0, "ram": 1073741824}
-        assert config["spark_conf"] == {}  # the worker's session decides
+        # Pulsar's FunctionConfig JSON back, sparkfn's own fields alongside.
+        assert info["subName"] == "exclaimer"
+        assert info["inputSpecs"] == {
+            "persistent://public/default/in": {
+                "regexPattern": False,
+                "serdeClassName": "serde.IdentitySerDe",
+            }
+        }
+        assert info["resources"] == {"cpu": 2.0, "ram": 1073741824}
+        assert "sparkConf" not in info  # none: the worker's session decides
+        assert info["pulsarCompat"] is True
         assert local.resources.cpu == 2.0
 
         Producer(store, "in").send(b"hello")

@@ -86,8 +86,8 @@ def test_an_update_to_a_new_parallelism_under_load_loses_and_repeats_nothing(
         status = client.get("/public/default/exclaim/status").json()
         assert status["numInstances"] == 2
         old = client.get("/public/default/exclaim", params={"version": 1}).json()
-        assert (old["version"], old["config"]["parallelism"]) == (1, 1)
-        assert client.get("/public/default/exclaim").json()["config"]["parallelism"] == 2
+        assert (old["version"], old["parallelism"]) == (1, 1)
+        assert client.get("/public/default/exclaim").json()["parallelism"] == 2
 
 
 @pytest.mark.long_running(90)

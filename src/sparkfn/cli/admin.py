@@ -52,13 +52,15 @@ def get(ctx: typer.Context, fields: dict[str, Any], *, version: int | None, **gi
 
 
 def _info_table(info: dict[str, Any]) -> RenderableType:
+    from sparkfn.config.pulsar_view import config_fields
+
     head = Table.grid(padding=(0, 2))
     head.add_row("function", f"{info['fqfn']}  version {info['version']}")
     head.add_row("package", str(info.get("packageDigest") or "-"))
     head.add_row("created", f"{info['createdAt']} by {info['createdBy']}")
     config = Table("FIELD", "VALUE", title="config", title_justify="left")
-    for key, value in sorted(info["config"].items()):
-        if value not in (None, [], {}, ""):
+    for key, value in sorted(config_fields(info).items()):
+        if key not in ("tenant", "namespace", "name", "fqfn") and value not in (None, [], {}, ""):
             config.add_row(key, value if isinstance(value, str) else json.dumps(value))
     return Group(head, config)
 

@@ -74,7 +74,9 @@ def update(
     **given: Any,
 ) -> None:
     """Update a worker's function to a new version: what the flags give, the rest as it was."""
-    from sparkfn.config.pulsar import canonical, overlay
+    from sparkfn.config.function import FunctionConfig
+    from sparkfn.config.pulsar import function_fields, overlay
+    from sparkfn.config.pulsar_view import config_fields
 
     if update_auth_data is not None:
         note("warning: --update-auth-data: a function keeps no auth data of its caller; ignored")
@@ -85,9 +87,10 @@ def update(
     changes = function_config_json(fields, config_file)
     path = f"{FUNCTIONS}/{_fqfn(changes)}"
     with call.client() as client:
-        current = client.json("GET", path)["config"]
+        current = config_fields(client.json("GET", path))  # Pulsar's FunctionConfig JSON
     # The worker's copy of the code stays the function's unless --py replaces it.
-    current = {k: v for k, v in canonical(current).items() if k != "py"}
+    read = function_fields(current, known=FunctionConfig.model_fields).fields
+    current = {k: v for k, v in read.items() if k != "py"}
     submitted = overlay(current, changes)
     config = _checked(submitted)
     _submit(call, "PUT", path, submitted, config.py, {"mode": stop_mode}, "updated")

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from sparkfn.api.errors import ConfigError, FunctionNotFoundError
@@ -48,6 +48,7 @@ from sparkfn.api.status import (
 )
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.pulsar import canonical
+from sparkfn.config.pulsar_view import pulsar_view
 from sparkfn.worker.auth import Caller, check_function_topics, check_package_reference
 from sparkfn.worker.package_owners import viewer
 from sparkfn.worker.packages import PackageStore
@@ -71,33 +72,29 @@ PackageUrl = Annotated[
 ]
 
 
-class FunctionInfo(BaseModel):
-    """One version of a registered function (JSON keys in camelCase, as Pulsar's)."""
+FunctionInfo = dict[str, Any]
+"""One version of a registered function: Pulsar's ``FunctionConfig`` JSON
+(:func:`~sparkfn.config.pulsar_view.pulsar_view`: camelCase, Pulsar's enum
+spellings, ``inputSpecs``, ``resources``, ...), sparkfn's own fields
+alongside, and the version's ``version``, ``packageDigest``, ``createdBy``,
+``createdAt`` and ``warnings`` (one line per field of the given
+functionConfig that sparkfn ignores, naming it; register and update only)."""
 
-    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True)
 
-    fqfn: str
-    version: int
-    package_digest: str | None
-    created_by: str
-    created_at: datetime
-    config: dict[str, Any]
-    # One line per field of the given functionConfig that sparkfn ignores (Pulsar's
-    # autoAck, runtime, ...), naming it; register and update only.
-    warnings: list[str] = Field(default_factory=list)
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
-    @classmethod
-    def of(cls, version: FunctionVersion, warnings: Sequence[str] = ()) -> FunctionInfo:
-        """The API's view of ``version``."""
-        return cls(
-            fqfn=version.fqfn,
-            version=version.version,
-            package_digest=version.package_digest,
-            created_by=version.created_by,
-            created_at=version.created_at,
-            config=version.config.model_dump(mode="json"),
-            warnings=list(warnings),
-        )
+
+def function_info(version: FunctionVersion, warnings: Sequence[str] = ()) -> FunctionInfo:
+    """The API's view of ``version``."""
+    return {
+        **pulsar_view(version.config),
+        "version": version.version,
+        "packageDigest": version.package_digest,
+        "createdBy": version.created_by,
+        "createdAt": _utc(version.created_at).isoformat().replace("+00:00", "Z"),
+        "warnings": list(warnings),
+    }
 
 
 class StateValue(BaseModel):
@@ -172,7 +169,7 @@ def functions_router(worker: Worker) -> APIRouter:
             raise
         if config.resources.spark_conf():
             warnings = (*warnings, SHARED_SESSION)
-        return FunctionInfo.of(version, warnings)
+        return function_info(version, warnings)
 
     @router.post(FUNCTION, response_model=FunctionInfo)
     def register(
@@ -211,13 +208,13 @@ def functions_router(worker: Worker) -> APIRouter:
 
     @router.delete(FUNCTION, response_model=FunctionInfo)
     def deregister(tenant: str, namespace: str, name: str) -> FunctionInfo:
-        return FunctionInfo.of(worker.delete(f"{tenant}/{namespace}/{name}"))
+        return function_info(worker.delete(f"{tenant}/{namespace}/{name}"))
 
     @router.get(FUNCTION, response_model=FunctionInfo)
     def get(
         tenant: str, namespace: str, name: str, version: Annotated[int | None, Query(ge=1)] = None
     ) -> FunctionInfo:
-        return FunctionInfo.of(worker.registry.get(f"{tenant}/{namespace}/{name}", version))
+        return function_info(worker.registry.get(f"{tenant}/{namespace}/{name}", version))
 
     @router.get("/{tenant}/{namespace}", response_model=list[str])
     def list_functions(tenant: str, namespace: str) -> list[str]:
