@@ -186,7 +186,7 @@ ACTIONS = (
 
 def add_admin_commands(app: typer.Typer) -> None:
     """Add every command that talks to a worker to the ``functions`` group ``app``."""
-    from sparkfn.cli import admin_state, admin_status, admin_submit
+    from sparkfn.cli import admin_logs, admin_state, admin_status, admin_submit
 
     admin_submit.add_commands(app)
     app.command("get")(takes("function", (*TARGET, VERSION, *CONNECTION))(get))
@@ -196,3 +196,4 @@ def add_admin_commands(app: typer.Typer) -> None:
         app.command(action)(_action(action, done, doc, per_instance))
     app.command("delete")(takes("function", (*TARGET, *CONNECTION))(delete))
     admin_state.add_commands(app)
+    admin_logs.add_commands(app)

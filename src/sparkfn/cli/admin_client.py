@@ -175,7 +175,7 @@ class AdminClient(Closing):
     Closed by :meth:`close` or by leaving a ``with`` block; closing twice is harmless.
     """
 
-    def __init__(self, url: str, token: str | None = None, timeout: float = TIMEOUT) -> None:
+    def __init__(self, url: str, token: str | None = None, timeout: float | None = TIMEOUT) -> None:
         import httpx  # here, not above: it costs every other command a third of its start
 
         self.url = url.rstrip("/")
@@ -283,7 +283,7 @@ class Call:
         """The function's ``tenant/namespace/name``."""
         return self.path.removeprefix(FUNCTIONS + "/")
 
-    def client(self, timeout: float = TIMEOUT) -> AdminClient:
+    def client(self, timeout: float | None = TIMEOUT) -> AdminClient:
         """A client of the worker, with the token if one was given."""
         return AdminClient(self.url, self.token or None, timeout)
 

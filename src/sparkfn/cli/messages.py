@@ -114,7 +114,13 @@ def produce(
     topic: TopicArgument,
     message: Annotated[
         list[str] | None,
-        typer.Option("--message", "-m", metavar="VALUE", help="A message value; repeatable."),
+        typer.Option(
+            "--message",
+            "-m",
+            "--messages",
+            metavar="VALUE",
+            help="A message value; repeatable.",
+        ),
     ] = None,
     file: Annotated[
         str | None,
@@ -162,6 +168,12 @@ def produce(
         bool,
         typer.Option("--json", help="Print the ids as a JSON list (null for a duplicate)."),
     ] = False,
+    num_produce: Annotated[
+        int,
+        typer.Option(
+            "--num-produce", "-n", min=1, help="Send the messages this many times, as Pulsar's."
+        ),
+    ] = 1,
 ) -> None:
     """Append messages to a topic in one atomic append; prints their message ids.
 
@@ -191,6 +203,7 @@ def produce(
         elif file is not None:
             where, lines = _read_lines(file)
             raw = [(f"{where} line {n}", line) for n, line in lines]
+        raw = raw * num_produce
         if sender.topic.schema_type.value == "avro":
             values = _avro_values(raw, sender)
         else:
@@ -266,6 +279,7 @@ def consume(
         typer.Option(
             "--subscription",
             "-s",
+            "--subscription-name",
             help="Durable subscription: resume where it was last acknowledged, and "
             "acknowledge what is printed.",
         ),
@@ -279,7 +293,13 @@ def consume(
     ] = "earliest",
     num: Annotated[
         int | None,
-        typer.Option("--num", "-n", min=1, help="Stop after this many messages."),
+        typer.Option(
+            "--num",
+            "-n",
+            "--num-messages",
+            min=0,
+            help="Stop after this many messages; 0 keeps waiting for more, as --follow.",
+        ),
     ] = None,
     follow: Annotated[
         bool,
@@ -295,10 +315,14 @@ def consume(
     --num messages). With --subscription, each printed batch is acknowledged,
     so the next run continues after it.
     """
+    from sparkfn.topics.autocreate import TopicCreation, ensure_topic
     from sparkfn.topics.consumer import Consumer
 
     _check_name(subscription, "--subscription")
+    if num == 0:  # Pulsar's: listen indefinitely
+        num, follow = None, True
     with open_store(ctx) as store:
+        ensure_topic(store, topic, TopicCreation.read(store))  # as Pulsar's subscribe creates it
         consumer = Consumer(store, topic, subscription=subscription, initial_position=position)
         schema_type = consumer.topic.schema_type
         out = console()

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Protocol
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
+from sparkfn.cli.context import note
 from sparkfn.cli.params import elapsed
 
 if TYPE_CHECKING:
@@ -50,6 +52,9 @@ class Display(Protocol):
 
     def close(self, status: FunctionStatus | None) -> None:
         """Show the final status, if given, and finish; later calls do nothing."""
+
+    def log(self, line: str) -> None:
+        """Show one line the function logged, as it is."""
 
 
 def progress_display(
@@ -129,6 +134,12 @@ class _LiveTable:
     def update(self, status: FunctionStatus) -> None:
         self.live.update(self._table(status), refresh=True)
 
+    def log(self, line: str) -> None:
+        if self.live.is_started:  # above the table, which stays at the bottom
+            self.live.console.print(Text(line), soft_wrap=True, highlight=False)
+        else:
+            note(line)
+
     def close(self, status: FunctionStatus | None) -> None:
         if not self.live.is_started:
             return
@@ -192,6 +203,9 @@ class _ProgressLines:
         if counts != self.last_counts:
             self._print(status, counts)
         self.last_line_at = now
+
+    def log(self, line: str) -> None:
+        note(line)
 
     def close(self, status: FunctionStatus | None) -> None:
         if status is not None and not self.closed:

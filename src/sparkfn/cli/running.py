@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import ExitStack
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol, Self
@@ -178,6 +179,7 @@ def run_query(
         if signals.requests:
             note(f"stopped {label} before it started ({signals.names()})")
             return run.status(), None
+        logged = _function_logs(run)  # this run's lines of context.get_logger(), for the console
         try:
             earlier = run.status()  # the store's counts of earlier runs: not this run's
             run.start(until_drained=until_drained)
@@ -187,15 +189,38 @@ def run_query(
                 for mode, name in signals.next_requests(REFRESH_SECONDS):
                     note(f"stopping {label}: {mode} ({name})")
                     run.stop(mode, timeout=0)
+                _show_logs(logged, shown)
                 shown.update(run.status())
         except (FunctionFailedError, ConnectorFailedError) as exc:
             failure = exc
         status = run.status()
         if shown is not None:
+            _show_logs(logged, shown)
             shown.close(status)
     if signals.requests and failure is None:
         note(f"stopped {label} ({signals.names()}): {run.run_state}")
     return status, failure
+
+
+def _function_logs(run: QueryRun) -> Iterator[str | None] | None:
+    """The lines a function run logs from now on (none for a sink): its instances' log files."""
+    from sparkfn.runtime.function_logs import follow
+    from sparkfn.runtime.localrun import LocalRun
+
+    if not isinstance(run, LocalRun) or run.kind != "function":
+        return None
+    lines = follow(run.store.data_dir, run.config.fqfn, from_start=False, poll=0)
+    while next(lines) is not None:  # what earlier runs logged is skipped
+        pass
+    return lines
+
+
+def _show_logs(lines: Iterator[str | None] | None, shown: Display) -> None:
+    """Print the lines logged since the last look."""
+    if lines is None:
+        return
+    while (line := next(lines)) is not None:
+        shown.log(line)
 
 
 def _serve_metrics(stack: ExitStack, run: QueryRun, port: int) -> None:

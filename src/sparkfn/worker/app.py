@@ -18,6 +18,7 @@ from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
 from sparkfn.worker.console import console_router
 from sparkfn.worker.functions_api import functions_router
 from sparkfn.worker.http import ErrorBody, NoNulCharacters, install_error_handlers
+from sparkfn.worker.logs_api import logs_router
 from sparkfn.worker.openapi import complete_openapi
 from sparkfn.worker.ops_api import ops_router
 from sparkfn.worker.packages_api import BodyLimit, packages_router
@@ -66,6 +67,7 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     app.include_router(console_router(worker))
     app.include_router(functions_router(worker), prefix="/admin/v3/functions")
     app.include_router(trigger_router(worker), prefix="/admin/v3/functions")
+    app.include_router(logs_router(worker), prefix="/admin/v3/functions")
     app.include_router(topics_router(worker), prefix="/admin/v2/persistent")
     app.include_router(produce_router(worker), prefix="/topics/persistent")
     app.include_router(ops_router(worker))

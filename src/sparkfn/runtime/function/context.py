@@ -16,6 +16,7 @@ from sparkfn.config.names import TopicName
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.rows import InputRows
 from sparkfn.runtime.function.secrets import secrets_provider
+from sparkfn.runtime.function_logs import FunctionLogFile, log_file
 
 if TYPE_CHECKING:
     from sparkfn.runtime.function.instance import FunctionInstance
@@ -69,6 +70,9 @@ class FunctionContext(Context):
         )
         self._logger.parent = logging.getLogger("sparkfn.function")
         self._logger.addHandler(_LogCapture(instance))
+        if instance.data_dir is not None:
+            path = log_file(instance.data_dir, cfg.fqfn, instance.instance_id)
+            self._logger.addHandler(FunctionLogFile(path, cfg.fqfn, instance.instance_id))
         self._secrets: Any = None  # the secrets provider, made on first use
         # The publish callbacks of the message's current attempt: called when
         # it succeeds (run_callbacks), dropped when it fails.
@@ -76,6 +80,12 @@ class FunctionContext(Context):
         # (topic, message id) of the messages context.ack acknowledged in the current
         # attempt (auto_ack false: the others are redelivered).
         self.acked: set[tuple[str | None, str | None]] = set()
+
+    def close_log_files(self) -> None:
+        """Close the instance's log file (what is logged after it reopens it)."""
+        for handler in self._logger.handlers:
+            if isinstance(handler, FunctionLogFile):
+                handler.close()
 
     def fatal(self, exc: BaseException) -> None:
         """Terminate this instance with ``exc`` (PIP-297); see :meth:`Context.fatal`."""

@@ -97,8 +97,11 @@ class FunctionInstance:
         user: UserFunction,
         topics: TopicCatalog,
         version: str = "1",
+        data_dir: str | None = None,
     ) -> None:
         self.config = config
+        # Where the instance's log file is (sparkfn.runtime.function_logs); None: no file.
+        self.data_dir = data_dir
         self.instance_id = instance_id
         self.user = user
         self.version = version
@@ -372,8 +375,11 @@ class FunctionInstance:
             self._move(InstanceState.CLOSED)
             if self.watchdog is not None:
                 self.watchdog.close()
-            if initialized:
-                self.user.close()
+            try:
+                if initialized:
+                    self.user.close()
+            finally:
+                self.context.close_log_files()
 
 
 def _no_state(key: str) -> CommittedState:

@@ -120,7 +120,9 @@ def instance_for(
     if inst is None:
         _refuse_dead(store, cid, instance_id, epoch)
         topics = StoreTopicCatalog(store)
-        inst = FunctionInstance(config, instance_id, load_function(config), topics, version)
+        inst = FunctionInstance(
+            config, instance_id, load_function(config), topics, version, str(store.data_dir)
+        )
         inst.epoch = epoch
         inst.store_key = (store.url, str(store.data_dir))
         inst.on_fatal = _death_recorder(store, cid, inst)

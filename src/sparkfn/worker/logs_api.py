@@ -1,0 +1,63 @@
+"""``GET /admin/v3/functions/{tenant}/{namespace}/{name}/logs``: a function's log lines.
+
+What its instances logged through ``context.get_logger()``
+(:mod:`sparkfn.runtime.function_logs`), as ``text/plain``, one line each:
+``?instance=N`` for one instance's, ``?follow=true`` to keep the response
+open and send new lines as they are logged (until the client disconnects),
+``?tail=N`` for the last N lines only. A function that logged nothing yet
+answers an empty body; one that does not exist, 404 ``function_not_found``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+
+from sparkfn.runtime.function_logs import follow
+from sparkfn.worker.service import Worker
+
+FUNCTION = "/{tenant}/{namespace}/{name}"
+POLL_SECONDS = 0.2
+
+
+def logs_router(worker: Worker) -> APIRouter:
+    """The ``/admin/v3/functions/.../logs`` route."""
+    router = APIRouter(tags=["functions"])
+    data_dir = worker.settings.data_dir
+
+    @router.get(FUNCTION + "/logs", response_class=PlainTextResponse)
+    async def logs(
+        request: Request,
+        tenant: str,
+        namespace: str,
+        name: str,
+        instance: Annotated[int | None, Query(ge=0)] = None,
+        follow_lines: Annotated[bool, Query(alias="follow")] = False,
+        tail: Annotated[int | None, Query(ge=0)] = None,
+    ) -> Response:
+        fqfn = f"{tenant}/{namespace}/{name}"
+        worker.registry.get(fqfn)  # 404 for a function that does not exist
+        logged = follow(data_dir, fqfn, instance, poll=0)
+        lines: list[str] = []
+        while (line := next(logged)) is not None:  # what is there now
+            lines.append(line)
+        if tail is not None:
+            lines = lines[len(lines) - tail :] if tail else []
+        body = "".join(f"{line}\n" for line in lines)
+        if not follow_lines:
+            return PlainTextResponse(body)
+
+        async def stream() -> AsyncIterator[str]:
+            yield body
+            while not await request.is_disconnected():
+                while (line := next(logged)) is not None:
+                    yield f"{line}\n"
+                await asyncio.sleep(POLL_SECONDS)
+
+        return StreamingResponse(stream(), media_type="text/plain")
+
+    return router
