@@ -1,0 +1,123 @@
+"""A worker's function logs: its per-instance files, the REST route and the CLI (issue 29, point 3).
+
+The real app over HTTP, on both stores, with a worker in the test process
+on the test run's Spark session: what the function logs through
+``context.get_logger()`` is in ``<data dir>/logs/functions/...``, and
+``GET .../logs`` (``?instance``, ``?tail``, ``?follow``) and ``sparkfn
+functions logs NAME [--instance N] [--follow]`` give it; the log topic gets
+it too.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from app_server import served
+
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+from sparkfn.worker.app import create_app
+from sparkfn.worker.service import Worker
+from sparkfn.worker.settings import WorkerSettings
+
+CODE = Path(__file__).resolve().parents[1] / "examples" / "pulsar_funcs" / "echo_logger.py"
+FUNCTIONS = "/admin/v3/functions/public/default"
+CONFIG = {
+    "className": "echo_logger.EchoLogger",
+    "inputs": ["persistent://public/default/in"],
+    "output": "persistent://public/default/out",
+    "logTopic": "persistent://public/default/logs",
+}
+
+
+@pytest.fixture
+def served_worker(
+    store_url: str, data_dir: Path, spark: Any
+) -> Iterator[tuple[Worker, httpx.Client]]:
+    worker = Worker(WorkerSettings.resolve(data_dir=data_dir, store_url=store_url), spark=spark)
+    worker.open()
+    try:
+        with served(create_app(worker)) as client:
+            yield worker, client
+    finally:
+        worker.shutdown()
+
+
+def _wait(predicate: Any, what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.2)
+
+
+def test_a_workers_function_logs_are_kept_and_served(
+    served_worker: tuple[Worker, httpx.Client], data_dir: Path
+) -> None:
+    worker, client = served_worker
+    created = client.post(
+        f"{FUNCTIONS}/echo",
+        data={"functionConfig": json.dumps(CONFIG)},
+        files={"data": (CODE.name, CODE.read_bytes())},
+    )
+    assert created.status_code == 200, created.text
+    assert client.get(f"{FUNCTIONS}/echo/logs").text == ""  # nothing logged yet
+    store = worker.open_store()
+    try:
+        Producer(store, "in").send_batch([Message(b"one"), Message(b"two")])
+        path = data_dir / "logs" / "functions" / "public" / "default" / "echo" / "instance-0.log"
+        _wait(lambda: path.is_file() and path.read_text().count("\n") == 2, "log lines")
+
+        lines = client.get(f"{FUNCTIONS}/echo/logs").text.splitlines()
+        assert [line.split("] ", 1)[1] for line in lines] == ["one", "two"]
+        assert all(" INFO [public/default/echo:0] " in line for line in lines), lines
+        assert (
+            client.get(f"{FUNCTIONS}/echo/logs", params={"instance": 0}).text.splitlines() == lines
+        )
+        assert client.get(f"{FUNCTIONS}/echo/logs", params={"instance": 1}).text == ""
+        assert client.get(f"{FUNCTIONS}/echo/logs", params={"tail": 1}).text.splitlines() == [
+            lines[1]
+        ]
+        missing = client.get(f"{FUNCTIONS}/nobody/logs")
+        assert (missing.status_code, missing.json()["reason"]) == (404, "function_not_found")
+        # The log topic has them as well, once their batch commits.
+        topic = Consumer(store, "logs", initial_position="earliest")
+        logged: list[bytes | None] = []
+        _wait(
+            lambda: (
+                logged.extend(m.value for m in topic.receive(max_messages=10)) or len(logged) >= 2
+            ),
+            "log topic",
+        )
+        assert logged == [b"one", b"two"]
+
+        # --follow: what is there, then each new line, until the client goes.
+        with client.stream(
+            "GET", f"{FUNCTIONS}/echo/logs", params={"follow": "true"}, timeout=120
+        ) as streamed:
+            got = streamed.iter_lines()
+            assert [next(got), next(got)] == lines
+            Producer(store, "in").send_batch([Message(b"three")])
+            assert next(got).endswith("] three")
+
+        # The CLI, as a user runs it.
+        cli = [sys.executable, "-m", "sparkfn.cli.main", "functions", "logs", "echo"]
+        url = ["--url", str(client.base_url).rstrip("/")]
+        done = subprocess.run([*cli, *url, "--tail", "2"], capture_output=True, text=True,
+                              timeout=60, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert [line.split("] ", 1)[1] for line in done.stdout.splitlines()] == ["two", "three"]
+        unknown = subprocess.run([*cli[:-1], "ghost", *url], capture_output=True, text=True,
+                                 timeout=60, check=False)  # fmt: skip
+        assert unknown.returncode == 1
+        assert unknown.stderr.startswith("error [function_not_found]: ")
+    finally:
+        assert client.delete(f"{FUNCTIONS}/echo").status_code == 200
