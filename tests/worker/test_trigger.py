@@ -26,7 +26,7 @@ from sparkfn.worker.app import create_app
 from sparkfn.worker.registry import Registry
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from sparkfn.worker.trigger import TRIGGER_PROPERTY
+from sparkfn.runtime.function.rows import TRIGGER_PROPERTY
 
 FUNCTIONS = "/admin/v3/functions/public/default"
 TOPICS = "/admin/v2/persistent/public/default"
@@ -92,7 +92,12 @@ def test_trigger_answers_the_output_of_the_value_it_sent(
         assert found["inputTopic"] == "persistent://public/default/in"
         assert found["output"]["topic"] == "persistent://public/default/out"
         assert found["output"]["value"] == "hello!"
-        assert TRIGGER_PROPERTY in found["output"]["properties"]
+        # No internal property on the output: Pulsar's own, naming the input message.
+        assert TRIGGER_PROPERTY not in found["output"]["properties"]
+        assert found["output"]["properties"] == {
+            "__pfn_input_topic__": "persistent://public/default/in",
+            "__pfn_input_msg_id__": found["inputMessageId"],
+        }
 
         streamed = client.post(
             f"{FUNCTIONS}/picky/trigger",

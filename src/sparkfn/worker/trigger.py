@@ -6,14 +6,16 @@ Pulsar's multipart fields: ``data`` (the value as text) or ``dataStream``
 function has several); sparkfn adds ``timeout`` (seconds, default 30).
 
 How the output is found: the value is produced to the input topic with the
-property :data:`TRIGGER_PROPERTY` set to a fresh id, and the runtime carries
-an input's properties over to the output of its returned value
-(``forward_source_message_property``, on by default, as in Pulsar). The
+property :data:`~sparkfn.runtime.function.rows.TRIGGER_PROPERTY` set to a
+fresh id. The function does not see that property, and the output of that
+message carries, instead of it, Pulsar's ``__pfn_input_topic__`` and
+``__pfn_input_msg_id__`` naming the input message (as Pulsar's runtime
+marks outputs, and whatever ``forward_source_message_property`` says). The
 output topic is read from its end as it was before the value was sent, so
-the first message there carrying the id is the answer. If the function
-fails on the value in every attempt, its dead-letter message carries the id
-too, and the answer is 422 ``trigger_failed`` with the exception; if no
-output comes within the timeout, 408 ``trigger_timeout``.
+the first message there naming the input is the answer. If the function
+fails on the value in every attempt, its dead-letter message (a copy of the
+input) carries the id, and the answer is 422 ``trigger_failed`` with the
+exception; if no output comes within the timeout, 408 ``trigger_timeout``.
 
 >>> found = trigger(worker, "public/default/exclaim", "hello", topic=None, timeout=30)
 >>> found.output.value
@@ -41,7 +43,13 @@ from sparkfn.api.errors import (
 )
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
-from sparkfn.runtime.function.rows import DLQ_ATTEMPTS, DLQ_EXCEPTION
+from sparkfn.runtime.function.rows import (
+    DLQ_ATTEMPTS,
+    DLQ_EXCEPTION,
+    INPUT_MESSAGE_PROPERTY,
+    INPUT_TOPIC_PROPERTY,
+    TRIGGER_PROPERTY,
+)
 from sparkfn.runtime.query.build import resolve_inputs
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
@@ -52,8 +60,6 @@ from sparkfn.worker.http import ErrorBody
 from sparkfn.worker.service import Worker
 from sparkfn.worker.topic_models import ApiModel, TopicMessage
 
-# The property a triggered value carries, and its output with it.
-TRIGGER_PROPERTY = "__sparkfn_trigger_id__"
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 300.0
 # How long one read of the output topic waits for new messages, in seconds.
@@ -108,7 +114,11 @@ def trigger(
     while True:
         wait = max(0.0, min(POLL_SECONDS, deadline - time.monotonic()))
         for message in outputs.receive(1000, timeout=wait):
-            if message.properties.get(TRIGGER_PROPERTY) == trigger_id:
+            props = message.properties
+            if (
+                props.get(INPUT_MESSAGE_PROPERTY) == message_id
+                and props.get(INPUT_TOPIC_PROPERTY) == f"persistent://{input_topic.name}"
+            ):
                 return Triggered(input_topic, message_id, output_topic, message)
         failed = dead_letters.find(trigger_id)
         if failed is not None:

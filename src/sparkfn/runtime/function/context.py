@@ -14,7 +14,7 @@ from sparkfn.api.message_id import MessageId
 from sparkfn.api.publish import Publication, PublishCallback, Result
 from sparkfn.config.names import TopicName
 from sparkfn.runtime.function.emit import Emitted
-from sparkfn.runtime.function.rows import InputRows
+from sparkfn.runtime.function.rows import TRIGGER_PROPERTY, InputRows
 from sparkfn.runtime.function.secrets import secrets_provider
 from sparkfn.runtime.function_logs import FunctionLogFile, log_file
 
@@ -141,8 +141,10 @@ class FunctionContext(Context):
         return 0 if value is None else int(value.timestamp() * 1000)
 
     def get_message_properties(self) -> dict[str, str]:
-        """The current message's properties."""
-        return dict(self._field("properties") or [])
+        """The current message's properties (a trigger's own is not among them)."""
+        found = dict(self._field("properties") or [])
+        found.pop(TRIGGER_PROPERTY, None)
+        return found
 
     def get_current_message_topic_name(self) -> str:
         """``persistent://tenant/ns/topic`` of the current message."""

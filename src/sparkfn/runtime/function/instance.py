@@ -242,9 +242,7 @@ class FunctionInstance:
             rows.column("key"),
             topics,
             None if output else _discard,
-            properties=rows.properties_json()
-            if self.config.forward_source_message_property
-            else None,
+            properties=rows.output_properties(self.config.forward_source_message_property),
         )
         for i, error in failed:
             self._dead_letter(rows, i, error)

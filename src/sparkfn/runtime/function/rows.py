@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,13 @@ DLQ_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 DLQ_REAL_TOPIC = "REAL_TOPIC"
 DLQ_EXCEPTION = "EXCEPTION"
 DLQ_ATTEMPTS = "ATTEMPTS"
+# The property ``trigger`` (sparkfn.worker.trigger) gives the value it sends. It
+# stays on the input message (and its dead letter) only: the function does not
+# see it, and an output of that message carries Pulsar's own correlation
+# properties instead, as Pulsar's runtime puts on outputs, which the trigger finds.
+TRIGGER_PROPERTY = "__sparkfn_trigger_id__"
+INPUT_TOPIC_PROPERTY = "__pfn_input_topic__"
+INPUT_MESSAGE_PROPERTY = "__pfn_input_msg_id__"
 
 
 class InputRows:
@@ -82,9 +90,30 @@ class InputRows:
         return col
 
     def properties_json(self) -> list[str | None]:
-        """Each row's properties as JSON object text (``None``: none), as outputs carry them."""
+        """Each row's properties as JSON object text (``None``: none)."""
         array = self._batch.column(self._batch.schema.names.index("properties"))
         return properties_to_json(array).to_pylist()  # type: ignore[no-any-return]
+
+    def output_properties(self, forward: bool) -> list[str | None] | None:
+        """The properties each row's output carries (JSON object text): the row's
+        own with ``forward`` (else none), and for a triggered row, without
+        :data:`TRIGGER_PROPERTY` but with Pulsar's ``__pfn_input_topic__`` and
+        ``__pfn_input_msg_id__`` naming the row. ``None``: no row's carries any."""
+        array = properties_to_json(self._batch.column(self._batch.schema.names.index("properties")))
+        if not pc.any(pc.match_substring(array, TRIGGER_PROPERTY)).as_py():
+            return array.to_pylist() if forward else None
+        out: list[str | None] = []
+        topics = self.column("topic")
+        for i, text in enumerate(array.to_pylist()):
+            if text is None or TRIGGER_PROPERTY not in text:
+                out.append(text if forward else None)
+                continue
+            props = json.loads(text) if forward else {}
+            props.pop(TRIGGER_PROPERTY, None)
+            props[INPUT_TOPIC_PROPERTY] = f"persistent://{topics[i]}"
+            props[INPUT_MESSAGE_PROPERTY] = self.message_id(i)
+            out.append(json.dumps(props, separators=(",", ":")))
+        return out
 
     def message_id(self, i: int) -> str:
         """Row ``i``'s message id, ``partition:offset``."""
