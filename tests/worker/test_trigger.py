@@ -21,12 +21,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from worker_process import SharedWorker
 
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function.rows import TRIGGER_PROPERTY
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.worker.app import create_app
 from sparkfn.worker.registry import Registry
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from sparkfn.runtime.function.rows import TRIGGER_PROPERTY
 
 FUNCTIONS = "/admin/v3/functions/public/default"
 TOPICS = "/admin/v2/persistent/public/default"
