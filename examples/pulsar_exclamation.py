@@ -1,8 +1,8 @@
 """A function written for Apache Pulsar, unchanged.
 
-Run it with Pulsar compatibility (``pulsar_compat=True``, or
-``--pulsar-compat`` on the CLI): sparkfn then resolves ``pulsar`` to a small
-shim of its own, so this file needs neither Pulsar nor its client. The
+Run it as it is, with no flag: it imports ``pulsar``, so sparkfn gives it
+Pulsar's serde and Context behaviour and resolves ``pulsar`` to a small
+shim of its own; this file needs neither Pulsar nor its client. The
 Context methods keep their Pulsar names and meaning.
 """
 

@@ -185,7 +185,7 @@ def test_exclamation_forms_keep_keys(
     assert_all_processed(run, len(words))
 
 
-def test_pulsar_function_runs_unchanged_with_pulsar_compat(spark: Any, sqlite_store: Store) -> None:
+def test_pulsar_function_runs_unchanged_with_no_flag(spark: Any, sqlite_store: Store) -> None:
     produce(sqlite_store, "in", "string", ["hello", "pulsar", "hello"])
     create(sqlite_store, ("out", "string"))
     run = run_example(
@@ -196,7 +196,6 @@ def test_pulsar_function_runs_unchanged_with_pulsar_compat(spark: Any, sqlite_st
         classname="pulsar_exclamation.ExclamationFunction",
         inputs=["in"],
         output="out",
-        pulsar_compat=True,
     )
     assert Counter(values(sqlite_store, "out")) == Counter(["hello!", "pulsar!", "hello!"])
     assert counters(run) == {"seen": 3}
