@@ -519,7 +519,7 @@ ERROR_CASES: list[tuple[str, list[str], str, list[str]]] = [
     ("delete-unknown", ["delete", "nope", "--yes"], "topic_not_found", ["public/default/nope"]),
     # A topic that does not exist is created on first use; a bad name is refused.
     ("produce-bad-name", ["produce", "bad name!", "-m", "x"], "invalid_config", ["'bad name!'"]),
-    ("consume-unknown", ["consume", "nope"], "topic_not_found", ["public/default/nope"]),
+    ("consume-bad-name", ["consume", "bad name!"], "invalid_config", ["'bad name!'"]),
     (
         "non-json-message",
         ["produce", "orders", "-m", "{}", "-m", "not json"],
@@ -581,7 +581,7 @@ ERROR_CASES: list[tuple[str, list[str], str, list[str]]] = [
         "usage_error",
         ["--event-time", "'yesterday'"],
     ),
-    ("zero-num", ["consume", "orders", "-n", "0"], "usage_error", ["--num"]),
+    ("negative-num", ["consume", "orders", "-n", "-1"], "usage_error", ["--num"]),
     (
         "bad-position",
         ["consume", "orders", "--position", "middle"],
