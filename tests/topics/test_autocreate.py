@@ -15,7 +15,7 @@ import pytest
 
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.query import validate
+from sparkfn.runtime.query.build import validate
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.autocreate import TopicCreation, ensure_topic

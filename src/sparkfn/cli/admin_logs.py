@@ -8,7 +8,7 @@
     sparkfn functions logs --fqfn acme/ops/enrich --tail 20
 
 The lines are the worker's per-instance log files
-(:mod:`sparkfn.runtime.function_logs`), read through its REST API
+(:mod:`sparkfn.runtime.function.logs`), read through its REST API
 (``GET /admin/v3/functions/{tenant}/{namespace}/{name}/logs``).
 """
 

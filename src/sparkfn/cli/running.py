@@ -204,7 +204,7 @@ def run_query(
 
 def _function_logs(run: QueryRun) -> Iterator[str | None] | None:
     """The lines a function run logs from now on (none for a sink): its instances' log files."""
-    from sparkfn.runtime.function_logs import follow
+    from sparkfn.runtime.function.logs import follow
     from sparkfn.runtime.localrun import LocalRun
 
     if not isinstance(run, LocalRun) or run.kind != "function":

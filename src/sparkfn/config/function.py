@@ -151,7 +151,7 @@ class FunctionConfig(BaseModel):
     auto_ack: bool = True
     # Pulsar's serde and Context behaviour: None lets the code decide (a file
     # that imports pulsar, a class of pulsar-client's, a native function get
-    # it: sparkfn.runtime.pulsar_mode); True or False forces it.
+    # it: sparkfn.runtime.function.pulsar_mode); True or False forces it.
     pulsar_compat: bool | None = None
     # sparkfn's own.
     trigger_interval: float = 0.0

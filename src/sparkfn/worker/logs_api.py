@@ -1,7 +1,7 @@
 """``GET /admin/v3/functions/{tenant}/{namespace}/{name}/logs``: a function's log lines.
 
 What its instances logged through ``context.get_logger()``
-(:mod:`sparkfn.runtime.function_logs`), as ``text/plain``, one line each:
+(:mod:`sparkfn.runtime.function.logs`), as ``text/plain``, one line each:
 ``?instance=N`` for one instance's, ``?follow=true`` to keep the response
 open and send new lines as they are logged (until the client disconnects),
 ``?tail=N`` for the last N lines only. A function that logged nothing yet
@@ -17,7 +17,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
-from sparkfn.runtime.function_logs import follow
+from sparkfn.runtime.function.logs import follow
 from sparkfn.worker.service import Worker
 
 FUNCTION = "/{tenant}/{namespace}/{name}"

@@ -14,9 +14,9 @@ from sparkfn.api.message_id import MessageId
 from sparkfn.api.publish import Publication, PublishCallback, Result
 from sparkfn.config.names import TopicName
 from sparkfn.runtime.function.emit import Emitted
+from sparkfn.runtime.function.logs import FunctionLogFile, log_file
 from sparkfn.runtime.function.rows import TRIGGER_PROPERTY, InputRows
 from sparkfn.runtime.function.secrets import secrets_provider
-from sparkfn.runtime.function_logs import FunctionLogFile, log_file
 
 if TYPE_CHECKING:
     from sparkfn.runtime.function.instance import FunctionInstance

@@ -100,7 +100,7 @@ class FunctionInstance:
         data_dir: str | None = None,
     ) -> None:
         self.config = config
-        # Where the instance's log file is (sparkfn.runtime.function_logs); None: no file.
+        # Where the instance's log file is (sparkfn.runtime.function.logs); None: no file.
         self.data_dir = data_dir
         self.instance_id = instance_id
         self.user = user

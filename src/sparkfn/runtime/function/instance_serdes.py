@@ -22,7 +22,7 @@ class InstanceSerdes:
 
     def __init__(self, config: FunctionConfig, topics: TopicCatalog, *, pulsar: bool) -> None:
         self.config = config
-        self.pulsar = pulsar  # Pulsar's serde rules (sparkfn.runtime.pulsar_mode)
+        self.pulsar = pulsar  # Pulsar's serde rules (sparkfn.runtime.function.pulsar_mode)
         self._topics = topics
         self._outputs: dict[str, Serde] = {}
         self._inputs: dict[str, Serde] = {}

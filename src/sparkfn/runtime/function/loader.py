@@ -19,16 +19,16 @@ from sparkfn._usercode import import_file, import_module, resolve_classname
 from sparkfn.api.errors import FunctionLoadError
 from sparkfn.api.function import VECTORIZED_ATTR, VectorizedFunction
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.function.secrets import secrets_provider
-from sparkfn.runtime.function.serde import Serde
-from sparkfn.runtime.spark.isolation import enter_package, package_paths
-from sparkfn.runtime.pulsar_mode import (
+from sparkfn.runtime.function.pulsar_mode import (
     COMPAT_DIR,
     imported_roots,
     make_pulsar_importable,
     object_roots,
     wants_pulsar,
 )
+from sparkfn.runtime.function.secrets import secrets_provider
+from sparkfn.runtime.function.serde import Serde
+from sparkfn.runtime.spark.isolation import enter_package, package_paths
 
 __all__ = ["COMPAT_DIR", "Serde", "UserFunction", "function_of", "load_function", "user_function"]
 
@@ -43,7 +43,7 @@ class UserFunction:
     takes_context: bool
     vectorized: bool
     batch_format: str = "arrow"
-    # Pulsar's serde and Context behaviour (sparkfn.runtime.pulsar_mode).
+    # Pulsar's serde and Context behaviour (sparkfn.runtime.function.pulsar_mode).
     pulsar: bool = False
 
     def initialize(self, context: Any) -> None:
@@ -153,7 +153,7 @@ def load_function(config: FunctionConfig) -> UserFunction:
     Its secrets provider is checked here too, so a wrong one fails before any message.
     The function's package is entered first (:mod:`sparkfn.runtime.spark.isolation`), so
     it imports its own modules and libraries, not another function's. Whether it
-    gets Pulsar's behaviour is decided here (:mod:`sparkfn.runtime.pulsar_mode`).
+    gets Pulsar's behaviour is decided here (:mod:`sparkfn.runtime.function.pulsar_mode`).
     """
     with enter_package(config.py):
         roots = imported_roots(config)

@@ -32,7 +32,7 @@ from typing import Any
 
 from sparkfn.config.function import FunctionConfig
 
-COMPAT_DIR = Path(__file__).resolve().parent.parent / "_compat"
+COMPAT_DIR = Path(__file__).resolve().parent.parent.parent / "_compat"
 
 
 def _roots(source: bytes) -> set[str]:
