@@ -29,7 +29,16 @@ def logs_router(worker: Worker) -> APIRouter:
     router = APIRouter(tags=["functions"])
     data_dir = worker.settings.data_dir
 
-    @router.get(FUNCTION + "/logs", response_class=PlainTextResponse)
+    @router.get(
+        FUNCTION + "/logs",
+        response_class=Response,  # errors stay the app's JSON ErrorBody
+        responses={
+            200: {
+                "description": "The lines, one per line.",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            }
+        },
+    )
     async def logs(
         request: Request,
         tenant: str,
