@@ -60,6 +60,10 @@ CONFIGS = {
         "output_serde": "m.S",
     },
     "dropping": {"name": "d", "py": "d.py", "inputs": ["in"], "drop_failed_messages": True},
+    "windowed": {
+        "name": "w", "py": "w.py", "inputs": ["in"], "timeout_ms": 100,
+        "window_config": {"windowLengthDurationMs": 1000, "lateDataTopic": "late", "maxLagMs": 50},
+    },
 }  # fmt: skip
 
 
@@ -105,3 +109,14 @@ def test_the_view_of_the_everything_config() -> None:
         "key_shared",
     )
     assert set(METADATA_KEYS) & set(view) == {"runtime"}
+
+
+def test_a_window_config_is_pulsars_window_config() -> None:
+    view = pulsar_view(FunctionConfig.build(**CONFIGS["windowed"]))
+    assert view["timeoutMs"] == 100
+    assert view["windowConfig"] == {
+        "windowLengthDurationMs": 1000,
+        "lateDataTopic": "public/default/late",
+        "maxLagMs": 50,
+        "dropLateData": False,
+    }

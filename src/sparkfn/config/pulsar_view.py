@@ -109,6 +109,10 @@ def pulsar_view(config: FunctionConfig) -> dict[str, Any]:
         value = getattr(config, field)
         if value == info.get_default(call_default_factory=True):
             continue
+        if field == "window_config":  # Pulsar's WindowConfig: camelCase, unset keys left out
+            dumped = value.model_dump(mode="json", exclude_none=True)
+            view["windowConfig"] = {to_camel(k): v for k, v in dumped.items()}
+            continue
         view[to_camel(field)] = (
             value.model_dump(mode="json") if hasattr(value, "model_dump") else _plain(value)
         )
