@@ -62,7 +62,8 @@ CONFIGS = {
     "dropping": {"name": "d", "py": "d.py", "inputs": ["in"], "drop_failed_messages": True},
     "windowed": {
         "name": "w", "py": "w.py", "inputs": ["in"], "timeout_ms": 100,
-        "window_config": {"windowLengthDurationMs": 1000, "lateDataTopic": "late", "maxLagMs": 50},
+        "window_config": {"windowLengthDurationMs": 1000, "lateDataTopic": "late", "maxLagMs": 50,
+                          "timestampExtractorClassName": "m.E"},
     },
 }  # fmt: skip
 
@@ -118,5 +119,6 @@ def test_a_window_config_is_pulsars_window_config() -> None:
         "windowLengthDurationMs": 1000,
         "lateDataTopic": "public/default/late",
         "maxLagMs": 50,
+        "timestampExtractorClassName": "m.E",
         "dropLateData": False,
     }
