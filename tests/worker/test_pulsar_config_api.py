@@ -149,7 +149,7 @@ def test_a_window_function_runs_on_a_worker(shared_worker: SharedWorker) -> None
                 files={"data": (WINDOWS.name, code, "text/x-python")},
             )
         assert created.status_code == 200, created.text
-        assert created.json()["config"]["window_config"]["window_length_count"] == 2
+        assert created.json()["windowConfig"]["windowLengthCount"] == 2  # Pulsar's shape
         try:
             Producer(store, "win-in").send_batch([Message(v.encode()) for v in "abcd"])
             deadline = time.monotonic() + 120
