@@ -358,7 +358,7 @@ def test_cli_a_bad_sink_type_is_one_error_line_before_spark_starts(
     assert done.returncode == 1, _describe(done)
     assert done.stderr.splitlines()[-1].startswith(
         "error [connector_load_error]: sink public/default/nope: sink_type 'nope' is not a "
-        "built-in sink (known: file, postgres, stdout)"
+        "built-in sink (known: file, mqtt, nats, postgres, rabbitmq, redis, stdout)"
     ), _describe(done)
     assert "Traceback" not in done.stderr and "SparkContext" not in done.stderr
 
