@@ -13,6 +13,7 @@ see the note at :data:`TARGETS`.)
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import signal
 import time
@@ -123,7 +124,7 @@ def _nats() -> Target:
             finally:
                 await nc.close()
 
-        return asyncio.run(main())
+        return _alone(main())
 
     async def create(js: Any) -> None:
         await js.add_stream(name=name, subjects=[f"{name}.>"])
@@ -199,3 +200,10 @@ def test_sink_killed_mid_topic_loses_nothing(
     time.sleep(0.5)
     duplicates = assert_all_once_or_duplicated(broker.contents(), sent, broker.max_duplicates)
     print(f"{sink_type}: {duplicates} duplicates after the kill")
+
+
+def _alone(coro: Any) -> Any:
+    """``asyncio.run(coro)`` in a thread of its own: this thread may run a loop already
+    (another test's browser driver, in the same xdist worker)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -42,7 +43,7 @@ def js_run(action: Callable[[JetStreamContext], Awaitable[T]]) -> T:
         finally:
             await nc.close()
 
-    return asyncio.run(main())
+    return _alone(main())
 
 
 @pytest.fixture
@@ -176,3 +177,10 @@ def test_source_killed_mid_stream_loses_nothing(store: Store, tmp_path: Path, st
     # At-least-once: messages appended and not acked at the kill come again
     # after ackWaitSeconds: one fetch (batchSize 1000) at most.
     assert_all_once_or_duplicated(found, [f"m-{i}" for i in range(20_000)], 1000)
+
+
+def _alone(coro: Any) -> Any:
+    """``asyncio.run(coro)`` in a thread of its own: this thread may run a loop already
+    (another test's browser driver, in the same xdist worker)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()

@@ -70,12 +70,15 @@ def test_create_watch_drain_read_state_and_peek(shared_worker: SharedWorker, pag
     page.get_by_label("Processing guarantees").select_option("effectively_once")
     page.get_by_label("Parallelism").fill("2")
     # What only the worker can check it checks, and the form shows its answer.
-    page.get_by_label("Inputs").fill("console-nowhere")
+    # (A missing topic is no refusal: topics are created on first use. A class the
+    # package does not have is.)
+    page.get_by_label("Inputs").fill("console-in")
+    page.get_by_label("Class name").fill("wordcount.Nowhere")
     page.get_by_role("button", name="Create").click()
     refused = page.locator("form .error")
-    expect(refused).to_contain_text("invalid_config")
-    expect(refused).to_contain_text("console-nowhere")
-    page.get_by_label("Inputs").fill("console-in")
+    expect(refused).to_contain_text("function_load_error")
+    expect(refused).to_contain_text("Nowhere")
+    page.get_by_label("Class name").fill("wordcount.WordCount")
     page.get_by_label("Output", exact=True).press("Enter")  # submits, as a form does
 
     expect(page).to_have_url(re.compile(r"#/functions/public/default/console-wc$"), timeout=120_000)
@@ -209,7 +212,9 @@ def test_exceptions_death_instance_actions_update_and_state_put(
 
     # Update: two instances now; the old version drains, v2 is current.
     page.get_by_role("link", name="Update…").click()
-    expect(page.get_by_label("Inputs")).to_have_value("public/default/picky-in")
+    expect(page.get_by_label("Inputs")).to_have_value(
+        re.compile(r"^(persistent://)?public/default/picky-in$")
+    )
     page.get_by_label("Parallelism").fill("2")
     page.get_by_role("button", name="Update").click()
     expect(page).to_have_url(re.compile(r"#/functions/public/default/picky$"), timeout=120_000)

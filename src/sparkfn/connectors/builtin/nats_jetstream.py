@@ -124,6 +124,16 @@ class EventLoop:
             self.loop.close()
 
 
+def _run_alone(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end on a loop of its own, in a thread of its own: the caller's
+    thread may run an event loop already (an async server, a browser driver)."""
+    loop = EventLoop("nats-check")
+    try:
+        return loop.run(coro)
+    finally:
+        loop.close()
+
+
 async def _connect(cfg: NatsConfig, what: str) -> Client:
     options: dict[str, Any] = {
         "connect_timeout": cfg.connectTimeoutMs / 1000,
@@ -194,7 +204,7 @@ class NatsJetStreamSource(Source):
             finally:
                 await nc.close()
 
-        asyncio.run(check())
+        _run_alone(check())
 
     def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
         """Connect, create the durable consumer if missing, bind to it."""
@@ -308,7 +318,7 @@ class NatsJetStreamSink(Sink):
             finally:
                 await nc.close()
 
-        asyncio.run(check())
+        _run_alone(check())
 
     def open(self, config: Mapping[str, Any], context: SinkContext) -> None:
         """Validate and connect."""
