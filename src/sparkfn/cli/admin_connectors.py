@@ -101,6 +101,19 @@ def _archive(kind: str, archive: str | None, fields: dict[str, Any]) -> tuple[st
     return None, archive
 
 
+def _typed(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The flags' values as the config's fields want them (integers, enums), unset ones out."""
+    from sparkfn.cli.configs import config_fields, field_kinds
+    from sparkfn.config.connector import SinkConfig, SourceConfig
+
+    integers, enums, _ = field_kinds(SourceConfig if kind == "source" else SinkConfig)
+    return {
+        k: v
+        for k, v in config_fields(fields, integers=integers, enums=enums).items()
+        if v is not None
+    }
+
+
 def _config_json(config: Any) -> dict[str, Any]:
     return {k: v for k, v in config.model_dump(mode="json").items() if k != "py"}
 
@@ -193,7 +206,9 @@ def _update(kind: str) -> Any:
         layers: list[dict[str, Any]] = []
         if config_file is not None:
             layers.append(read_yaml_fields(config_file, f"{kind} config file"))
-        layers.append({k: v for k, v in fields.items() if v is not None})
+        flags = {k: v for k, v in fields.items() if v is not None}
+        if flags:
+            layers.append(_typed(kind, fields))
         changes = connector_fields(kind, *layers).fields
         call = _call(kind, {**given, **changes})
         with call.client() as client:
@@ -375,7 +390,9 @@ ACTIONS = (
 def add_connector_commands(app: typer.Typer, kind: str) -> None:
     """Add the worker commands to the ``sources`` (``kind`` ``source``) or ``sinks`` group."""
     config = SOURCE_CONFIG if kind == "source" else (*SINK_CONFIG, TOPICS_PATTERN)
-    submit = (*config, CONFIG_FILE, ARCHIVE, URL, TOKEN, output_flag("--output-format"))
+    # A source's --output is its topic (Pulsar's --destination-topic-name); a sink has none.
+    shown = output_flag("--output-format") if kind == "source" else CONNECTION[2]
+    submit = (*config, CONFIG_FILE, ARCHIVE, URL, TOKEN, shown)
     target, connection = _target(kind), CONNECTION
     app.command("create")(takes(kind, submit)(_create(kind)))
     app.command("update")(takes(kind, (*submit, STOP_MODE))(_update(kind)))
