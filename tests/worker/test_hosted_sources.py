@@ -89,6 +89,14 @@ def test_a_hosted_generator_runs_stops_drains_restarts_updates_and_is_deleted(
     assert instance["running"] and instance["numWritten"] > 0 and instance["workerId"]
     assert client.get(f"{SOURCES}/gen/0/status").json()["numReceivedFromSource"] > 0
     assert client.get(f"{SOURCES}").json() == ["gen"]
+    metrics = client.get("/metrics").text
+    assert 'sparkfn_worker_sources_running{worker_id="' in metrics
+    written = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("sparkfn_source_written_total{") and 'name="gen"' in line
+    ]
+    assert written and float(written[0].rsplit(" ", 1)[1]) > 0, written
 
     for action, final in (("stop", "SUSPENDED"), ("drain", "STOPPED"), ("suspend", "SUSPENDED")):
         assert client.post(f"{SOURCES}/gen/{action}").status_code == 204
@@ -175,30 +183,39 @@ def test_the_built_ins_are_listed_with_their_config_fields(client: httpx.Client)
 
 
 def test_a_restarted_worker_starts_its_sources_again_and_keeps_stopped_ones_stopped(
-    store_url: str, data_dir: Path, store: Store
+    store_url: str, data_dir: Path, store: Store, spark: Any
 ) -> None:
     TopicAdmin(store).create("out", schema_type="string")
     settings = WorkerSettings.resolve(data_dir=data_dir, store_url=store_url)
-    first = Worker(settings)
+    first = Worker(settings, spark=spark)
     first.open()
     with served(create_app(first)) as client:
-        assert _create(client, "gen", {**GENERATOR, "configs": {"count": 3000}}).status_code == 200
-        assert _create(client, "idle", {**GENERATOR, "configs": {"rate": 5}}).status_code == 200
+        gen = {**GENERATOR, "configs": {"count": 3000, "rate": 200}}
+        assert _create(client, "gen", gen).status_code == 200
+        idle = {**GENERATOR, "configs": {"rate": 5, "value": "idle-{index}"}}
+        assert _create(client, "idle", idle).status_code == 200
         assert client.post(f"{SOURCES}/idle/stop").status_code == 204
-        _until(lambda: len(_values(store)) >= 500, "the first messages")
-    first.shutdown()
-    second = Worker(settings)
+        _until(lambda: len(_values(store)) >= 300, "the first messages")
+        assert _state(client, "gen") == "RUNNING"
+    first.shutdown()  # suspends gen: what it read is appended and acked
+    second = Worker(settings, spark=spark)
     second.open()
     try:
-        for kind in ("source",):
-            for version in second.registry_for(kind).wanted_running():
-                second._start(version.config)  # what restore() does, without Spark  # noqa: SLF001
-        assert second.running("source") == ["source:public/default/gen"]
-        values = _until(lambda: (v := _values(store)) and len(v) >= 3000 and v, "all 3000")
-        gen = [v for v in values if v.startswith("message-")]
-        assert len(set(gen)) >= 3000
+        assert second.restore() == ["source:public/default/gen"]
+        assert second.restored_connectors == ["source:public/default/gen"]
+        _until(lambda: len([v for v in _values(store) if v.startswith("message-")]) >= 3000, "all")
+        made = collections.Counter(_values(store))
+        assert set(made) >= {f"message-{i}" for i in range(3000)} and max(made.values()) == 1
+        _until(lambda: not second.running("source"), "the generator's end (a drain)")
     finally:
         second.shutdown()
+    third = Worker(settings, spark=spark)
+    third.open()
+    try:  # a source that read its input to the end is not started to read it again
+        assert third.restore() == []
+        assert third.registry_for("source").record("public/default/gen").desired.value == "stopped"
+    finally:
+        third.shutdown()
 
 
 SECRET = "a-worker-secret-for-the-tests-0123456789"
@@ -238,3 +255,36 @@ def test_auth_refuses_sources_and_sinks_as_it_refuses_functions(
     assert made.status_code == 200, made.text
     assert authed.get("/admin/v3/sources/builtinsources", headers=admin_a).status_code == 200
     assert authed.delete("/admin/v3/sources/a/default/gen", headers=admin_a).status_code == 200
+
+
+COUNTING = Path(__file__).resolve().parent / "funcs" / "counting_source.py"
+
+
+def test_a_source_in_a_package_keeps_its_code_across_a_config_only_update(
+    client: httpx.Client, store: Store
+) -> None:
+    TopicAdmin(store).create("out", schema_type="string")
+    config = {
+        "topicName": "out",
+        "configs": {"count": 50},
+        "className": "counting_source.CountingSource",
+    }
+    with COUNTING.open("rb") as code:
+        made = client.post(
+            f"{SOURCES}/mine",
+            data={"sourceConfig": json.dumps(config)},
+            files={"data": (COUNTING.name, code, "text/x-python")},
+        )
+    assert made.status_code == 200, made.text
+    digest = made.json()["packageDigest"]
+    assert digest.startswith("sha256:") and made.json()["archive"] == digest
+    _until(lambda: len(_values(store)) == 50, "the 50 records")
+    _until(lambda: _state(client, "mine") == "STOPPED", "the end of its stream (a drain)")
+    again = {**config, "configs": {"count": 20, "prefix": "m"}}
+    updated = client.put(f"{SOURCES}/mine", data={"sourceConfig": json.dumps(again)})
+    assert updated.status_code == 200, updated.text
+    assert (updated.json()["version"], updated.json()["packageDigest"]) == (2, digest)
+    assert client.post(f"{SOURCES}/mine/start").status_code == 204
+    _until(lambda: len(_values(store)) == 70, "the 20 records of version 2")
+    assert sorted(_values(store))[:1] == ["m-0"]
+    assert client.get(f"{SOURCES}/mine", params={"version": 1}).json()["configs"] == {"count": 50}

@@ -1,4 +1,7 @@
-"""``sparkfn sinks``: run a sink.
+"""``sparkfn sinks``: run a sink here (``localrun``), or on a worker.
+
+The worker commands (``create``, ``update``, ``status``, ...) are in
+:mod:`sparkfn.cli.admin_connectors`.
 
 ::
 

@@ -1,4 +1,7 @@
-"""``sparkfn sources``: run a source.
+"""``sparkfn sources``: run a source here (``localrun``), or on a worker.
+
+The worker commands (``create``, ``update``, ``status``, ...) are in
+:mod:`sparkfn.cli.admin_connectors`.
 
 ::
 

@@ -45,8 +45,10 @@ from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus, SourceStatus
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.function import FunctionConfig
+from sparkfn.connectors.instances import INPUT_ENDED
 from sparkfn.connectors.sink_config import sink_function_config
 from sparkfn.connectors.sink_run import validate_sink
+from sparkfn.runtime import control
 from sparkfn.runtime.group.run import DEFAULT_GROUP, QueryGroup, groupable
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.purge import purge_function
@@ -114,6 +116,7 @@ class Worker:
         # Set once restore() has run (readiness waits for it), with what it started.
         self.restored = threading.Event()
         self.restored_functions: list[str] = []
+        self.restored_connectors: list[str] = []  # source:<fqn> and sink:<fqn> keys
         self.function_starts = 0  # runs this worker started: restore, create, start, ...
         self.spark_error: str | None = None  # why Spark did not start, if it did not
         # The session's warm-up (runtime.spark.warm_up), if this worker made the session.
@@ -141,15 +144,29 @@ class Worker:
                 return started
             for kind in MODELS:
                 for version in self.registry_for(kind).wanted_running():
+                    if kind == "source" and self._finished(version.config):
+                        continue
                     try:
                         self._start(version.config)
                         started.append(registry_key(kind, version.fqfn))
                     except Exception as exc:  # one broken run must not keep the others down
                         log.error("%s %s could not start again: %s", kind, version.fqfn, exc)
         finally:
-            self.restored_functions = started
+            self.restored_functions = [k for k in started if _key_kind(k) == "function"]
+            self.restored_connectors = [k for k in started if _key_kind(k) != "function"]
             self.restored.set()
         return started
+
+    def _finished(self, config: HostedConfig) -> bool:
+        """Whether a bounded source's last run read its input to the end (a drain of its
+        own): it is recorded as stopped instead of being started to read it all again."""
+        assert isinstance(config, SourceConfig)
+        record = control.read_control(self.open_store(), control.control_id("source", config.fqn))
+        if record is None or record.state != control.STOPPED or record.cause != INPUT_ENDED:
+            return False
+        self.registry_for("source").set_desired(config.fqn, Desired.STOPPED)
+        log.info("source %s read its input to the end before; not started again", config.fqn)
+        return True
 
     @property
     def registry(self) -> Registry[FunctionConfig]:
