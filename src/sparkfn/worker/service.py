@@ -48,8 +48,8 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.connectors.instances import INPUT_ENDED
 from sparkfn.connectors.sink_config import sink_function_config
 from sparkfn.connectors.sink_run import validate_sink
-from sparkfn.runtime import control
 from sparkfn.runtime.group.run import DEFAULT_GROUP, QueryGroup, groupable
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.purge import purge_function
 from sparkfn.runtime.query.build import (
