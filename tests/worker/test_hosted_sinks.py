@@ -26,6 +26,7 @@ from sparkfn.topics.admin import TopicAdmin
 
 pytestmark = pytest.mark.slow
 WAIT_S = 180.0
+COUNTING = Path(__file__).resolve().parent / "funcs" / "counting_source.py"
 
 Ran = subprocess.CompletedProcess[str]
 
@@ -119,6 +120,25 @@ def test_a_hosted_sink_fed_by_a_hosted_source_loses_nothing_across_its_lifecycle
     sent = set(topic_counts(shared_worker.store))
     assert max(topic_counts(shared_worker.store).values()) == 1  # effectively once
     _until(lambda: _written(files) >= sent, "every message in the sink's files")
+
+    # A source's --output is its topic (Pulsar's --destination-topic-name): --output-format.
+    ran = cli.run(
+        "sources", "update", "--name", "gen", "--parallelism", "2", "--output-format", "json"
+    )
+    updated = json.loads(ran.stdout)
+    assert (updated["version"], updated["parallelism"], updated["sourceType"]) == (
+        2, 2, "generator"
+    )  # fmt: skip
+    assert cli.json("sources", "status", "--name", "gen")["state"] == "STOPPED"  # kept stopped
+    TopicAdmin(shared_worker.store).create("other", schema_type="string")
+    cli.run(
+        "sources", "create", "--name", "mine", "--archive", str(COUNTING),
+        "--classname", "counting_source.CountingSource", "--destination-topic-name", "other",
+        "--source-config", "count: 5",
+    )  # fmt: skip
+    _until(lambda: len(topic_counts(shared_worker.store, "other")) == 5, "the package's 5")
+    assert cli.json("sources", "get", "--name", "mine")["archive"].startswith("sha256:")
+    cli.run("sources", "delete", "--name", "mine")
 
     missing = cli.run("sinks", "get", "--name", "nope", ok=False)
     assert missing.returncode == 1 and "error [sink_not_found]" in missing.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -288,3 +289,31 @@ def test_a_source_in_a_package_keeps_its_code_across_a_config_only_update(
     _until(lambda: len(_values(store)) == 70, "the 20 records of version 2")
     assert sorted(_values(store))[:1] == ["m-0"]
     assert client.get(f"{SOURCES}/mine", params={"version": 1}).json()["configs"] == {"count": 50}
+
+
+def test_a_source_whose_policy_says_shutdown_worker_stops_the_worker(
+    client: httpx.Client, worker: Worker, store: Store
+) -> None:
+    TopicAdmin(store).create("out", schema_type="string")
+    asked = threading.Event()
+    worker.on_shutdown_request = asked.set
+    config = {
+        "topicName": "out",
+        "className": "counting_source.FailingSource",
+        "failurePolicy": {"on_fatal": "SHUTDOWN_WORKER"},
+    }
+    with COUNTING.open("rb") as code:
+        made = client.post(
+            f"{SOURCES}/failing",
+            data={"sourceConfig": json.dumps(config)},
+            files={"data": (COUNTING.name, code, "text/x-python")},
+        )
+    assert made.status_code == 200, made.text
+    assert asked.wait(WAIT_S), "the worker was not asked to shut down"
+    status = _until(
+        lambda: (s := client.get(f"{SOURCES}/failing/status").json())["state"] == "ERROR" and s,
+        "the source's ERROR",
+    )
+    death = status["instances"][0]["status"]
+    assert "ConnectionError: the upstream is gone" in death["error"]
+    assert death["deathException"]["origin"] == "connector" and death["numSourceExceptions"] == 1

@@ -27,3 +27,17 @@ class CountingSource(Source):
 
     def close(self) -> None:
         """Nothing held."""
+
+
+class FailingSource(Source):
+    """Raises on its first read: the source's own exception, fatal."""
+
+    def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
+        """Nothing to open."""
+
+    def read(self) -> Any:
+        msg = "the upstream is gone"
+        raise ConnectionError(msg)
+
+    def close(self) -> None:
+        """Nothing held."""
