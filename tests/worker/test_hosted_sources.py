@@ -181,6 +181,8 @@ def test_the_built_ins_are_listed_with_their_config_fields(client: httpx.Client)
     unknown = client.get("/admin/v3/sources/nope/configdefinition")
     assert (unknown.status_code, unknown.json()["reason"]) == (400, "connector_load_error")
     assert "known: file, generator" in unknown.json()["message"]
+    for name, found in sources.items():  # every built-in shows its fields
+        assert found["configFieldDefinitions"], name
 
 
 def test_a_restarted_worker_starts_its_sources_again_and_keeps_stopped_ones_stopped(

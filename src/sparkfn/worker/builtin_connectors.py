@@ -4,11 +4,12 @@ Each built-in (:data:`sparkfn.connectors.registry.SOURCES` and ``SINKS``)
 reads its ``configs`` into a pydantic model, a
 :class:`~sparkfn.connectors.builtin._config.BuiltinConfig` subclass: the
 class's ``CONFIG`` attribute if it has one, else the one such model its
-module defines. Its fields are the connector's config fields: Pulsar's
+module defines (in a module of both, the one named ``...SourceConfig`` or
+``...SinkConfig``). Its fields are the connector's config fields: Pulsar's
 ``ConfigFieldDefinition`` (``fieldName``, ``typeName``, ``attributes``
 with ``required``, ``defaultValue``, ``help``, ``sensitive``).
 
->>> [d.name for d in definitions("source")]
+>>> [d.name for d in definitions("source")][:2]
 ['file', 'generator']
 """
 
@@ -103,6 +104,11 @@ def config_model(cls: type[Any]) -> type[BaseModel] | None:
         and obj is not BuiltinConfig
         and obj.__module__ == module.__name__
     ]
+    if len(models) > 1:  # a module of a source and a sink: <Name>SourceConfig, <Name>SinkConfig
+        from sparkfn.api.connector import Source
+
+        suffix = "SourceConfig" if issubclass(cls, Source) else "SinkConfig"
+        models = [m for m in models if m.__name__.endswith(suffix)]
     return models[0] if len(models) == 1 else None
 
 
