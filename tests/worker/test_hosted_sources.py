@@ -164,6 +164,12 @@ def test_refusals_have_stable_reasons_and_leave_nothing(client: httpx.Client, st
     assert (again.status_code, again.json()["reason"]) == (409, "source_already_exists")
     body = client.post(f"{SOURCES}/twice/7/stop").json()
     assert body["reason"] == "source_not_found" and "no instance 7" in body["message"]
+    assert client.post(f"{SOURCES}/twice/stop").status_code == 204
+    _until(lambda: _state(client, "twice") == "SUSPENDED", "the stop")
+    TopicAdmin(store).delete("out")  # its topic gone, a start fails: ERROR in status
+    started = client.post(f"{SOURCES}/twice/start")
+    assert (started.status_code, started.json()["reason"]) == (400, "invalid_config")
+    assert client.get(f"{SOURCES}/twice/status").json()["state"] == "ERROR"
     assert client.delete(f"{SOURCES}/twice").status_code == 200
 
 

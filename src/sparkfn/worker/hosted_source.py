@@ -69,8 +69,16 @@ class HostedSource:
         return self.run.supervisor if self._started else None
 
     def start(self) -> HostedSource:
-        """Check the output topic and the code, then start every instance."""
-        validate_source(self.store, self.config)
+        """Check the output topic, the code and the configs, then start every instance; a
+        check that fails is recorded as the source's ``ERROR`` (a restart after the worker's
+        shows why it did not start) and raised."""
+        try:
+            validate_source(self.store, self.config)
+        except Exception as exc:  # shown as the source's ERROR, as a function's start error is
+            control.begin_run(self.store, self.control_id, "source", self.config.parallelism, "")
+            ids = [control.FUNCTION, *range(self.config.parallelism)]
+            control.set_state(self.store, self.control_id, control.ERROR, str(exc), ids)
+            raise
         self._started = True
         self.run.start()
         return self
