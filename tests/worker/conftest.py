@@ -8,8 +8,8 @@ Three kinds:
   stop, kill or restart it.
 * ``shared_worker``: one worker per backend for this test process, started
   on first use and shared by every test that leaves it running. A test
-  starts from, and leaves, an empty ``public/default``: no functions and no
-  topics (the fixture deletes what a test made, through the worker, which
+  starts from, and leaves, an empty ``public/default``: no functions, sources,
+  sinks or topics (the fixture deletes what a test made, through the worker, which
   purges state, checkpoints and subscriptions). Uploaded packages stay: a
   test that counts packages counts its own. A worker start costs a JVM and
   a SparkSession, tens of CPU-seconds on the two-core test machine; started
@@ -106,11 +106,13 @@ def shared_worker(request: pytest.FixtureRequest) -> Iterator[SharedWorker]:
 
 
 def _empty_namespace(process: WorkerProcess, store: Store) -> None:
-    """Delete every function (through the worker: it purges) and topic of ``public/default``."""
-    with httpx.Client(base_url=f"{process.url}/admin/v3/functions", timeout=300) as client:
-        for name in client.get(f"/{NAMESPACE}").json():
-            deleted = client.delete(f"/{NAMESPACE}/{name}")
-            assert deleted.status_code == 200, f"cannot delete {name}: {deleted.text}"
+    """Delete every function, source and sink (through the worker: it purges) and topic
+    of ``public/default``."""
+    for kind in ("functions", "sources", "sinks"):
+        with httpx.Client(base_url=f"{process.url}/admin/v3/{kind}", timeout=300) as client:
+            for name in client.get(f"/{NAMESPACE}").json():
+                deleted = client.delete(f"/{NAMESPACE}/{name}")
+                assert deleted.status_code == 200, f"cannot delete {name}: {deleted.text}"
     admin = TopicAdmin(store)
     for topic in admin.list(*NAMESPACE.split("/")):
         admin.delete(topic.name)

@@ -130,6 +130,18 @@ class FunctionNotFoundError(NotFoundError):
     reason = "function_not_found"
 
 
+class SourceNotFoundError(FunctionNotFoundError):
+    """No source of that name is registered on the worker (or that version does not exist)."""
+
+    reason = "source_not_found"
+
+
+class SinkNotFoundError(FunctionNotFoundError):
+    """No sink of that name is registered on the worker (or that version does not exist)."""
+
+    reason = "sink_not_found"
+
+
 class PackageNotFoundError(NotFoundError):
     """No package is stored under that digest or path."""
 
@@ -158,6 +170,18 @@ class FunctionExistsError(AlreadyExistsError):
     """A function of that name is registered already."""
 
     reason = "function_already_exists"
+
+
+class SourceExistsError(FunctionExistsError):
+    """A source of that name is registered already."""
+
+    reason = "source_already_exists"
+
+
+class SinkExistsError(FunctionExistsError):
+    """A sink of that name is registered already."""
+
+    reason = "sink_already_exists"
 
 
 class PackageError(SparkfnError, ValueError):

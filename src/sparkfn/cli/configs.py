@@ -303,7 +303,7 @@ def _flag_values(
     from sparkfn.api.errors import ConfigError
     from sparkfn.cli.params import parse_properties
 
-    integers, enums, mappings = _field_kinds(model)
+    integers, enums, mappings = field_kinds(model)
     given = config_fields(fields, integers=integers, enums=enums)
     default_name(given, config_file, type_key)
     for key in mappings:
@@ -316,7 +316,7 @@ def _flag_values(
     return given
 
 
-def _field_kinds(model: type[Any]) -> tuple[list[str], dict[str, list[str]], list[str]]:
+def field_kinds(model: type[Any]) -> tuple[list[str], dict[str, list[str]], list[str]]:
     """The fields of a pydantic ``model`` that want an integer, an enum (its values), a mapping."""
     integers: list[str] = []
     enums: dict[str, list[str]] = {}

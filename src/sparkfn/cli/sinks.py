@@ -1,4 +1,7 @@
-"""``sparkfn sinks``: run a sink.
+"""``sparkfn sinks``: run a sink here (``localrun``), or on a worker.
+
+The worker commands (``create``, ``update``, ``status``, ...) are in
+:mod:`sparkfn.cli.admin_connectors`.
 
 ::
 
@@ -32,10 +35,12 @@ from typing import Any
 
 import typer
 
+from sparkfn.cli.admin_connectors import add_connector_commands
 from sparkfn.cli.flags import takes
 from sparkfn.cli.localrun import SINK_LOCALRUN, localrun_query
 
-sinks_app = typer.Typer(name="sinks", help="Run sinks.", no_args_is_help=True)
+sinks_app = typer.Typer(name="sinks", help="Run sinks here, or on a worker.", no_args_is_help=True)
+add_connector_commands(sinks_app, "sink")
 
 
 @sinks_app.command("localrun")

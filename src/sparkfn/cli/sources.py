@@ -1,4 +1,7 @@
-"""``sparkfn sources``: run a source.
+"""``sparkfn sources``: run a source here (``localrun``), or on a worker.
+
+The worker commands (``create``, ``update``, ``status``, ...) are in
+:mod:`sparkfn.cli.admin_connectors`.
 
 ::
 
@@ -43,6 +46,7 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
+from sparkfn.cli.admin_connectors import add_connector_commands
 from sparkfn.cli.configs import build_config
 from sparkfn.cli.context import console, note, open_store
 from sparkfn.cli.flags import takes
@@ -55,7 +59,10 @@ if TYPE_CHECKING:
 
     from sparkfn.connectors.source_run import SourceRun
 
-sources_app = typer.Typer(name="sources", help="Run sources.", no_args_is_help=True)
+sources_app = typer.Typer(
+    name="sources", help="Run sources here, or on a worker.", no_args_is_help=True
+)
+add_connector_commands(sources_app, "source")
 
 REFRESH_SECONDS = 0.2
 PROGRESS_SECONDS = 5.0

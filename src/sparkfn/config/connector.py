@@ -128,7 +128,9 @@ class SinkConfig(_ConnectorBase):
     """A sink: runs on Spark executors over ``inputs``."""
 
     sink_type: str | None = None
-    inputs: list[str]
+    inputs: list[str] = Field(default_factory=list)
+    # Pulsar's topicsPattern: every topic whose name matches, now and later.
+    topics_pattern: str | None = None
     # Pulsar's sourceSubscriptionName; default sink:<tenant/namespace/name>, so
     # a sink never shares its position with a function of the same name.
     subscription_name: str | None = None
@@ -144,10 +146,7 @@ class SinkConfig(_ConnectorBase):
     @field_validator("inputs")
     @classmethod
     def _topics(cls, value: list[str]) -> list[str]:
-        if not value:
-            msg = "a sink needs at least one input topic"
-            raise ValueError(msg)
-        return input_topics(value)
+        return input_topics(value) if value else value
 
     @field_validator("trigger_interval", mode="before")
     @classmethod
@@ -163,5 +162,8 @@ class SinkConfig(_ConnectorBase):
     def _code(self) -> SinkConfig:
         if not (self.sink_type or self.py or self.classname):
             msg = "a sink needs sink_type (a built-in), py or classname; got none"
+            raise ValueError(msg)
+        if not self.inputs and not self.topics_pattern:
+            msg = "a sink needs at least one input topic (inputs or topics_pattern)"
             raise ValueError(msg)
         return self

@@ -43,6 +43,8 @@ from sparkfn.runtime.lifecycle.states import FINAL_STATES
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.store.store import Store
 
+# The cause recorded when every instance ended by itself: the input ended (a drain).
+INPUT_ENDED = "the input ended"
 # (instance_id, old state, new state, cause)
 GroupTransitionHook = Callable[[int, str, str, str], None]
 logger = logging.getLogger("sparkfn.connectors")
@@ -185,7 +187,7 @@ class SourceInstances:
         the store, and a supervisor looking then must not take it for a drain.
         """
         done = all(runner.wait(0) for runner in self.runners)
-        return Ended(StopMode.DRAIN, "the input ended") if done else None
+        return Ended(StopMode.DRAIN, INPUT_ENDED) if done else None
 
     def close(
         self, instances: list[int], *, graceful: bool, epoch: int, timeout: float

@@ -61,6 +61,7 @@ def sink_function_config(sink: SinkConfig) -> FunctionConfig:
         **{field: getattr(sink, field) for field in _SHARED_FIELDS},
         classname=ADAPTER_CLASSNAME,
         inputs=list(sink.inputs),
+        topics_pattern=sink.topics_pattern,
         subscription_name=sink.subscription,
         output=None,
         secrets=dict(sink.secrets),

@@ -30,7 +30,8 @@ from sparkfn.topics import subscription
 # Rows keyed by the function's FQFN (state) or by its run's control id (stats,
 # lifecycle records: a sink's are its own, see control.control_id).
 _BY_FQFN = (schema.function_state,)
-_BY_CONTROL_ID = (
+# Also what a deleted source loses (sparkfn.worker.hosted_source.purge_source).
+CONTROL_TABLES = (
     schema.function_instance_stats,
     schema.function_batch_stats,
     schema.function_exceptions,
@@ -61,7 +62,7 @@ def purge_function(store: Store, config: FunctionConfig, *, kind: str = "functio
     with store.write() as conn:
         for table in _BY_FQFN:
             rows += conn.execute(delete(table).where(table.c.fqfn == config.fqfn)).rowcount
-        for table in _BY_CONTROL_ID:
+        for table in CONTROL_TABLES:
             rows += conn.execute(delete(table).where(table.c.fqfn == cid)).rowcount
         # A subscription another run owns is that run's: this function never
         # read it (its plans were refused), so nothing of it goes.

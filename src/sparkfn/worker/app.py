@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
 from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
+from sparkfn.worker.connectors_api import connectors_router
 from sparkfn.worker.console import console_router
 from sparkfn.worker.functions_api import functions_router
 from sparkfn.worker.http import ErrorBody, NoNulCharacters, install_error_handlers
@@ -68,6 +69,8 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     app.include_router(functions_router(worker), prefix="/admin/v3/functions")
     app.include_router(trigger_router(worker), prefix="/admin/v3/functions")
     app.include_router(logs_router(worker), prefix="/admin/v3/functions")
+    app.include_router(connectors_router(worker, "source"), prefix="/admin/v3/sources")
+    app.include_router(connectors_router(worker, "sink"), prefix="/admin/v3/sinks")
     app.include_router(topics_router(worker), prefix="/admin/v2/persistent")
     app.include_router(produce_router(worker), prefix="/topics/persistent")
     app.include_router(ops_router(worker))

@@ -72,6 +72,11 @@ ANY_ROLE: frozenset[tuple[str, str]] = frozenset(
         # (sparkfn.worker.console).
         ("GET", "/admin/v3/functions"),
         ("GET", "/admin/v2/tenants"),
+        # The built-in connectors and their config fields: no tenant's data.
+        ("GET", "/admin/v3/sources/builtinsources"),
+        ("GET", "/admin/v3/sinks/builtinsinks"),
+        ("GET", "/admin/v3/sources/{type_name}/configdefinition"),
+        ("GET", "/admin/v3/sinks/{type_name}/configdefinition"),
     }
 )
 BEARER = "Bearer"

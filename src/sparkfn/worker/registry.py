@@ -1,4 +1,12 @@
-"""The worker's registry: which functions are submitted, every version of each, and what should run.
+"""The worker's registry: which functions, sources and sinks are submitted, every version of
+each, and what should run.
+
+One registry serves all three kinds (:class:`Registry` of ``FunctionConfig``,
+``SourceConfig`` or ``SinkConfig``), in the same tables: a function is kept
+under its FQFN, a source under ``source:<tenant/namespace/name>`` and a sink
+under ``sink:<...>`` (the control ids of their runs, see
+:func:`sparkfn.runtime.control.control_id`), so a source may share its name
+with a function, as their runs' records already do.
 
 A function is registered once (version 1) and updated into new versions;
 each version keeps the full config, the digest of the package its code
@@ -10,6 +18,8 @@ a ``running`` function is started again when a worker comes up.
 >>> v1 = registry.create(config, package_digest="sha256:...", who="alice")
 >>> registry.get("public/default/exclaim").version
 1
+>>> Registry(store, SourceConfig).names("public", "default")
+['gen']
 """
 
 from __future__ import annotations
@@ -18,11 +28,19 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from sqlalchemy import Connection, Row, and_, delete, select, update
 
-from sparkfn.api.errors import FunctionExistsError, FunctionNotFoundError
+from sparkfn.api.errors import (
+    FunctionExistsError,
+    FunctionNotFoundError,
+    SinkExistsError,
+    SinkNotFoundError,
+    SourceExistsError,
+    SourceNotFoundError,
+)
+from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.function import FunctionConfig
 from sparkfn.store import schema
 from sparkfn.store.clock import utc_now
@@ -31,6 +49,32 @@ from sparkfn.topics import subscription
 
 _functions = schema.functions
 _versions = schema.function_versions
+
+# The config of one kind of registered thing: a function, a source or a sink.
+C = TypeVar("C", FunctionConfig, SourceConfig, SinkConfig)
+HostedConfig = FunctionConfig | SourceConfig | SinkConfig
+
+# What each config is called, the errors for its absence and its taken name.
+KINDS: dict[type[Any], tuple[str, type[FunctionNotFoundError], type[FunctionExistsError]]] = {
+    FunctionConfig: ("function", FunctionNotFoundError, FunctionExistsError),
+    SourceConfig: ("source", SourceNotFoundError, SourceExistsError),
+    SinkConfig: ("sink", SinkNotFoundError, SinkExistsError),
+}
+
+
+def kind_of(config: HostedConfig) -> str:
+    """``function``, ``source`` or ``sink``."""
+    return KINDS[type(config)][0]
+
+
+def fqn_of(config: HostedConfig) -> str:
+    """``tenant/namespace/name`` of a function, source or sink."""
+    return config.fqfn if isinstance(config, FunctionConfig) else config.fqn
+
+
+def registry_key(kind: str, fqn: str) -> str:
+    """The registry row's key: a function's FQFN, ``source:<fqn>``, ``sink:<fqn>``."""
+    return fqn if kind == "function" else f"{kind}:{fqn}"
 
 
 class Desired(StrEnum):
@@ -41,15 +85,18 @@ class Desired(StrEnum):
 
 
 @dataclass(frozen=True)
-class FunctionVersion:
-    """One version of a function: its config and the package its code came in."""
+class Version(Generic[C]):
+    """One version of a function, source or sink: its config and the package its code came in."""
 
-    fqfn: str
+    fqfn: str  # tenant/namespace/name
     version: int
-    config: FunctionConfig
+    config: C
     package_digest: str | None
     created_by: str
     created_at: datetime
+
+
+FunctionVersion = Version[FunctionConfig]
 
 
 @dataclass(frozen=True)
@@ -63,38 +110,49 @@ class FunctionRecord:
     updated_at: datetime
 
 
-class Registry:
-    """Functions submitted to the worker(s) of one store."""
+class Registry(Generic[C]):
+    """Functions (or sources, or sinks: ``model``) submitted to the worker(s) of one store."""
 
-    def __init__(self, store: Store) -> None:
+    @overload
+    def __init__(self: Registry[FunctionConfig], store: Store) -> None: ...
+
+    @overload
+    def __init__(self, store: Store, model: type[C]) -> None: ...
+
+    def __init__(self, store: Store, model: type[Any] = FunctionConfig) -> None:
         self.store = store
+        self.model: type[C] = model
+        self.kind, self.missing, self._taken = KINDS[model]
 
-    def create(
-        self, config: FunctionConfig, *, package_digest: str | None, who: str
-    ) -> FunctionVersion:
+    def key(self, fqfn: str) -> str:
+        """The row key of ``fqfn`` (``tenant/namespace/name``) in this registry."""
+        return registry_key(self.kind, fqfn)
+
+    def create(self, config: C, *, package_digest: str | None, who: str) -> Version[C]:
         """Register ``config`` as version 1; :class:`FunctionExistsError` if the name is taken."""
         now = utc_now()
+        fqfn = fqn_of(config)
         with self.store.write() as conn:
-            if _record(conn, config.fqfn) is not None:
-                raise _exists(config.fqfn)
+            if _record(conn, self.key(fqfn)) is not None:
+                raise self._exists(fqfn)
             conn.execute(
                 _functions.insert().values(
-                    fqfn=config.fqfn,
+                    fqfn=self.key(fqfn),
                     version=1,
                     desired=Desired.RUNNING.value,
                     created_at=now,
                     updated_at=now,
                 )
             )
-            return _add_version(conn, config, 1, package_digest, who, now)
+            return self._add_version(conn, config, 1, package_digest, who, now)
 
     def check_free(self, fqfn: str) -> None:
         """:class:`FunctionExistsError` if ``fqfn`` is registered already."""
         with self.store.read() as conn:
-            if _record(conn, fqfn) is not None:
-                raise _exists(fqfn)
+            if _record(conn, self.key(fqfn)) is not None:
+                raise self._exists(fqfn)
 
-    def check_subscription_free(self, config: FunctionConfig) -> None:
+    def check_subscription_free(self, config: FunctionConfig | SinkConfig) -> None:
         """:class:`SubscriptionInUseError` if another function reads ``config.subscription``.
 
         Another registered function's current config names it, or another run
@@ -104,89 +162,95 @@ class Registry:
         of the one that plans second is refused.
         """
         name = config.subscription
+        fqfn = fqn_of(config)
+        owner = self.key(fqfn)
         for other in self.current():
-            if other.fqfn != config.fqfn and other.config.subscription == name:
-                raise subscription.in_use_error(name, other.fqfn, config.fqfn)
+            taken = other.config
+            assert isinstance(taken, FunctionConfig | SinkConfig)
+            if other.fqfn != fqfn and taken.subscription == name:
+                raise subscription.in_use_error(name, other.fqfn, fqfn)
         with self.store.read() as conn:
-            subscription.check_free(conn, name, config.fqfn)
+            subscription.check_free(conn, name, owner)
 
-    def update(
-        self, config: FunctionConfig, *, package_digest: str | None, who: str
-    ) -> FunctionVersion:
+    def update(self, config: C, *, package_digest: str | None, who: str) -> Version[C]:
         """Make ``config`` the function's next version; :class:`FunctionNotFoundError` if absent."""
         now = utc_now()
+        fqfn = fqn_of(config)
         with self.store.write() as conn:
-            record = _record(conn, config.fqfn, lock=True)
+            record = _record(conn, self.key(fqfn), lock=True)
             if record is None:
-                raise _not_found(config.fqfn)
+                raise self._not_found(fqfn)
             version = record.version + 1
             conn.execute(
                 update(_functions)
-                .where(_functions.c.fqfn == config.fqfn)
+                .where(_functions.c.fqfn == self.key(fqfn))
                 .values(version=version, updated_at=now)
             )
-            return _add_version(conn, config, version, package_digest, who, now)
+            return self._add_version(conn, config, version, package_digest, who, now)
 
-    def withdraw(self, version: FunctionVersion) -> None:
+    def withdraw(self, version: Version[C]) -> None:
         """Forget ``version``, the current one, whose start failed: the one before is current."""
+        key = self.key(version.fqfn)
         with self.store.write() as conn:
-            record = _record(conn, version.fqfn, lock=True)
+            record = _record(conn, key, lock=True)
             if record is None or record.version != version.version or version.version < 2:
                 return  # changed meanwhile, or a first version (delete it instead)
             conn.execute(
                 delete(_versions).where(
-                    _versions.c.fqfn == version.fqfn, _versions.c.version == version.version
+                    _versions.c.fqfn == key, _versions.c.version == version.version
                 )
             )
             conn.execute(
                 update(_functions)
-                .where(_functions.c.fqfn == version.fqfn)
+                .where(_functions.c.fqfn == key)
                 .values(version=version.version - 1, updated_at=utc_now())
             )
 
-    def delete(self, fqfn: str) -> list[FunctionVersion]:
+    def delete(self, fqfn: str) -> list[Version[C]]:
         """Forget the function and its versions; returns them (newest first)."""
+        key = self.key(fqfn)
         with self.store.write() as conn:
-            if _record(conn, fqfn, lock=True) is None:
-                raise _not_found(fqfn)
-            found = _versions_of(conn, fqfn)
-            conn.execute(delete(_versions).where(_versions.c.fqfn == fqfn))
-            conn.execute(delete(_functions).where(_functions.c.fqfn == fqfn))
+            if _record(conn, key, lock=True) is None:
+                raise self._not_found(fqfn)
+            found = self._versions_of(conn, fqfn)
+            conn.execute(delete(_versions).where(_versions.c.fqfn == key))
+            conn.execute(delete(_functions).where(_functions.c.fqfn == key))
             return found
 
     def record(self, fqfn: str) -> FunctionRecord:
         """The function's registry row; :class:`FunctionNotFoundError` if absent."""
         with self.store.read() as conn:
-            found = _record(conn, fqfn)
+            found = _record(conn, self.key(fqfn))
         if found is None:
-            raise _not_found(fqfn)
+            raise self._not_found(fqfn)
         return found
 
-    def get(self, fqfn: str, version: int | None = None) -> FunctionVersion:
+    def get(self, fqfn: str, version: int | None = None) -> Version[C]:
         """The current version of ``fqfn``, or the numbered one."""
         with self.store.read() as conn:
-            record = _record(conn, fqfn)
+            record = _record(conn, self.key(fqfn))
             if record is None:
-                raise _not_found(fqfn)
+                raise self._not_found(fqfn)
             wanted = record.version if version is None else version
-            rows = _versions_of(conn, fqfn, wanted)
+            rows = self._versions_of(conn, fqfn, wanted)
         if not rows:
             msg = (
-                f"function {fqfn} has no version {wanted} (its versions are 1 to {record.version})"
+                f"{self.kind} {fqfn} has no version {wanted} "
+                f"(its versions are 1 to {record.version})"
             )
-            raise FunctionNotFoundError(msg)
+            raise self.missing(msg)
         return rows[0]
 
-    def versions(self, fqfn: str) -> list[FunctionVersion]:
+    def versions(self, fqfn: str) -> list[Version[C]]:
         """Every version of ``fqfn``, newest first."""
         with self.store.read() as conn:
-            if _record(conn, fqfn) is None:
-                raise _not_found(fqfn)
-            return _versions_of(conn, fqfn)
+            if _record(conn, self.key(fqfn)) is None:
+                raise self._not_found(fqfn)
+            return self._versions_of(conn, fqfn)
 
     def names(self, tenant: str, namespace: str) -> list[str]:
         """The names (not FQFNs) of the functions registered in ``tenant/namespace``, sorted."""
-        prefix = f"{tenant}/{namespace}/"
+        prefix = self.key(f"{tenant}/{namespace}/")
         with self.store.read() as conn:
             rows = conn.execute(
                 select(_functions.c.fqfn)
@@ -200,17 +264,17 @@ class Registry:
         with self.store.write() as conn:
             done = conn.execute(
                 update(_functions)
-                .where(_functions.c.fqfn == fqfn)
+                .where(_functions.c.fqfn == self.key(fqfn))
                 .values(desired=desired.value, updated_at=utc_now())
             )
             if done.rowcount == 0:
-                raise _not_found(fqfn)
+                raise self._not_found(fqfn)
 
-    def wanted_running(self) -> list[FunctionVersion]:
+    def wanted_running(self) -> list[Version[C]]:
         """The current version of every function that should run."""
         return self.current(Desired.RUNNING)
 
-    def current(self, desired: Desired | None = None) -> list[FunctionVersion]:
+    def current(self, desired: Desired | None = None) -> list[Version[C]]:
         """The current version of every function (or of those ``desired`` so), by FQFN."""
         query = (
             select(_versions)
@@ -227,17 +291,60 @@ class Registry:
         )
         if desired is not None:
             query = query.where(_functions.c.desired == desired.value)
+        if self.kind == "function":  # the others' keys have a "kind:" prefix; FQFNs none
+            query = query.where(_functions.c.fqfn.not_like("%:%"))
+        else:
+            query = query.where(_functions.c.fqfn.startswith(f"{self.kind}:", autoescape=True))
         with self.store.read() as conn:
             rows = conn.execute(query).all()
-        return [_version(row) for row in rows]
+        return [self._version(row) for row in rows]
 
+    def _exists(self, fqfn: str) -> FunctionExistsError:
+        return self._taken(f"{self.kind} {fqfn} exists already; update it or delete it first")
 
-def _exists(fqfn: str) -> FunctionExistsError:
-    return FunctionExistsError(f"function {fqfn} exists already; update it or delete it first")
+    def _not_found(self, fqfn: str) -> FunctionNotFoundError:
+        return self.missing(f"{self.kind} {fqfn} does not exist")
 
+    def _add_version(
+        self,
+        conn: Connection,
+        config: C,
+        version: int,
+        package_digest: str | None,
+        who: str,
+        now: datetime,
+    ) -> Version[C]:
+        fqfn = fqn_of(config)
+        conn.execute(
+            _versions.insert().values(
+                fqfn=self.key(fqfn),
+                version=version,
+                config=config.model_dump_json(),
+                package_digest=package_digest,
+                created_by=who,
+                created_at=now,
+            )
+        )
+        return Version(fqfn, version, config, package_digest, who, now)
 
-def _not_found(fqfn: str) -> FunctionNotFoundError:
-    return FunctionNotFoundError(f"function {fqfn} does not exist")
+    def _versions_of(
+        self, conn: Connection, fqfn: str, version: int | None = None
+    ) -> list[Version[C]]:
+        query = select(_versions).where(_versions.c.fqfn == self.key(fqfn))
+        if version is not None:
+            query = query.where(_versions.c.version == version)
+        rows = conn.execute(query.order_by(_versions.c.version.desc())).all()
+        return [self._version(row) for row in rows]
+
+    def _version(self, row: Row[Any]) -> Version[C]:
+        return Version(
+            fqfn=row.fqfn.removeprefix(f"{self.kind}:") if self.kind != "function" else row.fqfn,
+            version=row.version,
+            config=self.model.model_validate(json.loads(row.config)),
+            package_digest=row.package_digest,
+            created_by=row.created_by,
+            created_at=row.created_at,
+        )
 
 
 def _record(conn: Connection, fqfn: str, *, lock: bool = False) -> FunctionRecord | None:
@@ -253,44 +360,4 @@ def _record(conn: Connection, fqfn: str, *, lock: bool = False) -> FunctionRecor
         desired=Desired(row.desired),
         created_at=row.created_at,
         updated_at=row.updated_at,
-    )
-
-
-def _add_version(
-    conn: Connection,
-    config: FunctionConfig,
-    version: int,
-    package_digest: str | None,
-    who: str,
-    now: datetime,
-) -> FunctionVersion:
-    conn.execute(
-        _versions.insert().values(
-            fqfn=config.fqfn,
-            version=version,
-            config=config.model_dump_json(),
-            package_digest=package_digest,
-            created_by=who,
-            created_at=now,
-        )
-    )
-    return FunctionVersion(config.fqfn, version, config, package_digest, who, now)
-
-
-def _versions_of(conn: Connection, fqfn: str, version: int | None = None) -> list[FunctionVersion]:
-    query = select(_versions).where(_versions.c.fqfn == fqfn)
-    if version is not None:
-        query = query.where(_versions.c.version == version)
-    rows = conn.execute(query.order_by(_versions.c.version.desc())).all()
-    return [_version(row) for row in rows]
-
-
-def _version(row: Row[Any]) -> FunctionVersion:
-    return FunctionVersion(
-        fqfn=row.fqfn,
-        version=row.version,
-        config=FunctionConfig.model_validate(json.loads(row.config)),
-        package_digest=row.package_digest,
-        created_by=row.created_by,
-        created_at=row.created_at,
     )

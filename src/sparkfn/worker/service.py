@@ -1,4 +1,5 @@
-"""The worker: keeps submitted functions running in one process, over one SparkSession.
+"""The worker: keeps submitted functions, sources and sinks running in one process,
+over one SparkSession.
 
 Every registered function has a :class:`~sparkfn.runtime.localrun.LocalRun`
 here (the same query and supervisor ``localrun`` uses), started on the
@@ -7,6 +8,15 @@ function cannot starve the others. What should run is kept in the store
 (:class:`~sparkfn.worker.registry.Registry`): a worker that comes back after
 a stop or a SIGKILL starts those functions again, and each resumes from its
 subscription, so under ``effectively_once`` nothing is lost or repeated.
+
+Sources and sinks are hosted the same way, in the same map of runs and
+under the same calls (``kind`` names which): a sink is a function whose
+object is the sink (:mod:`sparkfn.connectors.sink_config`), so it is a
+``LocalRun`` of kind ``sink`` with a Spark query of its own; a source is a
+:class:`~sparkfn.worker.hosted_source.HostedSource`, its instances threads
+of this process. Every kind is registered in the one
+:class:`~sparkfn.worker.registry.Registry`, restarted with the worker and
+stopped by the same stop modes.
 
 The REST app (:mod:`sparkfn.worker.app`) is a thin layer over this class;
 it can be driven directly too::
@@ -24,13 +34,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sparkfn.api.errors import FunctionFailedError, FunctionFailure, FunctionNotFoundError
+from sparkfn.api.errors import (
+    ConnectorFailedError,
+    FunctionFailedError,
+    FunctionFailure,
+)
 from sparkfn.api.lifecycle import StopMode
-from sparkfn.api.status import FunctionStats, FunctionStatus
+from sparkfn.api.status import FunctionStats, FunctionStatus, SourceStatus
+from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.function import FunctionConfig
+from sparkfn.connectors.instances import INPUT_ENDED
+from sparkfn.connectors.sink_config import sink_function_config
+from sparkfn.connectors.sink_run import validate_sink
 from sparkfn.runtime.group.run import DEFAULT_GROUP, QueryGroup, groupable
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.purge import purge_function
 from sparkfn.runtime.query.build import (
@@ -46,7 +65,19 @@ from sparkfn.state.store import get_state, put_state
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.autocreate import ensure_topic
-from sparkfn.worker.registry import Desired, FunctionVersion, Registry
+from sparkfn.worker.builtin_connectors import check_configs
+from sparkfn.worker.hosted_source import HostedSource, purge_source, validate_source
+from sparkfn.worker.registry import (
+    KINDS,
+    C,
+    Desired,
+    HostedConfig,
+    Registry,
+    Version,
+    fqn_of,
+    kind_of,
+    registry_key,
+)
 from sparkfn.worker.settings import WorkerSettings
 
 if TYPE_CHECKING:
@@ -57,6 +88,11 @@ log = logging.getLogger(__name__)
 # Every function gets a pool of its own under Spark's FAIR scheduler.
 SPARK_CONF = {"spark.scheduler.mode": "FAIR"}
 
+# One run the worker hosts: a function's or a sink's query, or a source's instances.
+Run = LocalRun | HostedSource
+# The config model of each kind.
+MODELS: dict[str, type[HostedConfig]] = {kind: model for model, (kind, _, _) in KINDS.items()}
+
 
 class Worker:
     """The functions one worker process runs, and the operations on them."""
@@ -65,7 +101,8 @@ class Worker:
         self.settings = settings
         self.store: Store | None = None
         self._spark = spark
-        self._runs: dict[str, LocalRun] = {}
+        # Keyed by registry key: a function's FQFN, source:<fqn>, sink:<fqn>.
+        self._runs: dict[str, Run] = {}
         self._groups: dict[str, QueryGroup] = {}
         # Functions moved out of their group for exceeding its budgets: a query of their own.
         self._dedicated: set[str] = set()
@@ -79,6 +116,7 @@ class Worker:
         # Set once restore() has run (readiness waits for it), with what it started.
         self.restored = threading.Event()
         self.restored_functions: list[str] = []
+        self.restored_connectors: list[str] = []  # source:<fqn> and sink:<fqn> keys
         self.function_starts = 0  # runs this worker started: restore, create, start, ...
         self.spark_error: str | None = None  # why Spark did not start, if it did not
         # The session's warm-up (runtime.spark.warm_up), if this worker made the session.
@@ -104,21 +142,40 @@ class Worker:
                 self.spark_error = f"{type(exc).__name__}: {exc}"
                 log.error("Spark did not start (master %s): %s", self.settings.spark_master, exc)
                 return started
-            for version in self.registry.wanted_running():
-                try:
-                    self._start(version.config)
-                    started.append(version.fqfn)
-                except Exception as exc:  # one broken function must not keep the others down
-                    log.error("function %s could not start again: %s", version.fqfn, exc)
+            for kind in MODELS:
+                for version in self.registry_for(kind).wanted_running():
+                    if kind == "source" and self._finished(version.config):
+                        continue
+                    try:
+                        self._start(version.config)
+                        started.append(registry_key(kind, version.fqfn))
+                    except Exception as exc:  # one broken run must not keep the others down
+                        log.error("%s %s could not start again: %s", kind, version.fqfn, exc)
         finally:
-            self.restored_functions = started
+            self.restored_functions = [k for k in started if _key_kind(k) == "function"]
+            self.restored_connectors = [k for k in started if _key_kind(k) != "function"]
             self.restored.set()
         return started
 
+    def _finished(self, config: HostedConfig) -> bool:
+        """Whether a bounded source's last run read its input to the end (a drain of its
+        own): it is recorded as stopped instead of being started to read it all again."""
+        assert isinstance(config, SourceConfig)
+        record = control.read_control(self.open_store(), control.control_id("source", config.fqn))
+        if record is None or record.state != control.STOPPED or record.cause != INPUT_ENDED:
+            return False
+        self.registry_for("source").set_desired(config.fqn, Desired.STOPPED)
+        log.info("source %s read its input to the end before; not started again", config.fqn)
+        return True
+
     @property
-    def registry(self) -> Registry:
-        """The registry of the worker's store."""
+    def registry(self) -> Registry[FunctionConfig]:
+        """The function registry of the worker's store."""
         return Registry(self.open_store())
+
+    def registry_for(self, kind: str) -> Registry[Any]:
+        """The registry of ``kind`` (``function``, ``source`` or ``sink``)."""
+        return Registry(self.open_store(), MODELS[kind])
 
     @property
     def spark_if_started(self) -> SparkSession | None:
@@ -147,10 +204,14 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - only a first batch's speed depends on it
             log.debug("the session's warm-up tasks failed: %s", exc)
 
-    def running(self) -> list[str]:
-        """FQFNs of the functions whose runs have not ended."""
+    def running(self, kind: str | None = "function") -> list[str]:
+        """FQFNs of the functions (or sources, sinks; None: registry keys of all) whose runs
+        have not ended."""
         with self._lock:
-            return sorted(f for f, run in self._runs.items() if not _ended(run))
+            keys = sorted(f for f, run in self._runs.items() if not _ended(run))
+        if kind is None:
+            return keys
+        return [k for k in keys if _key_kind(k) == kind]
 
     def shutdown(self, mode: StopMode | None = None) -> None:
         """Stop every run (by default as ``shutdown_mode`` says) and close the store.
@@ -167,10 +228,10 @@ class Worker:
         for run in runs:
             if not run.stop(stop_mode, timeout=self.settings.shutdown_timeout):
                 log.warning(
-                    "function %s did not %s in time; cancelling it", run.config.fqfn, stop_mode
+                    "%s %s did not %s in time; cancelling it", run.kind, _fqn(run), stop_mode
                 )
                 run.stop(StopMode.CANCEL, timeout=self.settings.shutdown_timeout)
-        log.info("worker stopped %d function(s) (%s)", len(runs), stop_mode)
+        log.info("worker stopped %d run(s) (%s)", len(runs), stop_mode)
         with self._lock:
             groups = list(self._groups.values())
             self._groups.clear()
@@ -182,15 +243,16 @@ class Worker:
 
     # --- functions ---------------------------------------------------------------
 
-    def create(
-        self, config: FunctionConfig, *, package_digest: str | None, who: str
-    ) -> FunctionVersion:
-        """Register ``config`` (version 1) and start it; refused, it leaves nothing."""
-        self.registry.check_free(config.fqfn)  # a taken name is the first thing to say
-        self.registry.check_subscription_free(config)  # two readers of one would lose messages
+    def create(self, config: C, *, package_digest: str | None, who: str) -> Version[C]:
+        """Register ``config`` (a function's, source's or sink's: version 1) and start it;
+        refused, it leaves nothing."""
+        registry: Registry[C] = Registry(self.open_store(), type(config))
+        registry.check_free(fqn_of(config))  # a taken name is the first thing to say
+        if not isinstance(config, SourceConfig):  # two readers of one would lose messages
+            registry.check_subscription_free(config)
         prepared = self._check(config)  # bad topics, code or Spark settings fail first
         subscribed = self._subscribed(config)
-        version = self.registry.create(config, package_digest=package_digest, who=who)
+        version = registry.create(config, package_digest=package_digest, who=who)
         try:
             self._start(version.config, prepared)
         except Exception:
@@ -200,91 +262,119 @@ class Worker:
 
     def update(
         self,
-        config: FunctionConfig,
+        config: C,
         *,
         package_digest: str | None,
         who: str,
         mode: StopMode = StopMode.DRAIN,
-    ) -> FunctionVersion:
+    ) -> Version[C]:
         """Make ``config`` the next version; the running one ends by ``mode`` before it starts.
 
         ``drain`` and ``suspend`` both commit everything the old version took,
         and the new one resumes from the same subscription: nothing is lost or
         repeated across the switch under ``effectively_once``.
         """
-        record = self.registry.record(config.fqfn)  # an unknown name is said first
-        self.registry.check_subscription_free(config)
+        registry: Registry[C] = Registry(self.open_store(), type(config))
+        fqfn = fqn_of(config)
+        record = registry.record(fqfn)  # an unknown name is said first
+        if not isinstance(config, SourceConfig):
+            registry.check_subscription_free(config)
         prepared = self._check(config)  # refused here, the running version goes on untouched
-        previous = self.registry.get(config.fqfn)
-        version = self.registry.update(config, package_digest=package_digest, who=who)
-        self._end(config.fqfn, mode)
+        previous = registry.get(fqfn)
+        version = registry.update(config, package_digest=package_digest, who=who)
+        key = registry.key(fqfn)
+        self._end(key, mode)
         if record.desired is Desired.RUNNING:
             try:
                 self._start(version.config, prepared)
             except Exception:
-                self.registry.withdraw(version)  # the previous version is current again
+                registry.withdraw(version)  # the previous version is current again
                 self._start_again(previous.config)
                 raise
         return version
 
-    def delete(self, fqfn: str) -> FunctionVersion:
-        """Cancel the function's run and forget it: versions, state, stats, checkpoint, and,
+    def delete(self, fqfn: str, *, kind: str = "function") -> Version[Any]:
+        """Cancel the run and forget it: versions, state, stats, checkpoint, and,
         with ``cleanup_subscription``, its subscription."""
-        current = self.registry.get(fqfn)
-        self._end(fqfn, StopMode.CANCEL)
-        self.registry.delete(fqfn)
-        purge_function(self.open_store(), current.config)
+        registry = self.registry_for(kind)
+        current = registry.get(fqfn)
+        self._end(registry.key(fqfn), StopMode.CANCEL)
+        registry.delete(fqfn)
+        _purge(self.open_store(), current.config)
         return current
 
-    def start(self, fqfn: str, instance_id: int | None = None) -> None:
-        """Start the function (it stays started across worker restarts), or one stopped instance."""
-        current = self.registry.get(fqfn)
+    def start(self, fqfn: str, instance_id: int | None = None, *, kind: str = "function") -> None:
+        """Start the run (it stays started across worker restarts), or one stopped instance."""
+        registry = self.registry_for(kind)
+        current = registry.get(fqfn)
+        key = registry.key(fqfn)
         if instance_id is not None:
-            self._live(fqfn, instance_id).restart_instance(instance_id)
+            self._live(key, instance_id).restart_instance(instance_id)
             return
-        self.registry.set_desired(fqfn, Desired.RUNNING)
+        registry.set_desired(fqfn, Desired.RUNNING)
         with self._lock:
-            run = self._runs.get(fqfn)
+            run = self._runs.get(key)
             if run is not None and not _ended(run):
                 return
         self._start(current.config)
 
     def stop(
-        self, fqfn: str, instance_id: int | None = None, *, mode: StopMode = StopMode.SUSPEND
+        self,
+        fqfn: str,
+        instance_id: int | None = None,
+        *,
+        mode: StopMode = StopMode.SUSPEND,
+        kind: str = "function",
     ) -> None:
-        """Stop the function by ``mode`` (it stays stopped across worker restarts), or one instance.
+        """Stop the run by ``mode`` (it stays stopped across worker restarts), or one instance.
 
         Stopping returns at once; status shows the run ending.
         """
-        self.registry.get(fqfn)
+        registry = self.registry_for(kind)
+        registry.get(fqfn)
+        key = registry.key(fqfn)
         if instance_id is not None:
-            self._live(fqfn, instance_id).stop_instance(instance_id)
+            self._live(key, instance_id).stop_instance(instance_id)
             return
-        self.registry.set_desired(fqfn, Desired.STOPPED)
+        registry.set_desired(fqfn, Desired.STOPPED)
         with self._lock:
-            run = self._runs.get(fqfn)
+            run = self._runs.get(key)
         if run is not None:
             run.stop(mode, timeout=0)
 
-    def restart(self, fqfn: str, instance_id: int | None = None) -> None:
-        """Suspend and start again (the whole function), or restart one instance."""
-        current = self.registry.get(fqfn)
+    def restart(self, fqfn: str, instance_id: int | None = None, *, kind: str = "function") -> None:
+        """Suspend and start again (the whole run), or restart one instance."""
+        registry = self.registry_for(kind)
+        current = registry.get(fqfn)
+        key = registry.key(fqfn)
         if instance_id is not None:
-            run = self._live(fqfn, instance_id)
+            run = self._live(key, instance_id)
             run.stop_instance(instance_id)
             run.restart_instance(instance_id)
             return
-        self._end(fqfn, StopMode.SUSPEND)
-        self.registry.set_desired(fqfn, Desired.RUNNING)
+        self._end(key, StopMode.SUSPEND)
+        registry.set_desired(fqfn, Desired.RUNNING)
         self._start(current.config)
 
     def status(self, fqfn: str) -> FunctionStatus:
         """Pulsar's ``FunctionStatus`` of the current version, running or not."""
-        return self._run_or_view(fqfn).status()
+        status = self._run_or_view("function", fqfn).status()
+        assert isinstance(status, FunctionStatus)
+        return status
 
     def stats(self, fqfn: str) -> FunctionStats:
         """Pulsar's ``FunctionStats`` of the function."""
-        return self._run_or_view(fqfn).stats()
+        stats = self._run_or_view("function", fqfn).stats()
+        assert isinstance(stats, FunctionStats)
+        return stats
+
+    def connector_status(self, kind: str, fqn: str) -> FunctionStatus | SourceStatus:
+        """A source's :class:`SourceStatus`, or a sink's status (its query's ``FunctionStatus``)."""
+        return self._run_or_view(kind, fqn).status()
+
+    def connector_stats(self, kind: str, fqn: str) -> FunctionStats | SourceStatus:
+        """A sink's ``FunctionStats``, or a source's instances with their counters."""
+        return self._run_or_view(kind, fqn).stats()
 
     def get_state(self, fqfn: str, key: str) -> CommittedState | None:
         """A committed state entry of the function, or None."""
@@ -305,33 +395,49 @@ class Worker:
             raise RuntimeError(msg)
         return self.store
 
-    def _check(self, config: FunctionConfig) -> PreparedRun:
+    def _check(self, config: HostedConfig) -> PreparedRun | None:
         """What a start would refuse, refused before anything is kept: topics that do
         not exist, code that does not load, Spark settings the running session refuses.
-        The checks are the start's: it does not make them again."""
+        The checks are the start's: it does not make them again (a source has none of
+        a query's, so None)."""
+        store = self.open_store()
+        if isinstance(config, SourceConfig):
+            validate_source(store, config)
+            return None
+        if isinstance(config, SinkConfig):
+            validate_sink(store, config)
+            check_configs("sink", config.fqn, config.sink_type, config.configs)
+            config = sink_function_config(config)
         if config.spark_conf:  # first: a function refused for it creates no topic
             apply_spark_conf(self.spark, config)
         return prepare(self.open_store(), self._as_run(config))
 
-    def _subscribed(self, config: FunctionConfig) -> bool:
-        """Whether the function's subscription exists already (a kept one it resumes)."""
+    def _subscribed(self, config: HostedConfig) -> bool:
+        """Whether the run's subscription exists already (a kept one it resumes)."""
+        if isinstance(config, SourceConfig):
+            return False
         with self.open_store().read() as conn:
             return bool(subscription.cursors(conn, config.subscription))
 
-    def _forget(self, config: FunctionConfig, *, keep_subscription: bool) -> None:
+    def _forget(self, config: HostedConfig, *, keep_subscription: bool) -> None:
         """Undo a create whose start failed: its run, its registry row, what the run wrote,
         and the subscription unless it existed before."""
-        self._end(config.fqfn, StopMode.CANCEL)
-        self.registry.delete(config.fqfn)
-        made = config.model_copy(update={"cleanup_subscription": not keep_subscription})
-        purge_function(self.open_store(), made)
+        kind, fqn = kind_of(config), fqn_of(config)
+        self._end(registry_key(kind, fqn), StopMode.CANCEL)
+        self.registry_for(kind).delete(fqn)
+        _purge(self.open_store(), config, keep_subscription=keep_subscription)
 
-    def _start_again(self, config: FunctionConfig) -> None:
+    def _start_again(self, config: HostedConfig) -> None:
         """Start the version that ran before a failed update's; a failure is logged only."""
         try:
             self._start(config)
         except Exception as exc:  # noqa: BLE001 - the update's own error is the answer
-            log.error("function %s could not start its previous version: %s", config.fqfn, exc)
+            log.error(
+                "%s %s could not start its previous version: %s",
+                kind_of(config),
+                fqn_of(config),
+                exc,
+            )
 
     def _as_run(self, config: FunctionConfig) -> FunctionConfig:
         """``config`` as this worker runs it: no topic created on first use when
@@ -340,33 +446,44 @@ class Worker:
             return config
         return config.model_copy(update={"auto_create_topics": False})
 
-    def _start(self, config: FunctionConfig, prepared: PreparedRun | None = None) -> LocalRun:
-        config = self._as_run(config)
+    def _start(self, config: HostedConfig, prepared: PreparedRun | None = None) -> Run:
+        if isinstance(config, FunctionConfig):
+            config = self._as_run(config)
         # One start at a time: the restore at startup and a request may both
-        # want a function started, and two queries must never share it.
+        # want a run started, and two queries must never share it.
+        kind, fqn = kind_of(config), fqn_of(config)
+        key = registry_key(kind, fqn)
+        query_config = sink_function_config(config) if isinstance(config, SinkConfig) else config
         with self._starting:
             with self._lock:
-                current = self._runs.get(config.fqfn)
-                if current is not None and not _ended(current) and current.config == config:
+                current = self._runs.get(key)
+                if current is not None and not _ended(current) and current.config == query_config:
                     return current
-            self._subscribe(config)
-            group = self._group_for(config)
-            run = LocalRun(
-                config,
-                store=self.open_store(),
-                spark=self.spark,
-                scheduler_pool=config.fqfn,
-                on_worker_shutdown=self._shutdown_requested,
-                worker_id=self.settings.worker_id,
-                park_idle_after=self.settings.park_idle_after or None,
-                group=group,
-                prepared=prepared,
-            )
+            run: Run
+            if isinstance(query_config, SourceConfig):
+                run = HostedSource(
+                    query_config, self.open_store(), on_worker_shutdown=self._shutdown_requested
+                )
+            else:
+                self._subscribe(query_config)
+                run = LocalRun(
+                    query_config,
+                    store=self.open_store(),
+                    spark=self.spark,
+                    kind=kind,
+                    scheduler_pool=key,
+                    on_worker_shutdown=self._shutdown_requested,
+                    worker_id=self.settings.worker_id,
+                    park_idle_after=self.settings.park_idle_after or None,
+                    # A sink keeps a query of its own: its commits are the sink's.
+                    group=self._group_for(query_config) if kind == "function" else None,
+                    prepared=prepared,
+                )
             with self._lock:
                 if self._closing:
-                    msg = f"the worker is shutting down; function {config.fqfn} was not started"
+                    msg = f"the worker is shutting down; {kind} {fqn} was not started"
                     raise RuntimeError(msg)
-                self._runs[config.fqfn] = run
+                self._runs[key] = run
                 self.function_starts += 1
             run.start()
             return run
@@ -462,32 +579,65 @@ class Worker:
             run.stop(StopMode.CANCEL, timeout=self.settings.shutdown_timeout)
         try:
             run.wait(0)
-        except FunctionFailedError as exc:  # its death is in its status; the caller moves on
-            log.warning("function %s ended with an error: %s", fqfn, exc)
+        except (FunctionFailedError, ConnectorFailedError) as exc:  # its death is in its status
+            log.warning("%s ended with an error: %s", fqfn, exc)
 
-    def _live(self, fqfn: str, instance_id: int) -> LocalRun:
+    def _live(self, key: str, instance_id: int) -> Run:
+        kind = _key_kind(key)
+        fqn = key.removeprefix(f"{kind}:")
+        missing = self.registry_for(kind).missing
         with self._lock:
-            run = self._runs.get(fqfn)
+            run = self._runs.get(key)
         if run is None or _ended(run):
-            msg = f"function {fqfn} is not running, so instance {instance_id} cannot be changed"
-            raise FunctionNotFoundError(msg)
+            msg = f"{kind} {fqn} is not running, so instance {instance_id} cannot be changed"
+            raise missing(msg)
         if not 0 <= instance_id < run.config.parallelism:
             msg = (
-                f"function {fqfn} has no instance {instance_id} "
+                f"{kind} {fqn} has no instance {instance_id} "
                 f"(instances 0 to {run.config.parallelism - 1})"
             )
-            raise FunctionNotFoundError(msg)
+            raise missing(msg)
         return run
 
-    def _run_or_view(self, fqfn: str) -> LocalRun:
+    def _run_or_view(self, kind: str, fqfn: str) -> Run:
+        registry = self.registry_for(kind)
         with self._lock:
-            run = self._runs.get(fqfn)
+            run = self._runs.get(registry.key(fqfn))
         if run is not None:
             return run
         # Not run here (stopped): a run object that is never started reads its records.
-        config = self.registry.get(fqfn).config
-        return LocalRun(config, store=self.open_store(), worker_id=self.settings.worker_id)
+        config = registry.get(fqfn).config
+        if isinstance(config, SourceConfig):
+            return HostedSource(config, self.open_store())
+        if isinstance(config, SinkConfig):
+            config = sink_function_config(config)
+        return LocalRun(
+            config, store=self.open_store(), kind=kind, worker_id=self.settings.worker_id
+        )
 
 
-def _ended(run: LocalRun) -> bool:
+def _ended(run: Run) -> bool:
     return run.supervisor is None or run.supervisor.ended
+
+
+def _key_kind(key: str) -> str:
+    """The kind of a registry key: ``source:...`` and ``sink:...``, else a function."""
+    kind = key.split(":", 1)[0] if ":" in key else "function"
+    return kind if kind in MODELS else "function"
+
+
+def _fqn(run: Run) -> str:
+    return fqn_of(run.config)
+
+
+def _purge(store: Store, config: HostedConfig, *, keep_subscription: bool | None = None) -> None:
+    """Remove what the store and the data dir keep for a deleted function, source or sink;
+    with ``keep_subscription`` given, its subscription goes unless it is True."""
+    if isinstance(config, SourceConfig):
+        purge_source(store, config)
+        return
+    kind = "sink" if isinstance(config, SinkConfig) else "function"
+    made = sink_function_config(config) if isinstance(config, SinkConfig) else config
+    if keep_subscription is not None:
+        made = made.model_copy(update={"cleanup_subscription": not keep_subscription})
+    purge_function(store, made, kind=kind)

@@ -1,0 +1,407 @@
+"""``sparkfn sources|sinks create|update|delete|get|list|status|stats|start|stop|restart|
+drain|suspend|available``: a worker's sources and sinks, as ``pulsar-admin`` has them.
+
+::
+
+    sparkfn sources create --name gen --source-type generator --destination-topic-name out \\
+        --source-config '{"count": 20000, "rate": 500}'
+    sparkfn sources update --name gen --parallelism 2            # the rest as it was
+    sparkfn sinks create --name archive --sink-type file --inputs out \\
+        --sink-config 'path: /data/out-{instance}.jsonl'
+    sparkfn sinks create --name mine --archive mysink.py --inputs out
+    sparkfn sources status --name gen --instance-id 0
+    sparkfn sinks available
+
+The config flags are ``sources localrun``'s and ``sinks localrun``'s
+(Pulsar's names: ``--source-type``, ``--source-config`` JSON or YAML,
+``--source-config-file``, ``--destination-topic-name``, ``--inputs``,
+``--topics-pattern``, ``--parallelism``, ``--processing-guarantees``), plus
+``--archive``: ``builtin://<type>``, a package on this machine (``.py``,
+``.zip`` or ``.whl``: uploaded with the request) or an uploaded package's
+path or ``sha256:`` digest on the worker. The config is checked here first;
+what needs the worker (the topics exist, the code loads) is checked there.
+``update`` changes what its flags give and keeps the rest. Errors are one
+``error [reason]: ...`` line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import RenderableType
+from rich.table import Table
+
+from sparkfn.cli.admin import STOP_TIMEOUT, WAIT, _wait_stopped
+from sparkfn.cli.admin_client import (
+    CONNECTION,
+    INSTANCE_ID,
+    TOKEN,
+    URL,
+    Call,
+    option,
+    output_flag,
+    show,
+)
+from sparkfn.cli.flags import takes
+from sparkfn.cli.localrun import CONFIG_FILE
+from sparkfn.cli.options import SINK_CONFIG, SOURCE_CONFIG, TOPICS_PATTERN
+
+ARCHIVE = option(
+    "--archive",
+    "builtin://TYPE, a package file here (.py, .zip, .whl) or an uploaded package's path "
+    "or sha256: digest on the worker.",
+    "ARCHIVE",
+)
+STOP_MODE = option(
+    "--stop-mode", "How the running version ends: drain (default) or suspend.", "MODE", str, "drain"
+)
+VERSION = option("--version", "A version (default: the current one).", "N", int | None, min=1)
+_NOT_SENT = ("py", "version", "packageDigest", "createdBy", "createdAt", "warnings", "archive")
+
+
+def _target(kind: str) -> tuple[Any, ...]:
+    return (
+        option("--tenant", "Tenant (default public).", "NAME"),
+        option("--namespace", "Namespace (default default).", "NAME"),
+        option("--name", f"The {kind}'s name.", "NAME"),
+    )
+
+
+def _path(kind: str, given: dict[str, Any], field: str = "--name") -> str:
+    from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, FunctionName
+
+    if not given.get("name"):
+        msg = f"which {kind}? Give --name (with --tenant and --namespace)"
+        raise typer.BadParameter(msg, param_hint=field)
+    tenant = given.get("tenant") or DEFAULT_TENANT
+    namespace = given.get("namespace") or DEFAULT_NAMESPACE
+    parsed = FunctionName.parse(f"{tenant}/{namespace}/{given['name']}", field=kind)
+    return f"/admin/v3/{kind}s/{parsed}"
+
+
+def _call(kind: str, given: dict[str, Any], *, named: bool = True) -> Call:
+    path = _path(kind, given) if named else f"/admin/v3/{kind}s"
+    return Call(given["url"], given["token"], given["output_format"], path)
+
+
+def _archive(kind: str, archive: str | None, fields: dict[str, Any]) -> tuple[str | None, str]:
+    """Where the code comes from: (a package file to upload, or None; a worker reference)."""
+    if not archive:
+        return fields.get("py"), ""
+    if archive.startswith("builtin://"):
+        fields[f"{kind}_type"] = archive.removeprefix("builtin://")
+        return None, ""
+    if Path(archive).expanduser().is_file():
+        fields["py"] = archive
+        return archive, ""
+    return None, archive
+
+
+def _typed(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The flags' values as the config's fields want them (integers, enums), unset ones out."""
+    from sparkfn.cli.configs import config_fields, field_kinds
+    from sparkfn.config.connector import SinkConfig, SourceConfig
+
+    integers, enums, _ = field_kinds(SourceConfig if kind == "source" else SinkConfig)
+    return {
+        k: v
+        for k, v in config_fields(fields, integers=integers, enums=enums).items()
+        if v is not None
+    }
+
+
+def _config_json(config: Any) -> dict[str, Any]:
+    return {k: v for k, v in config.model_dump(mode="json").items() if k != "py"}
+
+
+def _checked(kind: str, fields: dict[str, Any], reference: str) -> Any:
+    from sparkfn.config.connector import SinkConfig, SourceConfig
+
+    model = SourceConfig if kind == "source" else SinkConfig
+    check = dict(fields)
+    if reference and not any(check.get(k) for k in ("py", "classname", f"{kind}_type")):
+        check["py"] = reference  # the worker's package gives the code: stand in for it here
+    return model.build(**check)
+
+
+def _submit(
+    call: Call,
+    kind: str,
+    method: str,
+    config: Any,
+    package: str | None,
+    reference: str,
+    extra: dict[str, str],
+    done: str,
+) -> None:
+    form: dict[str, Any] = {f"{kind}Config": (None, json.dumps(_config_json(config)))}
+    form.update({key: (None, value) for key, value in extra.items()})
+    if reference:
+        form["url"] = (None, reference)
+    with ExitStack() as stack:
+        if package:
+            code = Path(package).expanduser()
+            try:
+                form["data"] = (code.name, stack.enter_context(code.open("rb")))
+            except OSError as exc:
+                msg = f"cannot read the package {code}: {exc.strerror or exc}"
+                raise typer.BadParameter(msg, param_hint="--archive") from None
+        client = stack.enter_context(call.client())
+        info = client.json(method, call.path, files=form)
+    for warning in info.get("warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
+    fqn = f"{info['tenant']}/{info['namespace']}/{info['name']}"
+    show(call, info, lambda _: f"{done} {kind} {fqn} (version {info['version']})")
+
+
+def _create(kind: str) -> Any:
+    def create(
+        ctx: typer.Context,
+        fields: dict[str, Any],
+        *,
+        config_file: Path | None,
+        archive: str | None,
+        **given: Any,
+    ) -> None:
+        from sparkfn.cli.configs import build_config
+        from sparkfn.config.connector import SinkConfig, SourceConfig
+
+        model = SourceConfig if kind == "source" else SinkConfig
+        package, reference = _archive(kind, archive, fields)
+        if reference and not fields.get("classname"):
+            fields["py"] = reference
+        config = build_config(model, kind, fields, config_file, f"{kind}_type")
+        if reference:
+            config = config.model_copy(update={"py": None})
+        call = Call(
+            given["url"], given["token"], given["output_format"], f"/admin/v3/{kind}s/{config.fqn}"
+        )
+        _submit(call, kind, "POST", config, package, reference, {}, "created")
+
+    create.__doc__ = f"Submit a {kind} to a worker: it registers version 1 and starts it."
+    return create
+
+
+def _update(kind: str) -> Any:
+    def update(
+        ctx: typer.Context,
+        fields: dict[str, Any],
+        *,
+        config_file: Path | None,
+        archive: str | None,
+        stop_mode: str,
+        **given: Any,
+    ) -> None:
+        from sparkfn.config.function import read_yaml_fields
+        from sparkfn.config.pulsar_connector import connector_fields
+
+        if stop_mode not in ("drain", "suspend"):
+            msg = f"drain or suspend (got {stop_mode!r})"
+            raise typer.BadParameter(msg, param_hint="--stop-mode")
+        package, reference = _archive(kind, archive, fields)
+        layers: list[dict[str, Any]] = []
+        if config_file is not None:
+            layers.append(read_yaml_fields(config_file, f"{kind} config file"))
+        flags = {k: v for k, v in fields.items() if v is not None}
+        if flags:
+            layers.append(_typed(kind, fields))
+        changes = connector_fields(kind, *layers).fields
+        call = _call(kind, {**given, **changes})
+        with call.client() as client:
+            current = client.json("GET", call.path)
+        kept = connector_fields(
+            kind, {k: v for k, v in current.items() if k not in _NOT_SENT and v is not None}
+        ).fields
+        code = {"py", "classname", f"{kind}_type"}
+        if code & set(changes) or package or reference:
+            kept = {k: v for k, v in kept.items() if k not in code}
+        config = _checked(kind, {**kept, **changes}, reference)
+        if reference or not changes.get("py"):
+            config = config.model_copy(update={"py": None})
+        _submit(call, kind, "PUT", config, package, reference, {"mode": stop_mode}, "updated")
+
+    update.__doc__ = (
+        f"Update a worker's {kind} to a new version: what the flags give, the rest kept."
+    )
+    return update
+
+
+def _get(kind: str) -> Any:
+    def get(
+        ctx: typer.Context, fields: dict[str, Any], *, version: int | None, **given: Any
+    ) -> None:
+        call = _call(kind, given)
+        with call.client() as client:
+            info = client.json(
+                "GET", call.path, params={} if version is None else {"version": version}
+            )
+        show(call, info, _fields_table)
+
+    get.__doc__ = f"Show a {kind}'s config (Pulsar's JSON): the current version, or --version N."
+    return get
+
+
+def _fields_table(info: dict[str, Any]) -> RenderableType:
+    table = Table("FIELD", "VALUE")
+    for key, value in info.items():
+        if value not in (None, [], {}, ""):
+            table.add_row(key, value if isinstance(value, str) else json.dumps(value))
+    return table
+
+
+def _list(kind: str) -> Any:
+    def list_names(ctx: typer.Context, fields: dict[str, Any], **given: Any) -> None:
+        from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT
+
+        where = (
+            f"{given.get('tenant') or DEFAULT_TENANT}/{given.get('namespace') or DEFAULT_NAMESPACE}"
+        )
+        call = _call(kind, given, named=False)
+        with call.client() as client:
+            names = client.json("GET", f"{call.path}/{where}")
+
+        def table(names: list[str]) -> RenderableType:
+            if not names:
+                return f"no {kind}s in {where}"
+            drawn = Table(kind.upper())
+            for name in names:
+                drawn.add_row(f"{where}/{name}")
+            return drawn
+
+        show(call, names, table)
+
+    list_names.__doc__ = f"List the {kind}s of a namespace (default public/default)."
+    return list_names
+
+
+def _delete(kind: str) -> Any:
+    def delete(ctx: typer.Context, fields: dict[str, Any], **given: Any) -> None:
+        call = _call(kind, given)
+        with call.client() as client:
+            info = client.json("DELETE", call.path)
+        fqn = f"{info['tenant']}/{info['namespace']}/{info['name']}"
+        show(call, info, lambda _: f"deleted {kind} {fqn} (at version {info['version']})")
+
+    delete.__doc__ = f"Delete a {kind}: stop it and forget its versions, records and progress."
+    return delete
+
+
+def _status(kind: str, what: str) -> Any:
+    def status(
+        ctx: typer.Context, fields: dict[str, Any], *, instance_id: int | None, **given: Any
+    ) -> None:
+        call = _call(kind, given)
+        where = call.path if instance_id is None else f"{call.path}/{instance_id}"
+        with call.client() as client:
+            body = client.json("GET", f"{where}/{what}")
+        show(call, body, lambda body: _status_table(body, what))
+
+    status.__doc__ = (
+        f"Show a {kind}'s status (Pulsar's {kind.title()}Status), or one instance's."
+        if what == "status"
+        else f"Show a {kind}'s counters, or one instance's."
+    )
+    return status
+
+
+def _status_table(body: dict[str, Any], what: str) -> RenderableType:
+    rows = body.get("instances")
+    if rows is None:
+        return _fields_table(body)
+    table = Table(
+        "INSTANCE", what.upper(), title=f"{body.get('name', '')}  {body.get('state', '')}"
+    )
+    for item in rows:
+        data = item.get("status") or item.get("metrics") or item.get("stats") or {}
+        shown = ", ".join(f"{k}={v}" for k, v in data.items() if not isinstance(v, dict | list))
+        table.add_row(str(item.get("instanceId")), shown)
+    return table
+
+
+def _action(kind: str, action: str, done: str, per_instance: bool) -> Any:
+    waits = action == "stop"
+
+    def act(
+        ctx: typer.Context,
+        fields: dict[str, Any],
+        *,
+        instance_id: int | None = None,
+        wait: bool | None = None,
+        timeout: float = 0.0,
+        **given: Any,
+    ) -> None:
+        call = _call(kind, given)
+        fqn = call.path.removeprefix(f"/admin/v3/{kind}s/")
+        where = call.path if instance_id is None else f"{call.path}/{instance_id}"
+        what = f"{kind} {fqn}" if instance_id is None else f"instance {instance_id} of {kind} {fqn}"
+        body: dict[str, Any] = {"name": fqn, "instanceId": instance_id, "action": action}
+        with call.client() as client:
+            client.request("POST", f"{where}/{action}")
+            if waits and wait is not False:
+                body["state"] = _wait_stopped(client, where, what, timeout)
+        said = f"{done} {what}" + (f" ({body['state']})" if "state" in body else "")
+        show(call, body, lambda _: said)
+
+    act.__name__ = f"{action}_{kind}"
+    act.__doc__ = f"{action.title()} a {kind}" + (" (or one instance)." if per_instance else ".")
+    flags: tuple[Any, ...] = (*_target(kind), *CONNECTION)
+    if per_instance:
+        flags = (*flags, INSTANCE_ID)
+    if waits:
+        flags = (*flags, WAIT, STOP_TIMEOUT)
+    return takes(kind, flags)(act)
+
+
+def _available(kind: str) -> Any:
+    def available(ctx: typer.Context, fields: dict[str, Any], **given: Any) -> None:
+        call = _call(kind, given, named=False)
+        with call.client() as client:
+            found = client.json("GET", f"{call.path}/builtin{kind}s")
+
+        def table(found: list[dict[str, Any]]) -> RenderableType:
+            drawn = Table("NAME", "DESCRIPTION", "CONFIG FIELDS")
+            for item in found:
+                names = []
+                for field in item.get("configFieldDefinitions", []):
+                    required = field["attributes"].get("required") == "true"
+                    names.append(field["fieldName"] + (" (required)" if required else ""))
+                drawn.add_row(item["name"], item["description"], ", ".join(names))
+            return drawn
+
+        show(call, found, table)
+
+    available.__doc__ = f"List the built-in {kind}s and their config fields."
+    return available
+
+
+ACTIONS = (
+    ("start", "started", True),
+    ("stop", "stopped", True),
+    ("restart", "restarted", True),
+    ("drain", "drained", False),
+    ("suspend", "suspended", False),
+)
+
+
+def add_connector_commands(app: typer.Typer, kind: str) -> None:
+    """Add the worker commands to the ``sources`` (``kind`` ``source``) or ``sinks`` group."""
+    config = SOURCE_CONFIG if kind == "source" else (*SINK_CONFIG, TOPICS_PATTERN)
+    # A source's --output is its topic (Pulsar's --destination-topic-name); a sink has none.
+    shown = output_flag("--output-format") if kind == "source" else CONNECTION[2]
+    submit = (*config, CONFIG_FILE, ARCHIVE, URL, TOKEN, shown)
+    target, connection = _target(kind), CONNECTION
+    app.command("create")(takes(kind, submit)(_create(kind)))
+    app.command("update")(takes(kind, (*submit, STOP_MODE))(_update(kind)))
+    app.command("get")(takes(kind, (*target, VERSION, *connection))(_get(kind)))
+    app.command("list")(takes(kind, (*target[:2], *connection))(_list(kind)))
+    app.command("delete")(takes(kind, (*target, *connection))(_delete(kind)))
+    for what in ("status", "stats"):
+        flags = (*target, INSTANCE_ID, *connection)
+        app.command(what)(takes(kind, flags)(_status(kind, what)))
+    for action, done, per_instance in ACTIONS:
+        app.command(action)(_action(kind, action, done, per_instance))
+    app.command("available")(takes(kind, connection)(_available(kind)))

@@ -1,0 +1,318 @@
+"""The source and sink routes of the worker's REST API, on Pulsar's v3 paths.
+
+``/admin/v3/sources`` and ``/admin/v3/sinks`` have the same routes, as
+Pulsar's ``SourcesBase``/``SinksBase`` have them, plus sparkfn's ``stats``,
+``drain`` and ``suspend`` (as for functions):
+
+==========  =====================================================  ===============================
+verb        path (under ``/admin/v3/sources`` or ``/sinks``)       what
+==========  =====================================================  ===============================
+POST        ``/{tenant}/{namespace}/{name}``                       register (multipart)
+PUT         ``/{tenant}/{namespace}/{name}``                       update: a new version
+DELETE      ``/{tenant}/{namespace}/{name}``                       deregister
+GET         ``/{tenant}/{namespace}/{name}[?version=N]``           Pulsar's SourceConfig/SinkConfig
+GET         ``/{tenant}/{namespace}``                              names in the namespace
+GET         ``/{tenant}/{namespace}/{name}[/{instanceId}]/status`` SourceStatus / SinkStatus
+GET         ``/{tenant}/{namespace}/{name}[/{instanceId}]/stats``  counters
+POST        ``/{tenant}/{namespace}/{name}[/{instanceId}]/start``  also ``stop``, ``restart``
+POST        ``/{tenant}/{namespace}/{name}/drain``                 also ``suspend``
+GET         ``/builtinsources`` (``/builtinsinks``)                the built-ins, their fields
+GET         ``/{type}/configdefinition``                           one built-in's config fields
+==========  =====================================================  ===============================
+
+Register and update take Pulsar's multipart fields: ``sourceConfig`` (or
+``sinkConfig``: the config as JSON, Pulsar's camelCase or sparkfn's
+snake_case, read by :func:`sparkfn.config.pulsar_connector.connector_fields`),
+``data`` (a package file: its entry becomes the connector's ``py``) or
+``url`` (an uploaded package's path or ``sha256:<hex>`` digest). Auth is
+the functions' (tokens, roles, a tenant admin's own tenant and topics).
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads the routes' annotations,
+# and the config form field's alias (sourceConfig or sinkConfig) is a local of the router.
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, Query, UploadFile
+from fastapi.responses import Response
+
+from sparkfn.api.errors import ConfigError, ForbiddenError
+from sparkfn.api.lifecycle import StopMode
+from sparkfn.api.status import FunctionStats, SourceStatus
+from sparkfn.config.connector import SinkConfig, SourceConfig
+from sparkfn.config.names import TopicName
+from sparkfn.config.pulsar_connector import connector_fields, pulsar_shape
+from sparkfn.worker.auth import Caller, check_package_reference
+from sparkfn.worker.builtin_connectors import (
+    ConfigFieldDefinition,
+    ConnectorDefinition,
+    definition,
+    definitions,
+)
+from sparkfn.worker.connector_status import (
+    PulsarSinkStatus,
+    PulsarSourceStatus,
+    sink_status,
+    source_status,
+)
+from sparkfn.worker.package_owners import viewer
+from sparkfn.worker.packages import PackageStore
+from sparkfn.worker.registry import Version
+from sparkfn.worker.service import Worker
+from sparkfn.worker.tokens import Principal
+
+NAMED = "/{tenant}/{namespace}/{name}"
+INSTANCE = NAMED + "/{instance_id}"
+PackageFile = Annotated[UploadFile | None, File(alias="data", description="The package.")]
+PackageUrl = Annotated[
+    str | None, Form(alias="url", description="An upload's path or sha256:<hex> digest.")
+]
+Connector = SourceConfig | SinkConfig
+
+
+def connector_info(version: Version[Any], warnings: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Pulsar's config JSON of ``version`` with sparkfn's version fields beside it."""
+    shown = pulsar_shape(version.config, version.package_digest)
+    shown.update(
+        version=version.version,
+        packageDigest=version.package_digest,
+        createdBy=version.created_by,
+        createdAt=version.created_at.isoformat(),
+    )
+    if warnings:
+        shown["warnings"] = list(warnings)
+    return shown
+
+
+def connectors_router(worker: Worker, kind: str) -> APIRouter:
+    """The ``/admin/v3/sources`` (``kind`` ``source``) or ``/admin/v3/sinks`` routes."""
+    router = APIRouter(tags=[f"{kind}s"])
+    packages = PackageStore.from_settings(worker.open_store(), worker.settings)
+    model: type[Connector] = SourceConfig if kind == "source" else SinkConfig
+    form_name = f"{kind}Config"
+    ConfigJson = Annotated[str, Form(alias=form_name, description="The config as JSON.")]  # noqa: N806
+    plural = f"{kind}s"
+
+    def submit(
+        caller: Principal,
+        path: dict[str, str],
+        config_json: str,
+        data: UploadFile | None,
+        url: str | None,
+        keep: Callable[[Connector, str | None], Version[Any]],
+        kept: str | None = None,
+    ) -> dict[str, Any]:
+        what = f"{kind} " + "/".join(path.values())
+        try:
+            given = json.loads(config_json) if config_json.strip() else {}
+        except json.JSONDecodeError as exc:
+            msg = f"{what}: {form_name} is not JSON: {exc}"
+            raise ConfigError(msg) from None
+        if not isinstance(given, dict):
+            msg = f"{what}: {form_name} must be a JSON object"
+            raise ConfigError(msg)
+        translated = connector_fields(kind, given, what=what)
+        fields = translated.fields
+        for key, expected in path.items():
+            found = fields.get(key)
+            if found is not None and found != expected:
+                msg = (
+                    f"{what}: {key} {found!r} in the {form_name} differs from the path's "
+                    f"{expected!r}; the path names the {kind}"
+                )
+                raise ConfigError(msg)
+        fields.update(path)
+        upload = package = None
+        if data is not None:
+            filename = data.filename or f"{kind}.py"
+            upload = packages.upload(data.file, filename, who=caller.subject, owner=path["tenant"])
+            package = upload.package
+        elif url:
+            check_package_reference(caller, url, "url")
+            package = packages.resolve(url, viewer(caller))
+        elif kept and not fields.get(f"{kind}_type"):
+            package = packages.get(kept)
+        elif fields.get("py"):
+            msg = (
+                f"{what}: py names a file on the client; upload it as the multipart "
+                "field data, or name an uploaded package with url"
+            )
+            raise ConfigError(msg)
+        if package is not None:
+            fields["py"] = str(package.entry)
+        try:
+            config = model.build(**fields)
+            _check_topics(caller, config)
+            version = keep(config, package.digest if package is not None else None)
+        except BaseException:
+            if upload is not None:
+                packages.discard(upload)
+            raise
+        return connector_info(version, translated.warnings)
+
+    def fqn(tenant: str, namespace: str, name: str) -> str:
+        return f"{tenant}/{namespace}/{name}"
+
+    @router.get(f"/builtin{plural}", response_model=list[ConnectorDefinition])
+    def builtins() -> list[ConnectorDefinition]:
+        return definitions(kind)
+
+    @router.get("/{type_name}/configdefinition", response_model=list[ConfigFieldDefinition])
+    def config_definition(type_name: str) -> list[ConfigFieldDefinition]:
+        return definition(kind, type_name).config_field_definitions
+
+    @router.post(NAMED)
+    def register(
+        caller: Caller,
+        tenant: str,
+        namespace: str,
+        name: str,
+        config_json: ConfigJson = "{}",
+        data: PackageFile = None,
+        url: PackageUrl = None,
+    ) -> dict[str, Any]:
+        def create(config: Connector, digest: str | None) -> Version[Any]:
+            return worker.create(config, package_digest=digest, who=caller.subject)
+
+        path = {"tenant": tenant, "namespace": namespace, "name": name}
+        return submit(caller, path, config_json, data, url, create)
+
+    @router.put(NAMED)
+    def update(
+        caller: Caller,
+        tenant: str,
+        namespace: str,
+        name: str,
+        config_json: ConfigJson = "{}",
+        data: PackageFile = None,
+        url: PackageUrl = None,
+        mode: Annotated[StopMode, Form()] = StopMode.DRAIN,
+    ) -> dict[str, Any]:
+        def next_version(config: Connector, digest: str | None) -> Version[Any]:
+            return worker.update(config, package_digest=digest, who=caller.subject, mode=mode)
+
+        # A config-only update keeps the code; the CLI sends the whole config, as for functions.
+        kept = worker.registry_for(kind).get(fqn(tenant, namespace, name)).package_digest
+        path = {"tenant": tenant, "namespace": namespace, "name": name}
+        return submit(caller, path, config_json, data, url, next_version, kept)
+
+    @router.delete(NAMED)
+    def deregister(tenant: str, namespace: str, name: str) -> dict[str, Any]:
+        return connector_info(worker.delete(fqn(tenant, namespace, name), kind=kind))
+
+    @router.get(NAMED)
+    def get(
+        tenant: str, namespace: str, name: str, version: Annotated[int | None, Query(ge=1)] = None
+    ) -> dict[str, Any]:
+        return connector_info(worker.registry_for(kind).get(fqn(tenant, namespace, name), version))
+
+    @router.get("/{tenant}/{namespace}", response_model=list[str])
+    def list_names(tenant: str, namespace: str) -> list[str]:
+        return worker.registry_for(kind).names(tenant, namespace)
+
+    shape = PulsarSourceStatus if kind == "source" else PulsarSinkStatus
+
+    def pulsar_status(name: str) -> PulsarSourceStatus | PulsarSinkStatus:
+        status = worker.connector_status(kind, name)
+        if isinstance(status, SourceStatus):
+            return source_status(status, worker.settings.worker_id)
+        return sink_status(status)
+
+    @router.get(NAMED + "/status", response_model=shape)
+    def status(tenant: str, namespace: str, name: str) -> Any:
+        return pulsar_status(fqn(tenant, namespace, name))
+
+    @router.get(INSTANCE + "/status")
+    def instance_status(tenant: str, namespace: str, name: str, instance_id: int) -> Any:
+        whole = pulsar_status(fqn(tenant, namespace, name))
+        for item in whole.instances:
+            if item.instance_id == instance_id:
+                return item.status.model_dump(mode="json", by_alias=True)
+        raise _no_instance(worker, kind, whole.name, instance_id, whole.num_instances)
+
+    @router.get(NAMED + "/stats")
+    def stats(tenant: str, namespace: str, name: str) -> Any:
+        return _stats_json(worker.connector_stats(kind, fqn(tenant, namespace, name)))
+
+    @router.get(INSTANCE + "/stats")
+    def instance_stats(tenant: str, namespace: str, name: str, instance_id: int) -> Any:
+        whole = _stats_json(worker.connector_stats(kind, fqn(tenant, namespace, name)))
+        for item in whole["instances"]:
+            if item["instanceId"] == instance_id:
+                return item.get("metrics", item.get("stats"))
+        count = len(whole["instances"])
+        raise _no_instance(worker, kind, fqn(tenant, namespace, name), instance_id, count)
+
+    no_content: dict[str, Any] = {"methods": ["POST"], "status_code": 204}
+    no_content["response_class"] = Response
+    for action in ("start", "stop", "restart"):
+        router.add_api_route(NAMED + f"/{action}", _action(worker, kind, action), **no_content)
+        router.add_api_route(INSTANCE + f"/{action}", _action(worker, kind, action), **no_content)
+    for stop_mode in (StopMode.DRAIN, StopMode.SUSPEND):
+        router.add_api_route(
+            NAMED + f"/{stop_mode.value}", _stopper(worker, kind, stop_mode), **no_content
+        )
+    return router
+
+
+def _stats_json(stats: FunctionStats | SourceStatus) -> dict[str, Any]:
+    if isinstance(stats, FunctionStats):
+        return stats.model_dump(mode="json", by_alias=True)
+    return {
+        "name": stats.name,
+        "state": stats.state.value,
+        "instances": [
+            {"instanceId": i.instance_id, "stats": i.stats.model_dump(mode="json", by_alias=True)}
+            for i in stats.instances
+        ],
+    }
+
+
+def _no_instance(worker: Worker, kind: str, name: str, instance_id: int, count: int) -> Exception:
+    msg = f"{kind} {name} has no instance {instance_id} (instances 0 to {count - 1})"
+    return worker.registry_for(kind).missing(msg)
+
+
+def _check_topics(principal: Principal, config: Connector) -> None:
+    """:class:`ForbiddenError` if a tenant admin's connector names another tenant's topic."""
+    tenant = principal.tenant
+    if principal.is_superuser or tenant is None:
+        return
+    kind = "source" if isinstance(config, SourceConfig) else "sink"
+    if isinstance(config, SourceConfig):
+        named = [("topicName", config.output)]
+    else:
+        named = [("inputs", topic) for topic in config.inputs]
+    for field, topic in named:
+        if TopicName.parse(topic, field=field).tenant != tenant:
+            msg = (
+                f"{kind} {config.fqn}: {field} {topic} is outside tenant {tenant!r}; "
+                f"{principal.describe()} may use its own tenant's topics only"
+            )
+            raise ForbiddenError(msg)
+    pattern = getattr(config, "topics_pattern", None)
+    if pattern is not None and not pattern.startswith(f"{tenant}/"):
+        msg = (
+            f"{kind} {config.fqn}: topicsPattern {pattern!r} could match topics outside "
+            f"tenant {tenant!r}; a tenant admin's pattern starts with {tenant}/"
+        )
+        raise ForbiddenError(msg)
+
+
+def _action(worker: Worker, kind: str, action: str) -> Any:
+    def act(tenant: str, namespace: str, name: str, instance_id: int | None = None) -> Response:
+        getattr(worker, action)(f"{tenant}/{namespace}/{name}", instance_id, kind=kind)
+        return Response(status_code=204)
+
+    act.__name__ = f"{action}_{kind}"
+    return act
+
+
+def _stopper(worker: Worker, kind: str, mode: StopMode) -> Any:
+    def stop(tenant: str, namespace: str, name: str) -> Response:
+        worker.stop(f"{tenant}/{namespace}/{name}", mode=mode, kind=kind)
+        return Response(status_code=204)
+
+    stop.__name__ = f"{mode.value}_{kind}"
+    return stop
