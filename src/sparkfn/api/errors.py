@@ -13,11 +13,15 @@ resembles, so callers may catch either::
     ├── NotFoundError          (LookupError)  a named object does not exist
     │   ├── TopicNotFoundError
     │   ├── FunctionNotFoundError
+    │   │   ├── SourceNotFoundError
+    │   │   └── SinkNotFoundError
     │   ├── PackageNotFoundError
     │   └── SubscriptionNotFoundError
     ├── AlreadyExistsError     (ValueError)   a named object exists already
     │   ├── TopicExistsError
     │   └── FunctionExistsError
+    │       ├── SourceExistsError
+    │       └── SinkExistsError
     ├── PackageError           (ValueError)   an uploaded function package cannot be used
     │   ├── PackageTooLargeError               over the upload or expansion limit
     │   └── UnsafeArchiveError                 a path escapes, is absolute or is a link

@@ -200,6 +200,7 @@ def _transition(
     moves: Table | None = None,
     *,
     keep_ended: bool = False,
+    only_from: frozenset[str] | None = None,
 ) -> None:
     """Move the function (``FUNCTION``) or an instance to ``state``; record it if it changed.
 
@@ -216,6 +217,8 @@ def _transition(
     current = conn.execute(select(table.c.state).where(where)).scalar()
     if current is None or (keep_ended and current in ENDED):
         return
+    if only_from is not None and current not in only_from:
+        return  # it moved on already (its own thread recorded a later state)
     if moves is None:
         moves = RUN_TRANSITIONS if instance_id == FUNCTION else INSTANCE_TRANSITIONS
     transition(
@@ -246,16 +249,19 @@ def set_state(
     instance_ids: Iterable[int] = (FUNCTION,),
     *,
     keep_ended: bool = False,
+    only_from: frozenset[str] | None = None,
 ) -> None:
     """Record a transition of the function and/or some instances.
 
     ``keep_ended``: leave alone those already ended (a source thread's late report
     of its own end does not overwrite the end its supervisor recorded).
+    ``only_from``: move only those in one of these states (a supervisor's late
+    record of a start does not undo what an instance's own thread recorded since).
     """
     with store.write() as conn:
         signals.hint_on_commit(conn, signals.control_hint(fqfn))
         for i in instance_ids:
-            _transition(conn, fqfn, i, state, cause, keep_ended=keep_ended)
+            _transition(conn, fqfn, i, state, cause, keep_ended=keep_ended, only_from=only_from)
 
 
 def request_stop(

@@ -46,6 +46,8 @@ from sparkfn.runtime.lifecycle.states import RUN_TRANSITIONS, transition
 from sparkfn.runtime.lifecycle.target import RunTarget
 from sparkfn.store.store import Store
 
+_STARTED = frozenset({control.CREATED, control.STARTING, control.RUNNING})
+
 _LOG = logging.getLogger("sparkfn.supervisor")
 
 
@@ -105,7 +107,12 @@ class Supervisor:
             self._move(RunState.ERROR)
             self._ended.set()
             raise
-        self._set_all(control.RUNNING, "started")
+        # A source's instance thread may have recorded RUNNING, or already its end
+        # (a short bounded input), before this: those records stay.
+        ids = [control.FUNCTION, *self._all()]
+        control.set_state(
+            self.store, self.control_id, control.RUNNING, "started", ids, only_from=_STARTED
+        )
         self._move(RunState.RUNNING)
         self._thread = threading.Thread(
             target=self._monitor, name=f"sparkfn-supervisor-{self.control_id}", daemon=True
