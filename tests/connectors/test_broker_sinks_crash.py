@@ -185,7 +185,7 @@ def test_sink_killed_mid_topic_loses_nothing(
     first = start_child(sqlite_store, log, *args)
     try:
         wait_for(lambda: first.poll() is None and broker.held() >= 2 * BATCH,
-                 "the first child's publishes", 90)  # fmt: skip
+                 "the first child's publishes", 240)  # fmt: skip
     finally:
         kill(first)
     assert first.returncode == -signal.SIGKILL
