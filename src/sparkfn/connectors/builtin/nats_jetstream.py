@@ -134,6 +134,17 @@ def _run_alone(coro: Coroutine[Any, Any, T]) -> T:
         loop.close()
 
 
+def _disconnect(loop: EventLoop | None, nc: Client | None) -> None:
+    """Close ``nc`` on its loop (at most 10 s), then stop the loop, whatever the close did."""
+    if loop is None:
+        return
+    try:
+        if nc is not None:
+            loop.run(nc.close(), 10)
+    finally:
+        loop.close()
+
+
 async def _connect(cfg: NatsConfig, what: str) -> Client:
     options: dict[str, Any] = {
         "connect_timeout": cfg.connectTimeoutMs / 1000,
@@ -283,14 +294,10 @@ class NatsJetStreamSource(Source):
     def close(self) -> None:
         """Close the connection and the loop; unacked messages come again after ack wait."""
         self.to_ack = []
-        if self.loop is not None:
-            try:
-                if self.nc is not None:
-                    self.loop.run(self.nc.close(), 10)
-            finally:
-                self.nc = None
-                self.loop.close()
-                self.loop = None
+        try:
+            _disconnect(self.loop, self.nc)
+        finally:
+            self.nc, self.loop = None, None
 
 
 class NatsJetStreamSink(Sink):
@@ -374,11 +381,7 @@ class NatsJetStreamSink(Sink):
     def close(self) -> None:
         """Drop what was not flushed (its batch did not commit), disconnect, stop the loop."""
         self.buffer = []
-        if self.loop is not None:
-            try:
-                if self.nc is not None:
-                    self.loop.run(self.nc.close(), 10)
-            finally:
-                self.nc = None
-                self.loop.close()
-                self.loop = None
+        try:
+            _disconnect(self.loop, self.nc)
+        finally:
+            self.nc, self.loop = None, None
