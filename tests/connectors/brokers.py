@@ -61,12 +61,18 @@ def values(store: Store, topic: str) -> list[str]:
         out.extend(m.value.decode() if m.value is not None else "" for m in got)
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 45.0) -> None:
-    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+def wait_for(
+    check: Callable[[], bool], what: str, timeout: float = 45.0, log: Path | None = None
+) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout`` seconds.
+
+    With ``log`` (a child's output), the failure shows its last lines.
+    """
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+            tail = f":\n{log.read_text(errors='replace')[-3000:]}" if log is not None else ""
+            pytest.fail(f"timed out after {timeout} s waiting for {what}{tail}")
         time.sleep(0.1)
 
 
@@ -187,6 +193,7 @@ def crash_source(
         wait_for(
             lambda: (alive(first, log), count(store, topic) >= kill_after)[1],
             f"{kill_after} messages appended by the first child",
+            log=log,
         )
     finally:
         kill(first)

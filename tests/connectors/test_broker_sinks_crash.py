@@ -26,6 +26,7 @@ import pytest
 import redis
 from brokers import (
     HOST,
+    alive,
     assert_all_once_or_duplicated,
     fill,
     kill,
@@ -82,7 +83,8 @@ def _redis() -> Target:
 def _rabbitmq() -> Target:
     require("rabbitmq")
     name = unique("sparkfn-sink")
-    conn = pika.BlockingConnection(pika.ConnectionParameters(HOST))
+    # No heartbeat: the test may leave this connection idle for minutes.
+    conn = pika.BlockingConnection(pika.ConnectionParameters(HOST, heartbeat=0))
     channel = conn.channel()
     channel.exchange_declare(name, "topic", durable=True)
     channel.queue_declare(name, durable=True)
@@ -184,8 +186,9 @@ def test_sink_killed_mid_topic_loses_nothing(
     log = tmp_path / "child.log"
     first = start_child(sqlite_store, log, *args)
     try:
-        wait_for(lambda: first.poll() is None and broker.held() >= 2 * BATCH,
-                 "the first child's publishes", 240)  # fmt: skip
+        # alive() fails at once with the child's output if it ended.
+        wait_for(lambda: (alive(first, log), broker.held() >= 2 * BATCH)[1],
+                 "the first child's publishes", 240, log)  # fmt: skip
     finally:
         kill(first)
     assert first.returncode == -signal.SIGKILL
