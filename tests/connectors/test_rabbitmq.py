@@ -19,9 +19,12 @@ from brokers import (
     values,
     wait_for,
 )
+from connector_probes import StaticSinkContext
 
+from sparkfn.api.connector import Record
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.connector import SinkConfig, SourceConfig
+from sparkfn.connectors.builtin.rabbitmq import RabbitMQSink
 from sparkfn.connectors.registry import load_sink, load_source
 from sparkfn.connectors.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
@@ -132,6 +135,34 @@ def test_sink_configs_are_checked_before_it_starts() -> None:
     with pytest.raises(ConfigError, match=r"configs\.exchangeType: Input should be"):
         load_sink(SinkConfig(name="k", sink_type="rabbitmq", inputs=["i"],
                              configs={"host": HOST, "exchangeName": "x", "exchangeType": "nope"}))  # fmt: skip
+
+
+def test_sink_counts_confirms_that_arrive_while_it_is_still_publishing(queue: str) -> None:
+    # pika reads the socket while basic_publish writes, so under load the
+    # broker's confirm of a message often arrived before the sink had noted
+    # that message as owed: the confirm was lost and flush() waited out its
+    # whole timeout for it (a batch of 1000 failed after 60 s, then repeated).
+    exchange = unique("sparkfn-x")
+    conn = pika.BlockingConnection(pika.ConnectionParameters(HOST))
+    channel = conn.channel()
+    channel.exchange_declare(exchange, "topic", durable=True)
+    channel.queue_bind(queue, exchange, "results")
+    sink = RabbitMQSink()
+    configs = {"host": HOST, "exchangeName": exchange, "routingKey": "results",
+               "connectionTimeout": 10_000}  # fmt: skip
+    sink.open(configs, StaticSinkContext())
+    try:
+        for batch in range(40):
+            for i in range(1000):
+                sink.write(Record(f"{batch}-{i}", topic="public/default/out",
+                                  message_id=f"0:{batch * 1000 + i}"))  # fmt: skip
+            sink.flush()  # raises if a confirm is still owed after 10 s
+            assert not sink.unconfirmed
+    finally:
+        sink.close()
+        channel.exchange_delete(exchange)
+        conn.close()
+    assert depth(queue)[0] == 40_000
 
 
 @pytest.mark.slow

@@ -43,7 +43,8 @@ replays, so a consumer can drop the duplicates.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -131,6 +132,16 @@ def connect(cfg: RabbitMQConfig, what: str) -> pika.BlockingConnection:
         raise ConfigError(msg) from None
 
 
+@contextmanager
+def _checking(conn: pika.BlockingConnection) -> Iterator[pika.BlockingConnection]:
+    """A connection for a config check, closed however the check ends."""
+    try:
+        yield conn
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
 def _closed_by_broker(exc: pika.exceptions.ChannelClosedByBroker) -> str:
     return f"{exc.reply_code} {exc.reply_text}"
 
@@ -143,7 +154,6 @@ def _source_channel(conn: pika.BlockingConnection, cfg: RabbitMQSourceConfig, wh
         else:
             channel.queue_declare(cfg.queueName, durable=True)
     except pika.exceptions.ChannelClosedByBroker as exc:
-        conn.close()
         if exc.reply_code == 404:
             msg = f"{what}: configs.queueName: queue {cfg.queueName!r} does not exist"
         else:
@@ -160,7 +170,6 @@ def _sink_channel(conn: pika.BlockingConnection, cfg: RabbitMQSinkConfig, what: 
                 cfg.exchangeName, cfg.exchangeType, passive=cfg.passive, durable=True
             )
         except pika.exceptions.ChannelClosedByBroker as exc:
-            conn.close()
             if exc.reply_code == 404:
                 msg = f"{what}: configs.exchangeName: exchange {cfg.exchangeName!r} does not exist"
             else:
@@ -194,9 +203,8 @@ class RabbitMQSource(Source):
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: the configs parse, the broker answers, the queue exists (or is declared)."""
         cfg = parse_configs(RabbitMQSourceConfig, configs, what)
-        conn = connect(cfg, what)
-        _source_channel(conn, cfg, what)
-        conn.close()
+        with _checking(connect(cfg, what)) as conn:
+            _source_channel(conn, cfg, what)
 
     def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
         """Connect, check the queue and start consuming with manual acks."""
@@ -276,20 +284,22 @@ class RabbitMQSink(Sink):
         self.unconfirmed: set[int] = set()
         self.nacked = 0
         self.returned: list[str] = []
+        self.blocked = False
 
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: the configs parse, the broker answers, the exchange is usable."""
         cfg = parse_configs(RabbitMQSinkConfig, configs, what)
-        conn = connect(cfg, what)
-        _sink_channel(conn, cfg, what)
-        conn.close()
+        with _checking(connect(cfg, what)) as conn:
+            _sink_channel(conn, cfg, what)
 
     def open(self, config: Mapping[str, Any], context: SinkContext) -> None:
         """Connect, declare (or check) the exchange, turn publisher confirms on."""
         self.what = describe("sink", "rabbitmq", context)
         cfg = self.config = parse_configs(RabbitMQSinkConfig, config, self.what)
         connection = self.connection = connect(cfg, self.what)
+        connection.add_on_connection_blocked_callback(lambda *_: setattr(self, "blocked", True))
+        connection.add_on_connection_unblocked_callback(lambda *_: setattr(self, "blocked", False))
         self.channel = _sink_channel(connection, cfg, self.what)
         self.channel.add_on_return_callback(self._on_return)
         selected: list[Any] = []
@@ -316,9 +326,23 @@ class RabbitMQSink(Sink):
         deadline = time.monotonic() + self.config.connectionTimeout / 1000
         while not done():
             if time.monotonic() > deadline:
-                msg = f"{self.what}: RabbitMQ did not answer {what} in {self.config.connectionTimeout} ms"
+                msg = (
+                    f"{self.what}: RabbitMQ did not answer {what} in "
+                    f"{self.config.connectionTimeout} ms ({self._where()})"
+                )
                 raise RuntimeError(msg)
             self.connection.process_data_events(time_limit=0.05)
+
+    def _where(self) -> str:
+        """Where the publishing stands, for an error that says why it waited."""
+        conn = self.connection
+        unconfirmed = sorted(self.unconfirmed)
+        first = f", the first {unconfirmed[0]}" if unconfirmed else ""
+        return (
+            f"{len(unconfirmed)} unconfirmed{first}, next tag {self.next_tag}; "
+            f"connection {'open' if conn is not None and conn.is_open else 'closed'}"
+            f"{', blocked by the broker' if self.blocked else ''}"
+        )
 
     def write(self, record: Record) -> None:
         """Buffer the record; it is published in ``flush()``."""
@@ -338,11 +362,13 @@ class RabbitMQSink(Sink):
                 headers=dict(record.properties or {}) or None,
             )
             routing_key = cfg.routingKey or record.key or ""
+            # The tag is owed before the publish: pika reads the socket while
+            # it writes, so the broker's confirm can arrive inside basic_publish.
+            self.unconfirmed.add(self.next_tag)
+            self.next_tag += 1
             self.channel.basic_publish(
                 cfg.exchangeName, routing_key, payload(record.value), props, cfg.mandatory
             )
-            self.unconfirmed.add(self.next_tag)
-            self.next_tag += 1
         self._wait(lambda: not self.unconfirmed, f"the confirms of {len(self.buffer)} messages")
         if self.returned:
             msg = (
