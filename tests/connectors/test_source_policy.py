@@ -13,7 +13,7 @@ from typing import Any
 
 from connector_probes import WAIT_SECONDS, CallLog, wait_until
 
-from sparkfn.api.connector import Record, Source, SourceContext
+from sparkfn.api.connector import END_OF_STREAM, Record, Source, SourceContext
 from sparkfn.api.lifecycle import RunState
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.instances import SourceInstances
@@ -171,3 +171,32 @@ def test_shutdown_instance_leaves_the_others_running(store: Store) -> None:
     }
     for source in made:
         source.log.assert_closed_once_and_last()
+
+
+class Bounded(Source):
+    """Three records, then the end of its input."""
+
+    def __init__(self) -> None:
+        self.left = 3
+
+    def read(self) -> Any:
+        if not self.left:
+            return END_OF_STREAM
+        self.left -= 1
+        return Record(f"r{self.left}")
+
+
+def test_a_source_whose_input_ends_is_recorded_stopped_at_once(store: Store) -> None:
+    # A runner records its final state a moment before its thread is done:
+    # a supervisor woken by that record found the run not finished yet and
+    # waited for its next recheck (a minute with the shared watch) before it
+    # recorded the drain. The runner's end now wakes the supervisor itself.
+    TopicAdmin(store).create("out", schema_type="string")
+    for attempt in range(5):
+        config = SourceConfig(
+            name=f"bounded-{attempt}", classname="probes.Bounded", output="out", parallelism=2,
+            poll_interval=0.01, batch_timeout=0.01,
+        )  # fmt: skip
+        run = SourceRun(config, store, factory=lambda _: Bounded()).start()
+        assert run.wait(8), f"attempt {attempt}: not ended in 8 s: {run.transitions()}"
+        assert run.state == RunState.STOPPED

@@ -83,6 +83,8 @@ class SourceInstances:
         self._recording = threading.Lock()
         self._factory = factory
         self._past = SourceStats()  # what replaced runners did
+        # Called when a runner's thread is done (its supervisor looks again).
+        self.on_end: Callable[[], None] | None = None
         self.runners = [self._runner(i, 0) for i in range(config.parallelism)]
 
     def _runner(self, instance_id: int, epoch: int) -> SourceRunner:
@@ -94,7 +96,12 @@ class SourceInstances:
             epoch=epoch,
         )
         runner.on_transition = lambda old, new, cause: self._record(runner, old, new, cause)
+        runner.on_done = self._ended
         return runner
+
+    def _ended(self) -> None:
+        if self.on_end is not None:
+            self.on_end()
 
     def start(self) -> None:
         """Record the run in the store (as functions' are) and start every instance."""

@@ -83,7 +83,10 @@ class SourceRunner(RunnerThread):
     ``factory`` builds the source object; by default it is loaded from the
     config (``source_type`` or ``py``/``classname``) on the runner's thread.
     ``on_transition(old, new, cause)`` is called on every state change, on
-    the thread that makes it; it must not block for long.
+    the thread that makes it; it must not block for long. ``on_done()`` is
+    called once the instance has ended, after :meth:`wait` returns true: a
+    transition's hook runs a moment before that, so one who looks when a
+    final state is recorded may still find the runner not done.
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class SourceRunner(RunnerThread):
         self.instance_id = instance_id
         self.epoch = epoch  # the run's epoch this runner was started in (its deaths belong to it)
         self.on_transition = on_transition
+        self.on_done: Callable[[], None] | None = None
         self.stats = SourceStats()
         self.context = InstanceContext(self, state_dir or source_state_dir(store.data_dir, config))
         self._factory = factory
@@ -179,7 +183,7 @@ class SourceRunner(RunnerThread):
                 )
                 self._stop_mode = stop_mode
                 self._set_state(final, f"{cause} before start")
-                self._done.set()
+                self._mark_done()
                 return
         with self._cond:
             if self._state in FINAL_STATES:

@@ -72,6 +72,7 @@ class RunnerThread:
     store: Store
     instance_id: int
     on_transition: TransitionHook | None
+    on_done: Callable[[], None] | None
     stats: SourceStats
     context: InstanceContext
     _factory: Callable[[], Source] | None
@@ -292,7 +293,16 @@ class RunnerThread:
         else:
             final, cause = SourceState.STOPPED, self._stop_cause or "stopped"
         self._set_state(final, cause)
+        self._mark_done()
+
+    def _mark_done(self) -> None:
+        """Mark the instance done, then tell whoever waits for it (``on_done``)."""
         self._done.set()
+        if self.on_done is not None:
+            try:
+                self.on_done()
+            except Exception:
+                logger.exception("%s: on_done failed", self.name)
 
     # --- helpers of the runner thread --------------------------------------------
 

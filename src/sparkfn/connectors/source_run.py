@@ -60,6 +60,8 @@ class SourceRun:
             py=config.py,
             on_worker_shutdown=on_worker_shutdown,
         )
+        # An instance's end (of its input, or its death) has the supervisor look at once.
+        self.instances.on_end = self.supervisor.wake
 
     @property
     def runners(self) -> list[SourceRunner]:
