@@ -16,6 +16,14 @@ Two things here are about wall time only, not about what is tested:
   tier only and the serial GC: see :func:`pytest_configure`.
 * Under xdist, tests marked ``long_running`` start first: see
   :func:`pytest_collection_modifyitems`.
+
+One thing is about wall time and is a choice of what is tested: a test that
+kills or starts a JVM of its own (crash tests, worker processes, clusters)
+costs a minute of the two cores per backend, so such a test is marked
+``@pytest.mark.backend("sqlite")`` or ``("postgresql")`` and runs on that
+backend only. The marks alternate between the backends, so each backend is
+crashed under several kinds of crash; the store's own tests, which decide
+what a crash leaves behind, run on both.
 """
 
 from __future__ import annotations
@@ -67,6 +75,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     frees up; left where its module puts it, a long test that starts last
     keeps the whole run waiting for it. Each worker collects the same order.
     """
+    kept = [item for item in items if _on_its_backend(item)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return
 
@@ -82,6 +94,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ordered.extend(short[index : index + 1])
     ordered.extend(short[len(long) :])
     items[:] = ordered
+
+
+# The parametrized fixtures whose parameter is a backend's name.
+BACKEND_FIXTURES = ("store_url", "shared_worker")
+
+
+def _on_its_backend(item: pytest.Item) -> bool:
+    """False for a case of a ``backend``-marked test on another backend than the mark's."""
+    marker = item.get_closest_marker("backend")
+    callspec = getattr(item, "callspec", None)
+    if marker is None or callspec is None:
+        return True
+    (wanted,) = marker.args
+    if wanted not in BACKENDS:
+        raise pytest.UsageError(f"{item.nodeid}: backend({wanted!r}): not one of {BACKENDS}")
+    return all(callspec.params.get(name, wanted) == wanted for name in BACKEND_FIXTURES)
 
 
 def _pg_schema_url(schema: str) -> str:

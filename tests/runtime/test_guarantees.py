@@ -232,6 +232,7 @@ def _run_to_end(spark: Any, store: Store) -> None:
             assert drained, f"{run.config.fqfn} did not drain within {CHILD_TIMEOUT} s"
 
 
+@pytest.mark.backend("postgresql")
 def test_guarantees_survive_sigkill(spark: Any, store: Store, tmp_path: Path) -> None:
     _fill(store)
 

@@ -309,6 +309,7 @@ def _run_driver(
     return output
 
 
+@pytest.mark.backend("postgresql")
 def test_cluster_processes_every_message_exactly_once(
     cluster: StandaloneCluster, store: Store, tmp_path: Path
 ) -> None:
@@ -336,6 +337,7 @@ def test_cluster_processes_every_message_exactly_once(
     assert all(n > 0 for n in received), f"an instance processed nothing: {received}"
 
 
+@pytest.mark.backend("sqlite")
 def test_a_group_of_functions_runs_its_tasks_on_the_cluster_exactly_once(
     cluster: StandaloneCluster, store: Store, tmp_path: Path
 ) -> None:

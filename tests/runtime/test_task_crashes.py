@@ -273,6 +273,7 @@ KILLED_BATCH = 1
 
 
 @pytest.mark.long_running(30)
+@pytest.mark.backend("sqlite")
 def test_task_killed_after_staging_leaves_no_output_and_no_orphan(
     spark: Any, store: Store, tmp_path: Path
 ) -> None:
@@ -361,6 +362,7 @@ def _kill_busy_workers(child: Child, busy_dir: Path) -> int:
 
 
 @pytest.mark.long_running(50)
+@pytest.mark.backend("sqlite")
 def test_python_workers_killed_mid_stream_keep_effectively_once(
     store: Store, tmp_path: Path
 ) -> None:
@@ -416,6 +418,7 @@ def _source_runners(child: Child) -> list[int]:
 
 
 @pytest.mark.long_running(30)
+@pytest.mark.backend("postgresql")
 def test_source_runner_killed_mid_stream_restarts_the_query_effectively_once(
     store: Store, tmp_path: Path
 ) -> None:

@@ -120,6 +120,7 @@ def _log(tmp: Path, run: int) -> str:
     return (tmp / f"child-{run}.log").read_text()[-4000:]
 
 
+@pytest.mark.backend("postgresql")
 def test_windows_survive_sigkill_exactly_once(
     run_until_drained: Any, store: Store, tmp_path: Path
 ) -> None:

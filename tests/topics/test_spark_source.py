@@ -349,6 +349,7 @@ def _kill_after_progress(child: subprocess.Popen[str], batches: int) -> None:
 
 
 @pytest.mark.long_running(60)
+@pytest.mark.backend("sqlite")
 def test_sigkill_mid_stream_then_restart_is_exactly_once(
     spark: Any, store: Store, data_dir: Path
 ) -> None:

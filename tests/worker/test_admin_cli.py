@@ -135,6 +135,7 @@ def _wait_state(sparkfn: Sparkfn, state: str) -> Any:
 
 
 @pytest.mark.long_running(90)
+@pytest.mark.backend("sqlite")
 def test_a_function_on_a_worker_is_driven_through_the_cli(
     shared_worker: SharedWorker, tmp_path: Path
 ) -> None:

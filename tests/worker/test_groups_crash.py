@@ -47,6 +47,7 @@ def _create(client: httpx.Client, name: str) -> None:
 
 
 @pytest.mark.long_running(150)
+@pytest.mark.backend("postgresql")
 def test_fifty_grouped_functions_lose_and_repeat_nothing_across_a_sigkill(
     worker_process: WorkerProcess, store: Store
 ) -> None:

@@ -87,6 +87,7 @@ def _can_be_invalid(document: dict[str, Any], label: str) -> bool:
     )
 
 
+@pytest.mark.backend("sqlite")
 def test_every_answer_fits_the_document(api: tuple[Any, str, dict[str, Any]]) -> None:
     schema, base_url, document = api
     started = time.monotonic()

@@ -68,6 +68,7 @@ def _outputs(store: Store, topic: str) -> list[str]:
 
 
 @pytest.mark.long_running(120)
+@pytest.mark.backend("postgresql")
 def test_a_py_two_zips_and_a_wheel_run_each_with_its_own_library(
     shared_worker: SharedWorker, tmp_path: Path
 ) -> None:

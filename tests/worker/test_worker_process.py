@@ -61,6 +61,7 @@ def _wait_processed(
 
 
 @pytest.mark.long_running(90)
+@pytest.mark.backend("sqlite")
 def test_a_submitted_function_runs_and_resumes_after_a_sigkill(
     worker_process: WorkerProcess, store: Store
 ) -> None:

@@ -55,6 +55,7 @@ def _setup(store: Store) -> None:
 
 
 @pytest.mark.long_running(120)
+@pytest.mark.backend("sqlite")
 def test_an_update_to_a_new_parallelism_under_load_loses_and_repeats_nothing(
     shared_worker: SharedWorker,
 ) -> None:
@@ -91,6 +92,7 @@ def test_an_update_to_a_new_parallelism_under_load_loses_and_repeats_nothing(
 
 
 @pytest.mark.long_running(90)
+@pytest.mark.backend("postgresql")
 def test_delete_forgets_the_function_and_a_new_one_of_its_name_starts_afresh(
     shared_worker: SharedWorker,
 ) -> None:
