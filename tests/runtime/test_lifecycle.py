@@ -439,3 +439,112 @@ def test_a_function_and_a_source_of_the_same_name_keep_their_own_records(
     assert (1, "RUNNING") in function_moves and (1, "RUNNING") not in source_moves
     outputs = [o for o in _outputs(lstore) if not o.startswith("final:")]
     assert len(outputs) == 5  # the source's five records, through the function
+
+
+def _instance_objects(log: Path, instance: int) -> dict[str, list[str]]:
+    """The call names of each object of ``instance``."""
+    return {
+        obj: [c["call"] for c in calls]
+        for obj, calls in _calls(log).items()
+        if calls[0]["instance"] == instance
+    }
+
+
+def _closed_gracefully(log: Path, instance: int) -> dict[str, list[str]]:
+    """Assert every object of ``instance`` was closed gracefully, once, last."""
+    objects = _instance_objects(log, instance)
+    assert objects, f"instance {instance} made no object"
+    for obj, names in objects.items():
+        assert names[0] == "initialize" and names.count("initialize") == 1, (obj, names)
+        assert names.count("close") == 1 and names[-1] == "close", (obj, names)
+        assert names[-2] == "shutdown", (obj, names)
+    return objects
+
+
+def test_one_instance_suspended_mid_stream_leaves_gracefully_and_the_others_take_its_share(
+    spark: Any, lstore: Store, tmp_path: Path
+) -> None:
+    log = tmp_path / "calls.jsonl"
+    values = [f"m{i}" for i in range(300)]
+    _produce(lstore, values)
+    config = _config(
+        log,
+        parallelism=3,
+        processing_guarantees="effectively_once",
+        user_config={"sleep": 0.01},
+    )
+    run = LocalRun(config, store=lstore, spark=spark).start()
+    _wait_processed(log, 40, run)
+    run.suspend_instance(1)
+    run.suspend_instance(1)  # asked twice: one stop
+    run.wait_for(
+        lambda: run.status().instances[1].status.state == "STOPPED", WAIT, "instance 1 suspended"
+    )
+    assert run.run_state == "RUNNING"
+    assert [i.status.state for i in run.status().instances] == ["RUNNING", "STOPPED", "RUNNING"]
+    closed = _closed_gracefully(log, 1)
+    more = [f"n{i}" for i in range(150)]
+    _produce(lstore, more)
+    run.wait_for(
+        lambda: (
+            Counter(o.split(":", 1)[1] for o in _outputs(lstore) if not o.startswith("final:"))
+            == Counter(values + more)
+        ),
+        WAIT,
+        "every message processed once, by the other instances after the suspend",
+    )
+    assert not any(o.startswith("1:n") for o in _outputs(lstore))  # its share went to 0 and 2
+    assert _instance_objects(log, 1) == closed  # nothing called on it since
+    cause = [t for t in run.transitions() if t["instance"] == 1][-1]
+    assert (cause["from"], cause["to"]) == ("STOPPING", "STOPPED"), cause
+    assert cause["cause"].startswith("suspended"), cause
+    # Started again, it takes its share back.
+    run.restart_instance(1)
+    last = [f"k{i}" for i in range(150)]
+    _produce(lstore, last)
+    run.wait_for(
+        lambda: any(o.startswith("1:k") for o in _outputs(lstore)), WAIT, "instance 1 back"
+    )
+    assert run.drain(WAIT)
+    processed = Counter(o.split(":", 1)[1] for o in _outputs(lstore) if not o.startswith("final:"))
+    assert processed == Counter(values + more + last), "not exactly once across the suspend"
+    _check_sequences(log, graceful=True)
+    assert run.status().unclosed_objects == []
+
+
+def test_one_instance_drained_processes_the_input_as_of_the_drain_then_leaves(
+    spark: Any, lstore: Store, tmp_path: Path
+) -> None:
+    log = tmp_path / "calls.jsonl"
+    values = [f"m{i}" for i in range(300)]
+    _produce(lstore, values[:100])
+    config = _config(
+        log,
+        parallelism=2,
+        processing_guarantees="effectively_once",
+        user_config={"sleep": 0.02},
+    )
+    run = LocalRun(config, store=lstore, spark=spark).start()
+    _wait_processed(log, 20, run)
+    _produce(lstore, values[100:])  # in the input when the drain is asked: processed first
+    run.drain_instance(1)
+    run.wait_for(
+        lambda: run.status().instances[1].status.state == "STOPPED", WAIT, "instance 1 drained"
+    )
+    at_stop = Counter(o.split(":", 1)[1] for o in _outputs(lstore) if not o.startswith("final:"))
+    assert set(at_stop) >= set(values), "an instance's drain ended before the input as of it"
+    assert max(at_stop.values()) == 1
+    assert any(o.startswith("1:") for o in _outputs(lstore))
+    assert run.status().instances[0].status.state == "RUNNING"
+    closed = _closed_gracefully(log, 1)
+    more = [f"n{i}" for i in range(100)]
+    _produce(lstore, more)
+    assert run.drain(WAIT)
+    outputs = _outputs(lstore)
+    processed = Counter(o.split(":", 1)[1] for o in outputs if not o.startswith("final:"))
+    assert processed == Counter(values + more)
+    assert not any(o.startswith("1:n") for o in outputs)
+    assert _instance_objects(log, 1) == closed
+    step = [t for t in run.transitions() if t["instance"] == 1 and t["to"] == "STOPPED"][0]
+    assert step["cause"].startswith("drained"), step
+    _check_sequences(log, graceful=True)

@@ -134,6 +134,17 @@ def _wait_state(sparkfn: Sparkfn, state: str) -> Any:
     return status
 
 
+def _wait_running(sparkfn: Sparkfn, count: int) -> Any:
+    """The status once ``count`` instances run (others stopped alone)."""
+    deadline = time.monotonic() + WAIT_S
+    status = sparkfn.json("functions", "status", "--name", "wordcount")
+    while status["numRunning"] != count and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = sparkfn.json("functions", "status", "--name", "wordcount")
+    assert status["numRunning"] == count, status
+    return status
+
+
 @pytest.mark.long_running(90)
 @pytest.mark.backend("sqlite")
 def test_a_function_on_a_worker_is_driven_through_the_cli(
@@ -270,6 +281,36 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
         == 1
     )
     assert sparkfn.json("functions", "status", "--name", "wordcount")["numInstances"] == 2
+
+    # One instance: suspended alone, the other counts on; start brings it back; drained alone.
+    _wait_running(sparkfn, 2)
+    one = ("--name", "wordcount", "--instance-id", "1")
+    assert (
+        sparkfn.ok("functions", "suspend", *one).stdout
+        == "suspended instance 1 of function public/default/wordcount\n"
+    )
+    assert (
+        sparkfn.ok("functions", "stop", *one).stdout  # waits: stopped by the suspend
+        == "stopped instance 1 of function public/default/wordcount (STOPPED)\n"
+    )
+    assert _wait_running(sparkfn, 1)["instances"][0]["status"]["state"] == "RUNNING"
+    _produce(store, "zebra zebra")
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        ran = sparkfn.run("functions", "querystate", "--name", "wordcount", "--key", "zebra")
+        if ran.returncode == 0:
+            break
+        time.sleep(0.5)
+    assert ran.stdout == "zebra = counter 2\n", _described(ran)
+    sparkfn.ok("functions", "start", *one)
+    _wait_running(sparkfn, 2)
+    sparkfn.ok("functions", "drain", *one)
+    _wait_running(sparkfn, 1)
+    sparkfn.fail(
+        "function_not_found", "functions", "suspend", "--name", "wordcount", "--instance-id", "9"
+    )
+    sparkfn.ok("functions", "start", *one)
+    _wait_running(sparkfn, 2)
 
     # Packages: upload, list, download the same bytes.
     sparkfn.ok("packages", "upload", "--source-file", str(WORDCOUNT), "--path", "acme/wc.py")

@@ -110,6 +110,16 @@ def test_a_hosted_sink_fed_by_a_hosted_source_loses_nothing_across_its_lifecycle
         2, 2, ["public/default/out"]
     )  # fmt: skip
     _until(lambda: cli.json("sinks", "status", "--name", "arch")["numRunning"] == 2, "2 instances")
+    # One instance suspended alone: the other writes its share meanwhile; start brings it back.
+    said = cli.run("sinks", "suspend", "--name", "arch", "--instance-id", "1").stdout
+    assert said == "suspended instance 1 of sink public/default/arch\n"
+    _until(lambda: cli.json("sinks", "status", "--name", "arch")["numRunning"] == 1, "1 left")
+    one = cli.json("sinks", "status", "--name", "arch")["instances"][1]["status"]
+    assert not one["running"], one
+    before = len(_written(files))
+    _until(lambda n=before: len(_written(files)) > n, "lines from instance 0 alone")
+    cli.run("sinks", "start", "--name", "arch", "--instance-id", "1")
+    _until(lambda: cli.json("sinks", "status", "--name", "arch")["numRunning"] == 2, "2 again")
     shown = cli.json("sinks", "get", "--name", "arch")
     assert (shown["archive"], shown["processingGuarantees"]) == ("builtin://file", "ATLEAST_ONCE")
     assert cli.json("sinks", "list") == ["arch"]

@@ -134,6 +134,15 @@ def test_a_hosted_generator_runs_stops_drains_restarts_updates_and_is_deleted(
     assert client.get(f"{SOURCES}/gen/0/status").json()["running"]
     assert client.post(f"{SOURCES}/gen/1/start").status_code == 204
     _until(lambda: client.get(f"{SOURCES}/gen/1/status").json()["running"], "instance 1 back")
+    # Suspended alone, it ends as a whole source's suspend would; instance 0 runs on.
+    assert client.post(f"{SOURCES}/gen/1/suspend").status_code == 204
+    _until(
+        lambda: client.get(f"{SOURCES}/gen/1/status").json()["state"] == "SUSPENDED",
+        "instance 1 suspended",
+    )
+    assert client.get(f"{SOURCES}/gen/0/status").json()["running"]
+    assert client.post(f"{SOURCES}/gen/1/start").status_code == 204
+    _until(lambda: client.get(f"{SOURCES}/gen/1/status").json()["running"], "instance 1 again")
     assert client.post(f"{SOURCES}/gen/drain").status_code == 204
     _until(lambda: _state(client, "gen") == "STOPPED", "the last drain")
     assert client.get(f"{SOURCES}/gen", params={"version": 1}).json()["parallelism"] == 1
@@ -162,8 +171,9 @@ def test_refusals_have_stable_reasons_and_leave_nothing(client: httpx.Client, st
     assert _create(client, "twice", GENERATOR).status_code == 200
     again = _create(client, "twice", GENERATOR)
     assert (again.status_code, again.json()["reason"]) == (409, "source_already_exists")
-    body = client.post(f"{SOURCES}/twice/7/stop").json()
-    assert body["reason"] == "source_not_found" and "no instance 7" in body["message"]
+    for verb in ("stop", "drain", "suspend"):
+        body = client.post(f"{SOURCES}/twice/7/{verb}").json()
+        assert body["reason"] == "source_not_found" and "no instance 7" in body["message"]
     assert client.post(f"{SOURCES}/twice/stop").status_code == 204
     _until(lambda: _state(client, "twice") == "SUSPENDED", "the stop")
     TopicAdmin(store).delete("out")  # its topic gone, a start fails: ERROR in status

@@ -83,9 +83,7 @@ function Actions({ fqfn, onDone, instance }) {
   const [error, setError] = useState(null);
   const [done, setDone] = useState("");
   const base = instance === undefined ? fnPath(fqfn) : `${fnPath(fqfn)}/${instance}`;
-  const verbs = instance === undefined
-    ? ["start", "stop", "drain", "suspend", "restart"]
-    : ["start", "stop", "restart"];
+  const verbs = ["start", "stop", "drain", "suspend", "restart"];
   const act = async (verb) => {
     setBusy(verb);
     setError(null);

@@ -35,6 +35,7 @@ resembles, so callers may catch either::
     ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
     │   └── StaleRunError                      a newer run replaced this one (fenced)
     ├── FunctionNotRunningError (RuntimeError) the request needs the function running
+    │   └── InstanceStoppingError              the instance is stopping alone (drain, suspend)
     ├── SubscriptionBusyError  (RuntimeError) a running function or sink owns the subscription (HTTP 412)
     ├── WorkerError            (RuntimeError) a worker refused a request, for a reason it names
     │   └── WorkerUnreachableError (ConnectionError) no worker answers at the URL
@@ -279,6 +280,12 @@ class FunctionNotRunningError(SparkfnError, RuntimeError):
     """The request needs the function running here (a trigger, say) and it is not."""
 
     reason = "function_not_running"
+
+
+class InstanceStoppingError(FunctionNotRunningError):
+    """One instance is draining or suspending alone; it can be started once it is ``STOPPED``."""
+
+    reason = "instance_stopping"
 
 
 class SubscriptionBusyError(SparkfnError, RuntimeError):

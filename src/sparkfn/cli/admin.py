@@ -5,6 +5,7 @@
     sparkfn functions list --tenant public --namespace default
     sparkfn functions get --name wordcount --version 1
     sparkfn functions stop --fqfn public/default/wordcount --instance-id 0
+    sparkfn functions drain --fqfn public/default/wordcount --instance-id 1
     sparkfn functions delete --name wordcount --url http://worker:6750 --output json
 
 These commands talk to a worker (``sparkfn worker start``) over its REST API,
@@ -179,8 +180,19 @@ ACTIONS = (
         True,
     ),
     ("restart", "restarted", "Restart a function (or one instance).", True),
-    ("drain", "drained", "Process what the inputs hold, then stop the function.", False),
-    ("suspend", "suspended", "Stop a function at once, to resume exactly there on start.", False),
+    (
+        "drain",
+        "drained",
+        "Process what the inputs hold, then stop the function (or one instance: the others "
+        "take its share).",
+        True,
+    ),
+    (
+        "suspend",
+        "suspended",
+        "Stop a function (or one instance) at the next batch boundary, to resume there on start.",
+        True,
+    ),
 )
 
 

@@ -382,8 +382,8 @@ ACTIONS = (
     ("start", "started", True),
     ("stop", "stopped", True),
     ("restart", "restarted", True),
-    ("drain", "drained", False),
-    ("suspend", "suspended", False),
+    ("drain", "drained", True),
+    ("suspend", "suspended", True),
 )
 
 

@@ -182,6 +182,18 @@ class SourceInstances:
         for i in instances:
             self.runners[i].stop(StopMode.CANCEL, "shut down")
 
+    def reached(self, point: Any) -> bool:
+        """A source instance drains what its source gives until it ends: nothing to wait for."""
+        return True
+
+    def begin_leave(self, instance: int, mode: StopMode) -> None:
+        """Ask the instance's runner to drain or suspend (it records its own end)."""
+        self.runners[instance].stop(mode, f"{mode.value} requested by user")
+
+    def left(self, instance: int, batch: Any) -> bool:
+        """The instance's runner ended (its source's ``close()`` returned)."""
+        return self.runners[instance].wait(0)
+
     def tend(self) -> bool:
         """Nothing: a source's instances are never parked."""
         return False

@@ -211,9 +211,23 @@ class LocalRun(Closing):
         """Stop now; the batch in flight is abandoned (replayed per the guarantee); ``close`` only."""
         return self.stop(StopMode.CANCEL, timeout=timeout)
 
-    def stop_instance(self, instance_id: int) -> None:
-        """Stop one instance; the others take its share."""
-        self._supervised().stop_instance(instance_id)
+    def stop_instance(self, instance_id: int, mode: str | StopMode = StopMode.SUSPEND) -> None:
+        """Stop one instance (returns at once); the others take its share.
+
+        ``suspend`` (the default, as for a whole function): it takes no more
+        input, the batch it is in commits, its objects are closed gracefully,
+        then it is ``STOPPED``. ``drain``: first, what was in the input when
+        asked is processed. ``cancel``: ``close()`` only, now.
+        """
+        self._supervised().stop_instance(instance_id, mode)
+
+    def drain_instance(self, instance_id: int) -> None:
+        """:meth:`stop_instance` with ``drain``."""
+        self.stop_instance(instance_id, StopMode.DRAIN)
+
+    def suspend_instance(self, instance_id: int) -> None:
+        """:meth:`stop_instance` with ``suspend``."""
+        self.stop_instance(instance_id, StopMode.SUSPEND)
 
     def restart_instance(self, instance_id: int) -> None:
         """Start a stopped or shut-down instance again; it takes its share back."""

@@ -15,7 +15,7 @@ GET         ``/{tenant}/{namespace}``                              names in the 
 GET         ``/{tenant}/{namespace}/{name}[/{instanceId}]/status`` SourceStatus / SinkStatus
 GET         ``/{tenant}/{namespace}/{name}[/{instanceId}]/stats``  counters
 POST        ``/{tenant}/{namespace}/{name}[/{instanceId}]/start``  also ``stop``, ``restart``
-POST        ``/{tenant}/{namespace}/{name}/drain``                 also ``suspend``
+POST        ``/{tenant}/{namespace}/{name}[/{instanceId}]/drain``  also ``suspend``
 GET         ``/builtinsources`` (``/builtinsinks``)                the built-ins, their fields
 GET         ``/{type}/configdefinition``                           one built-in's config fields
 ==========  =====================================================  ===============================
@@ -250,9 +250,10 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         router.add_api_route(NAMED + f"/{action}", _action(worker, kind, action), **no_content)
         router.add_api_route(INSTANCE + f"/{action}", _action(worker, kind, action), **no_content)
     for stop_mode in (StopMode.DRAIN, StopMode.SUSPEND):
-        router.add_api_route(
-            NAMED + f"/{stop_mode.value}", _stopper(worker, kind, stop_mode), **no_content
-        )
+        for path in (NAMED, INSTANCE):
+            router.add_api_route(
+                path + f"/{stop_mode.value}", _stopper(worker, kind, stop_mode), **no_content
+            )
     return router
 
 
@@ -310,8 +311,8 @@ def _action(worker: Worker, kind: str, action: str) -> Any:
 
 
 def _stopper(worker: Worker, kind: str, mode: StopMode) -> Any:
-    def stop(tenant: str, namespace: str, name: str) -> Response:
-        worker.stop(f"{tenant}/{namespace}/{name}", mode=mode, kind=kind)
+    def stop(tenant: str, namespace: str, name: str, instance_id: int | None = None) -> Response:
+        worker.stop(f"{tenant}/{namespace}/{name}", instance_id, mode=mode, kind=kind)
         return Response(status_code=204)
 
     stop.__name__ = f"{mode.value}_{kind}"

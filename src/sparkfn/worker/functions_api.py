@@ -14,7 +14,7 @@ GET         ``/{tenant}/{namespace}``                              names in the 
 GET         ``/{tenant}/{namespace}/{name}[/{instanceId}]/status`` ``FunctionStatus``
 GET         ``/{tenant}/{namespace}/{name}[/{instanceId}]/stats``  ``FunctionStats``
 POST        ``/{tenant}/{namespace}/{name}[/{instanceId}]/start``  also ``stop``, ``restart``
-POST        ``/{tenant}/{namespace}/{name}/drain``                 also ``suspend``
+POST        ``/{tenant}/{namespace}/{name}[/{instanceId}]/drain``  also ``suspend``
 GET, POST   ``/{tenant}/{namespace}/{name}/state/{key}``           query or put state
 ==========  =====================================================  ==========================
 
@@ -252,6 +252,7 @@ def functions_router(worker: Worker) -> APIRouter:
         router.add_api_route(INSTANCE + f"/{action}", _action(worker, action), **no_content)
     for mode in (StopMode.DRAIN, StopMode.SUSPEND):
         router.add_api_route(FUNCTION + f"/{mode.value}", _stopper(worker, mode), **no_content)
+        router.add_api_route(INSTANCE + f"/{mode.value}", _stopper(worker, mode), **no_content)
 
     @router.get(FUNCTION + "/state/{key}", response_model=StateValue)
     def query_state(tenant: str, namespace: str, name: str, key: str) -> StateValue:
@@ -316,8 +317,8 @@ def _action(worker: Worker, action: str) -> Any:
 
 
 def _stopper(worker: Worker, mode: StopMode) -> Any:
-    def stop(tenant: str, namespace: str, name: str) -> Response:
-        worker.stop(f"{tenant}/{namespace}/{name}", mode=mode)
+    def stop(tenant: str, namespace: str, name: str, instance_id: int | None = None) -> Response:
+        worker.stop(f"{tenant}/{namespace}/{name}", instance_id, mode=mode)
         return Response(status_code=204)
 
     stop.__name__ = f"{mode.value}_function"

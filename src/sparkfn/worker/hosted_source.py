@@ -106,9 +106,10 @@ class HostedSource:
             raise ConnectorFailedError(msg)
         return ended
 
-    def stop_instance(self, instance_id: int) -> None:
-        """Stop one instance now (what it read and did not append is not acked)."""
-        self.run.supervisor.stop_instance(instance_id)
+    def stop_instance(self, instance_id: int, mode: str | StopMode = StopMode.CANCEL) -> None:
+        """Stop one instance: by default now (what it read and did not append is not
+        acked); ``drain`` or ``suspend`` end it as a whole source's stop would."""
+        self.run.supervisor.stop_instance(instance_id, mode)
 
     def restart_instance(self, instance_id: int) -> None:
         """Start a stopped instance again."""

@@ -323,24 +323,29 @@ class Worker:
         fqfn: str,
         instance_id: int | None = None,
         *,
-        mode: StopMode = StopMode.SUSPEND,
+        mode: StopMode | None = None,
         kind: str = "function",
     ) -> None:
-        """Stop the run by ``mode`` (it stays stopped across worker restarts), or one instance.
+        """Stop the run by ``mode`` (default ``suspend``; it stays stopped across worker
+        restarts), or one instance (its run's own default, see ``stop_instance``).
 
-        Stopping returns at once; status shows the run ending.
+        Stopping returns at once; status shows the run or the instance ending.
         """
         registry = self.registry_for(kind)
         registry.get(fqfn)
         key = registry.key(fqfn)
         if instance_id is not None:
-            self._live(key, instance_id).stop_instance(instance_id)
+            one = self._live(key, instance_id)
+            if mode is None:
+                one.stop_instance(instance_id)
+            else:
+                one.stop_instance(instance_id, mode)
             return
         registry.set_desired(fqfn, Desired.STOPPED)
         with self._lock:
             run = self._runs.get(key)
         if run is not None:
-            run.stop(mode, timeout=0)
+            run.stop(mode or StopMode.SUSPEND, timeout=0)
 
     def restart(self, fqfn: str, instance_id: int | None = None, *, kind: str = "function") -> None:
         """Suspend and start again (the whole run), or restart one instance."""
@@ -349,7 +354,7 @@ class Worker:
         key = registry.key(fqfn)
         if instance_id is not None:
             run = self._live(key, instance_id)
-            run.stop_instance(instance_id)
+            run.stop_instance(instance_id, StopMode.CANCEL)  # at once: it starts again now
             run.restart_instance(instance_id)
             return
         self._end(key, StopMode.SUSPEND)

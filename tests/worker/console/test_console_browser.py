@@ -224,6 +224,16 @@ def test_exceptions_death_instance_actions_update_and_state_put(
     page.get_by_label("Version").select_option("1")
     expect(page.locator("pre.json")).to_contain_text('"parallelism": 1')
 
+    # Per instance, from the keyboard: suspend instance 1; it stops, instance 0 runs on.
+    page.get_by_role("button", name="suspend instance 1").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("status").filter(has_text="suspend: done")).to_be_visible()
+    one = page.locator("[data-testid=instances] tbody tr[data-instance='1']")
+    expect(one).to_contain_text("STOPPED", timeout=60_000)
+    zero = page.locator("[data-testid=instances] tbody tr[data-instance='0']")
+    expect(zero).to_contain_text(re.compile("RUNNING|PARKED"))
+    expect(page.get_by_test_id("transitions")).to_contain_text("suspended", timeout=30_000)
+
     # A death: the instance ends with context.fatal; its exception and traceback show.
     with (FUNCS.parent.parent / "funcs" / "fatal_on_message.py").open("rb") as code:
         made = httpx.post(

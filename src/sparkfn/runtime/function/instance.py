@@ -132,6 +132,9 @@ class FunctionInstance:
         self.epoch = 0  # the query epoch the object was created in
         self.object_id: int | None = None  # its row in function_objects
         self.store_key: tuple[str, str] | None = None  # (url, data dir) it was created for
+        # Created for an instance that stopped alone (a task of a batch planned before):
+        # closed gracefully once that task ends (runtime.query.executor).
+        self.last_task = False
         self.task_thread: int | None = None
         self.interrupt: BaseException | None = None
         self.on_fatal: Callable[[DeathCause], None] | None = None

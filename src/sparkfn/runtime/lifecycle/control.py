@@ -97,11 +97,13 @@ class RunControl:
     instances: dict[int, InstanceRecord] = field(default_factory=dict)
 
     def live(self, parallelism: int) -> list[int]:
-        """Instances that take input: not dead in this epoch and not shut down."""
+        """Instances that take input: not dead in this epoch, not shut down and not
+        stopping alone (an instance's own drain or suspend)."""
         return [
             i
             for i in range(parallelism)
-            if (rec := self.instances.get(i)) is None or not (rec.dead or rec.state in ENDED)
+            if (rec := self.instances.get(i)) is None
+            or not (rec.dead or rec.state in ENDED or rec.state == STOPPING)
         ]
 
 

@@ -95,6 +95,7 @@ class FunctionSupervisor(Supervisor):
         )
         self.kind = kind
         self.query_target.on_end = self.wake
+        self.query_target.subscription = config.subscription
 
     def take_probe(self) -> Probe | None:
         """The probe the query's next start runs, if the supervisor is hunting a poison message."""

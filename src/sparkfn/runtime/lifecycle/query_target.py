@@ -11,6 +11,11 @@ in Python worker processes, reached through the run's control record
 * cancel: the reader admits nothing, running tasks are interrupted at their
   next batch boundary (closing their objects on the way out), then the query
   is stopped;
+* one instance's drain or suspend (:meth:`QueryTarget.begin_leave`): it is
+  ``STOPPING``, so the reader plans no more input for it (its share goes to
+  the others); it has left once the batch planned last when it stopped
+  taking input has committed (a drain first waits for the subscription to
+  reach the input's ends as of the drain, :meth:`QueryTarget.reached`);
 * closing: every worker process's control thread (:mod:`sparkfn.runtime.lifecycle.workerctl`)
   is told to close the instances' objects and acknowledges each one.
 
@@ -29,12 +34,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sparkfn.api.errors import NotFoundError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.runtime.lifecycle import control, objects
 from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
+from sparkfn.topics import subscription
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.spark.planning import offset_key
 from sparkfn.topics.spark.source import current_ends
 
 if TYPE_CHECKING:
@@ -81,6 +90,7 @@ class QueryTarget:
         self.parked = False  # stopped by parking; the run goes on
         self._terminated: StreamingQuery | None = None
         self._epoch = 0
+        self.subscription: str | None = None  # the query's subscription (one instance's stop)
 
     def launch(self, epoch: int, instances: list[int]) -> None:
         """Start the query in ``epoch`` (the reader reads which instances are live)."""
@@ -187,6 +197,55 @@ class QueryTarget:
 
     def retire(self, instances: list[int]) -> None:
         """Nothing to do: the reader leaves out instances whose state is final."""
+
+    def reached(self, point: Any) -> bool:
+        """Whether the subscription's cursors are at or past ``point`` (a drain's ends).
+
+        Everything in the input up to ``point`` has then been processed
+        (committed) by the instances it was dealt to.
+        """
+        if not point or self.subscription is None:
+            return True
+        admin = TopicAdmin(self.store)
+        keys: dict[str, tuple[int, int]] = {}
+        for name in self._inputs():
+            try:
+                topic = admin.get(name)
+            except NotFoundError:
+                continue  # deleted since: nothing of it to wait for
+            for part in range(topic.partitions):
+                keys[offset_key(topic, part)] = (topic.id, part)
+        with self.store.read() as conn:
+            cursors = subscription.cursors(conn, self.subscription)
+        return all(
+            cursors.get(keys[key], 0) >= end
+            for key, end in point.items()
+            if end > 0 and key in keys
+        )
+
+    def begin_leave(self, instance: int, mode: StopMode) -> Any:
+        """The instance is ``STOPPING`` (the reader plans nothing more for it): the batch
+        it may still be in, the subscription's plan if that is not committed yet."""
+        if self.subscription is None:
+            return None
+        with self.store.read() as conn:
+            plan = subscription.read_plan(conn, self.subscription)
+        if plan is None or plan.committed:
+            return None
+        return (plan.epoch, plan.spark_start, plan.spark_end)
+
+    def left(self, instance: int, batch: Any) -> bool:
+        """Whether ``batch`` (from :meth:`begin_leave`) committed or was given up (a relaunch
+        plans it again without the instance)."""
+        if batch is None or self.subscription is None:
+            return True
+        with self.store.read() as conn:
+            plan = subscription.read_plan(conn, self.subscription)
+        return (
+            plan is None
+            or plan.committed
+            or (plan.epoch, plan.spark_start, plan.spark_end) != batch
+        )
 
     def finished(self) -> Ended | None:
         """The query stopped without being asked: failed (a Spark error) or stopped."""

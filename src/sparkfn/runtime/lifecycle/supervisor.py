@@ -6,6 +6,10 @@ of a source, :class:`~sparkfn.connectors.instances.SourceInstances`) and keeps
 the promises the target cannot keep alone:
 
 * **start**: record the run (a new epoch), launch the target, ``RUNNING``;
+* **one instance's stop** (:meth:`Supervisor.stop_instance`): ``drain`` and
+  ``suspend`` are asked like a run's stop and carried out by the
+  supervisor's thread (the instance leaves at a batch boundary, its objects
+  closed gracefully, ``STOPPED``); ``cancel`` acts at once;
 * **stop** (``drain``, ``suspend``, ``cancel``): :meth:`Supervisor.stop`
   only records the request and wakes the supervisor's thread, which does the
   stopping (on drain and suspend the target winds down gracefully; on cancel
@@ -32,9 +36,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from sparkfn.api.errors import FunctionFailure
+from sparkfn.api.errors import FunctionFailure, InstanceStoppingError
 from sparkfn.api.lifecycle import DeathCause, Response, RunState, StopMode
 from sparkfn.config.policy import FailurePolicy
 from sparkfn.runtime.lifecycle import control
@@ -49,6 +54,22 @@ from sparkfn.store.store import Store
 _STARTED = frozenset({control.CREATED, control.STARTING, control.RUNNING})
 
 _LOG = logging.getLogger("sparkfn.supervisor")
+
+
+@dataclass
+class Leave:
+    """One instance's graceful stop, asked and not yet complete.
+
+    ``point`` is where a drain ends (the input's ends when it was asked);
+    ``batch`` is set once the instance takes no more input: the batch it may
+    still be in (:meth:`~.target.RunTarget.begin_leave`).
+    """
+
+    mode: StopMode
+    point: Any
+    cause: str
+    begun: bool = False
+    batch: Any = None
 
 
 class Supervisor:
@@ -81,6 +102,7 @@ class Supervisor:
         self.history = RestartHistory()
         self._stopping: StopMode | None = None  # the stop being carried out
         self._requested: tuple[StopMode, Any, str] | None = None  # the latest stop asked
+        self._leaving: dict[int, Leave] = {}  # instances stopping gracefully, one by one
         self._request_lock = threading.Lock()
         self._lock = threading.RLock()  # one move at a time
         self._wake = threading.Event()
@@ -194,14 +216,17 @@ class Supervisor:
         """The target is stopped or stopping: close every object and record the final state."""
         self.target.halt()
         self._close(self._all(), graceful=graceful)
+        with self._request_lock:
+            self._leaving.clear()  # an instance stopping alone ends with the run
         control.clear_stop(self.store, self.control_id)
         # The record passes through STOPPING as the run did (a target that stops at
         # once never asked the reader to stop, which records it).
         control.set_state(self.store, self.control_id, control.STOPPING, cause)
         state = control.SUSPENDED if mode is StopMode.SUSPEND else control.STOPPED
         record = control.read_control(self.store, self.control_id)
+        # Instances already ended (in ERROR, or stopped alone) keep their state.
         down = [
-            i for i, r in (record.instances.items() if record else []) if r.state == control.ERROR
+            i for i, r in (record.instances.items() if record else []) if r.state in control.ENDED
         ]
         up = [i for i in self._all() if i not in down]
         # One transaction: a status read never sees the function stopped and its instances running.
@@ -238,7 +263,7 @@ class Supervisor:
         lookout = Lookout(self.store, self.control_id, self._wake, shared=not tended)
         try:
             while not self._ended.is_set():
-                stopping = self._stopping is not None
+                stopping = self._stopping is not None or bool(self._leaving)
                 if not lookout.due(
                     stopping=stopping, ended=lambda: self.target.finished() is not None
                 ):
@@ -280,6 +305,8 @@ class Supervisor:
             self._handle(deaths, ended.error if ended is not None else None, record)
         elif ended is not None:
             self._end(ended.mode, ended.cause, graceful=ended.mode is not StopMode.CANCEL)
+        elif mode is None and self._leaving:
+            self._tend_leaves()
         elif mode is None and self.target.tend():  # parked, and its input has news
             _LOG.info("%s %s: input arrived; starting it again", self.target.kind, self.fqfn)
             self._launch_again([])
@@ -441,16 +468,92 @@ class Supervisor:
         return True
 
     # --- instances ----------------------------------------------------------------------
-    def stop_instance(self, instance_id: int, cause: str = "stopped by user") -> None:
-        """Stop one instance; the others take over its share."""
-        with self._lock:
-            control.set_state(self.store, self.control_id, control.STOPPED, cause, [instance_id])
-            self.target.retire([instance_id])
-            self._close([instance_id], graceful=False)
+    def stop_instance(
+        self,
+        instance_id: int,
+        mode: str | StopMode = StopMode.CANCEL,
+        *,
+        cause: str = "",
+    ) -> None:
+        """Stop one instance; the others take over its share.
+
+        ``cancel`` stops it now: ``close()`` only, on this thread. ``drain``
+        (what was in the input when asked is processed first) and
+        ``suspend`` are asked here and carried out by the supervisor's
+        thread: the instance takes no more input, the batch it is in
+        commits, and its objects are closed gracefully
+        (``prepare_to_shutdown()``, ``shutdown()``, ``close()``); then it is
+        ``STOPPED``. Asking again while it stops changes nothing; a cancel
+        takes over.
+        """
+        try:
+            stop_mode = StopMode.parse(mode)
+        except ValueError as exc:
+            msg = f"{self.target.kind} {self.fqfn}: {exc}"
+            raise ValueError(msg) from None
+        if stop_mode is StopMode.CANCEL:
+            with self._lock:
+                self._leaving.pop(instance_id, None)
+                control.set_state(
+                    self.store,
+                    self.control_id,
+                    control.STOPPED,
+                    cause or "stopped by user",
+                    [instance_id],
+                )
+                self.target.retire([instance_id])
+                self._close([instance_id], graceful=False)
+            return
+        record = control.read_control(self.store, self.control_id)
+        found = record.instances.get(instance_id) if record is not None else None
+        if found is not None and found.state in control.ENDED:
+            return  # it runs no more: nothing to stop
+        point = self.target.stop_point(stop_mode)  # a drain's: the input's ends now
+        with self._request_lock:
+            if instance_id not in self._leaving:
+                self._leaving[instance_id] = Leave(
+                    stop_mode, point, cause or f"{stop_mode.value} requested by user"
+                )
+        self._wake.set()
+
+    def _tend_leaves(self) -> None:
+        """Carry each instance's graceful stop one step on (the supervisor's thread)."""
+        with self._request_lock:
+            leaving = list(self._leaving.items())
+        for i, leave in leaving:
+            if not leave.begun:
+                if leave.mode is StopMode.DRAIN and not self.target.reached(leave.point):
+                    continue  # it takes its share until the input as of the drain is processed
+                control.set_state(
+                    self.store, self.control_id, control.STOPPING, leave.cause, [i], keep_ended=True
+                )
+                leave.batch = self.target.begin_leave(i, leave.mode)
+                leave.begun = True
+            if not self.target.left(i, leave.batch):
+                continue
+            self._close([i], graceful=True)
+            done = "drained" if leave.mode is StopMode.DRAIN else "suspended"
+            control.set_state(
+                self.store,
+                self.control_id,
+                control.STOPPED,
+                f"{done} ({leave.cause})",
+                [i],
+                keep_ended=True,
+            )
+            with self._request_lock:
+                self._leaving.pop(i, None)
 
     def restart_instance(self, instance_id: int, cause: str = "restarted by user") -> None:
         """Start a stopped or shut-down instance again; it takes its share back."""
         with self._lock:
+            leave = self._leaving.get(instance_id)
+            if leave is not None:
+                msg = (
+                    f"{self.target.kind} {self.fqfn} instance {instance_id} is stopping "
+                    f"({leave.cause}); start it again once it is STOPPED"
+                )
+                raise InstanceStoppingError(msg)
             control.revive(self.store, self.control_id, [instance_id], cause, self.epoch)
             if not self.target.restarts_whole:
                 self.target.launch(self.epoch, [instance_id])

@@ -55,6 +55,17 @@ class RunTarget(Protocol):
     def retire(self, instances: list[int]) -> None:
         """Stop these instances only; the others keep running."""
 
+    def reached(self, point: Any) -> bool:
+        """Whether one instance's drain may end: the input up to ``point`` (from
+        :meth:`stop_point`) is processed."""
+
+    def begin_leave(self, instance: int, mode: StopMode) -> Any:
+        """One instance stops gracefully (it is ``STOPPING``): what :meth:`left` waits for."""
+
+    def left(self, instance: int, batch: Any) -> bool:
+        """Whether the instance is past its last batch, ``batch`` from :meth:`begin_leave`
+        (its objects may then be closed gracefully)."""
+
     def tend(self) -> bool:
         """Called at the supervisor's looks while the run runs: ``True`` asks for a
         start again in the same epoch (a parked query whose input has news)."""

@@ -118,7 +118,7 @@ def instance_for(
         workerctl.close_object(store, key, inst, "replaced", _forget)
         inst = None
     if inst is None:
-        _refuse_dead(store, cid, instance_id, epoch)
+        stopped = _refuse_dead(store, cid, instance_id, epoch)
         topics = StoreTopicCatalog(store)
         inst = FunctionInstance(
             config, instance_id, load_function(config), topics, version, str(store.data_dir)
@@ -127,6 +127,7 @@ def instance_for(
         inst.store_key = (store.url, str(store.data_dir))
         inst.on_fatal = _death_recorder(store, cid, inst)
         inst.object_id = objects.register_object(store, cid, instance_id, epoch)
+        inst.last_task = stopped
         with _REGISTRY_LOCK:
             _INSTANCES[key] = inst
             _ORIGINS[key] = origin
@@ -145,13 +146,19 @@ def _death_recorder(
     return record
 
 
-def _refuse_dead(store: Store, control_id: str, instance_id: int, epoch: int) -> None:
-    """A Spark task retry must not revive an instance that died in this epoch."""
+def _refuse_dead(store: Store, control_id: str, instance_id: int, epoch: int) -> bool:
+    """A Spark task retry must not revive an instance that died in this epoch.
+
+    Returns whether the instance is stopping or stopped alone (its own drain,
+    suspend or stop): a task of a batch planned before that still reaches it
+    gets an object that is closed gracefully when the task ends.
+    """
     record = control.read_control(store, control_id)
     found = record.instances.get(instance_id) if record is not None else None
     if found is not None and found.dead and found.epoch == epoch and found.death is not None:
         msg = f"function {control_id} instance {instance_id} is dead ({found.death}); not revived"
         raise FatalError(msg)
+    return found is not None and found.state in (control.STOPPING, control.STOPPED)
 
 
 def make_run_function(
@@ -230,13 +237,23 @@ def make_run_function(
             _fail_task(store, cid, current, exc, epoch, only=cid if isolated else None)
             raise
         finally:
-            for inst in active.values():
+            for instance_id, inst in active.items():
                 inst.task_thread = None
+                if inst.last_task and not inst.closed:
+                    _close_after_task(store, (cid, version, instance_id), inst)
                 inst.lock.release()
             if note is not None:
                 note.unlink(missing_ok=True)
 
     return run_function
+
+
+def _close_after_task(store: Store, key: InstanceKey, inst: FunctionInstance) -> None:
+    """Close an object made for an instance that stopped alone, now that its task ended."""
+    try:
+        workerctl.close_object(store, key, inst, "graceful_close", _forget)
+    except Exception:  # the task's outcome stands; the object is marked as the close went
+        _LOG.exception("function %s: closing instance %s after its task failed", key[0], key[2])
 
 
 def _enter(config: FunctionConfig, key: InstanceKey, store: Store, epoch: int) -> FunctionInstance:

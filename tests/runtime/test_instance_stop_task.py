@@ -1,0 +1,86 @@
+"""A task that reaches an instance stopped alone, in the executor, without Spark.
+
+An instance's drain or suspend waits for the batch planned last when it
+stopped taking input (docs/lifecycle.md, "One instance"). A batch planned
+at that very moment may still give the instance a task after its objects
+were closed: the task gets a new object, processes its rows (nothing is
+lost) and closes it gracefully when it ends, so no object of a stopped
+instance stays open and none is called after ``close()``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.lifecycle import control, objects
+from sparkfn.runtime.query.executor import TaskSummary, close_all, make_run_function
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+from sparkfn.topics.spark.planning import TopicRange
+from sparkfn.topics.spark.rows import TaskRows
+
+FUNCS = Path(__file__).resolve().parent / "funcs"
+
+
+def _rows(store: Store, instance: int, lo: int, hi: int) -> list[pa.RecordBatch]:
+    topic = TopicAdmin(store).get("in")
+    rows = TaskRows(store.url, str(store.data_dir), None, properties_json=False)
+    return list(rows.rows(TopicRange(topic, 0, lo, hi, instance, (0, 1))))
+
+
+def test_a_task_reaching_an_instance_stopped_alone_closes_its_new_object_gracefully(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    store = Store.open(None, data_dir)
+    try:
+        TopicAdmin(store).create("in", schema_type="string")
+        TopicAdmin(store).create("out", schema_type="string")
+        Producer(store, "in").send_batch([Message(f"m{i}".encode()) for i in range(6)])
+        log = tmp_path / "calls.jsonl"
+        config = FunctionConfig.build(
+            name=f"rec-{uuid.uuid4().hex[:8]}",
+            py=str(FUNCS / "recording.py"),
+            classname="recording.Recording",
+            inputs=["in"],
+            output="out",
+            parallelism=2,
+            user_config={"log": str(log)},
+        )
+        cid = config.fqfn
+        epoch = control.begin_run(store, cid, "function", 2, "started")
+        control.set_state(store, cid, control.RUNNING, "started", [control.FUNCTION, 0, 1])
+        control.set_state(store, cid, control.STOPPING, "suspend requested by user", [1])
+        run = make_run_function(config, store.url, str(store.data_dir), "1", epoch, cid)
+
+        pieces = list(run(iter([*_rows(store, 0, 0, 3), *_rows(store, 1, 3, 6)])))
+
+        summaries = {p.instance_id: p for p in pieces if isinstance(p, TaskSummary)}
+        assert set(summaries) == {0, 1}  # instance 1's rows were processed, not dropped
+        calls = [json.loads(line) for line in log.read_text().splitlines()]
+        by_instance = {i: [c["call"] for c in calls if c["instance"] == i] for i in (0, 1)}
+        assert by_instance[1] == [
+            "initialize",
+            "process",
+            "process",
+            "process",
+            "prepare_to_shutdown",
+            "shutdown",
+            "close",
+        ]
+        assert "close" not in by_instance[0]  # a running instance keeps its object
+        assert objects.open_objects(store, cid, [1]) == []
+        assert [o.instance_id for o in objects.open_objects(store, cid, [0])] == [0]
+        # What the graceful close's prepare_to_shutdown returned is appended at once.
+        out = Consumer(store, "out", initial_position="earliest").receive(max_messages=100)
+        assert [m.value.decode() for m in out if m.value is not None][0].startswith("final:1:")
+    finally:
+        close_all(store, "test over")
+        store.close()
