@@ -30,7 +30,6 @@ the functions' (tokens, roles, a tenant admin's own tenant and topics).
 
 # No ``from __future__ import annotations``: FastAPI reads the routes' annotations,
 # and the config form field's alias (sourceConfig or sinkConfig) is a local of the router.
-import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -43,7 +42,7 @@ from sparkfn.api.status import FunctionStats, SourceStatus
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.names import TopicName
 from sparkfn.config.pulsar_connector import connector_fields, pulsar_shape
-from sparkfn.worker.auth import Caller, check_package_reference
+from sparkfn.worker.auth import Caller
 from sparkfn.worker.builtin_connectors import (
     ConfigFieldDefinition,
     ConnectorDefinition,
@@ -56,10 +55,10 @@ from sparkfn.worker.connector_status import (
     sink_status,
     source_status,
 )
-from sparkfn.worker.package_owners import viewer
 from sparkfn.worker.packages import PackageStore
 from sparkfn.worker.registry import Version
 from sparkfn.worker.service import Worker
+from sparkfn.worker.submission import package_for, read_config_json
 from sparkfn.worker.tokens import Principal
 
 NAMED = "/{tenant}/{namespace}/{name}"
@@ -104,14 +103,7 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         kept: str | None = None,
     ) -> dict[str, Any]:
         what = f"{kind} " + "/".join(path.values())
-        try:
-            given = json.loads(config_json) if config_json.strip() else {}
-        except json.JSONDecodeError as exc:
-            msg = f"{what}: {form_name} is not JSON: {exc}"
-            raise ConfigError(msg) from None
-        if not isinstance(given, dict):
-            msg = f"{what}: {form_name} must be a JSON object"
-            raise ConfigError(msg)
+        given = read_config_json(config_json, what, form_name)
         translated = connector_fields(kind, given, what=what)
         fields = translated.fields
         for key, expected in path.items():
@@ -123,32 +115,17 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
                 )
                 raise ConfigError(msg)
         fields.update(path)
-        upload = package = None
-        if data is not None:
-            filename = data.filename or f"{kind}.py"
-            upload = packages.upload(data.file, filename, who=caller.subject, owner=path["tenant"])
-            package = upload.package
-        elif url:
-            check_package_reference(caller, url, "url")
-            package = packages.resolve(url, viewer(caller))
-        elif kept and not fields.get(f"{kind}_type"):
-            package = packages.get(kept)
-        elif fields.get("py"):
-            msg = (
-                f"{what}: py names a file on the client; upload it as the multipart "
-                "field data, or name an uploaded package with url"
-            )
-            raise ConfigError(msg)
-        if package is not None:
-            fields["py"] = str(package.entry)
-        try:
+        # A built-in type named in an update replaces the kept package.
+        with package_for(
+            packages, caller, what=what, owner=path["tenant"], data=data, url=url,
+            kept=None if fields.get(f"{kind}_type") else kept,
+            names_py=bool(fields.get("py")), default_filename=f"{kind}.py",
+        ) as package:  # fmt: skip
+            if package is not None:
+                fields["py"] = str(package.entry)
             config = model.build(**fields)
             _check_topics(caller, config)
             version = keep(config, package.digest if package is not None else None)
-        except BaseException:
-            if upload is not None:
-                packages.discard(upload)
-            raise
         return connector_info(version, translated.warnings)
 
     def fqn(tenant: str, namespace: str, name: str) -> str:

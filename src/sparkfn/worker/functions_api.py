@@ -26,7 +26,6 @@ uploaded before, see :mod:`sparkfn.worker.packages_api`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
@@ -49,11 +48,11 @@ from sparkfn.api.status import (
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.pulsar import canonical
 from sparkfn.config.pulsar_view import pulsar_view
-from sparkfn.worker.auth import Caller, check_function_topics, check_package_reference
-from sparkfn.worker.package_owners import viewer
+from sparkfn.worker.auth import Caller, check_function_topics
 from sparkfn.worker.packages import PackageStore
 from sparkfn.worker.registry import FunctionVersion
 from sparkfn.worker.service import Worker
+from sparkfn.worker.submission import package_for, read_config_json
 from sparkfn.worker.tokens import Principal
 
 FUNCTION = "/{tenant}/{namespace}/{name}"
@@ -130,43 +129,19 @@ def functions_router(worker: Worker) -> APIRouter:
         on), the caller's package ``url`` names, or the function's own ``kept`` one.
         """
         what = "function " + "/".join(path.values())
-        try:
-            given = json.loads(config_json) if config_json.strip() else {}
-        except json.JSONDecodeError as exc:
-            msg = f"{what}: functionConfig is not JSON: {exc}"
-            raise ConfigError(msg) from None
-        if not isinstance(given, dict):
-            msg = f"{what}: functionConfig must be a JSON object"
-            raise ConfigError(msg)
+        given = read_config_json(config_json, what, "functionConfig")
         # The path names the function; the body is read as FunctionConfig.from_yaml reads a file.
         fields: dict[str, Any] = dict(path)
         _check_names(given, path)
-        upload = package = None
-        if data is not None:
-            filename = data.filename or "function.py"
-            upload = packages.upload(data.file, filename, who=caller.subject, owner=path["tenant"])
-            package = upload.package
-        elif url:
-            check_package_reference(caller, url, "url")
-            package = packages.resolve(url, viewer(caller))
-        elif kept:
-            package = packages.get(kept)
-        elif given.get("py"):
-            msg = (
-                f"{what}: py names a file on the client; upload it as the multipart "
-                "field data, or name an uploaded package with url"
-            )
-            raise ConfigError(msg)
-        if package is not None:
-            fields["py"] = str(package.entry)
-        try:
+        with package_for(
+            packages, caller, what=what, owner=path["tenant"], data=data, url=url, kept=kept,
+            names_py=bool(given.get("py")), default_filename="function.py",
+        ) as package:  # fmt: skip
+            if package is not None:
+                fields["py"] = str(package.entry)
             config, warnings = FunctionConfig.assemble(given, fields)
             check_function_topics(caller, config)
             version = keep(config, package.digest if package is not None else None)
-        except BaseException:
-            if upload is not None:
-                packages.discard(upload)
-            raise
         if config.resources.spark_conf():
             warnings = (*warnings, SHARED_SESSION)
         return function_info(version, warnings)
