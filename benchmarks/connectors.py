@@ -38,6 +38,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from _common import load_average
@@ -373,20 +374,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--connectors", default=",".join(CONNECTORS))
+    parser.add_argument("--repeats", type=int, default=3, help="runs per connector (medians)")
     args = parser.parse_args()
     n = args.messages
     work = Path(tempfile.mkdtemp(prefix="sparkfn-bench-connectors-"))
-    print(f"connectors, {n} messages of 100 bytes each; load average {load_average()}")
+    print(
+        f"connectors, {n} messages of 100 bytes each, medians of {args.repeats} runs; "
+        f"load average {load_average()}"
+    )
     print(
         f"{'connector':<10} {'in msg/s':>10} {'client':>10} {'ratio':>6}   {'out msg/s':>10} {'client':>10} {'ratio':>6}"
     )
     try:
         for name in args.connectors.split(","):
-            store = Store.open(f"sqlite:///{work}/{name}.db", work / name)
-            try:
-                base_in, ours_in, base_out, ours_out = CONNECTORS[name](store, n)
-            finally:
-                store.close()
+            runs = []
+            for attempt in range(args.repeats):
+                store = Store.open(
+                    f"sqlite:///{work}/{name}-{attempt}.db", work / f"{name}-{attempt}"
+                )
+                try:
+                    runs.append(CONNECTORS[name](store, n))
+                finally:
+                    store.close()
+            base_in, ours_in, base_out, ours_out = (median(col) for col in zip(*runs, strict=True))
 
             def rate(seconds: float) -> str:
                 return "-" if seconds != seconds else f"{n / seconds:,.0f}"
