@@ -5,8 +5,11 @@ reach is skipped, except under ``CI=true``, where it fails: CI must never
 pass by skipping (as tests/conftest.py does for PostgreSQL). Every test uses
 names of its own (:func:`unique`) and removes what it made.
 
-:func:`run_source_child` / :func:`kill` run ``sparkfn sources localrun`` (or
-``sinks localrun``) in a real child process, as the crash tests need.
+:func:`start_child` runs ``sparkfn <args>`` in a real child process;
+:func:`start_worker` and :func:`kill_group` start a worker and SIGKILL it with
+its JVM, as the crash tests (test_worker_crash.py) need. Every wait fails at
+once with the child's output when the child ended (:func:`alive`,
+``wait_for(..., log=)``).
 """
 
 from __future__ import annotations
@@ -62,17 +65,22 @@ def values(store: Store, topic: str) -> list[str]:
 
 
 def wait_for(
-    check: Callable[[], bool], what: str, timeout: float = 45.0, log: Path | None = None
+    check: Callable[[], bool],
+    what: str | Callable[[], str],
+    timeout: float = 45.0,
+    log: Path | None = None,
 ) -> None:
     """Poll ``check`` until it holds; fail naming ``what`` after ``timeout`` seconds.
 
+    ``what`` may be a callable, asked at the failure (to say how far things got).
     With ``log`` (a child's output), the failure shows its last lines.
     """
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
+            said = what() if callable(what) else what
             tail = f":\n{log.read_text(errors='replace')[-3000:]}" if log is not None else ""
-            pytest.fail(f"timed out after {timeout} s waiting for {what}{tail}")
+            pytest.fail(f"timed out after {timeout} s waiting for {said}{tail}")
         time.sleep(0.1)
 
 
@@ -85,8 +93,14 @@ def env(store: Store) -> dict[str, str]:
     return out
 
 
-def start_child(store: Store, log: Path, *args: str) -> subprocess.Popen[bytes]:
-    """``sparkfn <args>`` in a child process; its output goes to ``log``."""
+def start_child(
+    store: Store, log: Path, *args: str, group: bool = False
+) -> subprocess.Popen[bytes]:
+    """``sparkfn <args>`` in a child process; its output goes to ``log``.
+
+    With ``group``, the child leads a process group of its own, which its
+    JVM and Spark's Python workers join: :func:`kill_group` kills them all.
+    """
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "sparkfn.cli.main", *args],
@@ -94,6 +108,7 @@ def start_child(store: Store, log: Path, *args: str) -> subprocess.Popen[bytes]:
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=group,
         )
 
 
@@ -103,8 +118,64 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(10)
 
 
-def stop(proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
-    """SIGTERM (drain) the child; fail with its output unless it exits 0."""
+def _group_left(pgid: int) -> list[str]:
+    """The processes of group ``pgid`` still running (zombies left out), as ``pid (name)``."""
+    left = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended while we looked
+            continue
+        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :]
+        fields = rest.split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            left.append(f"{stat.parent.name} ({name})")
+    return left
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child started with ``group=True`` and every process of its group (its
+    JVM, Spark's Python workers) at once, as a crash of the machine would; reap it and
+    fail unless the whole group is gone within 10 s."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    deadline = time.monotonic() + 10
+    while left := _group_left(proc.pid):
+        if time.monotonic() > deadline:
+            pytest.fail(f"still running 10 s after SIGKILL of their group: {left}")
+        time.sleep(0.1)
+
+
+def start_worker(
+    store: Store, log: Path, port: int, timeout: float = 180.0
+) -> subprocess.Popen[bytes]:
+    """``sparkfn worker start`` on ``port`` over ``store``, in a process group of its own
+    (see :func:`kill_group`); returns once ``/ready`` says it restored its runs, failing at
+    once with its output if it ends first."""
+    import httpx
+
+    proc = start_child(store, log, "worker", "start", "--port", str(port), group=True)
+
+    def ready() -> bool:
+        alive(proc, log)
+        try:
+            return httpx.get(f"http://{HOST}:{port}/ready", timeout=10).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_for(ready, "the worker to be ready", timeout, log)
+    except BaseException:
+        if proc.poll() is None:
+            kill_group(proc)
+        raise
+    return proc
+
+
+def stop(
+    proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0, codes: tuple[int, ...] = (0,)
+) -> None:
+    """SIGTERM (drain) the child; fail with its output unless it exits with one of ``codes``."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
     try:
@@ -112,7 +183,7 @@ def stop(proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> Non
     except subprocess.TimeoutExpired:
         kill(proc)
         pytest.fail(f"the child did not stop in {timeout} s:\n{log.read_text()[-3000:]}")
-    assert code == 0, f"the child exited {code}:\n{log.read_text()[-3000:]}"
+    assert code in codes, f"the child exited {code}:\n{log.read_text()[-3000:]}"
 
 
 def alive(proc: subprocess.Popen[bytes], log: Path) -> None:
