@@ -21,7 +21,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -192,101 +191,11 @@ def alive(proc: subprocess.Popen[bytes], log: Path) -> None:
         pytest.fail(f"the child ended with {proc.returncode}:\n{log.read_text()[-3000:]}")
 
 
-def assert_all_once_or_duplicated(
-    found: list[str], expected: list[str], max_duplicates: int
-) -> int:
-    """Nothing lost, nothing foreign, at most ``max_duplicates`` extra copies; the duplicates."""
-    counts = Counter(found)
-    missing = [v for v in expected if v not in counts]
-    assert not missing, f"{len(missing)} lost, e.g. {missing[:5]}"
-    foreign = set(counts) - set(expected)
-    assert not foreign, f"unexpected values, e.g. {sorted(foreign)[:5]}"
-    duplicates = len(found) - len(set(found))
-    assert duplicates <= max_duplicates, f"{duplicates} duplicates, more than {max_duplicates}"
-    return duplicates
-
-
 def count(store: Store, topic: str) -> int:
     """How many messages ``topic`` holds (cheap: the partitions' end offsets)."""
     from sparkfn.topics.admin import TopicAdmin
 
     return sum(p.messages for p in TopicAdmin(store).stats(topic))
-
-
-def crash_source(
-    store: Store,
-    tmp_path: Path,
-    source_type: str,
-    configs: str,
-    publish: Callable[[list[str], Callable[[], int]], None],
-    *,
-    total: int = 20_000,
-    kill_after: int = 4000,
-    guarantee: str = "at_least_once",
-    as_stored: Callable[[str], str] = str,
-) -> list[str]:
-    """Run the source in a child, SIGKILL it while it moves ``total`` messages, restart it.
-
-    ``publish(values, appended)`` puts the messages into the broker (it may
-    run while the child is down; ``appended()`` counts what the topic holds,
-    for a publisher that must not run ahead of the source). Returns what the topic holds once every message
-    arrived and the restarted child drained and exited 0. ``as_stored``
-    turns a published value into the value the topic holds.
-    """
-    import threading
-
-    from sparkfn.topics.admin import TopicAdmin
-
-    topic = unique("crash")
-    TopicAdmin(store).create(topic, partitions=1, schema_type="string")
-    expected = [f"m-{i}" for i in range(total)]
-    args = (
-        "sources", "localrun",
-        "--source-type", source_type,
-        "--name", topic,
-        "--destination-topic-name", topic,
-        "--source-config", configs,
-        "--processing-guarantees", guarantee,
-    )  # fmt: skip
-    log = tmp_path / "child.log"
-    errors: list[BaseException] = []
-
-    def publisher() -> None:
-        try:
-            publish(expected, lambda: count(store, topic))
-        except BaseException as exc:
-            errors.append(exc)
-
-    first = start_child(store, log, *args)
-    thread = threading.Thread(target=publisher, name="publisher", daemon=True)
-    thread.start()
-    try:
-        wait_for(
-            lambda: (alive(first, log), count(store, topic) >= kill_after)[1],
-            f"{kill_after} messages appended by the first child",
-            log=log,
-        )
-    finally:
-        kill(first)
-    assert first.returncode == -signal.SIGKILL
-    killed_at = count(store, topic)
-    assert killed_at < total, "the child moved everything before the kill: no crash tested"
-    second = start_child(store, log, *args)
-    try:
-
-        def all_there() -> bool:
-            alive(second, log)
-            if count(store, topic) < total:
-                return False
-            return set(values(store, topic)) >= {as_stored(v) for v in expected}
-
-        wait_for(all_there, "every message after the restart")
-        thread.join(30)
-        assert not errors, errors
-        time.sleep(1.0)  # anything the broker still redelivers lands now
-    finally:
-        stop(second, log)
-    return values(store, topic)
 
 
 def fill(store: Store, topic: str, sent: list[str], partitions: int = 2) -> None:

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import nats
 import pytest
 from brokers import (
-    assert_all_once_or_duplicated,
-    crash_source,
     fill,
     require,
     unique,
@@ -165,18 +161,6 @@ def test_sink_publishes_once_and_a_replay_is_dropped_by_jetstream(
     ids = {m.headers["Nats-Msg-Id"] for m in msgs}
     assert len(ids) == len(sent)
     assert all(i.startswith("public/default/nats-sink:public/default/out@") for i in ids)
-
-
-@pytest.mark.slow
-@pytest.mark.long_running(40)
-def test_source_killed_mid_stream_loses_nothing(store: Store, tmp_path: Path, stream: str) -> None:
-    configs = json.dumps(
-        {"servers": URL, "stream": stream, "durableName": "crash", "ackWaitSeconds": 5}
-    )
-    found = crash_source(store, tmp_path, "nats", configs, lambda v, _: publish(f"{stream}.in", v))
-    # At-least-once: messages appended and not acked at the kill come again
-    # after ackWaitSeconds: one fetch (batchSize 1000) at most.
-    assert_all_once_or_duplicated(found, [f"m-{i}" for i in range(20_000)], 1000)
 
 
 def _alone(coro: Any) -> Any:

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from brokers import (
     PG_URL,
-    assert_all_once_or_duplicated,
-    crash_source,
     require,
     unique,
     values,
@@ -115,21 +112,3 @@ def test_configs_are_checked_before_it_starts(
         configs = {**configs, "table": table}
     with pytest.raises(ConfigError, match=error):
         load_source(SourceConfig(name="s", source_type="postgres", output="o", configs=configs))
-
-
-@pytest.mark.slow
-@pytest.mark.long_running(40)
-def test_killed_mid_table_effectively_once_lands_each_row_once(
-    store: Store, tmp_path: Path, table: str
-) -> None:
-    configs = json.dumps(
-        {"url": PG_URL, "table": table, "offset_column": "id", "columns": ["body"]}
-    )
-    found = crash_source(
-        store, tmp_path, "postgres", configs, lambda v, _: insert(table, v),
-        guarantee="effectively_once", as_stored=lambda v: json.dumps({"body": v}, separators=(",", ":")),
-    )  # fmt: skip
-    expected = [json.dumps({"body": f"m-{i}"}, separators=(",", ":")) for i in range(20_000)]
-    # effectively_once: rows appended before the kill whose offset was not
-    # yet stored are read again and dropped by the store (sequence id = id).
-    assert assert_all_once_or_duplicated(found, expected, 0) == 0
