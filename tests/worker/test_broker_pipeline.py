@@ -216,7 +216,8 @@ class Cli:
         made = self.run(
             "sources", "create", *where, "--name", SOURCE,
             "--source-type", "rabbitmq",
-            "--source-config", json.dumps({"host": HOST, "port": 5672, "queueName": rabbit.queue}),
+            # Pulsar's examples give every value as a string.
+            "--source-config", json.dumps({"host": HOST, "port": "5672", "queueName": rabbit.queue}),
             "--destination-topic-name", f"persistent://public/default/{RAW}",
         )  # fmt: skip
         assert made.stdout == f"created source public/default/{SOURCE} (version 1)\n", made.stdout
@@ -230,7 +231,8 @@ class Cli:
         made = self.run(
             "sinks", "create", *where, "--name", SINK,
             "--sink-type", "redis",
-            "--sink-config", json.dumps({"redisHosts": f"{HOST}:6379", "streamName": stream}),
+            "--sink-config",
+            json.dumps({"redisHosts": f"{HOST}:6379", "redisDatabase": "0", "streamName": stream}),
             "--inputs", f"persistent://public/default/{BANG}",
         )  # fmt: skip
         assert made.stdout == f"created sink public/default/{SINK} (version 1)\n", made.stdout
