@@ -39,6 +39,7 @@ from sparkfn.runtime.function.loader import load_function
 from sparkfn.store.store import Store
 from sparkfn.testing import FunctionHarness
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.autocreate import TopicCreation
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
@@ -204,6 +205,17 @@ def test_validation_names_the_sink_the_field_and_the_value(sstore: Store, tmp_pa
         ConfigError, match=r"sink public/default/s: inputs topic public/default/gone"
     ):
         validate_sink(sstore, SinkConfig.build(name="s", sink_type="file", inputs=["gone"]))
+    # Where topics are created on first use (a worker, sinks localrun), the input is made;
+    # a sink refused for its code makes none.
+    creation = TopicCreation.read(sstore)
+    with pytest.raises(ConnectorLoadError):
+        validate_sink(
+            sstore, SinkConfig.build(name="s", sink_type="nope", inputs=["new"]), creation
+        )
+    validate_sink(sstore, SinkConfig.build(name="s", sink_type="file", inputs=["gone"]), creation)
+    assert [str(t.name) for t in TopicAdmin(sstore).list() if t.name.name in ("gone", "new")] == [
+        "public/default/gone"
+    ]
     missing = str(tmp_path / "missing.py")
     with pytest.raises(ConnectorLoadError, match=r"sink public/default/s: py file .*missing.py"):
         validate_sink(sstore, SinkConfig.build(name="s", py=missing, inputs=["in"]))

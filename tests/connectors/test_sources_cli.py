@@ -1,8 +1,9 @@
 """``sparkfn sources localrun`` as a user runs it: a real child process on a real store.
 
-Two runs only (each is a cold interpreter start): SIGTERM drains and exits 0
+A few runs only (each is a cold interpreter start): SIGTERM drains and exits 0
 with every generated record appended once; a source that dies exits 1 with
-one error line naming the instance, the thread and the exception.
+one error line naming the instance, the thread and the exception; a missing
+output topic is created unless the store says not.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from connector_probes import wait_until
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.autocreate import TopicCreation
 from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import SchemaType
 
 RUN_TIMEOUT = 60.0
 
@@ -120,3 +123,42 @@ def test_a_source_that_dies_exits_1_naming_the_instance_and_the_exception(
         "(connector, thread source-public/default/lines-0): ValueError: "
     ), errors
     assert f"{bad}:2: not valid JSON" in last
+
+
+@pytest.mark.slow
+def test_a_missing_output_topic_is_created_unless_the_store_says_not(
+    sqlite_store: Store, data_dir: Path
+) -> None:
+    """As ``pulsar-admin sources localrun`` and sparkfn's functions: the topic is made on
+    first use (the store's defaults); with creation off, one error line names it."""
+
+    def localrun(topic: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            _sparkfn(
+                "sources", "localrun", "--source-type", "generator", "--name", "five",
+                "--destination-topic-name", topic, "--source-config", '{"count": 5}',
+            ),
+            env=_env(data_dir),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )  # fmt: skip
+
+    TopicCreation.write(sqlite_store, schema_type="string")
+    made = localrun("fresh")
+    assert made.returncode == 0 and b"Traceback" not in made.stderr, made.stderr.decode()
+    info = TopicAdmin(sqlite_store).get("fresh")
+    assert (info.partitions, info.schema_type) == (1, SchemaType.STRING)
+    values = Consumer(sqlite_store, "fresh", initial_position="earliest").receive(100)
+    assert sorted(m.value for m in values) == [f"message-{i}".encode() for i in range(5)]
+
+    TopicCreation.write(sqlite_store, enabled=False)
+    refused = localrun("other")
+    assert refused.returncode == 1, refused.stderr.decode()
+    assert refused.stderr.decode() == (
+        "error [invalid_config]: source public/default/five: topicName topic "
+        "public/default/other does not exist; create it first (topics are not created on "
+        "first use here)\n"
+    )
+    assert [str(t.name) for t in TopicAdmin(sqlite_store).list()] == ["public/default/fresh"]

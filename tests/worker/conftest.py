@@ -22,6 +22,7 @@ all three, and the other tests do not care.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,6 +38,10 @@ from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 
 NAMESPACE = "public/default"
+
+# The broker helpers (tests/connectors/brokers.py), for the worker tests that reach a broker:
+# the connectors' folder is on the path only when a test of theirs is collected.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "connectors"))
 
 
 @pytest.fixture

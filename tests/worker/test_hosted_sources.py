@@ -24,6 +24,7 @@ from app_server import served
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.autocreate import TopicCreation
 from sparkfn.topics.consumer import Consumer
 from sparkfn.worker.app import create_app
 from sparkfn.worker.service import Worker
@@ -155,6 +156,7 @@ def test_a_hosted_generator_runs_stops_drains_restarts_updates_and_is_deleted(
 
 def test_refusals_have_stable_reasons_and_leave_nothing(client: httpx.Client, store: Store) -> None:
     TopicAdmin(store).create("out", schema_type="string")
+    TopicCreation.write(store, enabled=False)  # a missing topic is refused, not created
     cases = [
         ({**GENERATOR, "topicName": "nowhere"}, 400, "invalid_config", "topicName topic"),
         ({**GENERATOR, "archive": "builtin://nope"}, 400, "connector_load_error", "'nope'"),

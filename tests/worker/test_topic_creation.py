@@ -4,7 +4,8 @@ The real app over HTTP, on both stores, with a worker in the test process
 on the test run's Spark session: a function registered with topics nobody
 created runs (its topics made with the store's defaults) and processes a
 message; a worker started with ``allow_auto_topic_creation: false`` refuses
-the same registration with the clear error and creates nothing.
+the same registration with the clear error and creates nothing. Sources and
+sinks likewise (issue 30): a source's output and a sink's inputs.
 """
 
 from __future__ import annotations
@@ -99,3 +100,58 @@ def test_a_workers_functions_get_their_topics_unless_it_says_not(
         assert got == [b"hello!"]
     finally:
         assert client.delete(f"{FUNCTIONS}/exclaim").status_code == 200
+
+
+def test_a_workers_sources_and_sinks_get_their_topics_unless_it_says_not(
+    served_worker: tuple[Worker, httpx.Client],
+) -> None:
+    """As a function's: a Pulsar user's ``sources create --destination-topic-name raw`` and
+    ``sinks create --inputs raw`` work with topics nobody created."""
+    worker, client = served_worker
+    store = worker.open_store()
+    TopicCreation.write(store, schema_type="string")
+    source = {
+        "archive": "builtin://generator",
+        "topicName": "persistent://public/default/generated",
+        "configs": {"rate": 20},
+    }
+    sink = {"archive": "builtin://stdout", "inputs": ["persistent://public/default/printed"]}
+
+    def create(kind: str, config: dict[str, Any]) -> httpx.Response:
+        form = {f"{kind}Config": json.dumps(config)}
+        return client.post(f"/admin/v3/{kind}s/public/default/{kind}-x", data=form)
+
+    # Refused for its configs, a source creates no topic, even where topics are created.
+    bad = create("source", {**source, "configs": {"rate": -1}})
+    assert (bad.status_code, bad.json()["reason"]) == (400, "invalid_config"), bad.text
+    assert _topics(store) == []
+    made_source, made_sink = create("source", source), create("sink", sink)
+    if not worker.settings.allow_auto_topic_creation:
+        for made, kind, field, topic in (
+            (made_source, "source", "topicName", "generated"),
+            (made_sink, "sink", "inputs", "printed"),
+        ):
+            assert made.status_code == 400, made.text
+            assert made.json() == {
+                "reason": "invalid_config",
+                "message": f"{kind} public/default/{kind}-x: {field} topic public/default/{topic} "
+                "does not exist; create it first (topics are not created on first use here)",
+            }
+        assert _topics(store) == []
+        assert client.get("/admin/v3/sources/public/default").json() == []
+        assert client.get("/admin/v3/sinks/public/default").json() == []
+        return
+    try:
+        assert made_source.status_code == 200, made_source.text
+        assert made_sink.status_code == 200, made_sink.text
+        assert _topics(store) == ["public/default/generated", "public/default/printed"]
+        for info in TopicAdmin(store).list():
+            assert (info.partitions, info.schema_type) == (1, SchemaType.STRING)
+        reader = Consumer(store, "generated", initial_position="earliest")
+        deadline = time.monotonic() + 60
+        while not reader.receive(max_messages=10):
+            assert time.monotonic() < deadline, "the generator appended nothing in 60 s"
+            time.sleep(0.2)
+    finally:
+        for kind in ("source", "sink"):
+            client.delete(f"/admin/v3/{kind}s/public/default/{kind}-x")

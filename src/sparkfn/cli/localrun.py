@@ -224,8 +224,9 @@ def _checked_run(
     run: QueryRun
     if isinstance(config, SinkConfig):
         from sparkfn.connectors.sink_run import SinkRun, validate_sink
+        from sparkfn.topics.autocreate import TopicCreation
 
-        validate_sink(store, config)
+        validate_sink(store, config, TopicCreation.read(store))  # missing inputs made
         run = SinkRun(config, store=store, spark_master=spark_master)
         what = config.sink_type or config.classname or config.py
         label, detail = f"sink {config.fqn}", f" ({what})"

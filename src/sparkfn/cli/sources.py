@@ -16,8 +16,9 @@ The worker commands (``create``, ``update``, ``status``, ...) are in
 ``localrun`` runs the source's instances on threads of this process (no
 Spark: a source only appends to its output topic). The flags are the fields
 of the source config (Pulsar's names, kebab-case); with
-``--source-config-file`` they override the file. The config, the output topic
-and the code are checked before anything starts.
+``--source-config-file`` they override the file. The config, the code and
+the output topic are checked before anything starts; a missing topic is
+created, as a function's are, unless the store's setting says not.
 
 Stopping: SIGTERM stops the way ``--sigterm`` says (default ``drain``); the
 first Ctrl+C drains, the next stop signal cancels, one more gives up waiting
@@ -86,13 +87,16 @@ def localrun(
     from sparkfn.config.connector import SourceConfig
     from sparkfn.connectors.registry import load_source
     from sparkfn.connectors.source_run import SourceRun
-    from sparkfn.topics.admin import TopicAdmin
+    from sparkfn.runtime.query.build import check_topics_exist
+    from sparkfn.topics.autocreate import TopicCreation
 
     config = build_config(SourceConfig, "source", fields, config_file, "source_type")
     with open_store(ctx) as store:
-        # Fail before starting anything: a missing topic, code that does not load.
-        TopicAdmin(store).get(config.output)
+        # Fail before starting anything: code that does not load, a missing topic where
+        # the store does not create it on first use (checked last: a refused source makes none).
         load_source(config)
+        output = [("topicName", config.output)]
+        check_topics_exist(store, f"source {config.fqn}", output, TopicCreation.read(store))
         run = SourceRun(config, store)
         _run(run, sigterm)
         status = run.status()

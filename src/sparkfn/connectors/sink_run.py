@@ -20,18 +20,22 @@ from sparkfn.connectors.sink_config import sink_function_config
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.query.build import check_topics_exist
 from sparkfn.store.store import Store
+from sparkfn.topics.autocreate import TopicCreation
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def validate_sink(store: Store, sink: SinkConfig) -> None:
+def validate_sink(store: Store, sink: SinkConfig, creation: TopicCreation | None = None) -> None:
     """Everything that can be checked before Spark starts, as a :class:`ConfigError`
-    naming the sink, the field and the value: the input topics exist, the code
-    loads (a built-in ``sink_type`` exists; a ``py`` file imports; a
-    ``classname`` names a :class:`Sink` class that can be created)."""
-    check_topics_exist(store, f"sink {sink.fqn}", [("inputs", topic) for topic in sink.inputs])
+    naming the sink, the field and the value: the code loads (a built-in
+    ``sink_type`` exists; a ``py`` file imports; a ``classname`` names a
+    :class:`Sink` class that can be created) and the input topics exist. With
+    ``creation`` enabled a missing input is created instead, as a function's
+    are; the code is checked first, so a refused sink creates no topic."""
     load_sink(sink)
+    inputs = [("inputs", topic) for topic in sink.inputs]
+    check_topics_exist(store, f"sink {sink.fqn}", inputs, creation)
 
 
 class SinkRun(LocalRun):

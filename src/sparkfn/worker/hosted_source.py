@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 
 from sqlalchemy import delete
 
@@ -35,15 +36,20 @@ from sparkfn.runtime.purge import CONTROL_TABLES
 from sparkfn.runtime.query.build import check_topics_exist
 from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
+from sparkfn.topics.autocreate import TopicCreation
 from sparkfn.worker.builtin_connectors import check_configs
 
 
-def validate_source(store: Store, config: SourceConfig) -> None:
-    """What a start would refuse, as a :class:`ConfigError` naming the source: an output
-    topic that does not exist, code that does not load, a built-in's bad configs."""
-    check_topics_exist(store, f"source {config.fqn}", [("topicName", config.output)])
+def validate_source(
+    store: Store, config: SourceConfig, creation: TopicCreation | None = None
+) -> None:
+    """What a start would refuse, as a :class:`ConfigError` naming the source: code that
+    does not load, a built-in's bad configs, an output topic that does not exist. With
+    ``creation`` enabled the topic is created instead, as a function's are; the code and
+    configs are checked first, so a refused source creates no topic."""
     load_source(config)
     check_configs("source", config.fqn, config.source_type, config.configs)
+    check_topics_exist(store, f"source {config.fqn}", [("topicName", config.output)], creation)
 
 
 class HostedSource:
@@ -55,9 +61,12 @@ class HostedSource:
         store: Store,
         *,
         on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
+        auto_create_topics: bool = False,
     ) -> None:
         self.config = config
         self.store = store
+        # Whether a start creates a missing output topic (the store's setting permitting).
+        self.auto_create_topics = auto_create_topics
         self.kind = "source"
         self.control_id = control.control_id("source", config.fqn)
         self.run = SourceRun(config, store, on_worker_shutdown=on_worker_shutdown)
@@ -73,7 +82,10 @@ class HostedSource:
         check that fails is recorded as the source's ``ERROR`` (a restart after the worker's
         shows why it did not start) and raised."""
         try:
-            validate_source(self.store, self.config)
+            creation = TopicCreation.read(self.store)
+            if not self.auto_create_topics:
+                creation = replace(creation, enabled=False)
+            validate_source(self.store, self.config, creation)
         except Exception as exc:  # shown as the source's ERROR, as a function's start error is
             control.begin_run(self.store, self.control_id, "source", self.config.parallelism, "")
             ids = [control.FUNCTION, *range(self.config.parallelism)]

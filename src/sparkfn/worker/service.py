@@ -34,6 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sparkfn.api.errors import (
@@ -64,7 +65,7 @@ from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
-from sparkfn.topics.autocreate import ensure_topic
+from sparkfn.topics.autocreate import TopicCreation, ensure_topic
 from sparkfn.worker.builtin_connectors import check_configs
 from sparkfn.worker.hosted_source import HostedSource, purge_source, validate_source
 from sparkfn.worker.registry import (
@@ -407,10 +408,10 @@ class Worker:
         a query's, so None)."""
         store = self.open_store()
         if isinstance(config, SourceConfig):
-            validate_source(store, config)
+            validate_source(store, config, self._topic_creation(store))
             return None
         if isinstance(config, SinkConfig):
-            validate_sink(store, config)
+            validate_sink(store, config, self._topic_creation(store))
             check_configs("sink", config.fqn, config.sink_type, config.configs)
             config = sink_function_config(config)
         if config.spark_conf:  # first: a function refused for it creates no topic
@@ -444,6 +445,12 @@ class Worker:
                 exc,
             )
 
+    def _topic_creation(self, store: Store) -> TopicCreation:
+        """How a source's or sink's missing topics are made, as a function's are: the
+        store's setting, off when this worker's ``allow_auto_topic_creation`` is."""
+        found = TopicCreation.read(store)
+        return found if self.settings.allow_auto_topic_creation else replace(found, enabled=False)
+
     def _as_run(self, config: FunctionConfig) -> FunctionConfig:
         """``config`` as this worker runs it: no topic created on first use when
         its ``allow_auto_topic_creation`` is off (the registry keeps the config as given)."""
@@ -458,7 +465,9 @@ class Worker:
         # want a run started, and two queries must never share it.
         kind, fqn = kind_of(config), fqn_of(config)
         key = registry_key(kind, fqn)
-        query_config = sink_function_config(config) if isinstance(config, SinkConfig) else config
+        query_config = (
+            self._as_run(sink_function_config(config)) if isinstance(config, SinkConfig) else config
+        )
         with self._starting:
             with self._lock:
                 current = self._runs.get(key)
@@ -467,7 +476,10 @@ class Worker:
             run: Run
             if isinstance(query_config, SourceConfig):
                 run = HostedSource(
-                    query_config, self.open_store(), on_worker_shutdown=self._shutdown_requested
+                    query_config,
+                    self.open_store(),
+                    on_worker_shutdown=self._shutdown_requested,
+                    auto_create_topics=self.settings.allow_auto_topic_creation,
                 )
             else:
                 self._subscribe(query_config)

@@ -1,0 +1,387 @@
+"""A RabbitMQ source → a function → a Redis sink on one worker, as a user drives them (issue 30).
+
+The shared worker process, the real RabbitMQ (127.0.0.1:5672) and Redis
+(127.0.0.1:6379). One test drives the pipeline through the REST routes
+(``/admin/v3/sources``, ``/functions``, ``/sinks``), the other through
+``sparkfn`` typed as a Pulsar user types ``pulsar-admin`` (Pulsar IO's config
+names, topics nobody created, the Pulsar exclamation example). Messages are
+published to a RabbitMQ queue, the function appends ``!``, and every one must
+be in the Redis stream. Then each of the three is stopped (what is published
+meanwhile stops in front of it and arrives once it starts), drained (status
+``STOPPED``, the instance too) and restarted, and what is published after
+arrives.
+
+Nothing here crashes, and every stop, drain and restart of all three is
+graceful (each commits what it has read or written and acks it), so
+docs/connectors.md promises no duplicate: each message must be in the stream
+exactly once. The crash cases, with their duplicates, are the connectors'
+crash tests.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pika
+import pytest
+import redis
+from brokers import HOST, require, unique
+from worker_process import SharedWorker
+
+from sparkfn.topics.admin import TopicAdmin
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+EXCLAMATION = "examples/pulsar_exclamation.py"  # as a user types it, in the checkout
+CLASSNAME = "pulsar_exclamation.ExclamationFunction"
+SOURCE, FUNCTION, SINK = "rabbit-in", "exclaim", "redis-out"
+RAW, BANG = "raw", "bang"
+FIRST = 300  # published once the pipeline runs
+MORE = 50  # published at each step after
+WAIT_S = 90.0  # generous: the suite shares two cores with Spark
+QUIET_S = 1.0  # how long a stopped part must let nothing past
+
+Ran = subprocess.CompletedProcess[str]
+
+
+def _until(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
+    """Poll ``check`` until it gives something true; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}", pytrace=False)
+        time.sleep(0.2)
+    return found
+
+
+# --- the brokers -----------------------------------------------------------------------
+
+
+class Rabbit:
+    """One durable queue of the test's own on the real RabbitMQ."""
+
+    def __init__(self) -> None:
+        self.queue = unique("sparkfn-e2e")
+        self.published = 0
+
+    def _channel(self) -> tuple[pika.BlockingConnection, Any]:
+        conn = pika.BlockingConnection(pika.ConnectionParameters(HOST))
+        return conn, conn.channel()
+
+    def declare(self) -> None:
+        conn, channel = self._channel()
+        channel.queue_declare(self.queue, durable=True)
+        conn.close()
+
+    def delete(self) -> None:
+        conn, channel = self._channel()
+        channel.queue_delete(self.queue)
+        conn.close()
+
+    def publish(self, count: int) -> list[str]:
+        """``count`` new persistent messages ``m-<n>``, committed; what was sent."""
+        bodies = [f"m-{n}" for n in range(self.published, self.published + count)]
+        conn, channel = self._channel()
+        channel.tx_select()
+        props = pika.BasicProperties(delivery_mode=2)
+        for body in bodies:
+            channel.basic_publish("", self.queue, body.encode(), props)
+        channel.tx_commit()
+        conn.close()
+        self.published += count
+        return bodies
+
+    def depth(self) -> tuple[int, int]:
+        """(messages ready, consumers) of the queue."""
+        conn, channel = self._channel()
+        ok = channel.queue_declare(self.queue, passive=True).method
+        conn.close()
+        return int(ok.message_count), int(ok.consumer_count)
+
+
+@pytest.fixture
+def rabbit() -> Iterator[Rabbit]:
+    require("rabbitmq")
+    queue = Rabbit()
+    queue.declare()
+    yield queue
+    queue.delete()
+
+
+@pytest.fixture
+def stream() -> Iterator[tuple[redis.Redis, str]]:
+    require("redis")
+    name = unique("sparkfn-e2e")
+    with redis.Redis(HOST, 6379) as client:
+        yield client, name
+        client.delete(name)
+
+
+# --- the two ways in ---------------------------------------------------------------------
+
+
+class Rest:
+    """The worker's REST routes, as an HTTP client calls them."""
+
+    def __init__(self, url: str) -> None:
+        self.http = httpx.Client(base_url=f"{url}/admin/v3", timeout=120)
+
+    def create(self, rabbit: Rabbit, stream: str) -> None:
+        source = {
+            "archive": "builtin://rabbitmq",
+            "topicName": f"persistent://public/default/{RAW}",
+            "configs": {"host": HOST, "port": 5672, "queueName": rabbit.queue},
+        }
+        made = self.http.post(
+            f"/sources/public/default/{SOURCE}", data={"sourceConfig": json.dumps(source)}
+        )
+        assert made.status_code == 200, f"create the source: {made.text}"
+        assert (made.json()["archive"], made.json()["topicName"]) == (
+            "builtin://rabbitmq",
+            f"public/default/{RAW}",
+        )
+        function = {
+            "className": CLASSNAME,
+            "inputs": [f"persistent://public/default/{RAW}"],
+            "output": f"persistent://public/default/{BANG}",
+            "runtime": "PYTHON",
+        }
+        with (REPO / EXCLAMATION).open("rb") as code:
+            made = self.http.post(
+                f"/functions/public/default/{FUNCTION}",
+                data={"functionConfig": json.dumps(function)},
+                files={"data": ("pulsar_exclamation.py", code, "text/x-python")},
+            )
+        assert made.status_code == 200, f"create the function: {made.text}"
+        sink = {
+            "archive": "builtin://redis",
+            "inputs": [f"persistent://public/default/{BANG}"],
+            "configs": {"redisHosts": f"{HOST}:6379", "redisDatabase": 0, "streamName": stream},
+        }
+        made = self.http.post(
+            f"/sinks/public/default/{SINK}", data={"sinkConfig": json.dumps(sink)}
+        )
+        assert made.status_code == 200, f"create the sink: {made.text}"
+
+    def act(self, kind: str, name: str, action: str) -> None:
+        done = self.http.post(f"/{kind}s/public/default/{name}/{action}")
+        assert done.status_code == 204, f"{action} {kind} {name}: {done.status_code} {done.text}"
+
+    def status(self, kind: str, name: str, instance: int | None = None) -> dict[str, Any]:
+        where = f"/{kind}s/public/default/{name}" + ("" if instance is None else f"/{instance}")
+        got = self.http.get(f"{where}/status")
+        assert got.status_code == 200, f"status of {kind} {name}: {got.text}"
+        return dict(got.json())
+
+    def close(self) -> None:
+        self.http.close()
+
+
+class Cli:
+    """``sparkfn`` in a child process, in the checkout, pointed at the worker once
+    (``SPARKFN_URL``, as ``pulsar-admin``'s client.conf does), so each command is typed as is."""
+
+    def __init__(self, url: str) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKFN_")}
+        self.env |= {"SPARKFN_URL": url, "COLUMNS": "200"}
+
+    def run(self, *args: str) -> Ran:
+        ran = subprocess.run(
+            [sys.executable, "-m", "sparkfn.cli.main", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=REPO,
+            timeout=WAIT_S,
+        )
+        said = f"sparkfn {' '.join(args)} exited {ran.returncode}\n{ran.stdout}{ran.stderr}"
+        assert ran.returncode == 0, said
+        assert "Traceback" not in ran.stdout + ran.stderr, said
+        return ran
+
+    def create(self, rabbit: Rabbit, stream: str) -> None:
+        # What a Pulsar user types for pulsar-admin, with `sparkfn` in its place.
+        where = ("--tenant", "public", "--namespace", "default")
+        made = self.run(
+            "sources", "create", *where, "--name", SOURCE,
+            "--source-type", "rabbitmq",
+            # Pulsar's examples give every value as a string.
+            "--source-config", json.dumps({"host": HOST, "port": "5672", "queueName": rabbit.queue}),
+            "--destination-topic-name", f"persistent://public/default/{RAW}",
+        )  # fmt: skip
+        assert made.stdout == f"created source public/default/{SOURCE} (version 1)\n", made.stdout
+        made = self.run(
+            "functions", "create", *where, "--name", FUNCTION,
+            "--py", EXCLAMATION, "--classname", CLASSNAME,
+            "--inputs", f"persistent://public/default/{RAW}",
+            "--output", f"persistent://public/default/{BANG}",
+        )  # fmt: skip
+        assert made.stdout == f"created function public/default/{FUNCTION} (version 1)\n"
+        made = self.run(
+            "sinks", "create", *where, "--name", SINK,
+            "--sink-type", "redis",
+            "--sink-config",
+            json.dumps({"redisHosts": f"{HOST}:6379", "redisDatabase": "0", "streamName": stream}),
+            "--inputs", f"persistent://public/default/{BANG}",
+        )  # fmt: skip
+        assert made.stdout == f"created sink public/default/{SINK} (version 1)\n", made.stdout
+
+    def act(self, kind: str, name: str, action: str) -> None:
+        done = self.run(f"{kind}s", action, "--name", name).stdout
+        said = {"start": "started", "stop": "stopped", "drain": "drained", "restart": "restarted"}
+        expected = f"{said[action]} {kind} public/default/{name}"
+        if action == "stop":
+            expected += " (SUSPENDED)"  # a stop waits until it has stopped
+        assert done == expected + "\n", done
+
+    def status(self, kind: str, name: str, instance: int | None = None) -> dict[str, Any]:
+        one = () if instance is None else ("--instance-id", str(instance))
+        shown = self.run(f"{kind}s", "status", "--name", name, *one, "--output", "json").stdout
+        return dict(json.loads(shown))
+
+
+# --- the test ------------------------------------------------------------------------------
+
+
+class Pipeline:
+    """What the test checks along the pipeline."""
+
+    def __init__(
+        self, worker: SharedWorker, rabbit: Rabbit, redis_client: redis.Redis, stream: str
+    ) -> None:
+        self.admin = TopicAdmin(worker.store)
+        self.rabbit = rabbit
+        self.redis = redis_client
+        self.stream = stream
+        self.sent: list[str] = []
+
+    def held(self, topic: str) -> int:
+        """How many messages ``topic`` holds."""
+        return sum(p.messages for p in self.admin.stats(topic))
+
+    def arrived(self) -> list[dict[bytes, bytes]]:
+        return [fields for _, fields in self.redis.xrange(self.stream)]
+
+    def publish(self, count: int) -> None:
+        self.sent += self.rabbit.publish(count)
+
+    def all_arrived(self, after: str, *, final: bool = False) -> None:
+        """Wait until every message sent is in the stream, transformed, each exactly once."""
+        expected = {f"{body}!" for body in self.sent}
+
+        def complete() -> bool:
+            return {f[b"value"].decode() for f in self.arrived()} >= expected
+
+        _until(complete, f"all {len(expected)} messages in Redis {after}")
+        if final:
+            time.sleep(1.0)  # anything on its way twice lands now (each check counts them all)
+        found = self.arrived()
+        values = collections.Counter(f[b"value"].decode() for f in found)
+        twice = {v: n for v, n in values.items() if n > 1}
+        assert not twice, f"{after}: {len(twice)} messages in Redis more than once: {twice}"
+        foreign = set(values) - expected
+        assert not foreign, f"{after}: Redis holds what was not sent: {sorted(foreign)[:5]}"
+        for fields in found:  # the sink's fields: where each came from
+            assert fields[b"topic"].decode().endswith(f"public/default/{BANG}"), fields
+            assert fields[b"messageId"], fields
+        ids = collections.Counter((f[b"topic"], f[b"messageId"]) for f in found)
+        assert max(ids.values()) == 1, f"{after}: a (topic, messageId) twice"
+
+    def in_front(self, kind: str, upstream: tuple[tuple[int, int], int, int]) -> bool:
+        """Whether the last MORE messages wait in front of the stopped ``kind``: in the queue
+        (no consumer on it), on its input topic."""
+        depth, raw, bang = upstream
+        if kind == "source":
+            return self.rabbit.depth() == (depth[0] + MORE, 0)
+        if kind == "function":
+            return self.held(RAW) == raw + MORE
+        return self.held(BANG) == bang + MORE
+
+    def past(self, kind: str) -> int:
+        """How many messages are past the ``kind``: on its output topic, or in Redis."""
+        if kind == "source":
+            return self.held(RAW)
+        if kind == "function":
+            return self.held(BANG)
+        return int(self.redis.xlen(self.stream))
+
+
+def _state(rest: Rest, kind: str, name: str, state: str) -> None:
+    """Wait until the ``kind``'s status says ``state`` (polled over REST: it is cheap; what
+    the driver shows is checked once it is there)."""
+    _until(lambda: rest.status(kind, name)["state"] == state, f"{kind} {name} to be {state}")
+
+
+@pytest.mark.long_running(60)
+@pytest.mark.parametrize(
+    ("shared_worker", "way"),
+    [("sqlite", "rest"), ("postgresql", "cli")],
+    indirect=["shared_worker"],
+)
+def test_a_rabbitmq_source_a_function_and_a_redis_sink_lose_nothing_across_their_lifecycles(
+    shared_worker: SharedWorker,
+    rabbit: Rabbit,
+    stream: tuple[redis.Redis, str],
+    way: str,
+) -> None:
+    redis_client, stream_name = stream
+    rest = Rest(shared_worker.url)
+    driver: Rest | Cli = rest if way == "rest" else Cli(shared_worker.url)
+    pipe = Pipeline(shared_worker, rabbit, redis_client, stream_name)
+    parts = (("source", SOURCE), ("function", FUNCTION), ("sink", SINK))
+    try:
+        driver.create(rabbit, stream_name)  # topics nobody created: made on first use
+        for kind, name in parts:
+            _state(rest, kind, name, "RUNNING")
+        pipe.publish(FIRST)
+        pipe.all_arrived("once the three run")
+        # Each shows what it did: appended, processed, written.
+        for (kind, name), counter in zip(
+            parts, ("numWritten", "numSuccessfullyProcessed", "numWrittenToSink"), strict=True
+        ):
+            shown = driver.status(kind, name)
+            running = (shown["state"], shown["numInstances"], shown["numRunning"])
+            assert running == ("RUNNING", 1, 1), shown
+            assert shown["instances"][0]["status"][counter] >= FIRST, shown
+
+        for kind, name in parts:
+            driver.act(kind, name, "stop")
+            _state(rest, kind, name, "SUSPENDED")
+            # What is published now gets as far as the stopped part (the evidence that it
+            # was sent), and no further.
+            upstream = (pipe.rabbit.depth(), pipe.held(RAW), pipe.held(BANG))
+            before = pipe.past(kind)
+            pipe.publish(MORE)
+            in_front = functools.partial(pipe.in_front, kind, upstream)
+            _until(in_front, f"{MORE} messages in front of the stopped {kind}")
+            time.sleep(QUIET_S)
+            now = pipe.past(kind)
+            assert now == before, f"{now - before} messages got past the stopped {kind}"
+            driver.act(kind, name, "start")
+            _state(rest, kind, name, "RUNNING")
+            pipe.all_arrived(f"after the {kind} started again")
+
+            driver.act(kind, name, "drain")
+            _state(rest, kind, name, "STOPPED")
+            drained = driver.status(kind, name)
+            assert (drained["state"], drained["numRunning"]) == ("STOPPED", 0), drained
+            one = driver.status(kind, name, 0)  # the instance's own route
+            assert (one["state"], one["running"]) == ("STOPPED", False), one
+            driver.act(kind, name, "restart")
+            _state(rest, kind, name, "RUNNING")
+            pipe.publish(MORE)
+            pipe.all_arrived(f"after the {kind} was drained and restarted", final=kind == "sink")
+        assert len(pipe.sent) == FIRST + 6 * MORE
+    finally:
+        rest.close()
