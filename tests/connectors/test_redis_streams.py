@@ -22,6 +22,8 @@ from sparkfn.connectors.registry import load_sink, load_source
 from sparkfn.connectors.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
 
 HOSTS = f"{HOST}:6379"
 
@@ -147,3 +149,53 @@ def test_sink_xadds_every_message_with_its_position(
     ids = {(f[b"topic"], f[b"messageId"]) for _, f in entries}
     assert len(ids) == len(sent)
     assert {f[b"key"] for _, f in entries} == {f"k{i}".encode() for i in range(7)}
+
+
+# Pulsar's documented Redis sink configs, values as strings as in its YAML examples.
+PULSAR_SINK_CONFIGS = {
+    "redisHosts": HOSTS, "redisPassword": "", "redisDatabase": "0", "clientMode": "Standalone",
+    "operationTimeout": "2000", "batchSize": "100", "batchTimeMs": "1000", "connectTimeout": "3000",
+    "autoReconnect": "true", "requestQueue": "2147483647", "tcpNoDelay": "false", "keepAlive": "true",
+}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_pulsar_users_sink_configs_set_each_messages_key_to_its_value(
+    sqlite_store: Store, client: redis.Redis, spark: Any
+) -> None:
+    # Without streamName the sink writes as Pulsar's does: SET key value.
+    from sparkfn.connectors.sink_run import SinkRun
+
+    prefix = unique("sparkfn-kv")
+    sent = [f"r{i}" for i in range(500)]
+    keyed = [(f"{prefix}-{i % 7}", value) for i, value in enumerate(sent)]
+    TopicAdmin(sqlite_store).create("kv", partitions=2, schema_type="string")
+    Producer(sqlite_store, "kv").send_batch([Message(v.encode(), key=k) for k, v in keyed])
+    config = SinkConfig.build(
+        name="redis-kv", sink_type="redis", inputs=["kv"], configs=PULSAR_SINK_CONFIGS
+    )
+    try:
+        with SinkRun(config, store=sqlite_store, spark=spark) as run:
+            run.start(until_drained=True)
+            run.wait(timeout=120)
+        last = dict(keyed)  # a key's messages share a partition: its last one is written last
+        assert {k: client.get(k) for k in last} == {k: v.encode() for k, v in last.items()}
+    finally:
+        client.delete(*{k for k, _ in keyed})
+
+
+def test_a_key_value_sink_refuses_a_message_without_a_key(client: redis.Redis) -> None:
+    from connector_probes import StaticSinkContext
+
+    from sparkfn.api.connector import Record
+    from sparkfn.connectors.builtin.redis_streams import RedisStreamSink
+
+    sink = RedisStreamSink()
+    sink.open(PULSAR_SINK_CONFIGS, StaticSinkContext())
+    try:
+        with pytest.raises(
+            ValueError, match=r"message public/default/raw@0:3 has no key.*streamName"
+        ):
+            sink.write(Record("v", topic="public/default/raw", message_id="0:3"))
+    finally:
+        sink.close()

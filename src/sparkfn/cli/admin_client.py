@@ -136,7 +136,7 @@ TARGET = (
 )
 INSTANCE_ID = option(
     "--instance-id",
-    "One instance (0 to parallelism - 1), not the whole function.",
+    "One instance (0 to parallelism - 1), not the whole function, source or sink.",
     "N",
     int | None,
     min=0,

@@ -1,4 +1,4 @@
-"""``redis``: a Redis Streams source (consumer group, XACK after the append) and sink (XADD).
+"""``redis``: a Redis Streams source (consumer group, XACK after the append) and sink (XADD, or SET key value).
 
 ::
 
@@ -17,7 +17,11 @@ finds its pending entries), ``createGroup`` (``true``: create the group, and
 the stream, if missing, reading from ``startId``), ``startId`` (``0``: the
 whole stream; ``$``: only new entries), ``batchSize`` (entries per XREADGROUP,
 1000), ``blockMs`` (100), ``valueField`` (``value``), ``keyField``
-(``key``). Sink: ``maxLen`` (approximate trimming; none by default).
+(``key``). Sink: ``streamName`` optional (without it each message is
+``SET key value``, as Pulsar's Redis sink writes), ``maxLen`` (approximate
+trimming; none by default), and Pulsar's ``batchSize``, ``batchTimeMs``,
+``autoReconnect``, ``requestQueue``, ``tcpNoDelay``, accepted without effect
+(docs/connectors.md says why), and ``keepAlive`` (TCP keepalive).
 
 **Source guarantee.** Entries are read with XREADGROUP into the group as the
 instance's consumer; Redis keeps each in the consumer's pending entries list
@@ -32,7 +36,10 @@ that no longer runs (parallelism lowered, ``consumerName`` changed) are not
 claimed; Redis persistence (AOF/RDB) decides what survives a Redis restart;
 ``MAXLEN`` trimming by producers can delete entries before they are read.
 
-**Sink guarantee.** ``flush()`` XADDs the batch in one MULTI/EXEC
+**Sink guarantee.** Without ``streamName``, ``flush()`` SETs the batch's
+keys in one MULTI/EXEC before the batch commits; a replay sets the same
+values again (no duplicates); a message without a key is an error, never
+dropped. With it, ``flush()`` XADDs the batch in one MULTI/EXEC
 transaction before the batch commits. A replayed batch (crash after the
 EXEC, before the commit) adds its entries again with new ids: at-least-once.
 Redis has no de-duplication by producer id; each entry carries
@@ -75,7 +82,17 @@ class RedisConfig(BuiltinConfig):
     clientMode: Literal["Standalone"] = "Standalone"
     connectTimeout: int = Field(default=10000, ge=1)
     operationTimeout: int = Field(default=10000, ge=1)
-    streamName: str = Field(min_length=1)
+    keepAlive: bool = False
+    # Pulsar's client settings that redis-py has no counterpart for: accepted,
+    # so a Pulsar user's configs work, with the meaning the module docstring gives.
+    autoReconnect: bool = True
+    requestQueue: int = Field(default=2147483647, ge=1)
+    tcpNoDelay: bool = False
+
+    @field_validator("redisPassword")
+    @classmethod
+    def _no_password(cls, value: str | None) -> str | None:
+        return value or None  # Pulsar's default, "", means none
 
     @field_validator("redisHosts")
     @classmethod
@@ -94,6 +111,7 @@ class RedisConfig(BuiltinConfig):
 class RedisSourceConfig(RedisConfig):
     """The source's configs."""
 
+    streamName: str = Field(min_length=1)
     groupName: str = Field(default="sparkfn", min_length=1)
     consumerName: str | None = None
     createGroup: bool = True
@@ -105,9 +123,12 @@ class RedisSourceConfig(RedisConfig):
 
 
 class RedisSinkConfig(RedisConfig):
-    """The sink's configs."""
+    """The sink's configs: a stream to XADD to, or (no ``streamName``) Pulsar's keys."""
 
+    streamName: str | None = Field(default=None, min_length=1)
     maxLen: int | None = Field(default=None, ge=1)
+    batchSize: int = Field(default=200, ge=1)
+    batchTimeMs: int = Field(default=1000, ge=1)
 
 
 def connect(cfg: RedisConfig, what: str) -> redis.Redis:
@@ -120,6 +141,7 @@ def connect(cfg: RedisConfig, what: str) -> redis.Redis:
         password=cfg.redisPassword,
         socket_connect_timeout=cfg.connectTimeout / 1000,
         socket_timeout=cfg.operationTimeout / 1000,
+        socket_keepalive=cfg.keepAlive,
         retry=Retry(NoBackoff(), 0),  # a failure is reported, not retried behind our back
     )
     try:
@@ -268,7 +290,8 @@ class RedisStreamSource(Source):
 
 
 class RedisStreamSink(Sink):
-    """XADDs every record to ``streamName``; ``flush()`` runs the batch as one transaction."""
+    """XADDs every record to ``streamName`` or, without one, SETs each record's key to
+    its value as Pulsar's Redis sink does; ``flush()`` runs the batch as one transaction."""
 
     def __init__(self) -> None:
         self.what = "sink (redis)"
@@ -288,7 +311,15 @@ class RedisStreamSink(Sink):
         self.client = connect(cfg, self.what)
 
     def write(self, record: Record) -> None:
-        """Buffer the entry's fields."""
+        """Buffer the entry's fields (a key-value write needs the record's key)."""
+        assert self.config is not None
+        if self.config.streamName is None and record.key is None:
+            msg = (
+                f"{self.what}: message {record.topic}@{record.message_id} has no key, and "
+                "without configs.streamName each message is written as SET key value; "
+                "give the messages keys, or set streamName to append them to a stream"
+            )
+            raise ValueError(msg)
         fields: dict[str, bytes | str | int] = {
             "value": payload(record.value),
             "topic": record.topic or "",
@@ -303,13 +334,16 @@ class RedisStreamSink(Sink):
         self.buffer.append(fields)
 
     def flush(self) -> None:
-        """XADD the buffer in one MULTI/EXEC."""
+        """XADD (or SET) the buffer in one MULTI/EXEC."""
         cfg, client = self.config, self.client
         if cfg is None or client is None or not self.buffer:
             return
         pipe = client.pipeline(transaction=True)
         for fields in self.buffer:
-            pipe.xadd(cfg.streamName, fields, maxlen=cfg.maxLen, approximate=True)  # type: ignore[arg-type]
+            if cfg.streamName is None:
+                pipe.set(str(fields["key"]), fields["value"])
+            else:
+                pipe.xadd(cfg.streamName, fields, maxlen=cfg.maxLen, approximate=True)  # type: ignore[arg-type]
         pipe.execute()
         self.buffer.clear()
 
