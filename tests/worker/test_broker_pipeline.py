@@ -49,7 +49,7 @@ SOURCE, FUNCTION, SINK = "rabbit-in", "exclaim", "redis-out"
 RAW, BANG = "raw", "bang"
 FIRST = 300  # published once the pipeline runs
 MORE = 50  # published at each step after
-WAIT_S = 90.0  # generous: the suite shares two cores with Spark
+WAIT_S = 180.0  # generous: the suite shares two cores with Spark (a stop once took > 90 s)
 QUIET_S = 1.0  # how long a stopped part must let nothing past
 
 Ran = subprocess.CompletedProcess[str]
