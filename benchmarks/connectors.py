@@ -54,6 +54,22 @@ HOST = "127.0.0.1"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BATCH = 1000
 AHEAD = 600
+# A run that moves nothing more for this long is reported as stalled, not waited on.
+STALL_SECONDS = 30
+
+
+class Progress:
+    """Raises once a count has not grown for :data:`STALL_SECONDS`."""
+
+    def __init__(self, what: str, n: int) -> None:
+        self.what, self.n, self.seen, self.since = what, n, -1, time.monotonic()
+
+    def check(self, count: int) -> None:
+        if count != self.seen:
+            self.seen, self.since = count, time.monotonic()
+        elif time.monotonic() - self.since > STALL_SECONDS:
+            msg = f"{self.what}: stuck at {count} of {self.n} for {STALL_SECONDS} s"
+            raise RuntimeError(msg)
 
 
 class BenchSinkContext(SinkContext):
@@ -119,9 +135,11 @@ def run_source(store: Store, source_type: str, configs: dict[str, Any], n: int,
     if feed is not None:
         feeder = threading.Thread(target=feed, args=(lambda: runner.stats.acked,), daemon=True)
         feeder.start()
+    progress = Progress(f"{source_type} source, acked", n)
     while runner.stats.acked < n:
         if runner.death is not None:
             raise RuntimeError(str(runner.death))
+        progress.check(runner.stats.acked)
         time.sleep(0.01)
     elapsed = time.perf_counter() - start
     runner.stop("drain")
@@ -314,7 +332,9 @@ def mqtt(store: Store, n: int) -> tuple[float, float, float, float]:
         sub.subscribe(topic, qos=1)
         time.sleep(0.2)
         publish(lambda: got[0])
+        progress = Progress("mqtt client, received", n)
         while got[0] < n:
+            progress.check(got[0])
             time.sleep(0.005)
         sub.disconnect()
         sub.loop_stop()
@@ -388,14 +408,17 @@ def main() -> None:
     try:
         for name in args.connectors.split(","):
             runs = []
-            for attempt in range(args.repeats):
-                store = Store.open(
-                    f"sqlite:///{work}/{name}-{attempt}.db", work / f"{name}-{attempt}"
-                )
-                try:
-                    runs.append(CONNECTORS[name](store, n))
-                finally:
-                    store.close()
+            try:
+                for attempt in range(args.repeats):
+                    path = work / f"{name}-{attempt}"
+                    store = Store.open(f"sqlite:///{path}.db", path)
+                    try:
+                        runs.append(CONNECTORS[name](store, n))
+                    finally:
+                        store.close()
+            except RuntimeError as exc:
+                print(f"{name:<10} stalled: {exc}", flush=True)
+                continue
             base_in, ours_in, base_out, ours_out = (median(col) for col in zip(*runs, strict=True))
 
             def rate(seconds: float) -> str:
