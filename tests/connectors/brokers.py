@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,21 @@ def require(broker: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{reason} (CI=true: broker tests must run, not skip)", pytrace=False)
     pytest.skip(f"{reason}; start it to run these tests")
+
+
+def mqtt_client(client_id: str = "", clean: bool = True) -> Any:
+    """A paho client connected to Mosquitto, its network thread running."""
+    import paho.mqtt.client as paho
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    made = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
+    made.connect(HOST, 1883)
+    made.loop_start()
+    deadline = time.monotonic() + 10
+    while not made.is_connected():  # paho ignores a subscribe before the CONNACK
+        assert time.monotonic() < deadline, "mqtt: no CONNACK from the broker"
+        time.sleep(0.01)
+    return made
 
 
 def unique(prefix: str) -> str:

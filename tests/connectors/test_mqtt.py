@@ -17,12 +17,12 @@ import pytest
 from brokers import (
     HOST,
     fill,
+    mqtt_client,
     require,
     unique,
     values,
     wait_for,
 )
-from paho.mqtt.enums import CallbackAPIVersion
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.connector import SinkConfig, SourceConfig
@@ -37,14 +37,7 @@ AHEAD = 300
 def client(client_id: str = "", clean: bool = True) -> paho.Client:
     """A connected client with its network thread running."""
     require("mqtt")
-    made = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
-    made.connect(HOST, 1883)
-    made.loop_start()
-    deadline = time.monotonic() + 10
-    while not made.is_connected():  # paho ignores a subscribe before the CONNACK
-        assert time.monotonic() < deadline, "no CONNACK from the broker"
-        time.sleep(0.01)
-    return made
+    return mqtt_client(client_id, clean)
 
 
 def forget_session(client_id: str) -> None:

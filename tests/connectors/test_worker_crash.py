@@ -43,6 +43,7 @@ from brokers import (
     alive,
     count,
     kill_group,
+    mqtt_client,
     require,
     start_worker,
     stop,
@@ -328,19 +329,10 @@ def _rabbitmq_source(store: Store) -> Lane:
 
 def _mqtt_source(store: Store) -> Lane:
     import paho.mqtt.client as paho
-    from paho.mqtt.enums import CallbackAPIVersion
 
     filter_, client_id = unique("sparkfn/crash"), unique("sparkfn-crash")
 
-    def connected(client_id: str = "", clean: bool = True) -> paho.Client:
-        made = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
-        made.connect(HOST, 1883)
-        made.loop_start()
-        deadline = time.monotonic() + 10
-        while not made.is_connected():  # paho ignores a subscribe before the CONNACK
-            assert time.monotonic() < deadline, "mqtt: no CONNACK from the broker"
-            time.sleep(0.01)
-        return made
+    connected = mqtt_client
 
     # The source's session exists before anything is published, so that the
     # broker queues what comes before the source subscribed (as for a source
