@@ -326,3 +326,15 @@ def test_sparkfns_own_fields_read_in_camel_case_too_and_unknown_ones_as_written(
     assert (config.auto_create_topics, config.failure_policy.max_restarts) == (True, 1)
     with pytest.raises(ConfigError, match=r"invalid config: autoCreateTopic: Extra inputs"):
         FunctionConfig.build(name="f", py="f.py", inputs=["in"], autoCreateTopic=True)
+
+
+def test_patterns_of_two_namespaces_are_refused_rather_than_one_of_them_read() -> None:
+    """Joined into one topics_pattern, only the first's namespace would be listed."""
+    layer = {
+        "name": "f",
+        "py": "f.py",
+        "topicsPattern": "persistent://acme/sales/audit-.*",
+        "inputSpecs": {"persistent://acme/ops/replay-.*": {"regexPattern": True}},
+    }
+    with pytest.raises(ConfigError, match="name namespaces \\['acme/ops', 'acme/sales'\\]"):
+        FunctionConfig.assemble(layer)

@@ -118,3 +118,19 @@ def test_a_creation_in_the_same_tick_as_the_list_is_looked_for_again(store: Stor
     os.utime(hint, ns=(earlier, earlier))
     discovery.listed()
     assert not discovery.due()
+
+
+def test_a_pattern_lists_only_its_own_namespaces_topics_whatever_its_regex_says(
+    store: Store,
+) -> None:
+    """Pulsar's rule: the namespace written at the start is the only one listed."""
+    admin = TopicAdmin(store)
+    for topic in ("acme/app/in-a", "acme/other/in-b", "evil/x/secret"):
+        admin.create(topic)
+    discovery = TopicDiscovery(store.url, str(store.data_dir), "acme/app/in-.*|evil/.*|acme/.*")
+    assert [str(t.name) for t in discovery.matching()] == ["acme/app/in-a"]
+    reader = _reader(store, topicspattern="acme/app/in-.*|evil/x/.*", subscription="spy")
+    assert [str(t.name) for t in reader.topics] == ["acme/app/in-a"]
+    evil = admin.get("evil/x/secret")
+    with store.read() as conn:
+        assert not [key for key in subscription.cursors(conn, "spy") if key[0] == evil.id]

@@ -179,8 +179,9 @@ def test_a_listing_shows_the_admins_own_tenant_only(worker: Worker, client: http
             {"inputs": ["tenant-a/default/in"], "logTopic": "tenant-b/x/log"},
             "log_topic tenant-b/x/log is outside tenant",
         ),
-        ({"topicsPattern": "tenant-a/.*|tenant-b/.*"}, "could match topics outside"),
-        ({"topicsPattern": "tenant-a/?.*"}, "could match topics outside"),
+        ({"topicsPattern": "tenant-a/default/in|tenant-b/.*"}, "could match topics outside"),
+        ({"topicsPattern": "tenant-a/default/(in|x)|(tenant-b/x/y)"}, "could match topics outside"),
+        ({"topicsPattern": "persistent://tenant-b/default/.*"}, "could match topics outside"),
         ({"topicsPattern": ".*"}, "could match topics outside"),
     ],
 )

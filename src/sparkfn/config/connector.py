@@ -31,6 +31,7 @@ from sparkfn.config.function import (
 )
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
+from sparkfn.config.topics_pattern import TopicsPattern
 
 
 class _ConnectorBase(BaseModel):
@@ -166,4 +167,6 @@ class SinkConfig(_ConnectorBase):
         if not self.inputs and not self.topics_pattern:
             msg = "a sink needs at least one input topic (inputs or topics_pattern)"
             raise ValueError(msg)
+        if self.topics_pattern:
+            TopicsPattern.parse(self.topics_pattern)
         return self

@@ -35,6 +35,7 @@ from sparkfn.config.reading import read_yaml_fields as read_yaml_fields
 from sparkfn.config.reading import read_yaml_mapping
 from sparkfn.config.reading import snake_fields as snake_fields
 from sparkfn.config.resources import Resources
+from sparkfn.config.topics_pattern import TopicsPattern
 from sparkfn.config.window import WindowConfig
 
 _LOG = logging.getLogger("sparkfn.config")
@@ -274,11 +275,7 @@ class FunctionConfig(BaseModel):
             msg = "a function needs inputs (or topics_pattern); got neither"
             raise ValueError(msg)
         if self.topics_pattern:
-            try:
-                re.compile(self.topics_pattern)
-            except re.error as exc:
-                msg = f"topics_pattern {self.topics_pattern!r} is not a valid regular expression: {exc}"
-                raise ValueError(msg) from None
+            TopicsPattern.parse(self.topics_pattern)
         if not self.py and not self.classname:
             msg = "a function needs py (its file) or classname (an importable module.attr)"
             raise ValueError(msg)

@@ -44,6 +44,7 @@ from sparkfn.config.pulsar_fields import (
     schema_serde,
 )
 from sparkfn.config.reading import snake
+from sparkfn.config.topics_pattern import TopicsPattern
 
 
 @dataclass(frozen=True)
@@ -190,12 +191,26 @@ class _Reading:
         if topics:
             self.fields["inputs"] = _unique_topics(topics)
         if patterns:
-            self.fields["topics_pattern"] = "|".join(dict.fromkeys(map(_bare_pattern, patterns)))
+            bare = list(dict.fromkeys(map(_bare_pattern, patterns)))
+            self._one_namespace(bare)
+            self.fields["topics_pattern"] = "|".join(bare)
         if serdes:
             self.fields["input_serdes"] = {
                 (_bare_pattern(k) if k in patterns or _is_regex(k) else k): serde
                 for k, (serde, _) in serdes.items()
             }
+
+    def _one_namespace(self, patterns: list[str]) -> None:
+        """Fail unless the patterns, joined into one, name one namespace: only its topics are read."""
+        try:
+            spaces = {TopicsPattern.parse(p, field="topicsPattern").namespace for p in patterns}
+        except ConfigError:
+            return  # the config's own check names the pattern that is not one
+        if len(spaces) > 1:
+            problem = (
+                f"the patterns {patterns} name namespaces {sorted(spaces)}; give one namespace"
+            )
+            self.fail("topicsPattern", problem)
 
     def _mapping(self, key: str) -> dict[str, Any]:
         value = self.pop(key)

@@ -17,13 +17,13 @@ subscription takes it from its first message, whatever
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from sqlalchemy.exc import IntegrityError
 
+from sparkfn.config.topics_pattern import TopicsPattern
 from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
@@ -43,6 +43,10 @@ SAME_TICK_NS = 50_000_000
 class TopicDiscovery:
     """Lists the topics whose full name (``tenant/ns/name``) ``pattern`` matches.
 
+    Only the topics of the pattern's namespace are listed
+    (:class:`~sparkfn.config.topics_pattern.TopicsPattern`): no regex reaches
+    another namespace.
+
     :meth:`due` is cheap (a ``stat`` of the hint): callers ask it often and
     list only when a topic was created or a period went by.
     """
@@ -53,7 +57,7 @@ class TopicDiscovery:
         # The URL and directory, not a Store: a Spark reader holding this is pickled.
         self.store_url = store_url
         self.data_dir = data_dir
-        self.pattern = re.compile(pattern)
+        self.pattern = TopicsPattern.parse(pattern, field="topicsPattern")
         self.period = period
         self._stamp = self._hint()
         self._listed = time.monotonic()
@@ -81,7 +85,8 @@ class TopicDiscovery:
         """Every existing topic the pattern matches, sorted by name (see :meth:`listed`)."""
         self.listed()
         admin = TopicAdmin(Store.cached(self.store_url, self.data_dir))
-        return [t for t in admin.list() if self.pattern.fullmatch(str(t.name))]
+        listed = admin.list(self.pattern.tenant, self.pattern.namespace_name)
+        return [t for t in listed if self.pattern.matches(t.name)]
 
     def new_topics(self, known: Iterable[TopicInfo]) -> list[TopicInfo]:
         """The matching topics not in ``known`` (compared by id)."""

@@ -32,7 +32,6 @@ Spark with the worker's rights: auth guards the API, not what the code does.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -45,6 +44,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from sparkfn.api.errors import AuthError, ForbiddenError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
+from sparkfn.config.topics_pattern import TopicsPattern
 from sparkfn.worker.http import ErrorBody, error_response, status_of
 from sparkfn.worker.settings import WorkerSettings
 from sparkfn.worker.tokens import Principal, Role, TokenKeys
@@ -80,8 +80,6 @@ ANY_ROLE: frozenset[tuple[str, str]] = frozenset(
     }
 )
 BEARER = "Bearer"
-# What may follow the tenant prefix of a topics_pattern and make its '/' optional.
-QUANTIFIERS = frozenset("?*+{")
 DIGEST_PREFIX = "sha256:"
 
 
@@ -234,12 +232,28 @@ def check_function_topics(principal: Principal, config: FunctionConfig) -> None:
                 f"{principal.describe()} may use its own tenant's topics only"
             )
             raise ForbiddenError(msg)
-    pattern = config.topics_pattern
-    if pattern is not None and not _confined(pattern, tenant):
+    check_topics_pattern(principal, f"function {config.fqfn}", config.topics_pattern)
+
+
+def check_topics_pattern(principal: Principal, owner: str, pattern: str | None) -> None:
+    """Raise :class:`ForbiddenError` unless a tenant admin's ``pattern`` stays in its tenant.
+
+    The one check of every route that takes a ``topics_pattern`` (functions
+    and sinks, create and update). Discovery lists only the pattern's
+    namespace (:class:`~sparkfn.config.topics_pattern.TopicsPattern`), so
+    this refuses what could never be read anyway, saying so at create rather
+    than reading less than was asked: the namespace must be the caller's
+    tenant's, and every alternative of the regex must start with it.
+    """
+    tenant = principal.tenant
+    if pattern is None or principal.is_superuser or tenant is None:
+        return
+    parsed = TopicsPattern.parse(pattern)
+    if parsed.tenant != tenant or not parsed.confined():
         msg = (
-            f"function {config.fqfn}: topics_pattern {pattern!r} could match topics outside "
-            f"tenant {tenant!r}; a tenant admin's pattern starts with {re.escape(tenant)}/ "
-            "and has no '|'"
+            f"{owner}: topics_pattern {pattern!r} could match topics outside tenant "
+            f"{tenant!r}; {principal.describe()} writes a pattern that starts with "
+            f"{tenant}/<namespace>/ in every alternative"
         )
         raise ForbiddenError(msg)
 
@@ -263,23 +277,6 @@ def check_package_reference(principal: Principal, reference: str, field: str) ->
 def owns_package_path(principal: Principal, path: str) -> bool:
     """Whether ``principal`` may use the package upload path ``path`` (a tenant admin's: ``T/...``)."""
     return principal.is_superuser or path.startswith(f"{principal.tenant}/")
-
-
-def _confined(pattern: str, tenant: str) -> bool:
-    """Whether every full match of ``pattern`` starts with ``tenant/``.
-
-    A pattern without alternation is a sequence: if it starts with the
-    tenant's name as literal text and a slash that no quantifier follows, so
-    does every name it matches. Of a name's characters only '.' needs an
-    escape to be literal.
-    """
-    prefixes = {re.escape(tenant) + "/"}
-    if "." not in tenant:
-        prefixes.add(tenant + "/")
-    for prefix in prefixes:
-        if pattern.startswith(prefix) and pattern[len(prefix) : len(prefix) + 1] not in QUANTIFIERS:
-            return "|" not in pattern
-    return False
 
 
 def install_auth(app: FastAPI, settings: WorkerSettings) -> None:

@@ -42,7 +42,7 @@ from sparkfn.api.status import FunctionStats, SourceStatus
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.names import TopicName
 from sparkfn.config.pulsar_connector import connector_fields, pulsar_shape
-from sparkfn.worker.auth import Caller
+from sparkfn.worker.auth import Caller, check_topics_pattern
 from sparkfn.worker.builtin_connectors import (
     ConfigFieldDefinition,
     ConnectorDefinition,
@@ -269,13 +269,7 @@ def _check_topics(principal: Principal, config: Connector) -> None:
                 f"{principal.describe()} may use its own tenant's topics only"
             )
             raise ForbiddenError(msg)
-    pattern = getattr(config, "topics_pattern", None)
-    if pattern is not None and not pattern.startswith(f"{tenant}/"):
-        msg = (
-            f"{kind} {config.fqn}: topicsPattern {pattern!r} could match topics outside "
-            f"tenant {tenant!r}; a tenant admin's pattern starts with {tenant}/"
-        )
-        raise ForbiddenError(msg)
+    check_topics_pattern(principal, f"{kind} {config.fqn}", getattr(config, "topics_pattern", None))
 
 
 def _action(worker: Worker, kind: str, action: str) -> Any:

@@ -13,6 +13,7 @@ from sparkfn.api.errors import ConfigError
 from sparkfn.api.message_id import MessageId
 from sparkfn.api.publish import Publication, PublishCallback, Result
 from sparkfn.config.names import TopicName
+from sparkfn.config.topics_pattern import TopicsPattern
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.logs import FunctionLogFile, log_file
 from sparkfn.runtime.function.rows import TRIGGER_PROPERTY, InputRows
@@ -293,7 +294,9 @@ class FunctionContext(Context):
         except ConfigError:
             name = ""
         pattern = config.topics_pattern
-        if name and (name in config.inputs or (pattern and re.fullmatch(pattern, name))):
+        if name and (
+            name in config.inputs or (pattern and TopicsPattern.parse(pattern).matches(name))
+        ):
             self.acked.add((name, str(msgid)))
             return
         msg = f"Invalid topicname {topic}"

@@ -19,7 +19,6 @@ stack trace.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig, ProcessingGuarantee
+from sparkfn.config.topics_pattern import TopicsPattern
 from sparkfn.runtime.function.loader import load_function
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.query.commit import (
@@ -74,10 +74,10 @@ def resolve_inputs(store: Store, config: FunctionConfig) -> list[str]:
     """The input topics: ``inputs``, plus existing topics matching ``topics_pattern``."""
     topics = list(config.inputs)
     if config.topics_pattern:
-        pattern = re.compile(config.topics_pattern)
-        for info in TopicAdmin(store).list():
+        pattern = TopicsPattern.parse(config.topics_pattern)
+        for info in TopicAdmin(store).list(pattern.tenant, pattern.namespace_name):
             name = str(info.name)
-            if pattern.fullmatch(name) and name not in topics:
+            if pattern.matches(name) and name not in topics:
                 topics.append(name)
     if not topics:
         msg = f"function {config.fqfn}: topics_pattern {config.topics_pattern!r} matches no topic"
