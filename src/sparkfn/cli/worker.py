@@ -54,6 +54,17 @@ def start(
         Path | None,
         typer.Option("--config-file", help="A YAML file of worker settings (snake or camelCase)."),
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help=(
+                "A Host the worker answers (repeat; name, name:port or *); default: "
+                "localhost, 127.0.0.1, [::1] and --host, at the worker's port. "
+                "Env: SPARKFN_WORKER_ALLOWED_HOSTS (comma-separated)."
+            ),
+        ),
+    ] = None,
 ) -> None:
     """Start a worker in the foreground; it runs until SIGTERM or Ctrl+C."""
     import uvicorn
@@ -69,6 +80,7 @@ def start(
         port=port,
         spark_master=spark_master,
         shutdown_mode=shutdown_mode,
+        allowed_hosts=tuple(allowed_host) if allowed_host else None,
         data_dir=options.data_dir,
         store_url=options.store_url,
     )

@@ -22,6 +22,7 @@ from sparkfn.worker.http import ErrorBody, NoNulCharacters, install_error_handle
 from sparkfn.worker.logs_api import logs_router
 from sparkfn.worker.openapi import complete_openapi
 from sparkfn.worker.ops_api import ops_router
+from sparkfn.worker.origins import RequestOrigins, default_hosts
 from sparkfn.worker.packages_api import BodyLimit, packages_router
 from sparkfn.worker.produce_api import produce_router
 from sparkfn.worker.service import Worker
@@ -62,6 +63,11 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     app.add_middleware(BodyLimit, max_upload_bytes=worker.settings.max_upload_bytes)
     app.add_middleware(NoNulCharacters)
     install_auth(app, worker.settings)  # every route, including those included below
+    settings = worker.settings
+    # Added last, so it runs first: a foreign Host or Origin reaches nothing, auth on or off.
+    app.add_middleware(
+        RequestOrigins, allowed_hosts=settings.allowed_hosts or default_hosts(settings.host)
+    )
     app.include_router(packages_router(worker))
     # Before the function routes: GET /admin/v3/functions/{tenant}/{namespace}/{name}/transitions
     # is the console's, and it and /admin/v3/functions must not be taken for other routes.

@@ -14,7 +14,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.api.lifecycle import StopMode
@@ -75,6 +83,19 @@ class WorkerSettings(BaseModel):
     token_public_key: str | None = None  # RS256: PEM file (verifies)
     token_private_key: str | None = None  # RS256: PEM file (signs; `sparkfn tokens create`)
     allow_unauthenticated: bool = False
+    # The Host names the worker answers (sparkfn.worker.origins), against DNS
+    # rebinding: empty for localhost, 127.0.0.1, [::1] and the bind host at
+    # the worker's port; "name" (the worker's port), "name:port", or "*" for any.
+    allowed_hosts: tuple[str, ...] = ()
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        if isinstance(value, str):  # SPARKFN_WORKER_ALLOWED_HOSTS=a,b:8080
+            value = [value]
+        if isinstance(value, list | tuple):
+            return tuple(p.strip() for entry in value for p in str(entry).split(",") if p.strip())
+        return value
 
     @model_validator(mode="after")
     def _check_auth(self) -> WorkerSettings:
