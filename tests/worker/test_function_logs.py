@@ -82,10 +82,19 @@ def test_a_workers_function_logs_are_kept_and_served(
         assert (
             client.get(f"{FUNCTIONS}/echo/logs", params={"instance": 0}).text.splitlines() == lines
         )
-        assert client.get(f"{FUNCTIONS}/echo/logs", params={"instance": 1}).text == ""
+        # An instance the function does not have is a 404, as its status says.
+        beyond = client.get(f"{FUNCTIONS}/echo/logs", params={"instance": 99})
+        assert (beyond.status_code, beyond.json()["reason"]) == (404, "function_not_found")
+        assert "has no instance 99 (instances 0 to 0)" in beyond.json()["message"]
+        status = client.get(f"{FUNCTIONS}/echo/99/status")
+        assert (status.status_code, status.json()["reason"]) == (404, "function_not_found")
         assert client.get(f"{FUNCTIONS}/echo/logs", params={"tail": 1}).text.splitlines() == [
             lines[1]
         ]
+        # More lines asked for than there are: all of them.
+        for tail in (2, 3, 1000):
+            got = client.get(f"{FUNCTIONS}/echo/logs", params={"tail": tail}).text.splitlines()
+            assert got == lines, tail
         missing = client.get(f"{FUNCTIONS}/nobody/logs")
         assert (missing.status_code, missing.json()["reason"]) == (404, "function_not_found")
         # The log topic has them as well, once their batch commits.
@@ -119,5 +128,30 @@ def test_a_workers_function_logs_are_kept_and_served(
                                  timeout=60, check=False)  # fmt: skip
         assert unknown.returncode == 1
         assert unknown.stderr.startswith("error [function_not_found]: ")
+    finally:
+        assert client.delete(f"{FUNCTIONS}/echo").status_code == 200
+
+
+def test_a_new_function_of_a_deleted_ones_name_has_none_of_its_log_lines(
+    served_worker: tuple[Worker, httpx.Client], data_dir: Path
+) -> None:
+    worker, client = served_worker
+
+    def create() -> None:
+        made = client.post(
+            f"{FUNCTIONS}/echo",
+            data={"functionConfig": json.dumps(CONFIG)},
+            files={"data": (CODE.name, CODE.read_bytes())},
+        )
+        assert made.status_code == 200, made.text
+
+    create()
+    Producer(worker.open_store(), "in").send_batch([Message(b"old secret")])
+    _wait(lambda: "old secret" in client.get(f"{FUNCTIONS}/echo/logs").text, "the old line")
+    assert client.delete(f"{FUNCTIONS}/echo").status_code == 200
+    assert not (data_dir / "logs" / "functions" / "public" / "default" / "echo").exists()
+    create()
+    try:
+        assert client.get(f"{FUNCTIONS}/echo/logs").text == ""
     finally:
         assert client.delete(f"{FUNCTIONS}/echo").status_code == 200

@@ -4,7 +4,8 @@ A deleted function leaves nothing that a new function of the same name
 would inherit, and no file of its own: its state, statistics, exceptions,
 lifecycle records, Spark checkpoint (with any ``.tmp`` file a write cut
 short left in it, and the function's directory once empty) and its
-lifecycle record's commit hint (``hints/control-...``) go; its subscription goes too when ``cleanup_subscription``
+lifecycle record's commit hint (``hints/control-...``) and its log files
+(:mod:`sparkfn.runtime.function.logs`) go; its subscription goes too when ``cleanup_subscription``
 is set (Pulsar's default), so a new function of that name starts from its
 ``subscription_position``; kept, the new one resumes where this one stopped
 (and any function may claim it: see :mod:`sparkfn.topics.subscription`). A
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete
 
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function.logs import log_dir
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.query.build import checkpoint_dir
 from sparkfn.store import schema, signals
@@ -88,4 +90,6 @@ def purge_function(store: Store, config: FunctionConfig, *, kind: str = "functio
             break
     with contextlib.suppress(FileNotFoundError):
         (store.data_dir / signals.HINTS_DIR / signals.control_hint(cid)).unlink()
+    if kind == "function":  # a new function of this name must not show these lines as its own
+        shutil.rmtree(log_dir(store.data_dir, config.fqfn), ignore_errors=True)
     return Purged(rows=rows, subscription_cursors=cursors, checkpoint_removed=existed)

@@ -124,7 +124,8 @@ def console_router(worker: Worker) -> APIRouter:
     """The console's page and files, and its read-only routes (see the module docstring)."""
     router = APIRouter()
 
-    @router.get("/", include_in_schema=False)
+    # HEAD as GET: a public page is public to a HEAD too (FastAPI adds no HEAD to a GET).
+    @router.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     def page() -> HTMLResponse:
         """The web console's page (public: it reads the API with the user's token)."""
         index = DIST / "index.html"
@@ -132,7 +133,7 @@ def console_router(worker: Worker) -> APIRouter:
             return HTMLResponse(_NOT_BUILT, status_code=503)
         return HTMLResponse(index.read_text(encoding="utf-8"))
 
-    @router.get(ASSETS + "/{asset}", include_in_schema=False)
+    @router.api_route(ASSETS + "/{asset}", methods=["GET", "HEAD"], include_in_schema=False)
     def asset(asset: str) -> FileResponse:
         """One of the console's built files (public), named by its content's hash."""
         found = DIST / "assets" / asset

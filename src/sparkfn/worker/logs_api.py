@@ -4,8 +4,10 @@ What its instances logged through ``context.get_logger()``
 (:mod:`sparkfn.runtime.function.logs`), as ``text/plain``, one line each:
 ``?instance=N`` for one instance's, ``?follow=true`` to keep the response
 open and send new lines as they are logged (until the client disconnects),
-``?tail=N`` for the last N lines only. A function that logged nothing yet
-answers an empty body; one that does not exist, 404 ``function_not_found``.
+``?tail=N`` for the last N lines only (all of them when there are fewer). A
+function that logged nothing yet answers an empty body; one that does not
+exist, or an instance it does not have, 404 ``function_not_found``, as its
+status does. A deleted function's lines go with it (:mod:`sparkfn.runtime.purge`).
 """
 
 from __future__ import annotations
@@ -49,13 +51,17 @@ def logs_router(worker: Worker) -> APIRouter:
         tail: Annotated[int | None, Query(ge=0)] = None,
     ) -> Response:
         fqfn = f"{tenant}/{namespace}/{name}"
-        worker.registry.get(fqfn)  # 404 for a function that does not exist
+        current = worker.registry.get(fqfn)  # 404 for a function that does not exist
+        count = current.config.parallelism
+        if instance is not None and instance >= count:
+            msg = f"function {fqfn} has no instance {instance} (instances 0 to {count - 1})"
+            raise worker.registry.missing(msg)
         logged = follow(data_dir, fqfn, instance, poll=0)
         lines: list[str] = []
         while (line := next(logged)) is not None:  # what is there now
             lines.append(line)
         if tail is not None:
-            lines = lines[len(lines) - tail :] if tail else []
+            lines = lines[max(len(lines) - tail, 0) :]
         body = "".join(f"{line}\n" for line in lines)
         if not follow_lines:
             return PlainTextResponse(body)

@@ -112,6 +112,9 @@ def ops_router(worker: Worker) -> APIRouter:
             uptime_seconds=time.time() - worker.started_at,
         )
 
+    # HEAD as GET (FastAPI adds no HEAD to a GET route), kept out of the document.
+    router.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)
+
     @router.get(
         "/ready",
         response_model=Readiness,
