@@ -58,8 +58,18 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import Field, field_validator
 
 from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
-from sparkfn.api.errors import ConfigError
-from sparkfn.connectors.builtin._config import BuiltinConfig, describe, parse_configs, payload
+from sparkfn.api.errors import BrokerUnreachableError, ConfigError
+from sparkfn.connectors.builtin._broker import BrokerCheck, run_check
+from sparkfn.connectors.builtin._config import (
+    MAX_ITEMS,
+    BuiltinConfig,
+    Count,
+    PollMs,
+    TimeoutMs,
+    describe,
+    parse_configs,
+    payload,
+)
 
 T = TypeVar("T")
 
@@ -70,11 +80,13 @@ PUBLISH_WINDOW = 512
 class NatsConfig(BuiltinConfig):
     """Connection configs."""
 
-    servers: list[str] = Field(default=["nats://127.0.0.1:4222"], min_length=1)
+    servers: list[str] = Field(
+        default=["nats://127.0.0.1:4222"], min_length=1, max_length=MAX_ITEMS
+    )
     user: str | None = None
     password: str | None = None
     token: str | None = None
-    connectTimeoutMs: int = Field(default=5000, ge=1)
+    connectTimeoutMs: TimeoutMs = 5000
 
     @field_validator("servers", mode="before")
     @classmethod
@@ -90,10 +102,10 @@ class NatsSourceConfig(NatsConfig):
     stream: str = Field(min_length=1)
     durableName: str = Field(min_length=1)
     filterSubject: str | None = None
-    batchSize: int = Field(default=1000, ge=1)
-    fetchTimeoutMs: int = Field(default=100, ge=1)
-    ackWaitSeconds: float = Field(default=30.0, gt=0)
-    maxAckPending: int = Field(default=10000, ge=1)
+    batchSize: Count = 1000
+    fetchTimeoutMs: PollMs = 100
+    ackWaitSeconds: float = Field(default=30.0, gt=0, le=3600)
+    maxAckPending: int = Field(default=10000, ge=1, le=1_000_000)
 
 
 class NatsSinkConfig(NatsConfig):
@@ -101,7 +113,7 @@ class NatsSinkConfig(NatsConfig):
 
     subject: str = Field(min_length=1)
     stream: str | None = None
-    publishTimeoutMs: int = Field(default=5000, ge=1)
+    publishTimeoutMs: TimeoutMs = 5000
 
 
 class EventLoop:
@@ -122,16 +134,6 @@ class EventLoop:
         self.thread.join(10)
         if not self.thread.is_alive():
             self.loop.close()
-
-
-def _run_alone(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to its end on a loop of its own, in a thread of its own: the caller's
-    thread may run an event loop already (an async server, a browser driver)."""
-    loop = EventLoop("nats-check")
-    try:
-        return loop.run(coro)
-    finally:
-        loop.close()
 
 
 def _disconnect(loop: EventLoop | None, nc: Client | None) -> None:
@@ -172,9 +174,27 @@ async def _connect(cfg: NatsConfig, what: str) -> Client:
         text = f"{type(cause).__name__}: {cause}"
         if "uthoriz" in text or "uthentic" in text:
             msg = f"{what}: configs.user/password/token: NATS at {cfg.servers} refused them: {text}"
-        else:
-            msg = f"{what}: configs.servers: cannot reach NATS at {cfg.servers}: {text}"
-        raise ConfigError(msg) from None
+            raise ConfigError(msg) from None
+        msg = f"{what}: configs.servers: cannot reach NATS at {cfg.servers} (step: connect): {text}"
+        raise BrokerUnreachableError(msg) from None
+
+
+def _check(cfg: NatsSourceConfig | NatsSinkConfig, what: str) -> None:
+    """Connect and look the stream up, within :data:`~._broker.CHECK_SECONDS` in all."""
+    capped = cfg.model_copy(update={"connectTimeoutMs": BrokerCheck.cap_ms(cfg.connectTimeoutMs)})
+
+    async def check(progress: BrokerCheck) -> None:
+        nc = await _connect(capped, what)
+        try:
+            if cfg.stream is not None:
+                progress.step = f"look up stream {cfg.stream!r}"
+                js = nc.jetstream(timeout=capped.connectTimeoutMs / 1000)
+                await _stream_exists(js, cfg.stream, what)
+        finally:
+            await nc.close()
+
+    # The check's own thread has no loop: the caller's may run one (an async server).
+    run_check(what, "NATS", ", ".join(cfg.servers), lambda progress: asyncio.run(check(progress)))
 
 
 async def _stream_exists(js: JetStreamContext, stream: str, what: str) -> None:
@@ -206,16 +226,7 @@ class NatsJetStreamSource(Source):
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: configs, the server, the stream."""
-        cfg = parse_configs(NatsSourceConfig, configs, what)
-
-        async def check() -> None:
-            nc = await _connect(cfg, what)
-            try:
-                await _stream_exists(nc.jetstream(), cfg.stream, what)
-            finally:
-                await nc.close()
-
-        _run_alone(check())
+        _check(parse_configs(NatsSourceConfig, configs, what), what)
 
     def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
         """Connect, create the durable consumer if missing, bind to it."""
@@ -315,17 +326,7 @@ class NatsJetStreamSink(Sink):
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: configs, the server, the stream if named."""
-        cfg = parse_configs(NatsSinkConfig, configs, what)
-
-        async def check() -> None:
-            nc = await _connect(cfg, what)
-            try:
-                if cfg.stream is not None:
-                    await _stream_exists(nc.jetstream(), cfg.stream, what)
-            finally:
-                await nc.close()
-
-        _run_alone(check())
+        _check(parse_configs(NatsSinkConfig, configs, what), what)
 
     def open(self, config: Mapping[str, Any], context: SinkContext) -> None:
         """Validate and connect."""
