@@ -43,10 +43,9 @@ by default). A publish whose subject no stream takes is an error.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import nats
 import nats.errors
@@ -70,11 +69,12 @@ from sparkfn.connectors.builtin._config import (
     parse_configs,
     payload,
 )
-
-T = TypeVar("T")
+from sparkfn.connectors.builtin._event_loop import EventLoop
 
 # A sink publishes this many messages at once, then waits for their acks.
 PUBLISH_WINDOW = 512
+# nats-py's own bound on a JetStream request (stream info, consumer info, ack flush), s.
+JS_TIMEOUT = 5.0
 
 
 class NatsConfig(BuiltinConfig):
@@ -116,26 +116,6 @@ class NatsSinkConfig(NatsConfig):
     publishTimeoutMs: TimeoutMs = 5000
 
 
-class EventLoop:
-    """An asyncio loop on a thread of its own, called from other threads."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run ``coro`` on the loop and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        """Stop the loop, join its thread, close it."""
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        if not self.thread.is_alive():
-            self.loop.close()
-
-
 def _disconnect(loop: EventLoop | None, nc: Client | None) -> None:
     """Close ``nc`` on its loop (at most 10 s), then stop the loop, whatever the close did."""
     if loop is None:
@@ -145,6 +125,11 @@ def _disconnect(loop: EventLoop | None, nc: Client | None) -> None:
             loop.run(nc.close(), 10)
     finally:
         loop.close()
+
+
+def _open_bound(cfg: NatsConfig) -> float:
+    """The longest an ``open()`` waits: the connect, then a few JetStream requests."""
+    return cfg.connectTimeoutMs / 1000 + 1 + 4 * JS_TIMEOUT
 
 
 async def _connect(cfg: NatsConfig, what: str) -> Client:
@@ -233,7 +218,8 @@ class NatsJetStreamSource(Source):
         self.what = describe("source", "nats", context)
         cfg = self.config = parse_configs(NatsSourceConfig, config, self.what)
         self.loop = EventLoop(f"source-{context.get_name()}-nats-loop")
-        self.loop.run(self._open(cfg))
+        where = f"{self.what}: NATS at {', '.join(cfg.servers)}"
+        self.loop.run(self._open(cfg), _open_bound(cfg), f"{where}: connect and bind the consumer")
 
     async def _open(self, cfg: NatsSourceConfig) -> None:
         self.nc = await _connect(cfg, self.what)
@@ -259,7 +245,8 @@ class NatsJetStreamSource(Source):
         if self.loop is None or self.config is None:
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
-        msgs = self.loop.run(self._fetch(self.config))
+        bound = self.config.fetchTimeoutMs / 1000 + JS_TIMEOUT
+        msgs = self.loop.run(self._fetch(self.config), bound, f"{self.what}: fetch")
         return [self._record(m) for m in msgs] or None
 
     async def _fetch(self, cfg: NatsSourceConfig) -> list[Msg]:
@@ -294,13 +281,13 @@ class NatsJetStreamSource(Source):
         """Ack the batch's messages and flush the acks to the server."""
         if self.to_ack and self.loop is not None:
             msgs, self.to_ack = self.to_ack, []
-            self.loop.run(self._ack(msgs))
+            self.loop.run(self._ack(msgs), JS_TIMEOUT * 2, f"{self.what}: ack {len(msgs)}")
 
     async def _ack(self, msgs: list[Msg]) -> None:
         for msg in msgs:
             await msg.ack()
         if self.nc is not None:
-            await self.nc.flush()
+            await self.nc.flush(int(JS_TIMEOUT))
 
     def close(self) -> None:
         """Close the connection and the loop; unacked messages come again after ack wait."""
@@ -334,7 +321,8 @@ class NatsJetStreamSink(Sink):
         cfg = self.config = parse_configs(NatsSinkConfig, config, self.what)
         self.id_prefix = f"{context.get_tenant()}/{context.get_namespace()}/{context.get_name()}"
         self.loop = EventLoop(f"sink-{context.get_name()}-nats-loop")
-        self.loop.run(self._open(cfg))
+        where = f"{self.what}: NATS at {', '.join(cfg.servers)}"
+        self.loop.run(self._open(cfg), _open_bound(cfg), f"{where}: connect")
 
     async def _open(self, cfg: NatsSinkConfig) -> None:
         self.nc = await _connect(cfg, self.what)
@@ -349,7 +337,9 @@ class NatsJetStreamSink(Sink):
         """Publish the buffer and wait for every ack (duplicates are acked as such)."""
         if self.loop is None or self.config is None or not self.buffer:
             return
-        self.loop.run(self._publish(self.config, self.buffer))
+        windows = -(-len(self.buffer) // PUBLISH_WINDOW)
+        bound = windows * self.config.publishTimeoutMs / 1000 + JS_TIMEOUT
+        self.loop.run(self._publish(self.config, self.buffer), bound, f"{self.what}: publish")
         self.buffer = []
 
     async def _publish(self, cfg: NatsSinkConfig, records: list[Record]) -> None:
