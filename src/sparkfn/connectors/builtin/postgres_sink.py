@@ -120,7 +120,13 @@ class PostgresSink(Sink):
             Column("event_time", DateTime(timezone=True)),
             PrimaryKeyConstraint("topic", "message_id"),
         )
-        self.engine = create_engine(url, pool_size=1, max_overflow=1, pool_pre_ping=True)
+        self.engine = create_engine(
+            url,
+            pool_size=1,
+            max_overflow=1,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": 10},  # libpq's default is to wait without end
+        )
         shown = url.render_as_string(hide_password=True)
         try:
             if cfg.create_table:

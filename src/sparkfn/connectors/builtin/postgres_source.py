@@ -96,9 +96,18 @@ class PostgresSourceConfig(BuiltinConfig):
         return sql_table_name(value)
 
 
+# A query may take this many times the connect timeout: 60 s for a run's reads, 30 s for
+# a check (whose thread the check's own 5 s bound has left by then).
+STATEMENTS_PER_CONNECT = 6
+
+
 def _connect(cfg: PostgresSourceConfig, what: str, timeout: int = 10) -> psycopg.Connection[Any]:
     try:
-        return psycopg.connect(cfg.url, autocommit=True, connect_timeout=timeout)
+        conn = psycopg.connect(cfg.url, autocommit=True, connect_timeout=timeout)
+        # Every query of the source (and of its check) is bounded too: a locked or
+        # huge table is an error naming the step, not a read that never returns.
+        conn.execute(f"SET statement_timeout = {int(timeout * 1000 * STATEMENTS_PER_CONNECT)}")
+        return conn
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"PostgreSQL at {_server(cfg.url)}"
@@ -184,7 +193,6 @@ class PostgresTableSource(Source):
         def check(progress: BrokerCheck) -> None:
             with _connect(cfg, what, int(CHECK_SECONDS)) as conn:
                 progress.step = f"look up table {cfg.table!r}"
-                conn.execute(f"SET statement_timeout = {int(CHECK_SECONDS * 1000)}")
                 _column_types(conn, cfg, what)
 
         run_check(what, "PostgreSQL", _server(cfg.url), check)
