@@ -46,7 +46,7 @@ from _common import load_average
 from sparkfn.api.connector import Record, SinkContext
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.registry import SINKS
-from sparkfn.connectors.runner import SourceRunner
+from sparkfn.connectors.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 
@@ -133,6 +133,12 @@ def run_source(store: Store, source_type: str, configs: dict[str, Any], n: int,
     runner.start()
     feeder = None
     if feed is not None:
+        # Not before the source is open: an MQTT broker drops what is published before
+        # the source's subscription exists, and the run then waits for it without end.
+        while runner.state is not SourceState.RUNNING:
+            if runner.death is not None:
+                raise RuntimeError(str(runner.death))
+            time.sleep(0.001)
         feeder = threading.Thread(target=feed, args=(lambda: runner.stats.acked,), daemon=True)
         feeder.start()
     progress = Progress(f"{source_type} source, acked", n)

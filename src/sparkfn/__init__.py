@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from sparkfn.api.errors import (
         AlreadyExistsError,
         AuthError,
+        BrokerUnreachableError,
         ConfigError,
+        ConfigLimitError,
         ConnectorFailedError,
         ConnectorLoadError,
         DataDirError,
@@ -130,7 +132,9 @@ if TYPE_CHECKING:
 # pyarrow and SQLAlchemy take most of a second to import).
 _LAZY = {
     "AlreadyExistsError": "sparkfn.api.errors",
+    "BrokerUnreachableError": "sparkfn.api.errors",
     "ConfigError": "sparkfn.api.errors",
+    "ConfigLimitError": "sparkfn.api.errors",
     "ConnectorFailedError": "sparkfn.api.errors",
     "ConnectorLoadError": "sparkfn.api.errors",
     "Consumer": "sparkfn.topics.consumer",
@@ -250,7 +254,9 @@ def __dir__() -> list[str]:
 __all__ = [
     "AlreadyExistsError",
     "AuthError",
+    "BrokerUnreachableError",
     "ConfigError",
+    "ConfigLimitError",
     "ConnectorFailedError",
     "ConnectorLoadError",
     "Consumer",

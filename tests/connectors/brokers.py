@@ -19,9 +19,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,40 @@ def mqtt_client(client_id: str = "", clean: bool = True) -> Any:
         assert time.monotonic() < deadline, "mqtt: no CONNACK from the broker"
         time.sleep(0.01)
     return made
+
+
+@contextmanager
+def silent_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that accepts every connection and never sends a byte, as a
+    hung broker does; the connections are held until the block ends."""
+    listener = socket.socket()
+    listener.bind((HOST, 0))
+    listener.listen(256)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:  # closed: the block ended
+                return
+
+    thread = threading.Thread(target=accept, name="silent-port", daemon=True)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        listener.close()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on: a connect is refused at once."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
 
 
 def unique(prefix: str) -> str:

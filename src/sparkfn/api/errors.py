@@ -8,6 +8,8 @@ resembles, so callers may catch either::
     │   ├── FunctionLoadError                  a function's code cannot be loaded
     │   ├── ConnectorLoadError                 a connector's code cannot be loaded
     │   ├── NoOutputTopicError                 a trigger of a function with no output topic
+    │   ├── ConfigLimitError                   a connector setting over its upper bound
+    │   ├── BrokerUnreachableError             a broker did not answer a connector's check in time
     │   └── SubscriptionInUseError             another function or query reads the subscription (HTTP 409)
     ├── PayloadError           (ValueError)   a message value does not fit the topic schema
     ├── NotFoundError          (LookupError)  a named object does not exist
@@ -98,6 +100,20 @@ class NoOutputTopicError(ConfigError):
     """A trigger of a function that has no output topic, so no output to return."""
 
     reason = "no_output_topic"
+
+
+class ConfigLimitError(ConfigError):
+    """A connector's setting (a timeout, size or count) is over its upper bound; the
+    message names the connector, the field, the value found and the limit."""
+
+    reason = "config_over_limit"
+
+
+class BrokerUnreachableError(ConfigError):
+    """A broker did not answer a connector's check (connect, declare, a lookup) within
+    its bound; the message names the broker, the host and the step."""
+
+    reason = "broker_unreachable"
 
 
 class SubscriptionInUseError(ConfigError):

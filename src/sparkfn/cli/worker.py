@@ -101,7 +101,11 @@ def start(
     worker.on_shutdown_request = lambda: os.kill(os.getpid(), signal.SIGTERM)
     app = create_app(worker, shutdown_worker=True)
     # SIGTERM and Ctrl+C end the server gracefully; the app's shutdown stops the functions.
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    # Requests still running REQUEST_GRACE s after SIGTERM are cancelled (one stuck
+    # on a broker would hold the shutdown forever), then the functions are stopped.
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=REQUEST_GRACE)
+    )
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises Ctrl+C again once it stopped
         server.run(sockets=[listening])
     if not server.started:  # the app's startup failed; uvicorn logged why
@@ -109,6 +113,7 @@ def start(
 
 
 STARTUP_FAILED = 3  # uvicorn's own exit status for a server that never started
+REQUEST_GRACE = 10  # seconds requests in progress get to finish after SIGTERM
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
+import anyio.to_thread
 from fastapi import FastAPI
-from fastapi.concurrency import run_in_threadpool
 
 from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
 from sparkfn.worker.connectors_api import connectors_router
@@ -42,7 +43,8 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         if shutdown_worker:
-            await run_in_threadpool(worker.shutdown)
+            # A thread of its own: the request threads may all be taken by stuck requests.
+            await anyio.to_thread.run_sync(worker.shutdown, limiter=anyio.CapacityLimiter(1))
 
     app = FastAPI(
         lifespan=lifespan,

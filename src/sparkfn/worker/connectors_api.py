@@ -26,13 +26,22 @@ snake_case, read by :func:`sparkfn.config.pulsar_connector.connector_fields`),
 ``data`` (a package file: its entry becomes the connector's ``py``) or
 ``url`` (an uploaded package's path or ``sha256:<hex>`` digest). Auth is
 the functions' (tokens, roles, a tenant admin's own tenant and topics).
+
+Register and update check a built-in's configs against its broker, which may
+not answer (a bounded wait: :data:`sparkfn.connectors.builtin._broker.CHECK_SECONDS`).
+They run on threads of their own, at most :data:`CONNECTOR_WRITES` at once,
+never on the threads that serve the other routes: a burst of creates against
+dead brokers leaves ``/health`` and every other route answering.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the routes' annotations,
 # and the config form field's alias (sourceConfig or sinkConfig) is a local of the router.
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Any
 
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import Response
 
@@ -69,6 +78,9 @@ PackageUrl = Annotated[
 ]
 Connector = SourceConfig | SinkConfig
 
+CONNECTOR_WRITES = 64
+"""Creates and updates of sources and sinks running at once; more wait their turn."""
+
 
 def connector_info(version: Version[Any], warnings: tuple[str, ...] = ()) -> dict[str, Any]:
     """Pulsar's config JSON of ``version`` with sparkfn's version fields beside it."""
@@ -92,6 +104,13 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
     form_name = f"{kind}Config"
     ConfigJson = Annotated[str, Form(alias=form_name, description="The config as JSON.")]  # noqa: N806
     plural = f"{kind}s"
+    writes: list[anyio.CapacityLimiter] = []  # made on first use, inside the server's loop
+
+    async def off_request_threads(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Run ``call`` on a thread of the connector writes' own pool (see the module)."""
+        if not writes:
+            writes.append(anyio.CapacityLimiter(CONNECTOR_WRITES))
+        return await anyio.to_thread.run_sync(call, limiter=writes[0])
 
     def submit(
         caller: Principal,
@@ -140,7 +159,7 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         return definition(kind, type_name).config_field_definitions
 
     @router.post(NAMED)
-    def register(
+    async def register(
         caller: Caller,
         tenant: str,
         namespace: str,
@@ -153,10 +172,12 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
             return worker.create(config, package_digest=digest, who=caller.subject)
 
         path = {"tenant": tenant, "namespace": namespace, "name": name}
-        return submit(caller, path, config_json, data, url, create)
+        return await off_request_threads(
+            partial(submit, caller, path, config_json, data, url, create)
+        )
 
     @router.put(NAMED)
-    def update(
+    async def update(
         caller: Caller,
         tenant: str,
         namespace: str,
@@ -169,10 +190,14 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         def next_version(config: Connector, digest: str | None) -> Version[Any]:
             return worker.update(config, package_digest=digest, who=caller.subject, mode=mode)
 
-        # A config-only update keeps the code; the CLI sends the whole config, as for functions.
-        kept = worker.registry_for(kind).get(fqn(tenant, namespace, name)).package_digest
-        path = {"tenant": tenant, "namespace": namespace, "name": name}
-        return submit(caller, path, config_json, data, url, next_version, kept)
+        def update_it() -> dict[str, Any]:
+            # A config-only update keeps the code; the CLI sends the whole config, as for
+            # functions.
+            kept = worker.registry_for(kind).get(fqn(tenant, namespace, name)).package_digest
+            path = {"tenant": tenant, "namespace": namespace, "name": name}
+            return submit(caller, path, config_json, data, url, next_version, kept)
+
+        return await off_request_threads(update_it)
 
     @router.delete(NAMED)
     def deregister(tenant: str, namespace: str, name: str) -> dict[str, Any]:

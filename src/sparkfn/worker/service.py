@@ -226,12 +226,16 @@ class Worker:
             self._runs.clear()
         for run in runs:
             run.stop(stop_mode, timeout=0)
-        for run in runs:
-            if not run.stop(stop_mode, timeout=self.settings.shutdown_timeout):
-                log.warning(
-                    "%s %s did not %s in time; cancelling it", run.kind, _fqn(run), stop_mode
-                )
-                run.stop(StopMode.CANCEL, timeout=self.settings.shutdown_timeout)
+        # One deadline for all the runs (not shutdown_timeout each), then one for cancelling
+        # the late ones: SIGTERM ends the worker within 2 * shutdown_timeout.
+        deadline = time.monotonic() + self.settings.shutdown_timeout
+        late = [r for r in runs if not r.stop(stop_mode, timeout=_until(deadline))]
+        for run in late:
+            log.warning("%s %s did not %s in time; cancelling it", run.kind, _fqn(run), stop_mode)
+            run.stop(StopMode.CANCEL, timeout=0)
+        deadline = time.monotonic() + self.settings.shutdown_timeout
+        for run in late:
+            run.stop(StopMode.CANCEL, timeout=_until(deadline))
         log.info("worker stopped %d run(s) (%s)", len(runs), stop_mode)
         with self._lock:
             groups = list(self._groups.values())
@@ -631,6 +635,11 @@ class Worker:
         return LocalRun(
             config, store=self.open_store(), kind=kind, worker_id=self.settings.worker_id
         )
+
+
+def _until(deadline: float) -> float:
+    """Seconds left until ``deadline`` (``time.monotonic()``), never below 0."""
+    return max(0.0, deadline - time.monotonic())
 
 
 def _ended(run: Run) -> bool:

@@ -59,7 +59,7 @@ from pydantic import Field, field_validator
 
 from sparkfn.api.connector import END_OF_STREAM, Record, Source, SourceContext, _EndOfStream
 from sparkfn.api.errors import ConfigError
-from sparkfn.connectors.builtin._config import BuiltinConfig, describe, parse_configs
+from sparkfn.connectors.builtin._config import BuiltinConfig, Count, describe, parse_configs
 from sparkfn.connectors.builtin.file_progress import (
     PROGRESS_PREFIX,
     Position,
@@ -81,7 +81,7 @@ class FileSourceConfig(BuiltinConfig):
     header: bool = True
     delimiter: str = Field(default=",", min_length=1, max_length=1)
     quotechar: str = Field(default='"', min_length=1, max_length=1)
-    records_per_read: int = Field(default=1000, ge=1)
+    records_per_read: Count = 1000
     progress_dir: str | None = None
 
     @field_validator("format", mode="before")

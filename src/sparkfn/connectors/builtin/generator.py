@@ -44,7 +44,7 @@ from pydantic import Field, field_validator
 
 from sparkfn.api.connector import END_OF_STREAM, Record, Source, SourceContext, _EndOfStream
 from sparkfn.api.errors import ConfigError
-from sparkfn.connectors.builtin._config import BuiltinConfig, describe, dumps, parse_configs
+from sparkfn.connectors.builtin._config import BuiltinConfig, Count, describe, dumps, parse_configs
 
 TEMPLATE_FIELDS = ("index", "instance", "bucket", "time")
 
@@ -52,13 +52,13 @@ TEMPLATE_FIELDS = ("index", "instance", "bucket", "time")
 class GeneratorConfig(BuiltinConfig):
     """The generator's configs."""
 
-    count: int | None = Field(default=None, ge=0)
-    rate: float | None = Field(default=None, gt=0)
+    count: int | None = Field(default=None, ge=0, le=10**15)
+    rate: float | None = Field(default=None, gt=0, le=10**7)
     value: str = "message-{index}"
     value_kind: Literal["string", "bytes", "json"] = "string"
     key: str | None = None
-    buckets: int = Field(default=1, ge=1)
-    records_per_read: int = Field(default=100, ge=1)
+    buckets: int = Field(default=1, ge=1, le=1_000_000)
+    records_per_read: Count = 100
 
     @field_validator("value", "key")
     @classmethod

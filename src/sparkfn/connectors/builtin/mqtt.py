@@ -53,9 +53,14 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 from pydantic import Field, field_validator
 
 from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
-from sparkfn.api.errors import ConfigError
+from sparkfn.api.errors import BrokerUnreachableError, ConfigError
+from sparkfn.connectors.builtin._broker import BrokerCheck, run_check
 from sparkfn.connectors.builtin._config import (
+    MAX_ITEMS,
     BuiltinConfig,
+    Count,
+    PollMs,
+    TimeoutMs,
     describe,
     parse_configs,
     payload,
@@ -70,8 +75,8 @@ class MqttConfig(BuiltinConfig):
     port: int = Field(default=1883, ge=1, le=65535)
     username: str | None = None
     password: str | None = None
-    keepAliveSeconds: int = Field(default=60, ge=1)
-    connectTimeoutMs: int = Field(default=5000, ge=1)
+    keepAliveSeconds: int = Field(default=60, ge=1, le=65535)  # MQTT's largest
+    connectTimeoutMs: TimeoutMs = 5000
     qos: int = Field(default=1, ge=1, le=2)
     clientId: str | None = Field(default=None, min_length=1)
 
@@ -79,10 +84,10 @@ class MqttConfig(BuiltinConfig):
 class MqttSourceConfig(MqttConfig):
     """The source's configs."""
 
-    topicFilters: list[str] = Field(min_length=1)
+    topicFilters: list[str] = Field(min_length=1, max_length=MAX_ITEMS)
     cleanSession: bool = False
-    batchSize: int = Field(default=1000, ge=1)
-    readTimeoutMs: int = Field(default=100, ge=1)
+    batchSize: Count = 1000
+    readTimeoutMs: PollMs = 100
 
     @field_validator("topicFilters", mode="before")
     @classmethod
@@ -126,6 +131,7 @@ class Connection:
             reconnect_on_failure=False,
             manual_ack=manual_ack,
         )
+        self.client.connect_timeout = cfg.connectTimeoutMs / 1000  # the TCP connect's
         if cfg.username is not None:
             self.client.username_pw_set(cfg.username, cfg.password)
         self.connected = threading.Event()
@@ -142,17 +148,21 @@ class Connection:
         try:
             self.client.connect(cfg.host, cfg.port, cfg.keepAliveSeconds)
         except OSError as exc:
-            msg = f"{what}: configs.host/port: cannot reach the MQTT broker at {where}: {exc}"
-            raise ConfigError(msg) from None
+            msg = (
+                f"{what}: configs.host/port: cannot reach the MQTT broker at {where} "
+                f"(step: connect): {exc}"
+            )
+            raise BrokerUnreachableError(msg) from None
         self.client.loop_start()
         answered = self.connected.wait(cfg.connectTimeoutMs / 1000)
         reason: Any = self.reason
         if not answered or reason is None:
             self.close()
             msg = (
-                f"{what}: configs.host/port: the MQTT broker at {where} did not answer the connect"
+                f"{what}: configs.host/port: the MQTT broker at {where} did not answer "
+                f"within {cfg.connectTimeoutMs} ms (step: connect)"
             )
-            raise ConfigError(msg)
+            raise BrokerUnreachableError(msg)
         if reason.is_failure:
             self.close()
             msg = (
@@ -183,6 +193,17 @@ class Connection:
             self.client.loop_stop()
 
 
+def _check(cfg: MqttConfig, what: str) -> None:
+    """Connect with a throw-away clean session, within :data:`~._broker.CHECK_SECONDS`."""
+    capped = cfg.model_copy(update={"connectTimeoutMs": BrokerCheck.cap_ms(cfg.connectTimeoutMs)})
+    run_check(
+        what,
+        "MQTT",
+        f"{cfg.host}:{cfg.port}",
+        lambda _: Connection(capped, what, "", True, False).close(),
+    )
+
+
 @dataclass
 class MqttRecord(Record):
     """A message received with QoS > 0: its packet id, PUBACKed after the append."""
@@ -207,8 +228,7 @@ class MqttSource(Source):
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: configs and the broker (with a throw-away clean session)."""
-        cfg = parse_configs(MqttSourceConfig, configs, what)
-        Connection(cfg, what, "", True, False).close()
+        _check(parse_configs(MqttSourceConfig, configs, what), what)
 
     def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
         """Connect with the fixed client id and subscribe to every filter."""
@@ -307,8 +327,7 @@ class MqttSink(Sink):
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: configs and the broker."""
-        cfg = parse_configs(MqttSinkConfig, configs, what)
-        Connection(cfg, what, "", True, False).close()
+        _check(parse_configs(MqttSinkConfig, configs, what), what)
 
     def open(self, config: Mapping[str, Any], context: SinkContext) -> None:
         """Validate and connect."""

@@ -43,10 +43,9 @@ by default). A publish whose subject no stream takes is an error.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import nats
 import nats.errors
@@ -58,23 +57,36 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import Field, field_validator
 
 from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
-from sparkfn.api.errors import ConfigError
-from sparkfn.connectors.builtin._config import BuiltinConfig, describe, parse_configs, payload
-
-T = TypeVar("T")
+from sparkfn.api.errors import BrokerUnreachableError, ConfigError
+from sparkfn.connectors.builtin._broker import BrokerCheck, run_check
+from sparkfn.connectors.builtin._config import (
+    MAX_ITEMS,
+    BuiltinConfig,
+    Count,
+    PollMs,
+    TimeoutMs,
+    describe,
+    parse_configs,
+    payload,
+)
+from sparkfn.connectors.builtin._event_loop import EventLoop
 
 # A sink publishes this many messages at once, then waits for their acks.
 PUBLISH_WINDOW = 512
+# nats-py's own bound on a JetStream request (stream info, consumer info, ack flush), s.
+JS_TIMEOUT = 5.0
 
 
 class NatsConfig(BuiltinConfig):
     """Connection configs."""
 
-    servers: list[str] = Field(default=["nats://127.0.0.1:4222"], min_length=1)
+    servers: list[str] = Field(
+        default=["nats://127.0.0.1:4222"], min_length=1, max_length=MAX_ITEMS
+    )
     user: str | None = None
     password: str | None = None
     token: str | None = None
-    connectTimeoutMs: int = Field(default=5000, ge=1)
+    connectTimeoutMs: TimeoutMs = 5000
 
     @field_validator("servers", mode="before")
     @classmethod
@@ -90,10 +102,10 @@ class NatsSourceConfig(NatsConfig):
     stream: str = Field(min_length=1)
     durableName: str = Field(min_length=1)
     filterSubject: str | None = None
-    batchSize: int = Field(default=1000, ge=1)
-    fetchTimeoutMs: int = Field(default=100, ge=1)
-    ackWaitSeconds: float = Field(default=30.0, gt=0)
-    maxAckPending: int = Field(default=10000, ge=1)
+    batchSize: Count = 1000
+    fetchTimeoutMs: PollMs = 100
+    ackWaitSeconds: float = Field(default=30.0, gt=0, le=3600)
+    maxAckPending: int = Field(default=10000, ge=1, le=1_000_000)
 
 
 class NatsSinkConfig(NatsConfig):
@@ -101,37 +113,7 @@ class NatsSinkConfig(NatsConfig):
 
     subject: str = Field(min_length=1)
     stream: str | None = None
-    publishTimeoutMs: int = Field(default=5000, ge=1)
-
-
-class EventLoop:
-    """An asyncio loop on a thread of its own, called from other threads."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run ``coro`` on the loop and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        """Stop the loop, join its thread, close it."""
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        if not self.thread.is_alive():
-            self.loop.close()
-
-
-def _run_alone(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to its end on a loop of its own, in a thread of its own: the caller's
-    thread may run an event loop already (an async server, a browser driver)."""
-    loop = EventLoop("nats-check")
-    try:
-        return loop.run(coro)
-    finally:
-        loop.close()
+    publishTimeoutMs: TimeoutMs = 5000
 
 
 def _disconnect(loop: EventLoop | None, nc: Client | None) -> None:
@@ -143,6 +125,11 @@ def _disconnect(loop: EventLoop | None, nc: Client | None) -> None:
             loop.run(nc.close(), 10)
     finally:
         loop.close()
+
+
+def _open_bound(cfg: NatsConfig) -> float:
+    """The longest an ``open()`` waits: the connect, then a few JetStream requests."""
+    return cfg.connectTimeoutMs / 1000 + 1 + 4 * JS_TIMEOUT
 
 
 async def _connect(cfg: NatsConfig, what: str) -> Client:
@@ -172,9 +159,27 @@ async def _connect(cfg: NatsConfig, what: str) -> Client:
         text = f"{type(cause).__name__}: {cause}"
         if "uthoriz" in text or "uthentic" in text:
             msg = f"{what}: configs.user/password/token: NATS at {cfg.servers} refused them: {text}"
-        else:
-            msg = f"{what}: configs.servers: cannot reach NATS at {cfg.servers}: {text}"
-        raise ConfigError(msg) from None
+            raise ConfigError(msg) from None
+        msg = f"{what}: configs.servers: cannot reach NATS at {cfg.servers} (step: connect): {text}"
+        raise BrokerUnreachableError(msg) from None
+
+
+def _check(cfg: NatsSourceConfig | NatsSinkConfig, what: str) -> None:
+    """Connect and look the stream up, within :data:`~._broker.CHECK_SECONDS` in all."""
+    capped = cfg.model_copy(update={"connectTimeoutMs": BrokerCheck.cap_ms(cfg.connectTimeoutMs)})
+
+    async def check(progress: BrokerCheck) -> None:
+        nc = await _connect(capped, what)
+        try:
+            if cfg.stream is not None:
+                progress.step = f"look up stream {cfg.stream!r}"
+                js = nc.jetstream(timeout=capped.connectTimeoutMs / 1000)
+                await _stream_exists(js, cfg.stream, what)
+        finally:
+            await nc.close()
+
+    # The check's own thread has no loop: the caller's may run one (an async server).
+    run_check(what, "NATS", ", ".join(cfg.servers), lambda progress: asyncio.run(check(progress)))
 
 
 async def _stream_exists(js: JetStreamContext, stream: str, what: str) -> None:
@@ -206,23 +211,15 @@ class NatsJetStreamSource(Source):
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: configs, the server, the stream."""
-        cfg = parse_configs(NatsSourceConfig, configs, what)
-
-        async def check() -> None:
-            nc = await _connect(cfg, what)
-            try:
-                await _stream_exists(nc.jetstream(), cfg.stream, what)
-            finally:
-                await nc.close()
-
-        _run_alone(check())
+        _check(parse_configs(NatsSourceConfig, configs, what), what)
 
     def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
         """Connect, create the durable consumer if missing, bind to it."""
         self.what = describe("source", "nats", context)
         cfg = self.config = parse_configs(NatsSourceConfig, config, self.what)
         self.loop = EventLoop(f"source-{context.get_name()}-nats-loop")
-        self.loop.run(self._open(cfg))
+        where = f"{self.what}: NATS at {', '.join(cfg.servers)}"
+        self.loop.run(self._open(cfg), _open_bound(cfg), f"{where}: connect and bind the consumer")
 
     async def _open(self, cfg: NatsSourceConfig) -> None:
         self.nc = await _connect(cfg, self.what)
@@ -248,7 +245,8 @@ class NatsJetStreamSource(Source):
         if self.loop is None or self.config is None:
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
-        msgs = self.loop.run(self._fetch(self.config))
+        bound = self.config.fetchTimeoutMs / 1000 + JS_TIMEOUT
+        msgs = self.loop.run(self._fetch(self.config), bound, f"{self.what}: fetch")
         return [self._record(m) for m in msgs] or None
 
     async def _fetch(self, cfg: NatsSourceConfig) -> list[Msg]:
@@ -283,13 +281,13 @@ class NatsJetStreamSource(Source):
         """Ack the batch's messages and flush the acks to the server."""
         if self.to_ack and self.loop is not None:
             msgs, self.to_ack = self.to_ack, []
-            self.loop.run(self._ack(msgs))
+            self.loop.run(self._ack(msgs), JS_TIMEOUT * 2, f"{self.what}: ack {len(msgs)}")
 
     async def _ack(self, msgs: list[Msg]) -> None:
         for msg in msgs:
             await msg.ack()
         if self.nc is not None:
-            await self.nc.flush()
+            await self.nc.flush(int(JS_TIMEOUT))
 
     def close(self) -> None:
         """Close the connection and the loop; unacked messages come again after ack wait."""
@@ -315,17 +313,7 @@ class NatsJetStreamSink(Sink):
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: configs, the server, the stream if named."""
-        cfg = parse_configs(NatsSinkConfig, configs, what)
-
-        async def check() -> None:
-            nc = await _connect(cfg, what)
-            try:
-                if cfg.stream is not None:
-                    await _stream_exists(nc.jetstream(), cfg.stream, what)
-            finally:
-                await nc.close()
-
-        _run_alone(check())
+        _check(parse_configs(NatsSinkConfig, configs, what), what)
 
     def open(self, config: Mapping[str, Any], context: SinkContext) -> None:
         """Validate and connect."""
@@ -333,7 +321,8 @@ class NatsJetStreamSink(Sink):
         cfg = self.config = parse_configs(NatsSinkConfig, config, self.what)
         self.id_prefix = f"{context.get_tenant()}/{context.get_namespace()}/{context.get_name()}"
         self.loop = EventLoop(f"sink-{context.get_name()}-nats-loop")
-        self.loop.run(self._open(cfg))
+        where = f"{self.what}: NATS at {', '.join(cfg.servers)}"
+        self.loop.run(self._open(cfg), _open_bound(cfg), f"{where}: connect")
 
     async def _open(self, cfg: NatsSinkConfig) -> None:
         self.nc = await _connect(cfg, self.what)
@@ -348,7 +337,9 @@ class NatsJetStreamSink(Sink):
         """Publish the buffer and wait for every ack (duplicates are acked as such)."""
         if self.loop is None or self.config is None or not self.buffer:
             return
-        self.loop.run(self._publish(self.config, self.buffer))
+        windows = -(-len(self.buffer) // PUBLISH_WINDOW)
+        bound = windows * self.config.publishTimeoutMs / 1000 + JS_TIMEOUT
+        self.loop.run(self._publish(self.config, self.buffer), bound, f"{self.what}: publish")
         self.buffer = []
 
     async def _publish(self, cfg: NatsSinkConfig, records: list[Record]) -> None:

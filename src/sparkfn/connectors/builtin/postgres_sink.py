@@ -57,7 +57,13 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from sparkfn.api.connector import Record, Sink, SinkContext
 from sparkfn.api.errors import ConfigError
-from sparkfn.connectors.builtin._config import BuiltinConfig, describe, dumps, parse_configs
+from sparkfn.connectors.builtin._config import (
+    BuiltinConfig,
+    describe,
+    dumps,
+    parse_configs,
+    sql_table_name,
+)
 
 COLUMNS = ("topic", "message_id", "key", "value", "properties", "event_time")
 
@@ -73,11 +79,7 @@ class PostgresSinkConfig(BuiltinConfig):
     @field_validator("table")
     @classmethod
     def _table(cls, value: str) -> str:
-        parts = value.split(".")
-        if len(parts) > 2 or not all(p.strip() for p in parts):
-            msg = "must be name or schema.name"
-            raise ValueError(msg)
-        return value
+        return sql_table_name(value)
 
 
 class PostgresSink(Sink):
@@ -118,7 +120,13 @@ class PostgresSink(Sink):
             Column("event_time", DateTime(timezone=True)),
             PrimaryKeyConstraint("topic", "message_id"),
         )
-        self.engine = create_engine(url, pool_size=1, max_overflow=1, pool_pre_ping=True)
+        self.engine = create_engine(
+            url,
+            pool_size=1,
+            max_overflow=1,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": 10},  # libpq's default is to wait without end
+        )
         shown = url.render_as_string(hide_password=True)
         try:
             if cfg.create_table:

@@ -59,13 +59,17 @@ from psycopg import sql
 from pydantic import Field, field_validator
 
 from sparkfn.api.connector import Record, Source, SourceContext, _EndOfStream
-from sparkfn.api.errors import ConfigError
+from sparkfn.api.errors import BrokerUnreachableError, ConfigError
+from sparkfn.connectors.builtin._broker import CHECK_SECONDS, BrokerCheck, run_check
 from sparkfn.connectors.builtin._config import (
+    MAX_ITEMS,
     BuiltinConfig,
+    Count,
     describe,
     dumps,
     parse_configs,
     split_list,
+    sql_table_name,
 )
 
 INTEGER_TYPES = {"smallint", "integer", "bigint"}
@@ -77,9 +81,9 @@ class PostgresSourceConfig(BuiltinConfig):
     url: str = Field(min_length=1)
     table: str = Field(min_length=1)
     offset_column: str = Field(min_length=1)
-    columns: list[str] | None = None
+    columns: list[str] | None = Field(default=None, max_length=MAX_ITEMS)
     key_column: str | None = None
-    rows_per_read: int = Field(default=1000, ge=1)
+    rows_per_read: Count = 1000
 
     @field_validator("columns", mode="before")
     @classmethod
@@ -89,20 +93,39 @@ class PostgresSourceConfig(BuiltinConfig):
     @field_validator("table")
     @classmethod
     def _table(cls, value: str) -> str:
-        parts = value.split(".")
-        if len(parts) > 2 or not all(p.strip() for p in parts):
-            msg = "must be name or schema.name"
-            raise ValueError(msg)
-        return value
+        return sql_table_name(value)
 
 
-def _connect(cfg: PostgresSourceConfig, what: str) -> psycopg.Connection[Any]:
+# A query may take this many times the connect timeout: 60 s for a run's reads, 30 s for
+# a check (whose thread the check's own 5 s bound has left by then).
+STATEMENTS_PER_CONNECT = 6
+
+
+def _connect(cfg: PostgresSourceConfig, what: str, timeout: int = 10) -> psycopg.Connection[Any]:
     try:
-        return psycopg.connect(cfg.url, autocommit=True, connect_timeout=10)
+        conn = psycopg.connect(cfg.url, autocommit=True, connect_timeout=timeout)
+        # Every query of the source (and of its check) is bounded too: a locked or
+        # huge table is an error naming the step, not a read that never returns.
+        conn.execute(f"SET statement_timeout = {int(timeout * 1000 * STATEMENTS_PER_CONNECT)}")
+        return conn
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        msg = f"{what}: configs.url: cannot connect: {text}"
-        raise ConfigError(msg) from None
+        where = f"PostgreSQL at {_server(cfg.url)}"
+        if exc.sqlstate is not None:  # the server answered: credentials, database
+            msg = f"{what}: configs.url: {where} refused the connection: {text}"
+            raise ConfigError(msg) from None
+        msg = f"{what}: configs.url: cannot connect to {where} (step: connect): {text}"
+        raise BrokerUnreachableError(msg) from None
+
+
+def _server(url: str) -> str:
+    """``host:port/dbname`` of a connection URL or string, without its credentials."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return "(an unparsable url)"
+    host = info.get("host") or info.get("hostaddr") or "localhost"
+    return f"{host}:{info.get('port') or 5432}/{info.get('dbname') or ''}"
 
 
 def _column_types(
@@ -166,8 +189,13 @@ class PostgresTableSource(Source):
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: configs, the server, the table and its columns."""
         cfg = parse_configs(PostgresSourceConfig, configs, what)
-        with _connect(cfg, what) as conn:
-            _column_types(conn, cfg, what)
+
+        def check(progress: BrokerCheck) -> None:
+            with _connect(cfg, what, int(CHECK_SECONDS)) as conn:
+                progress.step = f"look up table {cfg.table!r}"
+                _column_types(conn, cfg, what)
+
+        run_check(what, "PostgreSQL", _server(cfg.url), check)
 
     def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
         """Check the table, load the offset from the source's state."""

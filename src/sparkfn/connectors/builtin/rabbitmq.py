@@ -43,142 +43,24 @@ replays, so a consumer can drop the duplicates.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pika
 import pika.exceptions
 import pika.spec
-from pydantic import Field
 
 from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
-from sparkfn.api.errors import ConfigError
-from sparkfn.connectors.builtin._config import BuiltinConfig, describe, parse_configs, payload
-
-
-class RabbitMQConfig(BuiltinConfig):
-    """Pulsar IO's connection settings for RabbitMQ."""
-
-    connectionName: str | None = None
-    host: str = Field(min_length=1)
-    port: int = Field(default=5672, ge=1, le=65535)
-    virtualHost: str = "/"
-    username: str = "guest"
-    password: str = "guest"
-    requestedChannelMax: int = Field(default=0, ge=0, le=65535)
-    requestedFrameMax: int = Field(default=0, ge=0)
-    connectionTimeout: int = Field(default=60000, ge=1)
-    handshakeTimeout: int = Field(default=10000, ge=1)
-    requestedHeartbeat: int = Field(default=60, ge=0)
-    passive: bool = False
-
-
-class RabbitMQSourceConfig(RabbitMQConfig):
-    """The source's configs."""
-
-    queueName: str = Field(min_length=1)
-    prefetchCount: int = Field(default=0, ge=0, le=65535)
-    prefetchGlobal: bool = False
-    readTimeoutMs: int = Field(default=100, ge=1)
-
-
-class RabbitMQSinkConfig(RabbitMQConfig):
-    """The sink's configs."""
-
-    exchangeName: str
-    routingKey: str = ""
-    exchangeType: Literal["direct", "fanout", "topic", "headers"] = "topic"
-    mandatory: bool = True
-    persistent: bool = True
-
-
-def connect(cfg: RabbitMQConfig, what: str) -> pika.BlockingConnection:
-    """A connection; unreachable host, bad credentials or vhost are a :class:`ConfigError`."""
-    params: dict[str, Any] = {
-        "host": cfg.host,
-        "port": cfg.port,
-        "virtual_host": cfg.virtualHost,
-        "credentials": pika.PlainCredentials(cfg.username, cfg.password),
-        "heartbeat": cfg.requestedHeartbeat,
-        "socket_timeout": cfg.connectionTimeout / 1000,
-        "stack_timeout": (cfg.connectionTimeout + cfg.handshakeTimeout) / 1000,
-        "blocked_connection_timeout": cfg.connectionTimeout / 1000,
-        "connection_attempts": 1,
-    }
-    if cfg.requestedChannelMax:
-        params["channel_max"] = cfg.requestedChannelMax
-    if cfg.requestedFrameMax:
-        params["frame_max"] = cfg.requestedFrameMax
-    if cfg.connectionName:
-        params["client_properties"] = {"connection_name": cfg.connectionName}
-    where = f"{cfg.host}:{cfg.port}"
-    try:
-        return pika.BlockingConnection(pika.ConnectionParameters(**params))
-    except pika.exceptions.ProbableAuthenticationError:
-        msg = (
-            f"{what}: configs.username/password: RabbitMQ at {where} refused user {cfg.username!r}"
-        )
-        raise ConfigError(msg) from None
-    except pika.exceptions.ProbableAccessDeniedError:
-        msg = (
-            f"{what}: configs.virtualHost: user {cfg.username!r} cannot open virtual host "
-            f"{cfg.virtualHost!r} at {where}"
-        )
-        raise ConfigError(msg) from None
-    except pika.exceptions.AMQPError as exc:
-        msg = f"{what}: configs.host/port: cannot reach RabbitMQ at {where}: {exc!r}"
-        raise ConfigError(msg) from None
-
-
-@contextmanager
-def _checking(conn: pika.BlockingConnection) -> Iterator[pika.BlockingConnection]:
-    """A connection for a config check, closed however the check ends."""
-    try:
-        yield conn
-    finally:
-        if conn.is_open:
-            conn.close()
-
-
-def _closed_by_broker(exc: pika.exceptions.ChannelClosedByBroker) -> str:
-    return f"{exc.reply_code} {exc.reply_text}"
-
-
-def _source_channel(conn: pika.BlockingConnection, cfg: RabbitMQSourceConfig, what: str) -> Any:
-    channel = conn.channel()
-    try:
-        if cfg.passive:
-            channel.queue_declare(cfg.queueName, passive=True)
-        else:
-            channel.queue_declare(cfg.queueName, durable=True)
-    except pika.exceptions.ChannelClosedByBroker as exc:
-        if exc.reply_code == 404:
-            msg = f"{what}: configs.queueName: queue {cfg.queueName!r} does not exist"
-        else:
-            msg = f"{what}: configs.queueName: queue {cfg.queueName!r}: {_closed_by_broker(exc)}"
-        raise ConfigError(msg) from None
-    return channel
-
-
-def _sink_channel(conn: pika.BlockingConnection, cfg: RabbitMQSinkConfig, what: str) -> Any:
-    channel = conn.channel()
-    if cfg.exchangeName:
-        try:
-            channel.exchange_declare(
-                cfg.exchangeName, cfg.exchangeType, passive=cfg.passive, durable=True
-            )
-        except pika.exceptions.ChannelClosedByBroker as exc:
-            if exc.reply_code == 404:
-                msg = f"{what}: configs.exchangeName: exchange {cfg.exchangeName!r} does not exist"
-            else:
-                msg = (
-                    f"{what}: configs.exchangeName/exchangeType: exchange "
-                    f"{cfg.exchangeName!r}: {_closed_by_broker(exc)}"
-                )
-            raise ConfigError(msg) from None
-    return channel
+from sparkfn.connectors.builtin._config import describe, parse_configs, payload
+from sparkfn.connectors.builtin.rabbitmq_connection import (
+    RabbitMQSinkConfig,
+    RabbitMQSourceConfig,
+    check,
+    connect,
+    sink_channel,
+    source_channel,
+)
 
 
 @dataclass
@@ -190,6 +72,8 @@ class RabbitMQRecord(Record):
 
 class RabbitMQSource(Source):
     """Consumes ``queueName`` with manual acks, sent once the records are appended."""
+
+    CONFIG = RabbitMQSourceConfig
 
     def __init__(self) -> None:
         self.what = "source (rabbitmq)"
@@ -203,15 +87,14 @@ class RabbitMQSource(Source):
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: the configs parse, the broker answers, the queue exists (or is declared)."""
         cfg = parse_configs(RabbitMQSourceConfig, configs, what)
-        with _checking(connect(cfg, what)) as conn:
-            _source_channel(conn, cfg, what)
+        check(cfg, what, f"declare queue {cfg.queueName!r}", source_channel)
 
     def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
         """Connect, check the queue and start consuming with manual acks."""
         self.what = describe("source", "rabbitmq", context)
         cfg = self.config = parse_configs(RabbitMQSourceConfig, config, self.what)
         self.connection = connect(cfg, self.what)
-        self.channel = _source_channel(self.connection, cfg, self.what)
+        self.channel = source_channel(self.connection, cfg, self.what)
         self.channel.basic_qos(prefetch_count=cfg.prefetchCount, global_qos=cfg.prefetchGlobal)
         self.channel.basic_consume(cfg.queueName, self._on_message, auto_ack=False)
 
@@ -274,6 +157,8 @@ class RabbitMQSink(Sink):
     not per message as pika's blocking ``confirm_delivery`` does).
     """
 
+    CONFIG = RabbitMQSinkConfig
+
     def __init__(self) -> None:
         self.what = "sink (rabbitmq)"
         self.config: RabbitMQSinkConfig | None = None
@@ -290,8 +175,7 @@ class RabbitMQSink(Sink):
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: the configs parse, the broker answers, the exchange is usable."""
         cfg = parse_configs(RabbitMQSinkConfig, configs, what)
-        with _checking(connect(cfg, what)) as conn:
-            _sink_channel(conn, cfg, what)
+        check(cfg, what, f"declare exchange {cfg.exchangeName!r}", sink_channel)
 
     def open(self, config: Mapping[str, Any], context: SinkContext) -> None:
         """Connect, declare (or check) the exchange, turn publisher confirms on."""
@@ -300,7 +184,7 @@ class RabbitMQSink(Sink):
         connection = self.connection = connect(cfg, self.what)
         connection.add_on_connection_blocked_callback(lambda *_: setattr(self, "blocked", True))
         connection.add_on_connection_unblocked_callback(lambda *_: setattr(self, "blocked", False))
-        self.channel = _sink_channel(connection, cfg, self.what)
+        self.channel = sink_channel(connection, cfg, self.what)
         self.channel.add_on_return_callback(self._on_return)
         selected: list[Any] = []
         # The channel object under pika's blocking adapter: its confirm mode

@@ -63,9 +63,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
-from sparkfn.api.errors import ConfigError
+from sparkfn.api.errors import BrokerUnreachableError, ConfigError
+from sparkfn.connectors.builtin._broker import BrokerCheck, run_check
 from sparkfn.connectors.builtin._config import (
     BuiltinConfig,
+    Count,
+    PollMs,
+    TimeoutMs,
     describe,
     dumps,
     parse_configs,
@@ -78,15 +82,15 @@ class RedisConfig(BuiltinConfig):
 
     redisHosts: str = Field(min_length=1)
     redisPassword: str | None = None
-    redisDatabase: int = Field(default=0, ge=0)
+    redisDatabase: int = Field(default=0, ge=0, le=2147483647)
     clientMode: Literal["Standalone"] = "Standalone"
-    connectTimeout: int = Field(default=10000, ge=1)
-    operationTimeout: int = Field(default=10000, ge=1)
+    connectTimeout: TimeoutMs = 10000
+    operationTimeout: TimeoutMs = 10000
     keepAlive: bool = False
     # Pulsar's client settings that redis-py has no counterpart for: accepted,
     # so a Pulsar user's configs work, with the meaning the module docstring gives.
     autoReconnect: bool = True
-    requestQueue: int = Field(default=2147483647, ge=1)
+    requestQueue: int = Field(default=2147483647, ge=1, le=2147483647)
     tcpNoDelay: bool = False
 
     @field_validator("redisPassword")
@@ -116,8 +120,8 @@ class RedisSourceConfig(RedisConfig):
     consumerName: str | None = None
     createGroup: bool = True
     startId: str = "0"
-    batchSize: int = Field(default=1000, ge=1)
-    blockMs: int = Field(default=100, ge=1)
+    batchSize: Count = 1000
+    blockMs: PollMs = 100
     valueField: str = "value"
     keyField: str = "key"
 
@@ -126,9 +130,9 @@ class RedisSinkConfig(RedisConfig):
     """The sink's configs: a stream to XADD to, or (no ``streamName``) Pulsar's keys."""
 
     streamName: str | None = Field(default=None, min_length=1)
-    maxLen: int | None = Field(default=None, ge=1)
-    batchSize: int = Field(default=200, ge=1)
-    batchTimeMs: int = Field(default=1000, ge=1)
+    maxLen: int | None = Field(default=None, ge=1, le=2**63 - 1)
+    batchSize: Count = 200
+    batchTimeMs: TimeoutMs = 1000
 
 
 def connect(cfg: RedisConfig, what: str) -> redis.Redis:
@@ -156,9 +160,34 @@ def connect(cfg: RedisConfig, what: str) -> redis.Redis:
         raise ConfigError(msg) from None
     except redis.exceptions.RedisError as exc:
         client.close()
-        msg = f"{what}: configs.redisHosts: cannot reach Redis at {cfg.redisHosts}: {exc}"
-        raise ConfigError(msg) from None
+        msg = (
+            f"{what}: configs.redisHosts: cannot reach Redis at {cfg.redisHosts} "
+            f"(step: connect): {exc}"
+        )
+        raise BrokerUnreachableError(msg) from None
     return client
+
+
+def _check(cfg: RedisConfig, what: str, prepare: bool) -> None:
+    """Connect (and prepare the group) within :data:`~._broker.CHECK_SECONDS` in all."""
+    capped = cfg.model_copy(
+        update={
+            "connectTimeout": BrokerCheck.cap_ms(cfg.connectTimeout),
+            "operationTimeout": BrokerCheck.cap_ms(cfg.operationTimeout),
+        }
+    )
+
+    def check(progress: BrokerCheck) -> None:
+        client = connect(capped, what)
+        try:
+            if prepare:
+                assert isinstance(capped, RedisSourceConfig)
+                progress.step = f"prepare group {capped.groupName!r}"
+                _prepare_group(client, capped, what)
+        finally:
+            client.close()
+
+    run_check(what, "Redis", cfg.redisHosts, check)
 
 
 def _prepare_group(client: redis.Redis, cfg: RedisSourceConfig, what: str) -> None:
@@ -204,12 +233,7 @@ class RedisStreamSource(Source):
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: configs, the server, the stream and group."""
-        cfg = parse_configs(RedisSourceConfig, configs, what)
-        client = connect(cfg, what)
-        try:
-            _prepare_group(client, cfg, what)
-        finally:
-            client.close()
+        _check(parse_configs(RedisSourceConfig, configs, what), what, prepare=True)
 
     def open(self, config: Mapping[str, Any], context: SourceContext) -> None:
         """Connect and join the group; pending entries of this consumer are read first."""
@@ -302,7 +326,7 @@ class RedisStreamSink(Sink):
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
         """Before the run: configs and the server."""
-        connect(parse_configs(RedisSinkConfig, configs, what), what).close()
+        _check(parse_configs(RedisSinkConfig, configs, what), what, prepare=False)
 
     def open(self, config: Mapping[str, Any], context: SinkContext) -> None:
         """Validate and connect."""
