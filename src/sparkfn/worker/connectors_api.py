@@ -33,7 +33,7 @@ the functions' (tokens, roles, a tenant admin's own tenant and topics).
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, Query, UploadFile
+from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import Response
 
 from sparkfn.api.errors import ConfigError, ForbiddenError
@@ -56,6 +56,7 @@ from sparkfn.worker.connector_status import (
     source_status,
 )
 from sparkfn.worker.packages import PackageStore
+from sparkfn.worker.params import InstanceId, Name, Namespace, Tenant, VersionNumber
 from sparkfn.worker.registry import Version
 from sparkfn.worker.service import Worker
 from sparkfn.worker.submission import package_for, read_config_json
@@ -142,9 +143,9 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
     @router.post(NAMED)
     def register(
         caller: Caller,
-        tenant: str,
-        namespace: str,
-        name: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
         config_json: ConfigJson = "{}",
         data: PackageFile = None,
         url: PackageUrl = None,
@@ -158,9 +159,9 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
     @router.put(NAMED)
     def update(
         caller: Caller,
-        tenant: str,
-        namespace: str,
-        name: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
         config_json: ConfigJson = "{}",
         data: PackageFile = None,
         url: PackageUrl = None,
@@ -175,17 +176,17 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         return submit(caller, path, config_json, data, url, next_version, kept)
 
     @router.delete(NAMED)
-    def deregister(tenant: str, namespace: str, name: str) -> dict[str, Any]:
+    def deregister(tenant: Tenant, namespace: Namespace, name: Name) -> dict[str, Any]:
         return connector_info(worker.delete(fqn(tenant, namespace, name), kind=kind))
 
     @router.get(NAMED)
     def get(
-        tenant: str, namespace: str, name: str, version: Annotated[int | None, Query(ge=1)] = None
+        tenant: Tenant, namespace: Namespace, name: Name, version: VersionNumber | None = None
     ) -> dict[str, Any]:
         return connector_info(worker.registry_for(kind).get(fqn(tenant, namespace, name), version))
 
     @router.get("/{tenant}/{namespace}", response_model=list[str])
-    def list_names(tenant: str, namespace: str) -> list[str]:
+    def list_names(tenant: Tenant, namespace: Namespace) -> list[str]:
         return worker.registry_for(kind).names(tenant, namespace)
 
     shape = PulsarSourceStatus if kind == "source" else PulsarSinkStatus
@@ -197,11 +198,13 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         return sink_status(status)
 
     @router.get(NAMED + "/status", response_model=shape)
-    def status(tenant: str, namespace: str, name: str) -> Any:
+    def status(tenant: Tenant, namespace: Namespace, name: Name) -> Any:
         return pulsar_status(fqn(tenant, namespace, name))
 
     @router.get(INSTANCE + "/status")
-    def instance_status(tenant: str, namespace: str, name: str, instance_id: int) -> Any:
+    def instance_status(
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId
+    ) -> Any:
         whole = pulsar_status(fqn(tenant, namespace, name))
         for item in whole.instances:
             if item.instance_id == instance_id:
@@ -209,11 +212,13 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         raise _no_instance(worker, kind, whole.name, instance_id, whole.num_instances)
 
     @router.get(NAMED + "/stats")
-    def stats(tenant: str, namespace: str, name: str) -> Any:
+    def stats(tenant: Tenant, namespace: Namespace, name: Name) -> Any:
         return _stats_json(worker.connector_stats(kind, fqn(tenant, namespace, name)))
 
     @router.get(INSTANCE + "/stats")
-    def instance_stats(tenant: str, namespace: str, name: str, instance_id: int) -> Any:
+    def instance_stats(
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId
+    ) -> Any:
         whole = _stats_json(worker.connector_stats(kind, fqn(tenant, namespace, name)))
         for item in whole["instances"]:
             if item["instanceId"] == instance_id:
@@ -279,7 +284,9 @@ def _check_topics(principal: Principal, config: Connector) -> None:
 
 
 def _action(worker: Worker, kind: str, action: str) -> Any:
-    def act(tenant: str, namespace: str, name: str, instance_id: int | None = None) -> Response:
+    def act(
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId | None = None
+    ) -> Response:
         getattr(worker, action)(f"{tenant}/{namespace}/{name}", instance_id, kind=kind)
         return Response(status_code=204)
 
@@ -288,7 +295,9 @@ def _action(worker: Worker, kind: str, action: str) -> Any:
 
 
 def _stopper(worker: Worker, kind: str, mode: StopMode) -> Any:
-    def stop(tenant: str, namespace: str, name: str, instance_id: int | None = None) -> Response:
+    def stop(
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId | None = None
+    ) -> Response:
         worker.stop(f"{tenant}/{namespace}/{name}", instance_id, mode=mode, kind=kind)
         return Response(status_code=204)
 

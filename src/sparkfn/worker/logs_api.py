@@ -18,6 +18,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from sparkfn.runtime.function.logs import follow
+from sparkfn.worker.params import Name, Namespace, Tenant
 from sparkfn.worker.service import Worker
 
 FUNCTION = "/{tenant}/{namespace}/{name}"
@@ -41,9 +42,9 @@ def logs_router(worker: Worker) -> APIRouter:
     )
     async def logs(
         request: Request,
-        tenant: str,
-        namespace: str,
-        name: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
         instance: Annotated[int | None, Query(ge=0)] = None,
         follow_lines: Annotated[bool, Query(alias="follow")] = False,
         tail: Annotated[int | None, Query(ge=0)] = None,
