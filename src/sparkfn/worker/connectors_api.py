@@ -42,6 +42,7 @@ from sparkfn.api.status import FunctionStats, SourceStatus
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.names import TopicName
 from sparkfn.config.pulsar_connector import connector_fields, pulsar_shape
+from sparkfn.config.secrets import masked, unmasked
 from sparkfn.worker.auth import Caller
 from sparkfn.worker.builtin_connectors import (
     ConfigFieldDefinition,
@@ -74,6 +75,7 @@ Connector = SourceConfig | SinkConfig
 def connector_info(version: Version[Any], warnings: tuple[str, ...] = ()) -> dict[str, Any]:
     """Pulsar's config JSON of ``version`` with sparkfn's version fields beside it."""
     shown = pulsar_shape(version.config, version.package_digest)
+    shown["configs"] = masked(shown["configs"])  # secrets are never shown
     shown.update(
         version=version.version,
         packageDigest=version.package_digest,
@@ -101,7 +103,7 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         data: UploadFile | None,
         url: str | None,
         keep: Callable[[Connector, str | None], Version[Any]],
-        kept: str | None = None,
+        current: Version[Any] | None = None,
     ) -> dict[str, Any]:
         what = f"{kind} " + "/".join(path.values())
         given = read_config_json(config_json, what, form_name)
@@ -116,6 +118,11 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
                 )
                 raise ConfigError(msg)
         fields.update(path)
+        # A config read back from get carries masks: each keeps the stored secret.
+        if isinstance(fields.get("configs"), dict):
+            before = current.config.configs if current is not None else {}
+            fields["configs"] = unmasked(fields["configs"], before, what)
+        kept = current.package_digest if current is not None else None
         # A built-in type named in an update replaces the kept package.
         with package_for(
             packages, caller, what=what, owner=path["tenant"], data=data, url=url,
@@ -171,9 +178,9 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
             return worker.update(config, package_digest=digest, who=caller.subject, mode=mode)
 
         # A config-only update keeps the code; the CLI sends the whole config, as for functions.
-        kept = worker.registry_for(kind).get(fqn(tenant, namespace, name)).package_digest
+        current = worker.registry_for(kind).get(fqn(tenant, namespace, name))
         path = {"tenant": tenant, "namespace": namespace, "name": name}
-        return submit(caller, path, config_json, data, url, next_version, kept)
+        return submit(caller, path, config_json, data, url, next_version, current)
 
     @router.delete(NAMED)
     def deregister(tenant: Tenant, namespace: Namespace, name: Name) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sparkfn.api.connector import ConnectorContext
 from sparkfn.api.errors import ConfigError
+from sparkfn.config.secrets import MASK, is_sensitive
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -44,8 +45,11 @@ def parse_configs(model: type[M], configs: Mapping[str, Any], what: str) -> M:
             elif error["type"] == "extra_forbidden":
                 known = ", ".join(sorted(model.model_fields))
                 problems.append(f"configs.{where}: unknown setting (known: {known})")
-            else:
-                problems.append(f"configs.{where}: {message} (got {error.get('input')!r})")
+            else:  # a secret's value is never shown, not even a wrong one
+                found = MASK if any(is_sensitive(str(p)) for p in error["loc"]) else None
+                problems.append(
+                    f"configs.{where}: {message} (got {found or repr(error.get('input'))})"
+                )
         raise ConfigError(f"{what}: " + "; ".join(problems)) from None
 
 
