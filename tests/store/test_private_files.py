@@ -12,7 +12,6 @@ import stat
 from pathlib import Path
 
 from sparkfn.runtime.function.logs import FunctionLogFile, log_file
-from sparkfn.store.private import tighten_tree
 from sparkfn.store.store import Store
 
 
@@ -52,6 +51,8 @@ def test_a_function_log_file_is_created_0600(data_dir: Path) -> None:
 
 
 def test_tighten_tree_takes_group_and_other_off_every_file(data_dir: Path) -> None:
+    from sparkfn.store.private import tighten_tree
+
     logs = data_dir / "logs" / "functions" / "public"
     logs.mkdir(parents=True)
     old = logs / "instance-0.log"

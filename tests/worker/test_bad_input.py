@@ -16,7 +16,6 @@ import pytest
 from sqlalchemy import text
 
 from sparkfn.store.store import Store
-from sparkfn.worker.http import VALUE_OUT_OF_RANGE, refused_value
 
 HUGE = str(10**30)
 F = "/admin/v3/functions/public/default/f"
@@ -93,6 +92,8 @@ def test_bad_numbers_and_names_are_400s_naming_the_parameter(client: httpx.Clien
 
 def test_a_value_the_store_refuses_is_named_as_the_requests(store: Store) -> None:
     """The net under the bounds: the store's own refusal of a number, on each backend."""
+    from sparkfn.worker.http import VALUE_OUT_OF_RANGE, refused_value
+
     with pytest.raises(Exception) as raised, store.read() as conn:  # noqa: PT011 (two drivers)
         conn.execute(text("SELECT CAST(:n AS INTEGER)"), {"n": 10**30}).all()
     refused = refused_value(raised.value)

@@ -20,10 +20,10 @@ from brokers import require, unique
 from worker_process import SharedWorker
 
 from sparkfn.config.connector import SinkConfig
-from sparkfn.config.secrets import MASK
 from sparkfn.worker.registry import Registry
 
 PASSWORD = "hunter2-never-shown"
+MASK = "********"  # sparkfn.config.secrets.MASK, spelled out: what a client sees
 NAME = "vault"
 
 
@@ -73,10 +73,11 @@ def test_a_sink_password_is_masked_everywhere_and_an_update_keeps_it(
     assert latest.config.parallelism == 2
     assert latest.config.configs["redisPassword"] == PASSWORD  # not the mask
 
+    wrong_config = {**config, "configs": {**config["configs"], "redisPassword": 7}}
     with httpx.Client(base_url=shared_worker.url, timeout=120) as client:
         wrong = client.put(
             path,
-            files={"sinkConfig": (None, json.dumps({"configs": {**configs, "redisPassword": 7}}))},
+            files={"sinkConfig": (None, json.dumps(wrong_config))},
         )
     assert wrong.status_code == 400, wrong.text
     assert "configs.redisPassword" in wrong.json()["message"]
@@ -90,6 +91,7 @@ def test_the_worker_process_keeps_what_it_writes_private(shared_worker: SharedWo
         uploaded = client.post(
             "/admin/v3/functions/upload",
             files={"data": ("private_code.py", b"def process(x, ctx):\n    return x\n")},
+            data={"path": unique("private/code") + ".py"},
         )
     assert uploaded.status_code == 200, uploaded.text
     data_dir = shared_worker.data_dir
