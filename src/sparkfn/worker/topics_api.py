@@ -30,6 +30,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
+from pydantic import Field
 
 from sparkfn.api.errors import ConfigError, NotFoundError, SubscriptionNotFoundError
 from sparkfn.config.names import TopicName
@@ -111,7 +112,7 @@ def topics_router(worker: Worker) -> APIRouter:
         namespace: Namespace,
         topic: Topic,
         settings: Annotated[
-            PartitionedTopicSettings | int,
+            PartitionedTopicSettings | Annotated[int, Field(le=MAX_INT32)],
             Body(description="The number of partitions (Pulsar's body), or settings with it."),
         ],
     ) -> Response:
