@@ -45,3 +45,14 @@ def test_a_bad_secret_is_not_repeated_in_the_error() -> None:
     assert "configs.redisPassword" in str(raised.value)
     assert "hunter2" not in str(raised.value)
     assert MASK in str(raised.value)
+
+
+def test_a_urls_password_is_masked_and_the_stored_url_kept_when_it_comes_back() -> None:
+    url = "postgresql://app:hunter2@db.internal:5432/orders"
+    shown = masked({"url": url, "table": "t"})
+    assert shown == {"url": "postgresql://app:********@db.internal:5432/orders", "table": "t"}
+    assert unmasked(shown, {"url": url}, "sink a/b/c") == {"url": url, "table": "t"}
+    moved = "postgresql://app:********@elsewhere:5432/orders"
+    with pytest.raises(ConfigError, match=r"configs.url holds the mask"):
+        unmasked({"url": moved}, {"url": url}, "sink a/b/c")
+    assert masked({"url": "postgresql://db/orders"}) == {"url": "postgresql://db/orders"}

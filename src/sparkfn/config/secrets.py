@@ -6,7 +6,9 @@ A config field is sensitive when its name says it holds a secret
 definitions mark such fields ``sensitive``, and everything that shows a
 connector's ``configs`` (the REST API's ``get``, create and update answers,
 hence the CLI and the console; error messages; the logs) shows
-:data:`MASK` in place of the value.
+:data:`MASK` in place of the value. The password of a URL in any field
+(``postgresql://user:PASSWORD@host/db``, the PostgreSQL connectors' ``url``)
+is masked the same way, the rest of the URL shown.
 
 An update may send a config it read back, masks included: a sensitive field
 whose value is :data:`MASK` keeps the value stored before (the user did not
@@ -17,10 +19,13 @@ change it). A mask with nothing stored under its field is a
 {'redisHost': 'r', 'redisPassword': '********'}
 >>> unmasked({"redisPassword": MASK}, {"redisPassword": "hunter2"}, "sink a/b/c")
 {'redisPassword': 'hunter2'}
+>>> masked({"url": "postgresql://app:hunter2@db:5432/orders"})
+{'url': 'postgresql://app:********@db:5432/orders'}
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +35,9 @@ MASK = "********"
 """What is shown in place of a sensitive field's value."""
 
 _MARKERS = ("password", "secret", "token", "credential")
+# scheme://user:PASSWORD@rest: the password is what sits between the first ':' after
+# the user and the last '@' before the host.
+_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^/@:]*:)([^/]*)(@[^@]*)$", re.DOTALL)
 
 
 def is_sensitive(field: str) -> bool:
@@ -39,15 +47,23 @@ def is_sensitive(field: str) -> bool:
 
 
 def masked(configs: Mapping[str, Any]) -> dict[str, Any]:
-    """``configs`` with each sensitive field's value (at any depth) replaced by :data:`MASK`."""
-    return {
-        key: MASK
-        if is_sensitive(key) and value is not None
-        else masked(value)
-        if isinstance(value, Mapping)
-        else value
-        for key, value in configs.items()
-    }
+    """``configs`` with each sensitive field's value (at any depth) replaced by :data:`MASK`,
+    and each URL's password."""
+    return {key: _masked_value(key, value) for key, value in configs.items()}
+
+
+def _masked_value(key: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if is_sensitive(key):
+        return MASK
+    if isinstance(value, Mapping):
+        return masked(value)
+    if isinstance(value, str):
+        found = _URL_PASSWORD.match(value)
+        if found is not None and found.group(2):
+            return f"{found.group(1)}{MASK}{found.group(3)}"
+    return value
 
 
 def unmasked(given: Mapping[str, Any], kept: Mapping[str, Any], what: str) -> dict[str, Any]:
@@ -61,6 +77,15 @@ def unmasked(given: Mapping[str, Any], kept: Mapping[str, Any], what: str) -> di
         before = kept.get(key)
         if isinstance(value, Mapping):
             out[key] = unmasked(value, before if isinstance(before, Mapping) else {}, what)
+        elif isinstance(value, str) and not is_sensitive(key) and _has_masked_password(value):
+            # A URL read back with its password masked: the stored URL, if that is the one.
+            if not (isinstance(before, str) and _masked_value(key, before) == value):
+                msg = (
+                    f"{what}: configs.{key} holds the mask {MASK!r} but is not the stored "
+                    "value read back; give the password itself"
+                )
+                raise ConfigError(msg)
+            out[key] = before
         elif value == MASK and is_sensitive(key):
             if before is None:
                 msg = (
@@ -72,3 +97,8 @@ def unmasked(given: Mapping[str, Any], kept: Mapping[str, Any], what: str) -> di
         else:
             out[key] = value
     return out
+
+
+def _has_masked_password(value: str) -> bool:
+    found = _URL_PASSWORD.match(value)
+    return found is not None and found.group(2) == MASK
