@@ -66,6 +66,7 @@ BAD_NAMES: list[tuple[str, str, str]] = [
     ("GET", "/admin/v2/persistent/public/default/t%20x/stats", "path.topic"),
     ("GET", "/admin/v2/namespaces/te%24nant", "path.tenant"),
     ("GET", "/admin/v3/functions/public/default/f%2Ax/transitions", "path.name"),
+    ("GET", f"{F}/state/" + "k" * 1025, "path.key"),  # PostgreSQL's column: 1024
 ]
 
 

@@ -50,7 +50,15 @@ from sparkfn.config.pulsar import canonical
 from sparkfn.config.pulsar_view import pulsar_view
 from sparkfn.worker.auth import Caller, check_function_topics
 from sparkfn.worker.packages import PackageStore
-from sparkfn.worker.params import Counter, InstanceId, Name, Namespace, Tenant, VersionNumber
+from sparkfn.worker.params import (
+    Counter,
+    InstanceId,
+    Name,
+    Namespace,
+    StateKey,
+    Tenant,
+    VersionNumber,
+)
 from sparkfn.worker.registry import FunctionVersion
 from sparkfn.worker.service import Worker
 from sparkfn.worker.submission import package_for, read_config_json
@@ -231,7 +239,7 @@ def functions_router(worker: Worker) -> APIRouter:
         router.add_api_route(INSTANCE + f"/{mode.value}", _stopper(worker, mode), **no_content)
 
     @router.get(FUNCTION + "/state/{key}", response_model=StateValue)
-    def query_state(tenant: Tenant, namespace: Namespace, name: Name, key: str) -> StateValue:
+    def query_state(tenant: Tenant, namespace: Namespace, name: Name, key: StateKey) -> StateValue:
         fqfn = f"{tenant}/{namespace}/{name}"
         found = worker.get_state(fqfn, key)
         if found is None:
@@ -241,7 +249,11 @@ def functions_router(worker: Worker) -> APIRouter:
 
     @router.post(FUNCTION + "/state/{key}", response_model=StateValue)
     def put_state(
-        tenant: Tenant, namespace: Namespace, name: Name, key: str, state: Annotated[str, Form()]
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
+        key: StateKey,
+        state: Annotated[str, Form()],
     ) -> StateValue:
         fqfn = f"{tenant}/{namespace}/{name}"
         try:

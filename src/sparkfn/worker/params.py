@@ -32,6 +32,9 @@ MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
 """The largest counter a function's state keeps (a 64-bit column)."""
 
+MAX_STATE_KEY = 1024
+"""The longest state key: the store's ``function_state.key`` column."""
+
 _NAME_RULE = "letters, digits, '_', '-', '.', starting with a letter or digit, at most 128"
 
 Tenant = Annotated[
@@ -47,6 +50,11 @@ Name = Annotated[
 ]
 Topic = Annotated[
     str, StringConstraints(pattern=NAME_PATTERN), Field(description=f"A topic: {_NAME_RULE}.")
+]
+StateKey = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_STATE_KEY),
+    Field(description="A key of the function's state."),
 ]
 InstanceId = Annotated[int, Field(ge=0, le=MAX_INT32, description="0 is the first instance.")]
 VersionNumber = Annotated[int, Field(ge=1, le=MAX_INT32, description="1 is the first version.")]
