@@ -56,3 +56,13 @@ def test_a_urls_password_is_masked_and_the_stored_url_kept_when_it_comes_back() 
     with pytest.raises(ConfigError, match=r"configs.url holds the mask"):
         unmasked({"url": moved}, {"url": url}, "sink a/b/c")
     assert masked({"url": "postgresql://db/orders"}) == {"url": "postgresql://db/orders"}
+
+
+def test_every_value_of_a_secrets_map_is_masked_and_kept_when_it_comes_back() -> None:
+    secrets = {"apiKey": "k-123", "dsn": "plain-value"}
+    shown = masked(secrets, every=True)
+    assert shown == {"apiKey": MASK, "dsn": MASK}
+    back = unmasked(shown, secrets, "sink a/b/c", field="secrets", every=True)
+    assert back == secrets
+    with pytest.raises(ConfigError, match=r"sink a/b/c: secrets.other is the mask"):
+        unmasked({"other": MASK}, secrets, "sink a/b/c", field="secrets", every=True)

@@ -23,6 +23,7 @@ from sparkfn.config.connector import SinkConfig
 from sparkfn.worker.registry import Registry
 
 PASSWORD = "hunter2-never-shown"
+API_KEY = "api-key-never-shown"
 MASK = "********"  # sparkfn.config.secrets.MASK, spelled out: what a client sees
 NAME = "vault"
 
@@ -49,6 +50,7 @@ def test_a_sink_password_is_masked_everywhere_and_an_update_keeps_it(
         "inputs": [unique("vault-in")],
         "sinkType": "redis",
         "configs": {**configs, "streamName": unique("vault")},
+        "secrets": {"apiKey": API_KEY},  # a clear-text provider hands these out as they are
     }
     path = f"/admin/v3/sinks/public/default/{NAME}"
     with httpx.Client(base_url=shared_worker.url, timeout=120) as client:
@@ -57,7 +59,9 @@ def test_a_sink_password_is_masked_everywhere_and_an_update_keeps_it(
         got = client.get(path)
     for answer in (created, got):
         assert answer.json()["configs"]["redisPassword"] == MASK
+        assert answer.json()["secrets"] == {"apiKey": MASK}
         assert PASSWORD not in answer.text
+        assert API_KEY not in answer.text
 
     shown = _cli(shared_worker.url, "sinks", "get", "--name", NAME)
     assert shown.returncode == 0, shown.stderr
@@ -72,6 +76,7 @@ def test_a_sink_password_is_masked_everywhere_and_an_update_keeps_it(
     assert latest.version == 2
     assert latest.config.parallelism == 2
     assert latest.config.configs["redisPassword"] == PASSWORD  # not the mask
+    assert latest.config.secrets == {"apiKey": API_KEY}
 
     wrong_config = {**config, "configs": {**config["configs"], "redisPassword": 7}}
     with httpx.Client(base_url=shared_worker.url, timeout=120) as client:

@@ -46,9 +46,12 @@ def is_sensitive(field: str) -> bool:
     return any(marker in lowered for marker in _MARKERS)
 
 
-def masked(configs: Mapping[str, Any]) -> dict[str, Any]:
+def masked(configs: Mapping[str, Any], *, every: bool = False) -> dict[str, Any]:
     """``configs`` with each sensitive field's value (at any depth) replaced by :data:`MASK`,
-    and each URL's password."""
+    and each URL's password; with ``every``, each value (Pulsar's ``secrets`` map, whose
+    values a clear-text secrets provider hands out as they are)."""
+    if every:
+        return {key: None if value is None else MASK for key, value in configs.items()}
     return {key: _masked_value(key, value) for key, value in configs.items()}
 
 
@@ -66,30 +69,39 @@ def _masked_value(key: str, value: Any) -> Any:
     return value
 
 
-def unmasked(given: Mapping[str, Any], kept: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """``given`` with each :data:`MASK` under a sensitive field replaced by ``kept``'s value.
+def unmasked(
+    given: Mapping[str, Any],
+    kept: Mapping[str, Any],
+    what: str,
+    *,
+    field: str = "configs",
+    every: bool = False,
+) -> dict[str, Any]:
+    """``given`` with each :data:`MASK` under a sensitive field (any field, with ``every``)
+    replaced by ``kept``'s value.
 
-    ``what`` names the connector for the :class:`ConfigError` of a mask with
-    no stored value under its field.
+    ``what`` and ``field`` name the connector and the map for the
+    :class:`ConfigError` of a mask with no stored value under its key.
     """
     out: dict[str, Any] = {}
     for key, value in given.items():
         before = kept.get(key)
         if isinstance(value, Mapping):
-            out[key] = unmasked(value, before if isinstance(before, Mapping) else {}, what)
+            inner = before if isinstance(before, Mapping) else {}
+            out[key] = unmasked(value, inner, what, field=f"{field}.{key}", every=every)
         elif isinstance(value, str) and not is_sensitive(key) and _has_masked_password(value):
             # A URL read back with its password masked: the stored URL, if that is the one.
             if not (isinstance(before, str) and _masked_value(key, before) == value):
                 msg = (
-                    f"{what}: configs.{key} holds the mask {MASK!r} but is not the stored "
+                    f"{what}: {field}.{key} holds the mask {MASK!r} but is not the stored "
                     "value read back; give the password itself"
                 )
                 raise ConfigError(msg)
             out[key] = before
-        elif value == MASK and is_sensitive(key):
+        elif value == MASK and (every or is_sensitive(key)):
             if before is None:
                 msg = (
-                    f"{what}: configs.{key} is the mask {MASK!r} but no value is stored "
+                    f"{what}: {field}.{key} is the mask {MASK!r} but no value is stored "
                     "under it; give the secret itself"
                 )
                 raise ConfigError(msg)

@@ -76,6 +76,7 @@ def connector_info(version: Version[Any], warnings: tuple[str, ...] = ()) -> dic
     """Pulsar's config JSON of ``version`` with sparkfn's version fields beside it."""
     shown = pulsar_shape(version.config, version.package_digest)
     shown["configs"] = masked(shown["configs"])  # secrets are never shown
+    shown["secrets"] = masked(shown["secrets"] or {}, every=True)
     shown.update(
         version=version.version,
         packageDigest=version.package_digest,
@@ -119,9 +120,10 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
                 raise ConfigError(msg)
         fields.update(path)
         # A config read back from get carries masks: each keeps the stored secret.
-        if isinstance(fields.get("configs"), dict):
-            before = current.config.configs if current is not None else {}
-            fields["configs"] = unmasked(fields["configs"], before, what)
+        for field, every in (("configs", False), ("secrets", True)):
+            if isinstance(fields.get(field), dict):
+                before = getattr(current.config, field) if current is not None else {}
+                fields[field] = unmasked(fields[field], before, what, field=field, every=every)
         kept = current.package_digest if current is not None else None
         # A built-in type named in an update replaces the kept package.
         with package_for(
