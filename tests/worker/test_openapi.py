@@ -56,6 +56,7 @@ def _failures(operation: Any, mode: GenerationMode, base_url: str) -> list[str]:
         deadline=None,
         suppress_health_check=list(HealthCheck),
         database=None,
+        derandomize=True,  # the same requests every run: a failure reproduces
         phases=[Phase.explicit, Phase.generate, Phase.shrink],
     )
     @given(case=operation.as_strategy(generation_mode=mode))
@@ -134,6 +135,56 @@ def test_the_document_lists_every_route_with_its_answers(store_url: str, data_di
     trigger = document["paths"]["/admin/v3/functions/{tenant}/{namespace}/{name}/trigger"]
     assert {"408", "422"} <= set(trigger["post"]["responses"])
     assert "503" in document["paths"]["/ready"]["get"]["responses"]
+
+
+# Path parameters that name something: each must carry the name pattern.
+NAMES = ("tenant", "namespace", "name", "topic")
+
+
+def test_every_number_and_name_a_route_takes_is_bounded(store_url: str, data_dir: Path) -> None:
+    """No integer without a maximum and no name without its pattern, in any parameter or
+    request body: what the store cannot hold is the caller's 400, never its 500."""
+    worker = Worker(WorkerSettings.resolve(data_dir=data_dir, store_url=store_url))
+    worker.open()
+    try:
+        with served(create_app(worker)) as client:
+            document = client.get("/openapi.json").json()
+    finally:
+        worker.shutdown()
+    problems = []
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            where = f"{method.upper()} {path}"
+            for parameter in operation.get("parameters", []):
+                label = f"{where} {parameter['in']} {parameter['name']}"
+                problems += _unbounded(document, parameter["schema"], label)
+                if parameter["in"] == "path" and parameter["name"] in NAMES:
+                    if "pattern" not in parameter["schema"]:
+                        problems.append(f"{label}: a name without a pattern")
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                problems += _unbounded(document, media.get("schema", {}), f"{where} body")
+    assert not problems, "\n".join(problems)
+
+
+def _unbounded(document: dict[str, Any], schema: Any, label: str) -> list[str]:
+    """Each integer under ``schema`` (following $refs) that has no maximum."""
+    if isinstance(schema, list):
+        return [p for item in schema for p in _unbounded(document, item, label)]
+    if not isinstance(schema, dict):
+        return []
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return _unbounded(document, document["components"]["schemas"][name], f"{label} {name}")
+    found = []
+    if schema.get("type") == "integer" and "maximum" not in schema:
+        found.append(f"{label}: an integer without a maximum")
+    for key, value in schema.items():
+        if key == "properties":
+            for field, inner in value.items():
+                found += _unbounded(document, inner, f"{label}.{field}")
+        elif key in ("anyOf", "oneOf", "allOf", "items", "additionalProperties"):
+            found += _unbounded(document, value, label)
+    return found
 
 
 def _answer_problems(answers: dict[str, Any]) -> list[str]:

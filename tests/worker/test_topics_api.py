@@ -79,7 +79,9 @@ def test_creation_errors_are_4xx_with_a_reason(client: httpx.Client) -> None:
     message = _error(client.put(f"{ADMIN}/big/partitions", json=5000), 400, "invalid_config")
     assert "between 1 and 1024; got 5000" in message
     _error(client.put(f"{ADMIN}/big/partitions", json={"partitions": 0}), 400, "invalid_request")
-    message = _error(client.put("/admin/v2/persistent/acme/sales/bad name"), 400, "invalid_config")
+    # A name no topic can have is refused at the edge, as every route's names are.
+    message = _error(client.put("/admin/v2/persistent/acme/sales/bad name"), 400, "invalid_request")
+    assert "path.topic" in message
     assert "'bad name'" in message
     message = _error(
         client.put(f"{ADMIN}/records", json={"schemaType": "avro"}), 400, "invalid_config"

@@ -69,6 +69,7 @@ def start(
     """Start a worker in the foreground; it runs until SIGTERM or Ctrl+C."""
     import uvicorn
 
+    from sparkfn.store.private import PRIVATE_UMASK, tighten_tree
     from sparkfn.worker.app import create_app
     from sparkfn.worker.service import Worker
     from sparkfn.worker.settings import WorkerSettings
@@ -88,8 +89,12 @@ def start(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # Before anything is written or started: what the worker, Spark and its Python
+    # workers create (segments, packages, logs, checkpoints) is its user's only.
+    os.umask(PRIVATE_UMASK)
     worker = Worker(settings)
-    worker.open()
+    worker.open()  # the data directory 0700, a SQLite store 0600
+    tighten_tree(Path(settings.data_dir) / "logs")  # log files an older worker left 0644
     restoring = threading.Thread(target=worker.restore, name="sparkfn-restore", daemon=True)
     restoring.start()
     port = listening.getsockname()[1]  # --port 0: the one the system gave

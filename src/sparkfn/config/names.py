@@ -19,7 +19,9 @@ from sparkfn.api.errors import ConfigError
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
 
-_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+"""What each part of a topic or function name (tenant, namespace, name) must match."""
+_PART = re.compile(NAME_PATTERN)
 _PREFIXES = ("persistent://", "non-persistent://")
 
 

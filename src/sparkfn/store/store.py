@@ -49,6 +49,7 @@ from sparkfn.api.errors import DataDirError, StorageFullError, StoreError, Store
 from sparkfn.config.settings import Settings
 from sparkfn.store import migrations, schema, signals
 from sparkfn.store.failures import WriteHealth, storage_failure
+from sparkfn.store.private import private_dir, private_file
 
 _PG_MIGRATION_LOCK = 0x5350_4B46  # "SPKF": serialises concurrent first opens
 # What probe_write writes: more than a database page, so that it needs pages
@@ -96,6 +97,13 @@ class Store:
         """Open (creating or upgrading as needed) the store at ``url``."""
         settings = Settings.resolve(data_dir, url)
         _make_dir(settings.data_dir, "data directory", DataDirError)
+        try:
+            private_dir(settings.data_dir)  # 0700: it holds users' code, messages and logs
+        except OSError as exc:
+            msg = (
+                f"data directory {settings.data_dir} cannot be made private: {exc.strerror or exc}"
+            )
+            raise DataDirError(msg) from exc
         if not os.access(settings.data_dir, os.W_OK | os.X_OK):
             msg = f"data directory {settings.data_dir} is not writable"
             raise DataDirError(msg)
@@ -136,6 +144,15 @@ class Store:
             msg = "the SQLite store needs a file path (it is shared between processes)"
             raise StoreError(msg)
         _make_dir(Path(database).parent, "SQLite store directory", StoreError)
+        try:
+            # 0600 before SQLite opens it: it holds every config, secrets too;
+            # its -wal and -shm files take the same mode, once they exist.
+            for path in (database, f"{database}-wal", f"{database}-shm"):
+                if path == database or Path(path).exists():
+                    private_file(Path(path))
+        except OSError as exc:
+            msg = f"SQLite store {database} cannot be made private: {exc.strerror or exc}"
+            raise StoreError(msg) from exc
         engine = create_engine(
             f"sqlite:///{database}",
             connect_args={"timeout": 60, "check_same_thread": False},

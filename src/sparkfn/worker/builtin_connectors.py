@@ -24,10 +24,8 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from sparkfn.api.errors import ConnectorLoadError
+from sparkfn.config.secrets import is_sensitive
 from sparkfn.connectors.builtin._config import BuiltinConfig
-
-# Field names that hold secrets: shown as sensitive.
-_SENSITIVE = ("password", "secret", "token", "credential")
 
 
 class _Shape(BaseModel):
@@ -119,7 +117,7 @@ def fields_of(model: type[BaseModel]) -> list[ConfigFieldDefinition]:
         shown = info.alias or name
         attributes = {
             "required": str(info.is_required()).lower(),
-            "sensitive": str(any(s in name.lower() for s in _SENSITIVE)).lower(),
+            "sensitive": str(is_sensitive(name)).lower(),
             "help": info.description or "",
         }
         if not info.is_required():

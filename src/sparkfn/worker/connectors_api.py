@@ -42,7 +42,7 @@ from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
-from fastapi import APIRouter, File, Form, Query, UploadFile
+from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import Response
 
 from sparkfn.api.errors import ConfigError, ForbiddenError
@@ -51,6 +51,7 @@ from sparkfn.api.status import FunctionStats, SourceStatus
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.names import TopicName
 from sparkfn.config.pulsar_connector import connector_fields, pulsar_shape
+from sparkfn.config.secrets import masked, unmasked
 from sparkfn.worker.auth import Caller, check_topics_pattern
 from sparkfn.worker.builtin_connectors import (
     ConfigFieldDefinition,
@@ -65,6 +66,7 @@ from sparkfn.worker.connector_status import (
     source_status,
 )
 from sparkfn.worker.packages import PackageStore
+from sparkfn.worker.params import InstanceId, Name, Namespace, Tenant, VersionNumber
 from sparkfn.worker.registry import Version
 from sparkfn.worker.service import Worker
 from sparkfn.worker.submission import package_for, read_config_json
@@ -85,6 +87,8 @@ CONNECTOR_WRITES = 64
 def connector_info(version: Version[Any], warnings: tuple[str, ...] = ()) -> dict[str, Any]:
     """Pulsar's config JSON of ``version`` with sparkfn's version fields beside it."""
     shown = pulsar_shape(version.config, version.package_digest)
+    shown["configs"] = masked(shown["configs"])  # secrets are never shown
+    shown["secrets"] = masked(shown["secrets"] or {}, every=True)
     shown.update(
         version=version.version,
         packageDigest=version.package_digest,
@@ -119,7 +123,7 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         data: UploadFile | None,
         url: str | None,
         keep: Callable[[Connector, str | None], Version[Any]],
-        kept: str | None = None,
+        current: Version[Any] | None = None,
     ) -> dict[str, Any]:
         what = f"{kind} " + "/".join(path.values())
         given = read_config_json(config_json, what, form_name)
@@ -134,6 +138,12 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
                 )
                 raise ConfigError(msg)
         fields.update(path)
+        # A config read back from get carries masks: each keeps the stored secret.
+        for field, every in (("configs", False), ("secrets", True)):
+            if isinstance(fields.get(field), dict):
+                before = getattr(current.config, field) if current is not None else {}
+                fields[field] = unmasked(fields[field], before, what, field=field, every=every)
+        kept = current.package_digest if current is not None else None
         # A built-in type named in an update replaces the kept package.
         with package_for(
             packages, caller, what=what, owner=path["tenant"], data=data, url=url,
@@ -161,9 +171,9 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
     @router.post(NAMED)
     async def register(
         caller: Caller,
-        tenant: str,
-        namespace: str,
-        name: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
         config_json: ConfigJson = "{}",
         data: PackageFile = None,
         url: PackageUrl = None,
@@ -179,9 +189,9 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
     @router.put(NAMED)
     async def update(
         caller: Caller,
-        tenant: str,
-        namespace: str,
-        name: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
         config_json: ConfigJson = "{}",
         data: PackageFile = None,
         url: PackageUrl = None,
@@ -193,24 +203,24 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         def update_it() -> dict[str, Any]:
             # A config-only update keeps the code; the CLI sends the whole config, as for
             # functions.
-            kept = worker.registry_for(kind).get(fqn(tenant, namespace, name)).package_digest
+            current = worker.registry_for(kind).get(fqn(tenant, namespace, name))
             path = {"tenant": tenant, "namespace": namespace, "name": name}
-            return submit(caller, path, config_json, data, url, next_version, kept)
+            return submit(caller, path, config_json, data, url, next_version, current)
 
         return await off_request_threads(update_it)
 
     @router.delete(NAMED)
-    def deregister(tenant: str, namespace: str, name: str) -> dict[str, Any]:
+    def deregister(tenant: Tenant, namespace: Namespace, name: Name) -> dict[str, Any]:
         return connector_info(worker.delete(fqn(tenant, namespace, name), kind=kind))
 
     @router.get(NAMED)
     def get(
-        tenant: str, namespace: str, name: str, version: Annotated[int | None, Query(ge=1)] = None
+        tenant: Tenant, namespace: Namespace, name: Name, version: VersionNumber | None = None
     ) -> dict[str, Any]:
         return connector_info(worker.registry_for(kind).get(fqn(tenant, namespace, name), version))
 
     @router.get("/{tenant}/{namespace}", response_model=list[str])
-    def list_names(tenant: str, namespace: str) -> list[str]:
+    def list_names(tenant: Tenant, namespace: Namespace) -> list[str]:
         return worker.registry_for(kind).names(tenant, namespace)
 
     shape = PulsarSourceStatus if kind == "source" else PulsarSinkStatus
@@ -222,11 +232,13 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         return sink_status(status)
 
     @router.get(NAMED + "/status", response_model=shape)
-    def status(tenant: str, namespace: str, name: str) -> Any:
+    def status(tenant: Tenant, namespace: Namespace, name: Name) -> Any:
         return pulsar_status(fqn(tenant, namespace, name))
 
     @router.get(INSTANCE + "/status")
-    def instance_status(tenant: str, namespace: str, name: str, instance_id: int) -> Any:
+    def instance_status(
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId
+    ) -> Any:
         whole = pulsar_status(fqn(tenant, namespace, name))
         for item in whole.instances:
             if item.instance_id == instance_id:
@@ -234,11 +246,13 @@ def connectors_router(worker: Worker, kind: str) -> APIRouter:
         raise _no_instance(worker, kind, whole.name, instance_id, whole.num_instances)
 
     @router.get(NAMED + "/stats")
-    def stats(tenant: str, namespace: str, name: str) -> Any:
+    def stats(tenant: Tenant, namespace: Namespace, name: Name) -> Any:
         return _stats_json(worker.connector_stats(kind, fqn(tenant, namespace, name)))
 
     @router.get(INSTANCE + "/stats")
-    def instance_stats(tenant: str, namespace: str, name: str, instance_id: int) -> Any:
+    def instance_stats(
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId
+    ) -> Any:
         whole = _stats_json(worker.connector_stats(kind, fqn(tenant, namespace, name)))
         for item in whole["instances"]:
             if item["instanceId"] == instance_id:
@@ -298,7 +312,9 @@ def _check_topics(principal: Principal, config: Connector) -> None:
 
 
 def _action(worker: Worker, kind: str, action: str) -> Any:
-    def act(tenant: str, namespace: str, name: str, instance_id: int | None = None) -> Response:
+    def act(
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId | None = None
+    ) -> Response:
         getattr(worker, action)(f"{tenant}/{namespace}/{name}", instance_id, kind=kind)
         return Response(status_code=204)
 
@@ -307,7 +323,9 @@ def _action(worker: Worker, kind: str, action: str) -> Any:
 
 
 def _stopper(worker: Worker, kind: str, mode: StopMode) -> Any:
-    def stop(tenant: str, namespace: str, name: str, instance_id: int | None = None) -> Response:
+    def stop(
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId | None = None
+    ) -> Response:
         worker.stop(f"{tenant}/{namespace}/{name}", instance_id, mode=mode, kind=kind)
         return Response(status_code=204)
 

@@ -47,6 +47,7 @@ from sparkfn.runtime.lifecycle.control import transitions_of
 from sparkfn.store import schema
 from sparkfn.topics.spark.admission import PARK
 from sparkfn.worker.auth import Caller
+from sparkfn.worker.params import Name, Namespace, Offset, Tenant
 from sparkfn.worker.service import Worker
 from sparkfn.worker.tokens import Principal
 
@@ -153,7 +154,7 @@ def console_router(worker: Worker) -> APIRouter:
         state: Annotated[
             str | None, Query(pattern=_STATE_PATTERN, description="A RunState or PARKED.")
         ] = None,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Offset = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     ) -> FunctionPage:
         """Every function the caller may see, by FQFN, a page at a time.
@@ -168,7 +169,7 @@ def console_router(worker: Worker) -> APIRouter:
         response_model=list[Transition],
         tags=["console"],
     )
-    def transitions(tenant: str, namespace: str, name: str) -> list[Transition]:
+    def transitions(tenant: Tenant, namespace: Namespace, name: Name) -> list[Transition]:
         """The function's lifecycle record, oldest first: each transition with its cause and time."""
         fqfn = f"{tenant}/{namespace}/{name}"
         worker.registry.get(fqfn)  # 404 function_not_found
@@ -209,7 +210,7 @@ def console_router(worker: Worker) -> APIRouter:
         return sorted(found if caller.is_superuser else found & {caller.tenant or ""})
 
     @router.get("/admin/v2/namespaces/{tenant}", response_model=list[str], tags=["console"])
-    def namespaces(tenant: str) -> list[str]:
+    def namespaces(tenant: Tenant) -> list[str]:
         """Pulsar's namespace list of ``tenant``: ``["tenant/namespace", ...]``, sorted."""
         return sorted(f"{t}/{ns}" for t, ns in _namespaces(worker) if t == tenant)
 

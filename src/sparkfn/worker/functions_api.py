@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, File, Form, Query, UploadFile
+from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -50,6 +50,15 @@ from sparkfn.config.pulsar import canonical
 from sparkfn.config.pulsar_view import pulsar_view
 from sparkfn.worker.auth import Caller, check_function_topics
 from sparkfn.worker.packages import PackageStore
+from sparkfn.worker.params import (
+    Counter,
+    InstanceId,
+    Name,
+    Namespace,
+    StateKey,
+    Tenant,
+    VersionNumber,
+)
 from sparkfn.worker.registry import FunctionVersion
 from sparkfn.worker.service import Worker
 from sparkfn.worker.submission import package_for, read_config_json
@@ -104,7 +113,7 @@ class StateValue(BaseModel):
     key: str
     string_value: str | None = None
     byte_value: bytes | None = None
-    number_value: int | None = None
+    number_value: Counter | None = None
     version: int | None = None
 
 
@@ -149,9 +158,9 @@ def functions_router(worker: Worker) -> APIRouter:
     @router.post(FUNCTION, response_model=FunctionInfo)
     def register(
         caller: Caller,
-        tenant: str,
-        namespace: str,
-        name: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
         config_json: ConfigJson = "{}",
         data: PackageFile = None,
         url: PackageUrl = None,
@@ -165,9 +174,9 @@ def functions_router(worker: Worker) -> APIRouter:
     @router.put(FUNCTION, response_model=FunctionInfo)
     def update(
         caller: Caller,
-        tenant: str,
-        namespace: str,
-        name: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
         config_json: ConfigJson = "{}",
         data: PackageFile = None,
         url: PackageUrl = None,
@@ -182,37 +191,37 @@ def functions_router(worker: Worker) -> APIRouter:
         return submit(caller, path, config_json, data, url, next_version, kept)
 
     @router.delete(FUNCTION, response_model=FunctionInfo)
-    def deregister(tenant: str, namespace: str, name: str) -> FunctionInfo:
+    def deregister(tenant: Tenant, namespace: Namespace, name: Name) -> FunctionInfo:
         return function_info(worker.delete(f"{tenant}/{namespace}/{name}"))
 
     @router.get(FUNCTION, response_model=FunctionInfo)
     def get(
-        tenant: str, namespace: str, name: str, version: Annotated[int | None, Query(ge=1)] = None
+        tenant: Tenant, namespace: Namespace, name: Name, version: VersionNumber | None = None
     ) -> FunctionInfo:
         return function_info(worker.registry.get(f"{tenant}/{namespace}/{name}", version))
 
     @router.get("/{tenant}/{namespace}", response_model=list[str])
-    def list_functions(tenant: str, namespace: str) -> list[str]:
+    def list_functions(tenant: Tenant, namespace: Namespace) -> list[str]:
         return worker.registry.names(tenant, namespace)
 
     @router.get(FUNCTION + "/status", response_model=FunctionStatus)
-    def status(tenant: str, namespace: str, name: str) -> FunctionStatus:
+    def status(tenant: Tenant, namespace: Namespace, name: Name) -> FunctionStatus:
         return worker.status(f"{tenant}/{namespace}/{name}")
 
     @router.get(INSTANCE + "/status", response_model=FunctionInstanceStatusData)
     def instance_status(
-        tenant: str, namespace: str, name: str, instance_id: int
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId
     ) -> FunctionInstanceStatusData:
         whole = worker.status(f"{tenant}/{namespace}/{name}")
         return _pick(whole.instances, instance_id, whole.name).status
 
     @router.get(FUNCTION + "/stats", response_model=FunctionStats)
-    def stats(tenant: str, namespace: str, name: str) -> FunctionStats:
+    def stats(tenant: Tenant, namespace: Namespace, name: Name) -> FunctionStats:
         return worker.stats(f"{tenant}/{namespace}/{name}")
 
     @router.get(INSTANCE + "/stats", response_model=FunctionInstanceStatsData)
     def instance_stats(
-        tenant: str, namespace: str, name: str, instance_id: int
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId
     ) -> FunctionInstanceStatsData:
         fqfn = f"{tenant}/{namespace}/{name}"
         return _pick(worker.stats(fqfn).instances, instance_id, fqfn).metrics
@@ -230,7 +239,7 @@ def functions_router(worker: Worker) -> APIRouter:
         router.add_api_route(INSTANCE + f"/{mode.value}", _stopper(worker, mode), **no_content)
 
     @router.get(FUNCTION + "/state/{key}", response_model=StateValue)
-    def query_state(tenant: str, namespace: str, name: str, key: str) -> StateValue:
+    def query_state(tenant: Tenant, namespace: Namespace, name: Name, key: StateKey) -> StateValue:
         fqfn = f"{tenant}/{namespace}/{name}"
         found = worker.get_state(fqfn, key)
         if found is None:
@@ -240,7 +249,11 @@ def functions_router(worker: Worker) -> APIRouter:
 
     @router.post(FUNCTION + "/state/{key}", response_model=StateValue)
     def put_state(
-        tenant: str, namespace: str, name: str, key: str, state: Annotated[str, Form()]
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
+        key: StateKey,
+        state: Annotated[str, Form()],
     ) -> StateValue:
         fqfn = f"{tenant}/{namespace}/{name}"
         try:
@@ -282,7 +295,9 @@ def _check_names(given: dict[str, Any], path: dict[str, str]) -> None:
 
 
 def _action(worker: Worker, action: str) -> Any:
-    def act(tenant: str, namespace: str, name: str, instance_id: int | None = None) -> Response:
+    def act(
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId | None = None
+    ) -> Response:
         fqfn = f"{tenant}/{namespace}/{name}"
         getattr(worker, action)(fqfn, instance_id)
         return Response(status_code=204)
@@ -292,7 +307,9 @@ def _action(worker: Worker, action: str) -> Any:
 
 
 def _stopper(worker: Worker, mode: StopMode) -> Any:
-    def stop(tenant: str, namespace: str, name: str, instance_id: int | None = None) -> Response:
+    def stop(
+        tenant: Tenant, namespace: Namespace, name: Name, instance_id: InstanceId | None = None
+    ) -> Response:
         worker.stop(f"{tenant}/{namespace}/{name}", instance_id, mode=mode)
         return Response(status_code=204)
 

@@ -71,6 +71,32 @@ HTTP_REASONS = {
 }
 
 
+VALUE_OUT_OF_RANGE = "value_out_of_range"
+"""The reason of a value the store cannot hold that no bound at the edge caught."""
+
+# PostgreSQL's SQLSTATE class 22, "data exception": a value the column cannot take.
+_PG_DATA_EXCEPTION = "22"
+
+
+def refused_value(exc: BaseException) -> str | None:
+    """What is wrong with the request if the store refused one of its values, else None.
+
+    The parameter types of :mod:`sparkfn.worker.params` bound what a route
+    takes; this is the net under them, so that a value a future route lets
+    through is still the caller's 400, not a 500: SQLite's ``OverflowError``
+    (an integer past 64 bits) and PostgreSQL's data exceptions (a number out
+    of its column's range, text the column's type cannot read).
+    """
+    if isinstance(exc, OverflowError):
+        return f"a number is out of the range the store can hold ({exc})"
+    driver = getattr(exc, "orig", None)
+    sqlstate = getattr(driver, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate.startswith(_PG_DATA_EXCEPTION):
+        detail = str(driver).strip().splitlines()[0] if str(driver).strip() else sqlstate
+        return f"the store refused a value of the request (PostgreSQL {sqlstate}: {detail})"
+    return None
+
+
 class ErrorBody(BaseModel):
     """The body of every error response."""
 
@@ -118,13 +144,19 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def storage_error(request: Request, exc: Exception) -> JSONResponse:
         failure = storage_failure(exc, f"what {request.method} {request.url.path} writes")
-        if failure is None:
+        if failure is not None:
+            return error_response(status_of(failure), failure.reason, str(failure))
+        refused = refused_value(exc)
+        if refused is None:
             raise exc  # a bug: the server's 500, with its traceback in the log
-        return error_response(status_of(failure), failure.reason, str(failure))
+        return error_response(
+            400, VALUE_OUT_OF_RANGE, f"{request.method} {request.url.path}: {refused}"
+        )
 
     app.add_exception_handler(SparkfnError, sparkfn_error)
     app.add_exception_handler(OSError, storage_error)
     app.add_exception_handler(DBAPIError, storage_error)
+    app.add_exception_handler(OverflowError, storage_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(HTTPException, http_error)
 

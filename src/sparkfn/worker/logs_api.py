@@ -20,6 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from sparkfn.runtime.function.logs import follow
+from sparkfn.worker.params import MAX_INT32, Name, Namespace, Tenant
 from sparkfn.worker.service import Worker
 
 FUNCTION = "/{tenant}/{namespace}/{name}"
@@ -43,12 +44,12 @@ def logs_router(worker: Worker) -> APIRouter:
     )
     async def logs(
         request: Request,
-        tenant: str,
-        namespace: str,
-        name: str,
-        instance: Annotated[int | None, Query(ge=0)] = None,
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
+        instance: Annotated[int | None, Query(ge=0, le=MAX_INT32)] = None,
         follow_lines: Annotated[bool, Query(alias="follow")] = False,
-        tail: Annotated[int | None, Query(ge=0)] = None,
+        tail: Annotated[int | None, Query(ge=0, le=MAX_INT32)] = None,
     ) -> Response:
         fqfn = f"{tenant}/{namespace}/{name}"
         current = worker.registry.get(fqfn)  # 404 for a function that does not exist

@@ -27,6 +27,7 @@ from fastapi import APIRouter, Path
 from sparkfn.api.errors import ConfigError, PayloadError
 from sparkfn.topics.message import Message, encode_value
 from sparkfn.topics.producer import Producer
+from sparkfn.worker.params import MAX_INT32, Namespace, Tenant, Topic
 from sparkfn.worker.service import Worker
 from sparkfn.worker.topic_models import (
     ProducerAck,
@@ -36,7 +37,9 @@ from sparkfn.worker.topic_models import (
 )
 from sparkfn.worker.topics_api import TOPIC, topic_name
 
-PartitionIndex = Annotated[int, Path(ge=0, description="The partition every message goes to.")]
+PartitionIndex = Annotated[
+    int, Path(ge=0, le=MAX_INT32, description="The partition every message goes to.")
+]
 
 
 def produce_router(worker: Worker) -> APIRouter:
@@ -45,9 +48,9 @@ def produce_router(worker: Worker) -> APIRouter:
     store = worker.open_store()
 
     def produce(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: Topic,
         request: ProducerMessages,
         partition: int | None,
     ) -> ProducerAcks:
@@ -63,16 +66,16 @@ def produce_router(worker: Worker) -> APIRouter:
 
     @router.post(TOPIC, response_model=ProducerAcks)
     def produce_messages(
-        tenant: str, namespace: str, topic: str, request: ProducerMessages
+        tenant: Tenant, namespace: Namespace, topic: Topic, request: ProducerMessages
     ) -> ProducerAcks:
         """Append the messages, each routed by its key, else round robin."""
         return produce(tenant, namespace, topic, request, None)
 
     @router.post(TOPIC + "/partitions/{partition}", response_model=ProducerAcks)
     def produce_to_partition(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: Topic,
         partition: PartitionIndex,
         request: ProducerMessages,
     ) -> ProducerAcks:

@@ -18,12 +18,14 @@ from pydantic.alias_generators import to_camel
 
 from sparkfn.topics.admin import MAX_PARTITIONS, PartitionStats, TopicInfo
 from sparkfn.topics.message import ReceivedMessage, SchemaType
+from sparkfn.worker.params import MAX_INT64
 
 # Messages one produce request may carry: it is one atomic append, held in memory.
 MAX_PRODUCE_MESSAGES = 10_000
 # Subscription and producer names are stored in VARCHAR(256) columns.
 MAX_NAME_LENGTH = 256
-MAX_SEQUENCE_ID = 2**63 - 1
+MAX_SEQUENCE_ID = MAX_INT64
+MAX_RETENTION_MS = 2**53  # about 285,000 years
 
 
 class ApiModel(BaseModel):
@@ -38,8 +40,9 @@ class TopicSettings(ApiModel):
     schema_type: SchemaType = SchemaType.BYTES
     # An avro topic's Avro record schema (JSON object or its text); only for avro.
     avro_schema: dict[str, Any] | str | None = Field(default=None, alias="schema")
-    retention_ms: int | None = Field(default=None, ge=1)
-    retention_bytes: int | None = Field(default=None, ge=1)
+    # Bounded as a Python timedelta and the store's 64-bit column can hold them.
+    retention_ms: int | None = Field(default=None, ge=1, le=MAX_RETENTION_MS)
+    retention_bytes: int | None = Field(default=None, ge=1, le=MAX_INT64)
 
 
 class PartitionedTopicSettings(TopicSettings):

@@ -30,6 +30,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
+from pydantic import Field
 
 from sparkfn.api.errors import ConfigError, NotFoundError, SubscriptionNotFoundError
 from sparkfn.config.names import TopicName
@@ -40,6 +41,7 @@ from sparkfn.topics.log import read_range
 from sparkfn.topics.message import ReceivedMessage, messages_from_table
 from sparkfn.topics.subscription import unsubscribe
 from sparkfn.worker.http import ErrorBody
+from sparkfn.worker.params import MAX_INT32, Namespace, Tenant, Topic
 from sparkfn.worker.service import Worker
 from sparkfn.worker.topic_models import (
     MAX_NAME_LENGTH,
@@ -89,16 +91,16 @@ def topics_router(worker: Worker) -> APIRouter:
         return Response(status_code=204)
 
     @router.get("/{tenant}/{namespace}", response_model=list[str])
-    def list_topics(tenant: str, namespace: str) -> list[str]:
+    def list_topics(tenant: Tenant, namespace: Namespace) -> list[str]:
         """The topics of ``tenant/namespace``, as ``persistent://`` names, sorted."""
         check_namespace(tenant, namespace)
         return [persistent(info) for info in admin.list(tenant=tenant, namespace=namespace)]
 
     @router.put(TOPIC, status_code=204, response_class=Response)
     def create_topic(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: Topic,
         settings: Annotated[TopicSettings | None, Body()] = None,
     ) -> Response:
         """Create a topic with one partition (a body sets its schema and retention)."""
@@ -106,11 +108,11 @@ def topics_router(worker: Worker) -> APIRouter:
 
     @router.put(TOPIC + "/partitions", status_code=204, response_class=Response)
     def create_partitioned_topic(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: Topic,
         settings: Annotated[
-            PartitionedTopicSettings | int,
+            PartitionedTopicSettings | Annotated[int, Field(le=MAX_INT32)],
             Body(description="The number of partitions (Pulsar's body), or settings with it."),
         ],
     ) -> Response:
@@ -121,12 +123,12 @@ def topics_router(worker: Worker) -> APIRouter:
         return create(name, settings, settings.partitions)
 
     @router.get(TOPIC + "/partitions", response_model=PartitionedTopicMetadata)
-    def partitions(tenant: str, namespace: str, topic: str) -> PartitionedTopicMetadata:
+    def partitions(tenant: Tenant, namespace: Namespace, topic: Topic) -> PartitionedTopicMetadata:
         """How many partitions the topic has."""
         info = admin.get(topic_name(tenant, namespace, topic))
         return PartitionedTopicMetadata(partitions=info.partitions)
 
-    def delete(tenant: str, namespace: str, topic: str) -> Response:
+    def delete(tenant: Tenant, namespace: Namespace, topic: Topic) -> Response:
         """Delete the topic with its messages and subscriptions."""
         admin.delete(topic_name(tenant, namespace, topic))
         return Response(status_code=204)
@@ -137,13 +139,15 @@ def topics_router(worker: Worker) -> APIRouter:
         )
 
     @router.get(TOPIC + "/stats", response_model=TopicStats)
-    def stats(tenant: str, namespace: str, topic: str) -> TopicStats:
+    def stats(tenant: Tenant, namespace: Namespace, topic: Topic) -> TopicStats:
         """The topic's settings, message counts, size and subscriptions' backlogs."""
         info = admin.get(topic_name(tenant, namespace, topic))
         return TopicStats.of(info, admin.stats(info.name), admin.subscriptions(info.name))
 
     @router.get(TOPIC + "/partitioned-stats", response_model=PartitionedTopicStats)
-    def partitioned_stats(tenant: str, namespace: str, topic: str) -> PartitionedTopicStats:
+    def partitioned_stats(
+        tenant: Tenant, namespace: Namespace, topic: Topic
+    ) -> PartitionedTopicStats:
         """:func:`stats`, and the same for each partition."""
         info = admin.get(topic_name(tenant, namespace, topic))
         return PartitionedTopicStats.of_partitions(
@@ -151,7 +155,7 @@ def topics_router(worker: Worker) -> APIRouter:
         )
 
     @router.get(TOPIC + "/subscriptions", response_model=list[str])
-    def subscriptions(tenant: str, namespace: str, topic: str) -> list[str]:
+    def subscriptions(tenant: Tenant, namespace: Namespace, topic: Topic) -> list[str]:
         """The names of the topic's subscriptions (a function's is its subscription name)."""
         return list(admin.subscriptions(topic_name(tenant, namespace, topic)))
 
@@ -159,7 +163,11 @@ def topics_router(worker: Worker) -> APIRouter:
         TOPIC + "/subscription/{subscription}/position/{position}", response_model=TopicMessage
     )
     def peek(
-        tenant: str, namespace: str, topic: str, subscription: Subscription, position: Position
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: Topic,
+        subscription: Subscription,
+        position: Position,
     ) -> TopicMessage:
         """The ``position``-th message after the subscription's cursor, without moving it.
 
@@ -190,9 +198,9 @@ def topics_router(worker: Worker) -> APIRouter:
         responses={412: {"model": ErrorBody, "description": "A live run owns it."}},
     )
     def unsubscribe_topic(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: Topic,
         subscription: Subscription,
         force: Annotated[
             bool, Query(description="Delete it even while a running function or sink reads it.")
@@ -211,14 +219,14 @@ def topics_router(worker: Worker) -> APIRouter:
 
     @router.get(TOPIC + "/examinemessage", response_model=TopicMessage)
     def examine(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: Topic,
         initial_position: Annotated[
             Literal["earliest", "latest"], Query(alias="initialPosition")
         ] = "latest",
         message_position: Annotated[int, Query(alias="messagePosition", ge=1, le=MAX_POSITION)] = 1,
-        partition: Annotated[int | None, Query(ge=0)] = None,
+        partition: Annotated[int | None, Query(ge=0, le=MAX_INT32)] = None,
     ) -> TopicMessage:
         """The ``messagePosition``-th message from the start (``earliest``) or the end
         (``latest``) of a partition; ``partition`` may be left out on a 1-partition topic."""

@@ -57,6 +57,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message, ReceivedMessage, SchemaType, encode_value
 from sparkfn.topics.producer import Producer
 from sparkfn.worker.http import ErrorBody
+from sparkfn.worker.params import Name, Namespace, Tenant
 from sparkfn.worker.service import Worker
 from sparkfn.worker.topic_models import ApiModel, TopicMessage
 
@@ -218,9 +219,9 @@ def trigger_router(worker: Worker) -> APIRouter:
         },
     )
     def trigger_function(
-        tenant: str,
-        namespace: str,
-        name: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        name: Name,
         data: Annotated[str | None, Form(description="The value, as text.")] = None,
         data_stream: Annotated[
             UploadFile | None, File(alias="dataStream", description="The value, as a file.")

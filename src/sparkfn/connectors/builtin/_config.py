@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sparkfn.api.connector import ConnectorContext
 from sparkfn.api.errors import ConfigError, ConfigLimitError
+from sparkfn.config.secrets import MASK, is_sensitive
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -143,13 +144,18 @@ def parse_configs(model: type[M], configs: Mapping[str, Any], what: str) -> M:
                 limit = (error.get("ctx") or {}).get(bound)
                 unit = {"string_too_long": " characters", "too_long": " items"}
                 problems.append(
-                    f"configs.{where}: {shown(found)} is over the limit of "
+                    f"configs.{where}: {shown_value(error, found)} is over the limit of "
                     f"{limit}{unit.get(error['type'], '')}"
                 )
             else:
-                problems.append(f"configs.{where}: {message} (got {shown(found)})")
+                problems.append(f"configs.{where}: {message} (got {shown_value(error, found)})")
         error_class = ConfigLimitError if over else ConfigError
         raise error_class(f"{what}: " + "; ".join(problems)) from None
+
+
+def shown_value(error: Any, found: Any) -> str:
+    """A bad value as a message shows it: a secret's never, not even a wrong one."""
+    return MASK if any(is_sensitive(str(p)) for p in error["loc"]) else shown(found)
 
 
 def json_default(value: Any) -> Any:

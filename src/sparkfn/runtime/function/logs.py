@@ -54,7 +54,7 @@ class FunctionLogFile(logging.Handler):
             line = f"{moment.replace('+00:00', 'Z')} {record.levelname} {self.label} {text}\n"
             if self._fd is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             os.write(self._fd, line.encode("utf-8", "replace"))
         except Exception:  # noqa: BLE001 - logging's own rule: report, never raise
             self.handleError(record)

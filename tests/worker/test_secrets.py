@@ -1,0 +1,107 @@
+"""A sink's secret is never shown (REST, CLI, errors) and stays stored across an update that
+sends the mask back; what the worker process writes is its user's only.
+
+The shared worker process (started as ``sparkfn worker start``), a real Redis
+on loopback, the CLI in a child process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from brokers import require, unique
+from worker_process import SharedWorker
+
+from sparkfn.config.connector import SinkConfig
+from sparkfn.worker.registry import Registry
+
+PASSWORD = "hunter2-never-shown"
+API_KEY = "api-key-never-shown"
+MASK = "********"  # sparkfn.config.secrets.MASK, spelled out: what a client sees
+NAME = "vault"
+
+
+def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKFN_")}
+    return subprocess.run(
+        [sys.executable, "-m", "sparkfn.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "SPARKFN_URL": url, "COLUMNS": "200"},
+        timeout=180,
+        check=False,
+    )
+
+
+@pytest.mark.backend("sqlite")
+def test_a_sink_password_is_masked_everywhere_and_an_update_keeps_it(
+    shared_worker: SharedWorker,
+) -> None:
+    require("redis")
+    configs = {"redisHosts": "127.0.0.1:6379", "redisPassword": PASSWORD}
+    config = {
+        "inputs": [unique("vault-in")],
+        "sinkType": "redis",
+        "configs": {**configs, "streamName": unique("vault")},
+        "secrets": {"apiKey": API_KEY},  # a clear-text provider hands these out as they are
+    }
+    path = f"/admin/v3/sinks/public/default/{NAME}"
+    with httpx.Client(base_url=shared_worker.url, timeout=120) as client:
+        created = client.post(path, files={"sinkConfig": (None, json.dumps(config))})
+        assert created.status_code == 200, created.text
+        got = client.get(path)
+    for answer in (created, got):
+        assert answer.json()["configs"]["redisPassword"] == MASK
+        assert answer.json()["secrets"] == {"apiKey": MASK}
+        assert PASSWORD not in answer.text
+        assert API_KEY not in answer.text
+
+    shown = _cli(shared_worker.url, "sinks", "get", "--name", NAME)
+    assert shown.returncode == 0, shown.stderr
+    assert MASK in shown.stdout
+    assert PASSWORD not in shown.stdout + shown.stderr
+
+    # The CLI reads the config back (masked) and sends it whole with the change.
+    updated = _cli(shared_worker.url, "sinks", "update", "--name", NAME, "--parallelism", "2")
+    assert updated.returncode == 0, updated.stderr
+    assert PASSWORD not in updated.stdout + updated.stderr
+    latest = Registry(shared_worker.store, SinkConfig).get(f"public/default/{NAME}")
+    assert latest.version == 2
+    assert latest.config.parallelism == 2
+    assert latest.config.configs["redisPassword"] == PASSWORD  # not the mask
+    assert latest.config.secrets == {"apiKey": API_KEY}
+
+    wrong_config = {**config, "configs": {**config["configs"], "redisPassword": 7}}
+    with httpx.Client(base_url=shared_worker.url, timeout=120) as client:
+        wrong = client.put(
+            path,
+            files={"sinkConfig": (None, json.dumps(wrong_config))},
+        )
+    assert wrong.status_code == 400, wrong.text
+    assert "configs.redisPassword" in wrong.json()["message"]
+    assert "7)" not in wrong.json()["message"]  # a bad secret is not echoed either
+    assert PASSWORD not in shared_worker.process.output()
+
+
+@pytest.mark.backend("sqlite")
+def test_the_worker_process_keeps_what_it_writes_private(shared_worker: SharedWorker) -> None:
+    with httpx.Client(base_url=shared_worker.url, timeout=120) as client:
+        uploaded = client.post(
+            "/admin/v3/functions/upload",
+            files={"data": ("private_code.py", b"def process(x, ctx):\n    return x\n")},
+            data={"path": unique("private/code") + ".py"},
+        )
+    assert uploaded.status_code == 200, uploaded.text
+    data_dir = shared_worker.data_dir
+    written = list(data_dir.rglob("private_code.py"))
+    assert written, f"no uploaded file under {data_dir}"
+    for path in [data_dir, data_dir / "sparkfn.db", *written, *(p.parent for p in written)]:
+        mode = stat.S_IMODE(Path(path).stat().st_mode)
+        assert mode & 0o077 == 0, f"{path} is {oct(mode)}: group or others may read it"
