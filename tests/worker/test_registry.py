@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
-from sparkfn.api.errors import FunctionExistsError, FunctionNotFoundError
+from sparkfn.api.errors import ConfigError, FunctionExistsError, FunctionNotFoundError
 from sparkfn.config.function import FunctionConfig
+from sparkfn.config.topics_pattern import TopicsPattern
+from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.worker.registry import Desired, Registry
 
 
 def _config(name: str = "exclaim", **fields: object) -> FunctionConfig:
-    return FunctionConfig.build(name=name, py="examples/exclamation.py", inputs=["in"], **fields)
+    fields.setdefault("inputs", ["in"])
+    return FunctionConfig.build(name=name, py="examples/exclamation.py", **fields)
 
 
 def test_versions_are_kept_and_any_one_can_be_read(store: Store) -> None:
@@ -56,3 +60,32 @@ def test_names_are_listed_per_namespace_and_desired_state_is_kept(store: Store) 
     registry.set_desired("public/default/a", Desired.STOPPED)
     assert registry.record("public/default/a").desired is Desired.STOPPED
     assert [v.fqfn for v in registry.wanted_running()] == ["public/default/b", "public/other/c"]
+
+
+def test_a_stored_pattern_of_an_older_release_still_reads_and_fails_only_its_run(
+    store: Store,
+) -> None:
+    """A pattern written before patterns had to name their namespace (``public/.*``)
+    must not make the function unreadable: listing, get, update and delete go on;
+    only its run's start refuses it, naming the pattern."""
+    registry = Registry(store)
+    version = registry.create(
+        _config(inputs=[], topics_pattern="public/default/in-.*"), package_digest=None, who="a"
+    )
+    old = version.config.model_dump_json().replace("public/default/in-.*", "public/.*")
+    with store.write() as conn:
+        conn.execute(
+            schema.function_versions.update()
+            .where(schema.function_versions.c.fqfn == version.fqfn)
+            .values(config=old)
+        )
+
+    assert registry.get(version.fqfn).config.topics_pattern == "public/.*"
+    with pytest.raises(ConfigError, match="must start with its namespace written out"):
+        TopicsPattern.parse(registry.get(version.fqfn).config.topics_pattern or "")
+    with pytest.raises(ValidationError, match="must start with its namespace written out"):
+        FunctionConfig.model_validate_json(old)
+    fixed = registry.update(
+        _config(inputs=[], topics_pattern="public/default/.*"), package_digest=None, who="a"
+    )
+    assert registry.get(fixed.fqfn).config.topics_pattern == "public/default/.*"

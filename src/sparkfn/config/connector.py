@@ -15,7 +15,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.durations import parse_duration_seconds
@@ -31,7 +39,7 @@ from sparkfn.config.function import (
 )
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
-from sparkfn.config.topics_pattern import TopicsPattern
+from sparkfn.config.topics_pattern import check_config_pattern
 
 
 class _ConnectorBase(BaseModel):
@@ -160,7 +168,7 @@ class SinkConfig(_ConnectorBase):
         return self.subscription_name or f"sink:{self.tenant}/{self.namespace}/{self.name}"
 
     @model_validator(mode="after")
-    def _code(self) -> SinkConfig:
+    def _code(self, info: ValidationInfo) -> SinkConfig:
         if not (self.sink_type or self.py or self.classname):
             msg = "a sink needs sink_type (a built-in), py or classname; got none"
             raise ValueError(msg)
@@ -168,5 +176,5 @@ class SinkConfig(_ConnectorBase):
             msg = "a sink needs at least one input topic (inputs or topics_pattern)"
             raise ValueError(msg)
         if self.topics_pattern:
-            TopicsPattern.parse(self.topics_pattern)
+            check_config_pattern(self.topics_pattern, info.context)
         return self

@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.durations import parse_duration_seconds
@@ -35,7 +43,7 @@ from sparkfn.config.reading import read_yaml_fields as read_yaml_fields
 from sparkfn.config.reading import read_yaml_mapping
 from sparkfn.config.reading import snake_fields as snake_fields
 from sparkfn.config.resources import Resources
-from sparkfn.config.topics_pattern import TopicsPattern
+from sparkfn.config.topics_pattern import check_config_pattern
 from sparkfn.config.window import WindowConfig
 
 _LOG = logging.getLogger("sparkfn.config")
@@ -270,12 +278,12 @@ class FunctionConfig(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _check_whole(self) -> FunctionConfig:
+    def _check_whole(self, info: ValidationInfo) -> FunctionConfig:
         if not self.inputs and not self.topics_pattern:
             msg = "a function needs inputs (or topics_pattern); got neither"
             raise ValueError(msg)
         if self.topics_pattern:
-            TopicsPattern.parse(self.topics_pattern)
+            check_config_pattern(self.topics_pattern, info.context)
         if not self.py and not self.classname:
             msg = "a function needs py (its file) or classname (an importable module.attr)"
             raise ValueError(msg)

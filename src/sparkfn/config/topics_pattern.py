@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
+
+STORED_CONTEXT = "stored"
+"""The validation context key a registry sets when it reads a config back from its store."""
 
 # A part of the literal prefix: name characters, a '.' escaped or not.
 _PART = r"(?:[A-Za-z0-9_\-]|\\\.|\.)+"
@@ -124,3 +128,19 @@ def _class_end(regex: str, start: int) -> int:
     while i < len(regex) and regex[i] != "]":
         i += 2 if regex[i] == "\\" else 1
     return i
+
+
+def check_config_pattern(text: str, context: Any) -> None:
+    """Parse a config's ``topics_pattern``, at create and update: a :class:`ConfigError` if bad.
+
+    A config read back from the store (``context`` holds :data:`STORED_CONTEXT`)
+    may have been written before a pattern had to name its namespace
+    (``acme/.*``). It still reads, so that the function or sink can be listed,
+    shown, updated to a good pattern or deleted; its run fails at start, where
+    discovery parses the pattern again, with this same message in its status.
+    """
+    try:
+        TopicsPattern.parse(text)
+    except ConfigError:
+        if not (isinstance(context, dict) and context.get(STORED_CONTEXT)):
+            raise

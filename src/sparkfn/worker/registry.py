@@ -42,6 +42,7 @@ from sparkfn.api.errors import (
 )
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.function import FunctionConfig
+from sparkfn.config.topics_pattern import STORED_CONTEXT
 from sparkfn.store import schema
 from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
@@ -340,7 +341,9 @@ class Registry(Generic[C]):
         return Version(
             fqfn=row.fqfn.removeprefix(f"{self.kind}:") if self.kind != "function" else row.fqfn,
             version=row.version,
-            config=self.model.model_validate(json.loads(row.config)),
+            config=self.model.model_validate(
+                json.loads(row.config), context={STORED_CONTEXT: True}
+            ),
             package_digest=row.package_digest,
             created_by=row.created_by,
             created_at=row.created_at,
