@@ -87,6 +87,15 @@ def start(
     # A function whose failure policy says SHUTDOWN_WORKER stops the whole worker
     # as SIGTERM does: the server ends gracefully and its shutdown stops the rest.
     worker.on_shutdown_request = lambda: os.kill(os.getpid(), signal.SIGTERM)
+    # A JVM that died and no new session: the worker ends, non-zero, for its service
+    # manager to start it again.
+    session_failures: list[str] = []
+
+    def session_failed(message: str) -> None:
+        session_failures.append(message)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    worker.on_session_failure = session_failed
     app = create_app(worker, shutdown_worker=True)
     # SIGTERM and Ctrl+C end the server gracefully; the app's shutdown stops the functions.
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
@@ -94,9 +103,13 @@ def start(
         server.run(sockets=[listening])
     if not server.started:  # the app's startup failed; uvicorn logged why
         raise typer.Exit(STARTUP_FAILED)
+    if session_failures:
+        sys.stderr.write(f"error: {session_failures[0]}\n")
+        raise typer.Exit(SPARK_LOST)
 
 
 STARTUP_FAILED = 3  # uvicorn's own exit status for a server that never started
+SPARK_LOST = 4  # the Spark JVM died and no new session could start
 
 
 def listen(host: str, port: int) -> socket.socket:

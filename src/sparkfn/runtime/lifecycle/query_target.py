@@ -39,6 +39,7 @@ from sparkfn.api.lifecycle import StopMode
 from sparkfn.runtime.lifecycle import control, objects
 from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.lifecycle.target import Ended
+from sparkfn.runtime.spark.liveness import jvm_death
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
@@ -252,7 +253,13 @@ class QueryTarget:
         query = self.query
         if query is None or self._terminated is not query or self.parked:
             return None
-        error = query.exception()
+        try:
+            error = query.exception()
+        except Exception:
+            died = jvm_death()
+            if died is None:
+                raise  # the JVM lives: a passing Py4J failure, the supervisor asks again
+            return Ended(StopMode.CANCEL, "the Spark session was lost", died, lost=True)
         if error is not None:
             return Ended(StopMode.CANCEL, "the query failed", str(error))
         return Ended(StopMode.CANCEL, "the query stopped")

@@ -1,0 +1,148 @@
+"""Whether this process's Spark JVM still lives, and forgetting a session whose JVM died.
+
+A SparkSession's driver is a JVM, a child of the Python process that
+started it. The kernel's OOM killer picks it first (it is the largest
+process), and once it is gone every Py4J call fails with a connection
+error, while pyspark still holds the dead session as the active one.
+
+* :func:`jvm_death` says, without a Py4J call, whether the JVM has exited
+  and why, in sparkfn's words ("the Spark JVM (pid 4242) was killed by
+  SIGKILL, as the kernel's OOM killer does").
+* :class:`JvmWatch` is a thread that looks every :data:`WATCH_SECONDS` and
+  calls its ``on_death`` once with that cause: a worker starts a new
+  session, ``localrun`` ends with one line.
+* :func:`forget_session` clears what pyspark keeps of a dead session, so
+  that the next :func:`~sparkfn.runtime.spark.session.spark_session` starts
+  a new JVM instead of handing back the dead one.
+
+A session whose JVM this process did not start (a gateway given through
+``PYSPARK_GATEWAY_PORT``) has no process to watch: :func:`jvm_death` then
+says ``None`` and the watch is idle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from pyspark.sql import SparkSession
+
+_LOG = logging.getLogger("sparkfn.spark")
+
+WATCH_SECONDS = 0.5  # how often a JvmWatch looks at the JVM process (a waitpid, no Py4J call)
+SESSION_LOST = "SparkSessionLost"  # the type of the death cause of a run whose JVM died
+
+
+def jvm_process() -> subprocess.Popen[bytes] | None:
+    """The JVM process of this process's Spark gateway, or None (none, or not a child)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway  # noqa: SLF001 - pyspark's one gateway per process
+    return getattr(gateway, "proc", None) if gateway is not None else None
+
+
+def describe_exit(pid: int, code: int) -> str:
+    """Why the JVM ``pid`` ended, from its exit status (negative: the signal)."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        oom = ", as the kernel's OOM killer does" if -code == signal.SIGKILL else ""
+        return f"the Spark JVM (pid {pid}) was killed by {name}{oom}"
+    return f"the Spark JVM (pid {pid}) exited with code {code}"
+
+
+def jvm_death(process: subprocess.Popen[bytes] | None = None) -> str | None:
+    """Why the JVM (``process``, by default this process's gateway's) ended; None while it runs."""
+    process = process if process is not None else jvm_process()
+    if process is None:
+        return None
+    code = process.poll()
+    return None if code is None else describe_exit(process.pid, code)
+
+
+class JvmWatch:
+    """A daemon thread calling ``on_death(cause)`` once, when the JVM ``process`` ends.
+
+    ``close()`` stops it without a call (idempotent); a JVM stopped by this
+    process on purpose is closed first, so its exit is not a death.
+    """
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        on_death: Callable[[str], None],
+        *,
+        interval: float = WATCH_SECONDS,
+    ) -> None:
+        self.process = process
+        self.on_death = on_death
+        self.interval = interval
+        self._closed = threading.Event()
+        self._thread = threading.Thread(
+            target=self._watch, name=f"sparkfn-jvm-watch-{process.pid}", daemon=True
+        )
+
+    def start(self) -> JvmWatch:
+        """Start looking; returns self."""
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop looking (the caller ends the JVM on purpose, or no longer cares)."""
+        self._closed.set()
+
+    def _watch(self) -> None:
+        while not self._closed.wait(self.interval):
+            cause = jvm_death(self.process)
+            if cause is None:
+                continue
+            if self._closed.is_set():
+                return
+            self._closed.set()
+            _LOG.error("%s", cause)
+            try:
+                self.on_death(cause)
+            except Exception:
+                _LOG.exception("acting on the death of the Spark JVM failed")
+            return
+
+
+def forget_session(spark: SparkSession) -> None:
+    """Clear what pyspark keeps of ``spark`` after its JVM died, without a Py4J call.
+
+    The next session this process asks for starts a new JVM. The dead JVM's
+    process is reaped. Only for a session whose JVM has ended: a live one
+    is stopped with ``spark.stop()``.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession as Session
+    from pyspark.sql.context import SQLContext
+
+    context = spark.sparkContext
+    context._jsc = None  # noqa: SLF001 - stop() then makes no Py4J call
+    with contextlib.suppress(Exception):
+        context.stop()  # the accumulator server, and the active context
+    Session._instantiatedSession = None  # noqa: SLF001 - what spark.stop() clears
+    Session._activeSession = None  # noqa: SLF001
+    SQLContext._instantiatedContext = None  # noqa: SLF001
+    gateway = SparkContext._gateway  # noqa: SLF001
+    SparkContext._gateway = None  # noqa: SLF001
+    SparkContext._jvm = None  # noqa: SLF001
+    if gateway is None:
+        return
+    with contextlib.suppress(Exception):  # its sockets only: the JVM side is gone
+        gateway.close(keep_callback_server=False, close_callback_server_connections=True)
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        with contextlib.suppress(Exception):
+            process.kill()  # dead already; a JVM that only stopped answering goes too
+            process.wait(5)
