@@ -57,6 +57,9 @@ POLL_SECONDS = 0.1
 # objects on the way out) before Spark kills their workers.
 CANCEL_GRACE_SECONDS = 3.0
 
+# How long a Py4J failure waits for the JVM's exit, to tell a dead JVM from a passing error.
+JVM_EXIT_SECONDS = 2.0
+
 StartQuery = Callable[[int], "StreamingQuery"]  # epoch -> the started query
 
 
@@ -256,7 +259,7 @@ class QueryTarget:
         try:
             error = query.exception()
         except Exception:
-            died = jvm_death()
+            died = jvm_death(wait=JVM_EXIT_SECONDS)
             if died is None:
                 raise  # the JVM lives: a passing Py4J failure, the supervisor asks again
             return Ended(StopMode.CANCEL, "the Spark session was lost", died, lost=True)

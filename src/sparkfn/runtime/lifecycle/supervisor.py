@@ -354,7 +354,8 @@ class Supervisor:
             )
         control.mark_handled(self.store, self.control_id, live)
         self.failure = FunctionFailure(self.fqfn, None, cause, False)
-        _LOG.error("%s %s: %s; the run ends", self.target.kind, self.fqfn, message)
+        # Said once by whoever saw the JVM die (the worker, localrun's error line): INFO here.
+        _LOG.info("%s %s: %s; the run ends", self.target.kind, self.fqfn, message)
         # Its objects lived in the session's Python workers: closed where they still run.
         self._close(self._all(), graceful=False)
         self._set_all(control.ERROR, f"lost: {message}", live)

@@ -11,6 +11,10 @@ error, while pyspark still holds the dead session as the active one.
 * :class:`JvmWatch` is a thread that looks every :data:`WATCH_SECONDS` and
   calls its ``on_death`` once with that cause: a worker starts a new
   session, ``localrun`` ends with one line.
+* :func:`quiet_accumulators` keeps pyspark's accumulator server from
+  printing a traceback on stderr when the JVM's connection to it ends, and
+  :func:`quiet_py4j` keeps Py4J from logging one for each call that found
+  the JVM gone (the caller gets the error and says what it means).
 * :func:`forget_session` clears what pyspark keeps of a dead session, so
   that the next :func:`~sparkfn.runtime.spark.session.spark_session` starts
   a new JVM instead of handing back the dead one.
@@ -25,13 +29,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import subprocess
-
     from pyspark.sql import SparkSession
 
 _LOG = logging.getLogger("sparkfn.spark")
@@ -60,12 +64,20 @@ def describe_exit(pid: int, code: int) -> str:
     return f"the Spark JVM (pid {pid}) exited with code {code}"
 
 
-def jvm_death(process: subprocess.Popen[bytes] | None = None) -> str | None:
-    """Why the JVM (``process``, by default this process's gateway's) ended; None while it runs."""
+def jvm_death(process: subprocess.Popen[bytes] | None = None, *, wait: float = 0.0) -> str | None:
+    """Why the JVM (``process``, by default this process's gateway's) ended; None while it runs.
+
+    With ``wait``, a JVM still running is given that many seconds to end: a
+    Py4J call that found its socket closed may come before the JVM's exit
+    can be reaped.
+    """
     process = process if process is not None else jvm_process()
     if process is None:
         return None
-    code = process.poll()
+    try:
+        code = process.wait(wait) if wait > 0 else process.poll()
+    except subprocess.TimeoutExpired:
+        return None
     return None if code is None else describe_exit(process.pid, code)
 
 
@@ -146,3 +158,45 @@ def forget_session(spark: SparkSession) -> None:
         with contextlib.suppress(Exception):
             process.kill()  # dead already; a JVM that only stopped answering goes too
             process.wait(5)
+
+
+def quiet_accumulators(spark: SparkSession) -> None:
+    """No traceback from ``spark``'s accumulator server when its JVM's connection ends.
+
+    pyspark's server (a ``socketserver``) prints one on stderr for the
+    ``EOFError`` a dead JVM's closed socket gives; other errors are printed
+    as before.
+    """
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    if server is None:
+        return
+    report = server.handle_error
+
+    def handle_error(request: object, address: object) -> None:
+        if isinstance(sys.exc_info()[1], EOFError | ConnectionError):
+            return  # the JVM closed its connection: it ended, which is said elsewhere
+        report(request, address)
+
+    server.handle_error = handle_error
+
+
+PY4J_SEND_FAILED = "Exception while sending command."  # what Py4J logs, on the root logger
+
+
+def _not_py4j_send_failure(record: logging.LogRecord) -> bool:
+    """False for Py4J's own record of a call whose connection failed (see :func:`quiet_py4j`)."""
+    if record.name != "root" or record.msg != PY4J_SEND_FAILED:
+        return True
+    return not (record.pathname.endswith("java_gateway.py") and record.exc_info)
+
+
+def quiet_py4j() -> None:
+    """Drop Py4J's traceback for a call whose connection to the JVM failed (once per process).
+
+    Py4J logs it on the root logger (configuring logging if nothing did), and
+    the call then raises in its caller, which reports it in sparkfn's words:
+    the traceback only repeated it, once per call, when the JVM died.
+    """
+    root = logging.getLogger()
+    if _not_py4j_send_failure not in root.filters:
+        root.addFilter(_not_py4j_send_failure)
