@@ -105,7 +105,13 @@ def test_a_worker_whose_jvm_is_killed_runs_every_function_again_and_loses_nothin
     feeder.join()
 
     expected = collections.Counter(f"{n}:m{i}" for n in FUNCTIONS for i in range(COUNT))
-    wait_for(lambda: topic_counts(store) == expected, "every input once per function", 120)
+
+    def how_far() -> str:
+        found = topic_counts(store)
+        missing, repeated = expected - found, found - expected
+        return f"every input once per function: missing {sorted(missing)[:5]}... ({len(missing)}), repeated {sorted(repeated)[:5]}"
+
+    wait_for(lambda: topic_counts(store) == expected, how_far, 120, worker_process.log)
     assert worker_process.proc.poll() is None  # the same worker process throughout
     for fqfn in fqfns:
         causes = [t["cause"] for t in control.transitions_of(store, fqfn) if t["to"] == "ERROR"]

@@ -15,6 +15,11 @@ error, while pyspark still holds the dead session as the active one.
   printing a traceback on stderr when the JVM's connection to it ends, and
   :func:`quiet_py4j` keeps Py4J from logging one for each call that found
   the JVM gone (the caller gets the error and says what it means).
+* :func:`collect_all` is ``DataFrame.collect()`` that never returns part of
+  the rows: pyspark reads a collect's rows from a socket the JVM serves, and
+  takes the socket's end for the rows' end, so a JVM that dies mid-read
+  would hand back a truncated list (a commit would then move the cursors
+  past messages whose outputs it never saw).
 * :func:`forget_session` clears what pyspark keeps of a dead session, so
   that the next :func:`~sparkfn.runtime.spark.session.spark_session` starts
   a new JVM instead of handing back the dead one.
@@ -36,7 +41,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 _LOG = logging.getLogger("sparkfn.spark")
 
@@ -200,3 +205,24 @@ def quiet_py4j() -> None:
     root = logging.getLogger()
     if _not_py4j_send_failure not in root.filters:
         root.addFilter(_not_py4j_send_failure)
+
+
+class SessionLostError(RuntimeError):
+    """The Spark JVM ended during a call whose result would have been partial."""
+
+
+def collect_all(frame: DataFrame) -> list[Row]:
+    """``frame.collect()``, or :class:`SessionLostError` if the JVM ended during the read.
+
+    After the rows are read, one Py4J round trip asks the JVM the time: a
+    JVM that closed the rows' socket by dying has closed the gateway's too,
+    so the call fails, and the caller commits nothing of the batch.
+    """
+    rows = frame.collect()
+    try:
+        frame.sparkSession._jvm.java.lang.System.nanoTime()  # type: ignore[union-attr]  # noqa: SLF001
+    except Exception as exc:
+        why = jvm_death(wait=2.0) or f"the Spark JVM stopped answering ({type(exc).__name__})"
+        msg = f"{why} while a batch's rows were read; nothing of the batch is committed"
+        raise SessionLostError(msg) from exc
+    return rows
