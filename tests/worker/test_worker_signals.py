@@ -3,7 +3,7 @@
 A worker of its own (in a session of its own) runs a function that has
 processed a message; then it gets SIGTERM (a service manager's stop) or a
 SIGINT to its whole process group (a terminal's Ctrl+C, which reaches its
-JVM, zygote and Spark's Python processes too). It exits 0, its function
+JVM, zygote and Spark's Python processes too). It exits cleanly, its function
 suspended, and its output (stdout and stderr, every child's included) holds
 no traceback, interrupt or query failure.
 """
@@ -64,7 +64,9 @@ def test_a_worker_stopped_by_a_signal_prints_no_traceback(
     finally:
         worker.stop(signal.SIGKILL)  # only if it is still there
     said = worker.output()
-    assert code == 0, said
+    # uvicorn ends by the signal it stopped for once it has stopped (a service manager
+    # counts a SIGTERM it sent as a clean stop); Ctrl+C is exit 0.
+    assert code in (0, -signal.SIGTERM if how == "SIGTERM" else 0), said
     assert not [word for word in NOT_SAID if word in said], said
     record = control.read_control(store, "public/default/echo")
     assert record is not None and record.state == control.SUSPENDED, said
