@@ -124,3 +124,28 @@ def test_a_worker_whose_jvm_is_killed_runs_every_function_again_and_loses_nothin
     assert health["sparkSession"] == "up"
     assert health["sparkRestarts"] == 1
     assert "killed by SIGKILL" in health["sparkLostCause"]
+
+
+@pytest.mark.long_running(60)
+@pytest.mark.backend("sqlite")
+def test_a_worker_that_cannot_start_a_new_session_exits_non_zero(
+    store_url: str, data_dir: Path, tmp_path: Path
+) -> None:
+    # Spark's launch scripts read SPARK_CONF_DIR/spark-env.sh at each JVM start: made
+    # to fail once the first session runs, the next JVM cannot start.
+    conf = tmp_path / "spark-conf"
+    conf.mkdir()
+    worker = WorkerProcess(data_dir, store_url, env={"SPARK_CONF_DIR": str(conf)}).start()
+    try:
+        worker.wait_ready()  # the session is up
+        (conf / "spark-env.sh").write_text("echo 'no JVM today' >&2\nexit 1\n")
+        assert worker.proc is not None
+        os.kill(jvm_of(worker.proc.pid), signal.SIGKILL)
+        code = worker.proc.wait(120)
+    finally:
+        worker.stop(signal.SIGKILL)  # only if it is still there
+    said = worker.output()
+    assert code == 4, said
+    last = said.strip().splitlines()[-1]
+    assert last.startswith("error: the Spark JVM"), said
+    assert "killed by SIGKILL" in last and "no new Spark session could start" in last, said

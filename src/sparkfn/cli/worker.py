@@ -76,6 +76,9 @@ def start(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # Py4J logs each connection it opens or closes at INFO, and a traceback for each
+    # call that found the JVM gone: sparkfn says what matters of those itself.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     worker = Worker(settings)
     worker.open()
     restoring = threading.Thread(target=worker.restore, name="sparkfn-restore", daemon=True)
@@ -93,7 +96,7 @@ def start(
 
     def session_failed(message: str) -> None:
         session_failures.append(message)
-        os.kill(os.getpid(), signal.SIGTERM)
+        server.should_exit = True  # as SIGTERM, but uvicorn then raises no signal again
 
     worker.on_session_failure = session_failed
     app = create_app(worker, shutdown_worker=True)
