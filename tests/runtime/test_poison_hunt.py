@@ -24,6 +24,7 @@ from sparkfn.runtime.function.rows import (
     DLQ_REAL_TOPIC,
 )
 from sparkfn.runtime.lifecycle import control
+from sparkfn.runtime.lifecycle.causes import short_error
 from sparkfn.runtime.lifecycle.poison import Hunt, describe_exit, worker_crashed
 from sparkfn.runtime.metrics_store import instance_totals, latest_exceptions
 from sparkfn.runtime.query.deadletter import dead_letter_input
@@ -79,6 +80,19 @@ def _status_of(action: str) -> int:
         os.kill(os.getpid(), signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     return status
+
+
+def test_a_spark_error_is_said_without_py4j_call_lines() -> None:
+    assert short_error(CRASHED) == (
+        "a Python worker exited unexpectedly while running a batch of the query "
+        "(its process ended: os._exit, a signal, the OOM killer)"
+    )
+    assert short_error(RAISED) == "RuntimeError: db unreachable"
+    java = (
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o86.start.\n"
+        ": org.apache.spark.SparkException: the checkpoint is not there\n\tat x.y(Z.java:1)\n"
+    )
+    assert short_error(java) == "the checkpoint is not there"
 
 
 def test_exit_statuses_read_as_a_code_or_a_signal() -> None:

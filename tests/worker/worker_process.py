@@ -48,6 +48,8 @@ class WorkerProcess:
     env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
+    # In a session of its own: a signal to its process group reaches its whole tree only.
+    new_session: bool = False
 
     @property
     def url(self) -> str:
@@ -70,7 +72,11 @@ class WorkerProcess:
         ]
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **self.env}
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+                start_new_session=self.new_session,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

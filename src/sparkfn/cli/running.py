@@ -140,6 +140,8 @@ class QueryRun(Protocol):
 
     def status(self) -> FunctionStatus: ...
 
+    def lose(self, cause: str) -> None: ...
+
 
 def run_query(
     run: QueryRun,
@@ -160,6 +162,7 @@ def run_query(
     left running and the signals are given back.
     """
     from sparkfn.api.errors import ConnectorFailedError, FunctionFailedError
+    from sparkfn.runtime.spark.liveness import jvm_death
 
     failure: Exception | None = None
     shown: Display | None = None
@@ -191,6 +194,8 @@ def run_query(
                     run.stop(mode, timeout=0)
                 _show_logs(logged, shown)
                 shown.update(run.status())
+                if (died := jvm_death()) is not None:  # the run cannot go on: it ends in ERROR
+                    run.lose(died)
         except (FunctionFailedError, ConnectorFailedError) as exc:
             failure = exc
         status = run.status()
@@ -257,6 +262,11 @@ def start_spark(run: QueryRun, label: str) -> Any:
 
 
 def _stop_spark(spark: Any) -> None:
+    from sparkfn.runtime.spark.liveness import forget_session, jvm_death
+
+    if jvm_death() is not None:  # nothing to stop: the JVM is gone
+        forget_session(spark)
+        return
     try:
         spark.stop()
     except Exception as exc:  # the run is over; a failing stop must not hide its result

@@ -92,6 +92,9 @@ def start(
     # Before anything is written or started: what the worker, Spark and its Python
     # workers create (segments, packages, logs, checkpoints) is its user's only.
     os.umask(PRIVATE_UMASK)
+    # Py4J logs each connection it opens or closes at INFO, and a traceback for each
+    # call that found the JVM gone: sparkfn says what matters of those itself.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     worker = Worker(settings)
     worker.open()  # the data directory 0700, a SQLite store 0600
     tighten_tree(Path(settings.data_dir) / "logs")  # log files an older worker left 0644
@@ -104,6 +107,15 @@ def start(
     # A function whose failure policy says SHUTDOWN_WORKER stops the whole worker
     # as SIGTERM does: the server ends gracefully and its shutdown stops the rest.
     worker.on_shutdown_request = lambda: os.kill(os.getpid(), signal.SIGTERM)
+    # A JVM that died and no new session: the worker ends, non-zero, for its service
+    # manager to start it again.
+    session_failures: list[str] = []
+
+    def session_failed(message: str) -> None:
+        session_failures.append(message)
+        server.should_exit = True  # as SIGTERM, but uvicorn then raises no signal again
+
+    worker.on_session_failure = session_failed
     app = create_app(worker, shutdown_worker=True)
     # SIGTERM and Ctrl+C end the server gracefully; the app's shutdown stops the functions.
     # Requests still running REQUEST_GRACE s after SIGTERM are cancelled (one stuck
@@ -115,10 +127,14 @@ def start(
         server.run(sockets=[listening])
     if not server.started:  # the app's startup failed; uvicorn logged why
         raise typer.Exit(STARTUP_FAILED)
+    if session_failures:
+        sys.stderr.write(f"error: {session_failures[0]}\n")
+        raise typer.Exit(SPARK_LOST)
 
 
 STARTUP_FAILED = 3  # uvicorn's own exit status for a server that never started
 REQUEST_GRACE = 10  # seconds requests in progress get to finish after SIGTERM
+SPARK_LOST = 4  # the Spark JVM died and no new session could start
 
 
 def listen(host: str, port: int) -> socket.socket:

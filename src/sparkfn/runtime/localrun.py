@@ -199,6 +199,11 @@ class LocalRun(Closing):
         self.supervisor.stop(mode)
         return self.supervisor.wait(timeout)
 
+    def lose(self, cause: str) -> None:
+        """The session's JVM died (``cause``): the run ends in ``ERROR`` with it (no Spark call)."""
+        if self.supervisor is not None:
+            self.supervisor.lose(cause)
+
     def drain(self, timeout: float | None = None) -> bool:
         """Process everything present now, ``prepare_to_shutdown``, ``shutdown``, ``close``; ``STOPPED``."""
         return self.stop(StopMode.DRAIN, timeout=timeout)

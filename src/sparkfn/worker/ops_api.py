@@ -3,7 +3,8 @@
 ==========  ============  ==================================================
 verb        path          what
 ==========  ============  ==================================================
-GET         ``/health``   200 while the process serves requests (liveness)
+GET         ``/health``   200 while the process serves requests and its Spark
+                          session runs or is being started again (liveness)
 GET         ``/ready``    200 once the worker can run functions; else 503
 GET         ``/metrics``  every function's metrics and the worker's, in
                           Prometheus text format (:mod:`sparkfn.worker.metrics`)
@@ -14,6 +15,12 @@ the store answers a query, writes go through and the SparkSession is up and
 answers. A 503 is an :class:`~sparkfn.worker.http.ErrorBody` whose ``reason``
 says which is not (``restoring``, ``store_unavailable``, ``storage_full``,
 ``spark_unavailable``).
+
+``/health`` says the SparkSession's state too (``sparkSession``: ``none``,
+``up``, ``restarting``, ``failed``; :mod:`sparkfn.worker.session`), how many
+times a new session was started after its JVM died, and why the last one was
+lost. It answers 503 ``spark_lost`` once no new session could start (the
+worker then exits non-zero): the probe to wire to a liveness check.
 
 Writes go through unless the worker's last write failed for want of space
 or of a store (:attr:`sparkfn.store.store.Store.health`); then each ``/ready``
@@ -37,6 +44,7 @@ from sparkfn.api.errors import SparkfnError
 from sparkfn.worker.http import ErrorBody, error_response
 from sparkfn.worker.metrics import metrics_registry, metrics_text
 from sparkfn.worker.service import Worker
+from sparkfn.worker.session import FAILED, RESTARTING
 
 
 class Health(BaseModel):
@@ -47,6 +55,10 @@ class Health(BaseModel):
     status: str
     worker_id: str
     uptime_seconds: float
+    # The SparkSession: none (not asked for yet), up, restarting (its JVM died), failed.
+    spark_session: str
+    spark_restarts: int  # new sessions started after a JVM died
+    spark_lost_cause: str | None = None  # why the last session was lost
 
 
 class Readiness(BaseModel):
@@ -87,6 +99,11 @@ def not_ready(worker: Worker) -> NotReady | None:
         except Exception as exc:  # whatever stops a small write stops the worker's
             reason = exc.reason if isinstance(exc, SparkfnError) else "store_unavailable"
             return NotReady(reason, f"writes fail: {exc}")
+    if worker.session.state == RESTARTING:
+        return NotReady(
+            "spark_unavailable",
+            f"a new Spark session is starting: {worker.session.last_loss}",
+        )
     spark = worker.spark_if_started
     if spark is None:
         why = worker.spark_error or "no SparkSession was started"
@@ -103,13 +120,26 @@ def ops_router(worker: Worker) -> APIRouter:
     router = APIRouter(tags=["operations"])
     registry = metrics_registry(worker)
 
-    @router.get("/health", response_model=Health)
-    def health() -> Health:
-        """Liveness: 200 while the worker process serves requests."""
+    @router.get(
+        "/health",
+        response_model=Health,
+        responses={503: {"model": ErrorBody, "description": "No Spark session could start."}},
+    )
+    def health() -> Health | JSONResponse:
+        """Liveness: 200 while the worker serves requests and its Spark session runs or
+        is being started again; 503 ``spark_lost`` once a new session could not start."""
+        session = worker.session
+        if session.state == FAILED:
+            why = session.error or "no new session started"
+            message = f"Spark session lost ({session.last_loss}) and not started again: {why}"
+            return error_response(503, "spark_lost", message)
         return Health(
             status="alive",
             worker_id=worker.settings.worker_id,
             uptime_seconds=time.time() - worker.started_at,
+            spark_session=session.state,
+            spark_restarts=session.restarts,
+            spark_lost_cause=session.last_loss,
         )
 
     # HEAD as GET (FastAPI adds no HEAD to a GET route), kept out of the document.

@@ -60,7 +60,6 @@ from sparkfn.runtime.query.build import (
     resolve_inputs,
     topic_creation,
 )
-from sparkfn.runtime.spark.session import spark_session, warm_up
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
 from sparkfn.store.store import Store
@@ -68,6 +67,7 @@ from sparkfn.topics import subscription
 from sparkfn.topics.autocreate import TopicCreation, ensure_topic
 from sparkfn.worker.builtin_connectors import check_configs
 from sparkfn.worker.hosted_source import HostedSource, purge_source, validate_source
+from sparkfn.worker.recovery import recover
 from sparkfn.worker.registry import (
     KINDS,
     C,
@@ -79,15 +79,13 @@ from sparkfn.worker.registry import (
     kind_of,
     registry_key,
 )
+from sparkfn.worker.session import WorkerSession
 from sparkfn.worker.settings import WorkerSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-# Every function gets a pool of its own under Spark's FAIR scheduler.
-SPARK_CONF = {"spark.scheduler.mode": "FAIR"}
 
 # One run the worker hosts: a function's or a sink's query, or a source's instances.
 Run = LocalRun | HostedSource
@@ -101,7 +99,8 @@ class Worker:
     def __init__(self, settings: WorkerSettings, *, spark: SparkSession | None = None) -> None:
         self.settings = settings
         self.store: Store | None = None
-        self._spark = spark
+        # The session every function and sink shares, watched: see recover().
+        self.session = WorkerSession(settings.spark_master, spark=spark, on_death=self._lost)
         # Keyed by registry key: a function's FQFN, source:<fqn>, sink:<fqn>.
         self._runs: dict[str, Run] = {}
         self._groups: dict[str, QueryGroup] = {}
@@ -109,7 +108,6 @@ class Worker:
         self._dedicated: set[str] = set()
         self._lock = threading.RLock()
         self._starting = threading.Lock()
-        self._session_lock = threading.Lock()
         # Called when a function's policy says SHUTDOWN_WORKER (the CLI ends the server).
         self.on_shutdown_request: Callable[[], None] | None = None
         self._closing = False
@@ -119,9 +117,8 @@ class Worker:
         self.restored_functions: list[str] = []
         self.restored_connectors: list[str] = []  # source:<fqn> and sink:<fqn> keys
         self.function_starts = 0  # runs this worker started: restore, create, start, ...
-        self.spark_error: str | None = None  # why Spark did not start, if it did not
-        # The session's warm-up (runtime.spark.warm_up), if this worker made the session.
-        self.warming: threading.Thread | None = None
+        # Called when a new session cannot start after the JVM died (the CLI exits non-zero).
+        self.on_session_failure: Callable[[str], None] | None = None
 
     # --- the process -------------------------------------------------------------
 
@@ -140,7 +137,6 @@ class Worker:
             try:
                 self.spark  # noqa: B018 -- started now: readiness means Spark is up
             except Exception as exc:
-                self.spark_error = f"{type(exc).__name__}: {exc}"
                 log.error("Spark did not start (master %s): %s", self.settings.spark_master, exc)
                 return started
             for kind in MODELS:
@@ -181,29 +177,37 @@ class Worker:
     @property
     def spark_if_started(self) -> SparkSession | None:
         """The worker's SparkSession if it has one yet, else None (never starts one)."""
-        return self._spark
+        return self.session.if_started
 
     @property
     def spark(self) -> SparkSession:
         """The SparkSession every function of this worker shares (created on first use)."""
-        with self._session_lock:  # the restore and a request may both ask first
-            if self._spark is None:
-                self._spark = spark_session(
-                    master=self.settings.spark_master, app_name="sparkfn worker", conf=SPARK_CONF
-                )
-                self.warming = threading.Thread(
-                    target=self._warm_up, args=(self._spark,), name="sparkfn-warm-up", daemon=True
-                )
-                self.warming.start()
-            return self._spark
+        return self.session.get()
 
-    @staticmethod
-    def _warm_up(spark: SparkSession) -> None:
-        """In the background: the session's first Python tasks, before any function's."""
-        try:
-            warm_up(spark)
-        except Exception as exc:  # noqa: BLE001 - only a first batch's speed depends on it
-            log.debug("the session's warm-up tasks failed: %s", exc)
+    @property
+    def spark_error(self) -> str | None:
+        """Why Spark did not start, if it did not."""
+        return self.session.error
+
+    @property
+    def warming(self) -> threading.Thread | None:
+        """The session's warm-up (runtime.spark.warm_up), if this worker made the session."""
+        return self.session.warming
+
+    def _lost(self, cause: str) -> None:
+        """The session's JVM died (on the watch's thread): :func:`~.recovery.recover`."""
+        if not self._closing:
+            recover(self, cause)
+
+    def take_session_runs(self) -> tuple[list[LocalRun], list[QueryGroup]]:
+        """Take out every run of the session (the functions' and sinks' queries) and
+        its query groups; the sources' runs stay (they do not run in Spark)."""
+        with self._lock:
+            keys = [key for key, run in self._runs.items() if isinstance(run, LocalRun)]
+            runs = [run for key in keys if isinstance(run := self._runs.pop(key), LocalRun)]
+            groups = list(self._groups.values())
+            self._groups.clear()
+        return runs, groups
 
     def running(self, kind: str | None = "function") -> list[str]:
         """FQFNs of the functions (or sources, sinks; None: registry keys of all) whose runs
@@ -237,6 +241,7 @@ class Worker:
         for run in late:
             run.stop(StopMode.CANCEL, timeout=_until(deadline))
         log.info("worker stopped %d run(s) (%s)", len(runs), stop_mode)
+        self.session.close()
         with self._lock:
             groups = list(self._groups.values())
             self._groups.clear()
@@ -461,6 +466,10 @@ class Worker:
         if self.settings.allow_auto_topic_creation or not config.auto_create_topics:
             return config
         return config.model_copy(update={"auto_create_topics": False})
+
+    def start_run(self, config: HostedConfig) -> Run:
+        """Start ``config``'s run unless it runs already (a recovery's start)."""
+        return self._start(config)
 
     def _start(self, config: HostedConfig, prepared: PreparedRun | None = None) -> Run:
         if isinstance(config, FunctionConfig):

@@ -38,6 +38,7 @@ from sparkfn.runtime.group.task import SliceResult
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import commit_stats_many
 from sparkfn.runtime.query.commit import FunctionBatch, FunctionBatchWriter
+from sparkfn.runtime.spark.liveness import collect_all
 from sparkfn.runtime.stats import InstanceStats
 from sparkfn.store.store import Store
 from sparkfn.topics.log import StagedSegment
@@ -109,7 +110,7 @@ class GroupCommitter:
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Commit each member's part of batch ``batch_id``: one transaction, a savepoint each."""
         results: list[SliceResult] = [
-            r for row in frame.collect() for r in pickle.loads(row.payload)
+            r for row in collect_all(frame) for r in pickle.loads(row.payload)
         ]
         by_member: dict[tuple[str, int], list[SliceResult]] = {}
         for result in results:

@@ -31,9 +31,10 @@ from sparkfn.runtime.group import members, overrun, suspects
 from sparkfn.runtime.group.commit import GroupCommitter
 from sparkfn.runtime.group.reader import GROUP_FORMAT, GroupDataSource
 from sparkfn.runtime.lifecycle import objects
-from sparkfn.runtime.lifecycle.query_target import QueryTarget
+from sparkfn.runtime.lifecycle.query_target import JVM_EXIT_SECONDS, QueryTarget
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.runtime.query.build import REGISTER_LOCK, activate
+from sparkfn.runtime.spark.liveness import jvm_death
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 
@@ -175,7 +176,15 @@ class QueryGroup:
             self.error = str(exc)
         if self._closed:
             return
-        error = query.exception()
+        try:
+            error = query.exception()
+        except Exception:
+            died = jvm_death(wait=JVM_EXIT_SECONDS)
+            if died is None:
+                raise
+            # The session is gone: its owner (a worker) closes the group and makes another.
+            _LOG.info("query group %s: its query ended with the session: %s", self.name, died)
+            return
         self.error = str(error) if error is not None else "the query stopped"
         delay = RESTART_BACKOFF_SECONDS[min(self.restarts, len(RESTART_BACKOFF_SECONDS) - 1)]
         if self._interrupted:  # cancelled to drop a member that overran: again at once

@@ -10,6 +10,7 @@ when it escalates past ``max_restarts`` or finds its run replaced;
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from sparkfn.api.errors import FunctionFailure
@@ -17,22 +18,42 @@ from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.policy import FailurePolicy
 from sparkfn.runtime.lifecycle.control import InstanceRecord
 
+# What Spark says when a task's Python worker ended under it (os._exit, a signal, the OOM killer).
+WORKER_CRASHED = "Python worker exited unexpectedly"
+# Py4J's line for a failed call into the JVM: an object id and a method, nothing of the cause.
+_PY4J_CALL = re.compile(r"^(py4j\.protocol\.)?Py4J\w*: An error occurred while calling \S+")
+# A Java exception's class name before its message ("org.apache.spark.SparkException: ").
+_JAVA_CLASS = re.compile(r"^:?\s*((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)):\s*")
+
 
 def short_error(text: str) -> str:
-    """The user-facing part of a Spark error: sparkfn's message if it is in there."""
-    for line in text.splitlines():
+    """The user-facing part of a Spark error: sparkfn's message if it is in there.
+
+    Never a bare Py4J call line ("An error occurred while calling
+    o86.collectToPython"): a task's crashed Python worker is said in sparkfn's
+    words, a Java exception by its message without its class name.
+    """
+    lines = text.splitlines()
+    for line in lines:
         stripped = line.strip()
         if stripped.startswith(("sparkfn.", "function ")) or "Error: function " in stripped:
             return stripped
+    if WORKER_CRASHED in text:
+        return (
+            "a Python worker exited unexpectedly while running a batch of the query "
+            "(its process ended: os._exit, a signal, the OOM killer)"
+        )
     # A Python worker's failure: its exception is the first unindented line
     # after the frames of the last traceback ("RuntimeError: db unreachable").
     _, marker, frames = text.rpartition("Traceback (most recent call last):")
     if marker:
         for line in frames.splitlines()[1:]:
-            if line.strip() and not line[0].isspace():
+            if line.strip() and not line[0].isspace() and not _PY4J_CALL.match(line):
                 return line.strip()
-    first = text.strip().splitlines()
-    return first[0] if first else text
+    said = [line.strip() for line in lines if line.strip() and not _PY4J_CALL.match(line)]
+    if said:
+        return _JAVA_CLASS.sub("", said[0]) or said[0]
+    return lines[0].strip() if lines else text
 
 
 def failure_of(

@@ -39,6 +39,7 @@ from sparkfn.api.lifecycle import StopMode
 from sparkfn.runtime.lifecycle import control, objects
 from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.lifecycle.target import Ended
+from sparkfn.runtime.spark.liveness import jvm_death
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
@@ -55,6 +56,9 @@ POLL_SECONDS = 0.1
 # How long a cancel lets running tasks reach a batch boundary (closing their
 # objects on the way out) before Spark kills their workers.
 CANCEL_GRACE_SECONDS = 3.0
+
+# How long a Py4J failure waits for the JVM's exit, to tell a dead JVM from a passing error.
+JVM_EXIT_SECONDS = 2.0
 
 StartQuery = Callable[[int], "StreamingQuery"]  # epoch -> the started query
 
@@ -252,7 +256,13 @@ class QueryTarget:
         query = self.query
         if query is None or self._terminated is not query or self.parked:
             return None
-        error = query.exception()
+        try:
+            error = query.exception()
+        except Exception:
+            died = jvm_death(wait=JVM_EXIT_SECONDS)
+            if died is None:
+                raise  # the JVM lives: a passing Py4J failure, the supervisor asks again
+            return Ended(StopMode.CANCEL, "the Spark session was lost", died, lost=True)
         if error is not None:
             return Ended(StopMode.CANCEL, "the query failed", str(error))
         return Ended(StopMode.CANCEL, "the query stopped")

@@ -49,6 +49,7 @@ from sparkfn.runtime.lifecycle.poison import PoisonHunter
 from sparkfn.runtime.lifecycle.policy import RestartHistory, decide, policy_handler
 from sparkfn.runtime.lifecycle.states import RUN_TRANSITIONS, transition
 from sparkfn.runtime.lifecycle.target import RunTarget
+from sparkfn.runtime.spark.liveness import SESSION_LOST
 from sparkfn.store.store import Store
 
 _STARTED = frozenset({control.CREATED, control.STARTING, control.RUNNING})
@@ -298,6 +299,9 @@ class Supervisor:
         if mode is not None and graceful and not deaths and self.target.stopped(record):
             self._end(mode, "drained" if mode is StopMode.DRAIN else "suspended", graceful=True)
             return
+        if ended is not None and ended.lost:
+            self._lose(ended.error or ended.cause)
+            return
         ended = None if deaths else ended
         if ended is not None and ended.error is not None and self._hunt(ended.error):
             return
@@ -327,6 +331,36 @@ class Supervisor:
         self._finish(RunState.ERROR)
 
     # --- failures -----------------------------------------------------------------------
+    def lose(self, cause: str) -> None:
+        """What the target ran in is gone (its Spark JVM died): end the run in ``ERROR``.
+
+        Called by whoever saw it (a watch of the JVM), from any thread; a run
+        that has ended already is left as it is. No failure policy applies:
+        nothing can start again in that session. The owner of the session
+        (a worker) starts the run again in a new one.
+        """
+        with self._lock:
+            if not self._ended.is_set():
+                self._lose(cause)
+
+    def _lose(self, message: str) -> None:
+        thread = threading.current_thread().name
+        cause = DeathCause(SESSION_LOST, message, "", "spark session", thread)
+        record = control.read_control(self.store, self.control_id)
+        live = record.live(self.target.parallelism) if record is not None else self._all()
+        for i in live:
+            control.record_death(
+                self.store, self.control_id, i, cause, fatal=False, epoch=self.epoch
+            )
+        control.mark_handled(self.store, self.control_id, live)
+        self.failure = FunctionFailure(self.fqfn, None, cause, False)
+        # Said once by whoever saw the JVM die (the worker, localrun's error line): INFO here.
+        _LOG.info("%s %s: %s; the run ends", self.target.kind, self.fqfn, message)
+        # Its objects lived in the session's Python workers: closed where they still run.
+        self._close(self._all(), graceful=False)
+        self._set_all(control.ERROR, f"lost: {message}", live)
+        self._finish(RunState.ERROR)
+
     def _hunt(self, error: str) -> bool:
         """A query failure that a message may have caused by killing its worker: start the
         query again to find and pass it (:mod:`.poison`); ``False``: the policy decides."""

@@ -18,11 +18,13 @@ from sparkfn.runtime.lifecycle import control
 
 @dataclass(frozen=True)
 class Ended:
-    """The target stopped by itself: ``error`` if it failed as a whole (a Spark error)."""
+    """The target stopped by itself: ``error`` if it failed as a whole (a Spark error);
+    ``lost`` if what it ran in is gone (its Spark JVM died: no restart in this session)."""
 
     mode: StopMode
     cause: str
     error: str | None = None
+    lost: bool = False
 
 
 class RunTarget(Protocol):

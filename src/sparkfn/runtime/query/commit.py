@@ -50,6 +50,7 @@ from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.runtime.query.deadletter import dead_letter_topic
 from sparkfn.runtime.query.executor import TaskPiece, TaskSummary
+from sparkfn.runtime.spark.liveness import collect_all
 from sparkfn.runtime.stats import ExceptionInfo, InstanceStats
 from sparkfn.state.store import apply_mutations, merge_mutations
 from sparkfn.store import schema
@@ -233,6 +234,6 @@ class BatchCommitter:
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         """Collect the tasks' :class:`FunctionBatch` rows and commit them once."""
         messages: list[FunctionBatch | None] = [
-            pickle.loads(row.payload) for row in frame.collect()
+            pickle.loads(row.payload) for row in collect_all(frame)
         ]
         self.writer.commit(messages, batch_id)

@@ -229,6 +229,7 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     from sparkfn.runtime.spark import jvm
+    from sparkfn.runtime.spark.liveness import quiet_accumulators, quiet_py4j
     from sparkfn.topics.spark.source import SparkfnDataSource
 
     settings = {**DEFAULT_CONF, **_socket_conf(), **(conf or {})}
@@ -243,6 +244,9 @@ def spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if fresh:
+        quiet_accumulators(spark)
+        quiet_py4j()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(SparkfnDataSource)
     return spark

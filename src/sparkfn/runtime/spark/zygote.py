@@ -127,6 +127,9 @@ def serve(path: str, forked: frozenset[str] = FORKED) -> int:
     driver, fd in :data:`LISTENER_ENV`): a launcher that comes while they
     run waits in the backlog instead of being refused and running unforked.
     """
+    # A terminal's Ctrl+C reaches the driver's whole process group, this process too:
+    # it ends with its driver (stdin), never with a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     inherited = os.environ.pop(LISTENER_ENV, None)
     listener = socket.socket(fileno=int(inherited)) if inherited else listen(path)
     preload(forked)
@@ -239,8 +242,11 @@ def _become(conn: socket.socket, fds: list[int], request: dict[str, object]) -> 
     code = 1
     try:
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGCHLD, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
+        # As a process the JVM starts: pyspark starts the JVM with SIGINT ignored, so
+        # a Ctrl+C meant for the driver does not kill a query's source runner.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)

@@ -1,0 +1,134 @@
+"""How ``functions localrun`` ends when its JVM dies or a stop signal comes.
+
+Each test runs the real command in a session of its own (so its whole tree,
+the JVM, the zygote, Spark's Python daemon and workers, is found by session
+id and a signal can go to its process group as a terminal's Ctrl+C does),
+waits until the function has processed a message, then:
+
+* SIGKILLs its JVM (as the kernel's OOM killer would): the command ends
+  within 30 s, non-zero, with one error line naming the cause, and nothing of
+  its tree is left running;
+* sends SIGINT to its process group (Ctrl+C in a terminal) or SIGTERM to the
+  command (a service manager's stop): the run ends ``STOPPED``, exit 0, and
+  no process of sparkfn's prints a traceback or a query failure.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_runner import Cli, cli_env
+
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+
+# The crash tests' reader of a session's processes (tests/runtime/sessions.py).
+sys.path.append(str(Path(__file__).resolve().parents[1] / "runtime"))
+from sessions import session_processes  # noqa: E402
+
+EXCLAMATION = str(Path(__file__).resolve().parents[2] / "examples" / "exclamation.py")
+START_SECONDS = 180.0  # a cold JVM on a loaded two-core machine
+# What a normal stop must not print: a traceback, an interrupt, a query failure, Py4J's names.
+NOT_SAID = ("Traceback", "KeyboardInterrupt", "QueryFailed", "STREAM_FAILED", "py4j")
+
+pytestmark = pytest.mark.long_running(60)
+
+
+@pytest.fixture
+def localrun(store: Store) -> Iterator[subprocess.Popen[bytes]]:
+    """``functions localrun`` of exclamation.py over ``in``, once it has processed a message."""
+    admin = TopicAdmin(store)
+    admin.create("in", schema_type="string")
+    admin.create("out", schema_type="string")
+    cli = Cli(cli_env(store.data_dir, store.url))
+    args = ["--py", EXCLAMATION, "--name", "bang", "--inputs", "in", "--output", "out"]
+    args += ["--subscription-position", "earliest"]
+    proc = cli.popen(
+        "functions", "localrun", *args,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        Producer(store, "in").send_batch([Message(b"a")])
+        consumer = Consumer(store, "out", initial_position="earliest")
+        deadline = time.monotonic() + START_SECONDS
+        while not consumer.receive(max_messages=1, timeout=0.2):
+            assert proc.poll() is None, proc.communicate()[1].decode()
+            assert time.monotonic() < deadline, "the function never processed its message"
+        yield proc
+    finally:
+        for pid in session_processes(proc.pid):  # whatever a failed test left
+            _kill(pid)
+        proc.wait()
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _jvm(sid: int) -> int:
+    for pid in session_processes(sid):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if command.endswith(b"java"):
+            return pid
+    pytest.fail(f"no JVM in session {sid}")
+
+
+def _ended(proc: subprocess.Popen[bytes], within: float) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=within)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"localrun did not end within {within} s")
+    return proc.returncode, err.decode(errors="replace")
+
+
+def _nothing_left(sid: int) -> None:
+    """No process of the command's session outlives it (a moment for the last to go)."""
+    deadline = time.monotonic() + 10
+    while (left := session_processes(sid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in left}
+
+
+def test_localrun_whose_jvm_is_killed_ends_with_one_line_and_nothing_left(
+    localrun: subprocess.Popen[bytes],
+) -> None:
+    os.kill(_jvm(localrun.pid), signal.SIGKILL)
+    code, stderr = _ended(localrun, 30)
+    assert code != 0, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1, stderr
+    assert "function public/default/bang failed" in errors[0], stderr
+    assert "killed by SIGKILL" in errors[0], stderr
+    assert not any(word in stderr for word in NOT_SAID), stderr
+    _nothing_left(localrun.pid)
+
+
+@pytest.mark.parametrize("how", ["SIGINT to the group", "SIGTERM"])
+def test_a_stop_signal_ends_localrun_stopped_without_a_traceback(
+    localrun: subprocess.Popen[bytes], how: str
+) -> None:
+    if how == "SIGTERM":
+        localrun.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(localrun.pid, signal.SIGINT)  # a terminal's Ctrl+C reaches every process
+    code, stderr = _ended(localrun, 60)
+    assert code == 0, stderr
+    assert "STOPPED" in stderr.splitlines()[-1], stderr
+    assert not any(word in stderr for word in NOT_SAID), stderr
+    _nothing_left(localrun.pid)
