@@ -39,7 +39,7 @@ from sparkfn.api.status import DeathException, SourceInstanceStatus, SourceStatu
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.runner import SourceRunner, SourceState, SourceStats
 from sparkfn.runtime.lifecycle import control
-from sparkfn.runtime.lifecycle.states import FINAL_STATES
+from sparkfn.runtime.lifecycle.states import FINAL_STATES, IllegalTransition
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.store.store import Store
 
@@ -142,6 +142,8 @@ class SourceInstances:
                     )
                 if not self.supervised:
                     control.set_state(self.store, self.control_id, self.state, cause)
+        except IllegalTransition:
+            raise  # a defect of sparkfn's, for the runner's mover to see (SourceRunner)
         except Exception:
             logger.exception("source %s: recording %s -> %s failed", self.name, old, new)
         if self._hook is not None:
