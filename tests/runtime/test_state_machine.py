@@ -126,3 +126,31 @@ def test_the_supervisor_raises_on_an_illegal_move_of_its_run(store: Store) -> No
     with pytest.raises(IllegalTransition, match="CREATED -> RUNNING"):
         supervisor._move(RunState.RUNNING)
     assert supervisor.state is RunState.CREATED
+
+
+def test_parking_is_a_recorded_move_of_the_run_and_refuses_an_illegal_one(store: Store) -> None:
+    fqfn = f"public/default/parks-{store.dialect}"
+    control.begin_run(store, fqfn, "function", 1, "started")
+    control.set_state(store, fqfn, control.RUNNING, "started", [control.FUNCTION, 0])
+    running, parked = frozenset({control.RUNNING}), frozenset({control.PARKED})
+    with store.write() as conn:
+        assert control.move_run(conn, fqfn, control.PARKED, "quiet", only_from=running)
+    with store.write() as conn:
+        assert control.move_run(conn, fqfn, control.RUNNING, "input arrived", only_from=parked)
+    control.request_stop(store, fqfn, "drain")
+    with store.write() as conn:  # a stop wins: nothing moves
+        assert not control.move_run(conn, fqfn, control.PARKED, "quiet", only_from=running)
+    control.set_state(store, fqfn, control.STOPPED, "drained")
+    control.clear_stop(store, fqfn)
+    with store.write() as conn, pytest.raises(IllegalTransition, match="STOPPED -> PARKED"):
+        control.move_run(conn, fqfn, control.PARKED, "quiet", only_from=frozenset({"STOPPED"}))
+    moves = [(m["from"], m["to"], m["cause"]) for m in control.transitions_of(store, fqfn)]
+    assert moves[-4:] == [
+        ("RUNNING", "PARKED", "quiet"),
+        ("PARKED", "RUNNING", "input arrived"),
+        ("RUNNING", "STOPPING", "drain requested"),
+        ("STOPPING", "STOPPED", "drained"),
+    ]
+    record = control.read_control(store, fqfn)
+    assert record is not None and record.state == control.STOPPED
+    assert record.instances[0].state == control.RUNNING  # parking moves the run only

@@ -4,7 +4,7 @@ Parking is for functions with a query of their own (``dedicated``); a
 group's members never park (an idle member costs its group nothing).
 
 The shared worker parks after 3 s (``worker_process.SHARED_ENV``). Seen from
-outside: the function stays RUNNING while parked, every message sent before,
+outside: the function's instances stay RUNNING while it is parked, every message sent before,
 during and after a park comes out exactly once, the worker's log says when
 it parked and woke, and a drain of the parked function stops it gracefully.
 """

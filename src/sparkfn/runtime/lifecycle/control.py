@@ -42,7 +42,7 @@ FUNCTION = -1  # instance id of the function as a whole in transitions
 # Function and instance states (DESIGN.md 2.3), as stored: RunState values.
 CREATED, STARTING, RUNNING = RunState.CREATED, RunState.STARTING, RunState.RUNNING
 RESTARTING, STOPPING, STOPPED = RunState.RESTARTING, RunState.STOPPING, RunState.STOPPED
-SUSPENDED, ERROR = RunState.SUSPENDED, RunState.ERROR
+SUSPENDED, ERROR, PARKED = RunState.SUSPENDED, RunState.ERROR, RunState.PARKED
 ENDED = (STOPPED, SUSPENDED, ERROR)
 
 KINDS = ("function", "sink", "source")
@@ -317,6 +317,21 @@ def clear_stop(store: Store, fqfn: str) -> None:
             .where(runs.c.fqfn == fqfn)
             .values(stop_mode=None, drain_target=None, updated_at=utc_now())
         )
+
+
+def move_run(
+    conn: Connection, fqfn: str, state: str, cause: str, *, only_from: frozenset[str]
+) -> bool:
+    """Move the run to ``state`` in the caller's transaction if it is in one of
+    ``only_from`` and no stop is asked; whether it moved (parking, waking)."""
+    query = select(runs.c.state, runs.c.stop_mode).where(runs.c.fqfn == fqfn)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()  # as the reader's read of it in its plan
+    row = conn.execute(query).first()
+    if row is None or row.state not in only_from or row.stop_mode is not None:
+        return False
+    _transition(conn, fqfn, FUNCTION, state, cause, current=row.state)
+    return True
 
 
 def live_state(conn: Connection, control_id: str) -> str | None:

@@ -7,8 +7,9 @@ Three things carry a :class:`RunState`, each with its own table of legal moves:
   RUNNING -> (RESTARTING -> RUNNING)* -> STOPPING -> STOPPED | SUSPENDED |
   ERROR``. A death may end a live run (``ERROR``), a stop may arrive in any live
   state (``STOPPING``), a death while stopping gracefully is replaced so that the
-  drain or suspend ends (``RESTARTING``), and a user may start an ended run again
-  (``STARTING``):
+  drain or suspend ends (``RESTARTING``), a running run whose input is quiet
+  is parked and woken (``RUNNING -> PARKED -> RUNNING``), and a user may start
+  an ended run again (``STARTING``):
   :data:`RUN_TRANSITIONS`;
 * an **instance** in the stored control record ends with its run (``STOPPED``,
   ``SUSPENDED``), dies on its own (``ERROR`` from any live state), is replaced
@@ -45,8 +46,15 @@ Table = Mapping[RunState, frozenset[RunState]]
 RUN_TRANSITIONS: Table = {
     RunState.CREATED: frozenset({RunState.STARTING, RunState.STOPPED, RunState.SUSPENDED}),
     RunState.STARTING: frozenset({RunState.RUNNING, RunState.STOPPING, RunState.ERROR}),
-    RunState.RUNNING: frozenset({RunState.RESTARTING, RunState.STOPPING, RunState.ERROR}),
+    RunState.RUNNING: frozenset(
+        {RunState.RESTARTING, RunState.STOPPING, RunState.ERROR, RunState.PARKED}
+    ),
     RunState.RESTARTING: frozenset({RunState.RUNNING, RunState.STOPPING, RunState.ERROR}),
+    # an idle run's query is stopped until input arrives (parking.py); a stop
+    # or a failure of the query's start again may follow
+    RunState.PARKED: frozenset(
+        {RunState.RUNNING, RunState.STOPPING, RunState.RESTARTING, RunState.ERROR}
+    ),
     # a death while stopping gracefully is replaced, so that the drain or suspend ends
     RunState.STOPPING: FINAL_STATES | frozenset({RunState.RESTARTING}),
     RunState.STOPPED: frozenset({RunState.STARTING}),
