@@ -25,13 +25,14 @@ def _config() -> SourceConfig:
 
 def test_a_source_group_raises_when_the_record_refuses_its_runners_move(store: Store) -> None:
     group = SourceInstances(_config(), store)
+    group.supervised = True  # its supervisor records the run; the instances are the group's
     control.begin_run(store, group.control_id, "source", 1, "started")
     where = control.instance_runs.c.fqfn == group.control_id
-    with store.write() as conn:  # the instance is stopping: it cannot be RUNNING again
-        conn.execute(update(control.instance_runs).where(where).values(state="STOPPING"))
+    with store.write() as conn:  # never started: it cannot be stopping
+        conn.execute(update(control.instance_runs).where(where).values(state="CREATED"))
     before = control.transitions_of(store, group.control_id)
-    with pytest.raises(IllegalTransition, match="instance 0: STOPPING -> RUNNING"):
-        group._record(group.runners[0], "STARTING", "RUNNING", "opened")
+    with pytest.raises(IllegalTransition, match="instance 0: CREATED -> STOPPING"):
+        group._record(group.runners[0], "RUNNING", "STOPPING", "stop requested")
     assert control.transitions_of(store, group.control_id) == before
 
 
