@@ -26,17 +26,19 @@ from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
+from waiting import until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WAIT = 120
 
 
 def _wait_log(shared_worker: SharedWorker, text: str, count: int) -> None:
-    deadline = time.monotonic() + WAIT
-    while shared_worker.output().count(text) < count:
-        if time.monotonic() > deadline:
-            pytest.fail(f"the worker's log does not say {text!r} {count} time(s) in {WAIT} s")
-        time.sleep(0.2)
+    until(
+        lambda: shared_worker.output().count(text) >= count,
+        f"the worker's log to say {text!r} {count} time(s)",
+        WAIT,
+        every=0.2,
+    )
 
 
 @pytest.mark.long_running(40)
