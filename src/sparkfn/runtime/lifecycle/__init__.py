@@ -26,6 +26,6 @@ The supervision:
 * :mod:`.parking`, :mod:`.poison`: parked queries, and the search for a message
   that kills its Python worker;
 * :mod:`.function`: the function supervisor, which runs a query of its own or,
-  given a :class:`~.function.MemberTarget` by its caller, a member of a query
+  given a :data:`~.function.MemberTarget` by its caller, a member of a query
   group (:mod:`sparkfn.runtime.group`).
 """

@@ -9,7 +9,7 @@ under the same supervisor with their instance threads as the target
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.config.function import FunctionConfig
@@ -30,26 +30,11 @@ if TYPE_CHECKING:
 __all__ = ["POLL_SECONDS", "FunctionSupervisor", "MemberTarget", "StartQuery", "load_handler"]
 
 
-class MemberTarget(Protocol):
-    """Makes the run target of a member of a query group, from a query target's arguments.
-
-    The group (:mod:`sparkfn.runtime.group`) sits above the lifecycle, so the
-    caller that put the run in a group passes this in; for example
-    ``functools.partial(GroupMemberTarget, group, config)``.
-    """
-
-    def __call__(
-        self,
-        store: Store,
-        *,
-        kind: str,
-        name: str,
-        control_id: str,
-        parallelism: int,
-        start_query: StartQuery,
-        inputs: Callable[[], list[str]],
-        parking: Parking | None,
-    ) -> QueryTarget: ...
+# Makes the run target of a member of a query group, given a query target's
+# arguments. The group (sparkfn.runtime.group) sits above the lifecycle, so the
+# caller that put the run in a group passes it in: for example
+# ``functools.partial(GroupMemberTarget, group, config)``.
+MemberTarget = Callable[..., QueryTarget]
 
 
 class FunctionSupervisor(Supervisor):
@@ -89,7 +74,7 @@ class FunctionSupervisor(Supervisor):
             else None
         )
         # In a group, the run is a member of the group's query (never parked: idle, it costs nothing).
-        target: MemberTarget = QueryTarget if member is None else member
+        target = QueryTarget if member is None else member
         self.query_target = target(
             store,
             kind=kind,
