@@ -24,6 +24,10 @@ costs a minute of the two cores per backend, so such a test is marked
 backend only. The marks alternate between the backends, so each backend is
 crashed under several kinds of crash; the store's own tests, which decide
 what a crash leaves behind, run on both.
+
+Every wait is bounded and says what it waited for: ``waiting.until``
+(``tests/waiting.py``), with each module's own timeout (bound once with
+``functools.partial`` where a module waits often).
 """
 
 from __future__ import annotations

@@ -1,8 +1,17 @@
-"""The package's layers: arrows point down only, and no import cycle among them.
+"""The package's rooms: arrows point down only, in every folder, and no module import cycle.
 
 Reads every module's imports (module level and inside functions) with ast,
-so a lazy upward import is caught too; imports under ``if TYPE_CHECKING:``
-are for type hints only and are not dependencies.
+so a lazy upward import is caught too. Imports under ``if TYPE_CHECKING:``
+are for type hints only: they count for the rooms (a room does not name what
+sits above it, not even in a hint), but not for the module cycles (a cycle of
+hints never runs).
+
+Every folder that holds folders lists its rooms in :data:`ROOMS`, lower first;
+a module may import its own room and the rooms before it. A package's
+``__init__`` speaks for its whole folder: it may import any of its rooms, and
+importing it from inside counts as importing its top room. The root package
+``sparkfn`` loads each public name on first use, so ``import sparkfn`` (for
+``__version__``) imports no room.
 """
 
 from __future__ import annotations
@@ -12,15 +21,72 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "sparkfn"
 
-# Lower layers first; a layer may import only itself and those before it.
-LAYERS = ["api", "config", "store", "topics", "state", "runtime", "connectors", "worker", "cli"]
-
-
-def _layer(module: str) -> str | None:
-    parts = module.split(".")
-    if parts[0] != "sparkfn" or len(parts) < 2:
-        return None
-    return parts[1] if parts[1] in LAYERS else None
+# Each folder's rooms, lower first. A room is one or more of the folder's
+# modules or sub-folders, written by their names in it.
+ROOMS: dict[str, list[tuple[str, ...]]] = {
+    "sparkfn": [
+        ("api",),
+        ("_closing", "config"),
+        ("store",),
+        ("topics",),
+        ("state",),
+        ("_usercode",),
+        ("runtime",),
+        ("testing", "_compat"),
+        ("connectors",),
+        ("worker",),
+        ("cli",),
+    ],
+    "sparkfn.runtime": [
+        ("spark",),
+        ("stats",),
+        ("metrics_store",),
+        ("function",),
+        ("lifecycle",),
+        ("query",),
+        ("group",),
+        ("status", "prometheus", "purge"),
+        ("localrun",),
+    ],
+    # the topic log and its clients, then the Spark data source over them
+    "sparkfn.topics": [
+        (
+            "admin",
+            "append",
+            "at_exit",
+            "autocreate",
+            "batching",
+            "consumer",
+            "discovery",
+            "garbage",
+            "log",
+            "maintenance",
+            "message",
+            "message_future",
+            "producer",
+            "received",
+            "schema_type",
+            "segments",
+            "subscription",
+        ),
+        ("spark",),
+    ],
+    # the connectors themselves, what the runners share, then the runners
+    "sparkfn.connectors": [
+        ("builtin",),
+        ("appender", "registry", "sink_config"),
+        (
+            "runner_thread",
+            "runner",
+            "source_context",
+            "instances",
+            "source_run",
+            "sink_runtime",
+            "sink_run",
+        ),
+    ],
+    "sparkfn._compat.pulsar": [("schema",), ("functions",)],
+}
 
 
 def _is_module(name: str) -> bool:
@@ -28,7 +94,8 @@ def _is_module(name: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def _imports() -> dict[str, set[str]]:
+def _imports(*, hints: bool) -> dict[str, set[str]]:
+    """Each module's imports of sparkfn modules; with ``hints``, those under ``TYPE_CHECKING`` too."""
     found: dict[str, set[str]] = {}
     for path in SRC.rglob("*.py"):
         module = ".".join(("sparkfn", *path.relative_to(SRC).with_suffix("").parts))
@@ -42,8 +109,8 @@ def _imports() -> dict[str, set[str]]:
             for inner in ast.walk(node)
         }
         for node in ast.walk(tree):
-            if id(node) in typing_only:
-                continue  # imports for type hints only: no runtime dependency
+            if id(node) in typing_only and not hints:
+                continue
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 # ``from package import module`` depends on that module, not the package
                 for alias in node.names:
@@ -55,45 +122,53 @@ def _imports() -> dict[str, set[str]]:
     return found
 
 
-def test_no_layer_imports_a_layer_above_it() -> None:
+def _packages() -> list[str]:
+    return sorted(
+        ".".join(("sparkfn", *init.parent.relative_to(SRC).parts))
+        for init in SRC.rglob("__init__.py")
+    )
+
+
+def _room(folder: str, module: str) -> int | None:
+    """The index of ``module``'s room among ``folder``'s; the top room for the folder itself."""
+    if module == folder:
+        return len(ROOMS[folder]) - 1
+    if not module.startswith(folder + "."):
+        return None
+    name = module.removeprefix(folder + ".").split(".")[0]
+    return next((i for i, room in enumerate(ROOMS[folder]) if name in room), None)
+
+
+def _children(folder: str) -> set[str]:
+    path = SRC.joinpath(*folder.split(".")[1:])
+    modules = {p.stem for p in path.glob("*.py") if p.name != "__init__.py"}
+    return modules | {
+        p.relative_to(path).parts[0] for p in path.glob("*/**/*.py")
+    }  # namespace folders too
+
+
+def _upward(imports: dict[str, set[str]]) -> list[str]:
+    """Every import of a room above the importer's own, in any folder of :data:`ROOMS`."""
     upward = []
-    for module, targets in sorted(_imports().items()):
-        source = _layer(module)
-        if source is None:
-            continue
-        for target in sorted(targets):
-            layer = _layer(target)
-            if layer is not None and LAYERS.index(layer) > LAYERS.index(source):
-                upward.append(f"{module} -> {target}")
-    assert upward == []
+    for module, targets in sorted(imports.items()):
+        for folder in ROOMS:
+            source = None if module == folder else _room(folder, module)
+            if source is None:
+                continue  # outside the folder, or the folder's own __init__
+            for target in sorted(targets):
+                room = _room(folder, target)
+                if room is not None and room > source:
+                    upward.append(f"{module} -> {target} (rooms of {folder})")
+    return upward
 
 
-def test_no_import_cycle_between_layers() -> None:
-    edges: dict[str, set[str]] = {layer: set() for layer in LAYERS}
-    for module, targets in _imports().items():
-        source = _layer(module)
-        for target in targets:
-            layer = _layer(target)
-            if source and layer and layer != source:
-                edges[source].add(layer)
+def _module_cycles(imports: dict[str, set[str]]) -> list[str]:
+    """The modules that reach themselves through their imports."""
 
-    def reaches(start: str, goal: str, seen: set[str]) -> bool:
-        for nxt in edges[start] - seen:
-            if nxt == goal or reaches(nxt, goal, seen | {nxt}):
-                return True
-        return False
-
-    assert [layer for layer in LAYERS if reaches(layer, layer, set())] == []
-
-
-def test_runtime_modules_do_not_import_each_other_in_a_cycle() -> None:
-    imports = _imports()
-    runtime = {m: {t for t in ts if t.startswith("sparkfn.runtime")} for m, ts in imports.items()}
-
-    def cycle_from(start: str) -> bool:
+    def reaches_itself(start: str) -> bool:
         stack, seen = [start], set()
         while stack:
-            for nxt in runtime.get(stack.pop(), set()):
+            for nxt in imports.get(stack.pop(), set()):
                 if nxt == start:
                     return True
                 if nxt not in seen:
@@ -101,68 +176,48 @@ def test_runtime_modules_do_not_import_each_other_in_a_cycle() -> None:
                     stack.append(nxt)
         return False
 
-    assert sorted(m for m in runtime if m.startswith("sparkfn.runtime") and cycle_from(m)) == []
+    return sorted(module for module in imports if reaches_itself(module))
 
 
-# The runtime's rooms, lower first: a module may import only its own room and those
-# before it. ``lifecycle`` holds two rooms: the records every participant shares
-# (control, objects, the worker-side control thread) sit below the queries that
-# read them, the supervisors that drive queries and groups sit above them.
-RUNTIME_ROOMS: list[tuple[str, ...]] = [
-    ("spark",),
-    ("stats", "metrics_store"),
-    ("function",),
-    (
-        "lifecycle.states",
-        "lifecycle.causes",
-        "lifecycle.policy",
-        "lifecycle.control",
-        "lifecycle.objects",
-        "lifecycle.workerctl",
-    ),
-    ("query",),
-    (
-        "lifecycle.target",
-        "lifecycle.lookout",
-        "lifecycle.query_target",
-        "lifecycle.parking",
-        "lifecycle.poison",
-        "lifecycle.supervisor",
-    ),
-    ("group",),
-    ("lifecycle.function", "lifecycle"),
-    ("status", "prometheus", "purge", "localrun"),
-]
+def test_every_folder_with_folders_has_rooms() -> None:
+    with_folders = [p for p in _packages() if any(q.startswith(p + ".") for q in _packages())]
+    assert sorted(set(with_folders) - set(ROOMS)) == []
 
 
-def _room(module: str) -> int | None:
-    """The index of ``module``'s room in :data:`RUNTIME_ROOMS` (longest prefix wins)."""
-    if not module.startswith("sparkfn.runtime."):
-        return None
-    rest = module.removeprefix("sparkfn.runtime.")
-    best: tuple[int, int] | None = None
-    for index, prefixes in enumerate(RUNTIME_ROOMS):
-        for prefix in prefixes:
-            if (rest == prefix or rest.startswith(prefix + ".")) and (
-                best is None or len(prefix) > best[1]
-            ):
-                best = (index, len(prefix))
-    return None if best is None else best[0]
-
-
-def test_every_runtime_module_has_a_room() -> None:
-    homeless = [m for m in _imports() if m.startswith("sparkfn.runtime.") and _room(m) is None]
+def test_every_module_and_folder_has_a_room() -> None:
+    homeless = [
+        f"{folder}.{name}"
+        for folder in ROOMS
+        for name in sorted(_children(folder))
+        if not any(name in room for room in ROOMS[folder])
+    ]
     assert homeless == []
 
 
-def test_runtime_rooms_import_only_rooms_below_them() -> None:
-    upward = []
-    for module, targets in sorted(_imports().items()):
-        source = _room(module)
-        if source is None:
-            continue
-        for target in sorted(targets):
-            room = _room(target)
-            if room is not None and room > source:
-                upward.append(f"{module} -> {target}")
-    assert upward == []
+def test_rooms_name_only_what_is_there() -> None:
+    stale = [
+        f"{folder}.{name}"
+        for folder, rooms in ROOMS.items()
+        for room in rooms
+        for name in room
+        if name not in _children(folder)
+    ]
+    assert stale == []
+
+
+def test_no_room_imports_a_room_above_it() -> None:
+    assert _upward(_imports(hints=True)) == []
+
+
+def test_no_module_import_cycle() -> None:
+    assert _module_cycles(_imports(hints=False)) == []
+
+
+def test_an_upward_import_is_caught_in_every_folder() -> None:
+    """The check itself: a planted import of each folder's top room from its bottom room fails."""
+    imports = _imports(hints=True)
+    for folder, rooms in ROOMS.items():
+        low = next(m for m in imports if _room(folder, m) == 0 and m != folder)
+        high = next(m for m in imports if _room(folder, m) == len(rooms) - 1 and m != folder)
+        planted = {**imports, low: imports[low] | {high}}
+        assert f"{low} -> {high} (rooms of {folder})" in _upward(planted), folder

@@ -31,6 +31,7 @@ import pytest
 
 from sparkfn.store.store import Store
 from sparkfn.topics.consumer import Consumer
+from waiting import until
 
 HOST = "127.0.0.1"
 PORTS = {"rabbitmq": 5672, "mqtt": 1883, "nats": 4222, "redis": 6379, "postgresql": 5432}
@@ -126,13 +127,12 @@ def wait_for(
     ``what`` may be a callable, asked at the failure (to say how far things got).
     With ``log`` (a child's output), the failure shows its last lines.
     """
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            said = what() if callable(what) else what
-            tail = f":\n{log.read_text(errors='replace')[-3000:]}" if log is not None else ""
-            pytest.fail(f"timed out after {timeout} s waiting for {said}{tail}")
-        time.sleep(0.1)
+
+    def said() -> str:
+        text = what() if callable(what) else what
+        return text + (f":\n{log.read_text(errors='replace')[-3000:]}" if log is not None else "")
+
+    until(check, said, timeout)
 
 
 def env(store: Store) -> dict[str, str]:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sparkfn.api.connector import (
@@ -25,6 +26,7 @@ from sparkfn.api.connector import (
 )
 from sparkfn.api.lifecycle import GracefulShutdown
 from sparkfn.connectors.runner import FINAL_STATES, SourceRunner
+from waiting import until
 
 WAIT_SECONDS = 15.0
 
@@ -83,13 +85,8 @@ class CallLog:
             assert not after, f"calls made after close(): {after}"
 
 
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
-    """Poll ``predicate`` until true; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
+# the shared bounded wait (tests/waiting.py), with this module's timeout
+wait_until = partial(until, timeout=WAIT_SECONDS, every=0.01)
 
 
 def finish(runner: SourceRunner, timeout: float = WAIT_SECONDS) -> None:

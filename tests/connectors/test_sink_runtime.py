@@ -17,10 +17,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.autocreate import TopicCreation
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import until
 
 SINKS = Path(__file__).resolve().parent / "sinks"
 RECORDING = str(SINKS / "recording_sink.py")
@@ -121,12 +122,8 @@ def _check_objects(tmp_path: Path, *, graceful: bool) -> dict[str, list[str]]:
     return seen
 
 
-def _wait_until(predicate: Any, what: str, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout} s")
-        time.sleep(0.1)
+# the shared bounded wait (tests/waiting.py), with this module's timeout
+_wait_until = partial(until, timeout=WAIT)
 
 
 def _at(transition: dict[str, Any]) -> float:

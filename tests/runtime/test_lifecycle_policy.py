@@ -158,6 +158,7 @@ def test_stop_modes_and_states_keep_their_stored_strings() -> None:
         "STOPPED",
         "SUSPENDED",
         "ERROR",
+        "PARKED",
     ]
     assert control.RUNNING == "RUNNING" and control.ERROR is RunState.ERROR
     assert {s for s in RunState if s.final} == FINAL_STATES

@@ -1,7 +1,7 @@
 """Parking an idle query (``runtime/lifecycle/parking.py``).
 
-A query whose input has been quiet is stopped with its run still RUNNING,
-and started again when input arrives. What must hold: nothing is lost or
+A query whose input has been quiet is stopped with its run PARKED (its
+instances still RUNNING), and started again, RUNNING, when input arrives. What must hold: nothing is lost or
 repeated across park and wake-up (at-most-once included, whose cursors move
 when a batch is planned); user objects are neither closed nor initialized
 again by it; a drain of a parked run still runs its end-of-stream batch;
@@ -29,7 +29,6 @@ from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import SPARK_READ_TYPES
-from sparkfn.topics.spark.admission import PARK
 from sparkfn.topics.spark.reader import SparkfnStreamReader
 
 PARK_AFTER = 1.0
@@ -71,7 +70,7 @@ def test_a_quiet_query_parks_and_wakes_on_input_losing_and_repeating_nothing(
         run.wait_for(lambda: _parked(run), WAIT, "the query parked")
         query = run.query
         assert query is not None and not query.isActive, "a parked query is stopped in Spark"
-        assert run.run_state == "RUNNING", "a parked run goes on"
+        assert run.run_state == "PARKED", "a parked run goes on"
         assert [i.status.state for i in run.status().instances] == ["RUNNING", "RUNNING"]
     # Parking closed nothing and initialized nothing twice: the objects
     # created before the first park still process after it.
@@ -142,6 +141,7 @@ def test_parking_waits_for_planned_batches_and_a_parked_run_plans_nothing(store:
     control_id = f"public/default/park-{uuid.uuid4().hex[:8]}"
     sub = control_id
     control.begin_run(store, control_id, "function", 1, "test")
+    control.set_state(store, control_id, control.RUNNING, "started")  # as its supervisor does
     parking = Parking(
         store, control_id=control_id, subscription_name=sub, inputs=lambda: ["in"], after=0.0
     )
@@ -162,7 +162,9 @@ def test_parking_waits_for_planned_batches_and_a_parked_run_plans_nothing(store:
         subscription.commit_plan(conn, sub, 1)
     assert parking.park(lambda: None)
     record = control.read_control(store, control_id)
-    assert record is not None and record.stop_mode == PARK and record.state != "STOPPING"
+    assert record is not None and record.state == "PARKED" and record.stop_mode is None
+    moves = [(m["from"], m["to"]) for m in control.transitions_of(store, control_id)]
+    assert moves[-3:] == [("RUNNING", "PARKED"), ("PARKED", "RUNNING"), ("RUNNING", "PARKED")]
 
     # Parked: the reader admits nothing new...
     _produce(store, [f"n{i}" for i in range(5)])
@@ -174,14 +176,14 @@ def test_parking_waits_for_planned_batches_and_a_parked_run_plans_nothing(store:
     # nothing once it is parked: its cursors stay (nothing acked, nothing lost).
     with store.write() as conn:
         conn.execute(
-            update(control.runs).where(control.runs.c.fqfn == control_id).values(stop_mode=PARK)
+            update(control.runs).where(control.runs.c.fqfn == control_id).values(state="PARKED")
         )
     assert reader.partitions(end, later) == []
     assert sum(_cursors(store, sub).values()) == 10
     with store.write() as conn:
         subscription.commit_plan(conn, sub, 1)  # the empty batch commits
         conn.execute(
-            update(control.runs).where(control.runs.c.fqfn == control_id).values(stop_mode=None)
+            update(control.runs).where(control.runs.c.fqfn == control_id).values(state="RUNNING")
         )
     # Started again, the next batch reads what that one skipped, from the cursors.
     following = reader.latestOffset(later, reader.getDefaultReadLimit())

@@ -3,7 +3,7 @@
 How a worker's crash is recognised in Spark's error, how an exit status
 reads, the halving of a failed batch (:class:`~sparkfn.runtime.lifecycle.poison.Hunt`),
 the daemon's reaping of a worker that left a note (real forked processes),
-and :func:`~sparkfn.runtime.query.deadletter.dead_letter_input` on both stores.
+and :func:`~sparkfn.runtime.lifecycle.deadletter.dead_letter_input` on both stores.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from sparkfn.runtime.function.rows import (
 )
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.causes import short_error
+from sparkfn.runtime.lifecycle.deadletter import dead_letter_input
 from sparkfn.runtime.lifecycle.poison import Hunt, describe_exit, worker_crashed
 from sparkfn.runtime.metrics_store import instance_totals, latest_exceptions
-from sparkfn.runtime.query.deadletter import dead_letter_input
 from sparkfn.runtime.spark.daemon import ReapingSignals, keep_notes, note_exit_to, notes_dir
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription

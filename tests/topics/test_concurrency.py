@@ -15,6 +15,7 @@ import signal
 import time
 import traceback
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.log import partition_for_key, read_range
 from sparkfn.topics.message import Message, ReceivedMessage, messages_from_table
 from sparkfn.topics.producer import Producer
+from waiting import until
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -34,12 +36,8 @@ def _read_partition(store: Store, topic: TopicInfo, partition: int) -> list[Rece
     return [m for b in read_range(store, topic, partition, 0) for m in messages_from_table(b)]
 
 
-def _wait_for(condition: Any, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
+# the shared bounded wait (tests/waiting.py), with this module's timeout
+_wait_for = partial(until, every=0.01)
 
 
 # --- many producer processes ----------------------------------------------------------------

@@ -10,6 +10,7 @@ import time
 import traceback
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.log import end_offsets, read_range
 from sparkfn.topics.message import Message, ReceivedMessage, messages_from_table
 from sparkfn.topics.producer import Producer
+from waiting import until
 
 HOUR = timedelta(hours=1)
 BIG = b"B" * (segments.INLINE_LIMIT + 1000)  # one message this size makes a file segment
@@ -55,12 +57,8 @@ def _fields(messages: list[ReceivedMessage]) -> list[tuple[object, ...]]:
     ]
 
 
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
+# the shared bounded wait (tests/waiting.py), with this module's timeout
+_wait_for = partial(until, every=0.01)
 
 
 def _segment_rows(store: Store, topic: TopicInfo, partition: int = 0) -> list:  # type: ignore[type-arg]

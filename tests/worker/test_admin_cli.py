@@ -26,6 +26,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -114,35 +115,33 @@ def _processed(status: dict[str, Any]) -> int:
 
 
 def _wait_processed(url: str, count: int) -> None:
-    deadline = time.monotonic() + WAIT_S
-    status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        status = httpx.get(f"{url}/admin/v3/functions/public/default/wordcount/status").json()
-        if _processed(status) >= count:
-            return
-        time.sleep(0.5)
-    pytest.fail(f"wordcount processed fewer than {count} within {WAIT_S} s: {status}")
+    seen: list[dict[str, Any]] = [{}]
+
+    def enough() -> bool:
+        seen[0] = httpx.get(f"{url}/admin/v3/functions/public/default/wordcount/status").json()
+        return _processed(seen[0]) >= count
+
+    until(enough, lambda: f"wordcount to process {count}: {seen[0]}", WAIT_S, every=0.5)
+
+
+def _wait_status(sparkfn: Sparkfn, field: str, value: Any) -> Any:
+    """The status once its ``field`` is ``value``."""
+    seen: list[dict[str, Any]] = []
+
+    def reached() -> dict[str, Any] | None:
+        seen[:] = [sparkfn.json("functions", "status", "--name", "wordcount")]
+        return seen[0] if seen[0][field] == value else None
+
+    return until(reached, lambda: f"{field} {value}: {seen[-1]}", WAIT_S, every=0.2)
 
 
 def _wait_state(sparkfn: Sparkfn, state: str) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    status = sparkfn.json("functions", "status", "--name", "wordcount")
-    while status["state"] != state and time.monotonic() < deadline:
-        time.sleep(0.2)
-        status = sparkfn.json("functions", "status", "--name", "wordcount")
-    assert status["state"] == state, status
-    return status
+    return _wait_status(sparkfn, "state", state)
 
 
 def _wait_running(sparkfn: Sparkfn, count: int) -> Any:
     """The status once ``count`` instances run (others stopped alone)."""
-    deadline = time.monotonic() + WAIT_S
-    status = sparkfn.json("functions", "status", "--name", "wordcount")
-    while status["numRunning"] != count and time.monotonic() < deadline:
-        time.sleep(0.2)
-        status = sparkfn.json("functions", "status", "--name", "wordcount")
-    assert status["numRunning"] == count, status
-    return status
+    return _wait_status(sparkfn, "numRunning", count)
 
 
 @pytest.mark.long_running(90)

@@ -27,7 +27,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from brokers import HOST, require, unique
 from worker_process import SharedWorker
 
 from sparkfn.topics.admin import TopicAdmin
+from waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -55,14 +57,8 @@ QUIET_S = 1.0  # how long a stopped part must let nothing past
 Ran = subprocess.CompletedProcess[str]
 
 
-def _until(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """Poll ``check`` until it gives something true; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not (found := check()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}", pytrace=False)
-        time.sleep(0.2)
-    return found
+# the shared bounded wait (tests/waiting.py), with this module's timeout
+_until = partial(until, timeout=WAIT_S, every=0.2)
 
 
 # --- the brokers -----------------------------------------------------------------------

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from sparkfn.topics.producer import Producer
 from sparkfn.worker.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
+from waiting import until
 
 CODE = Path(__file__).resolve().parents[1] / "examples" / "pulsar_funcs" / "echo_logger.py"
 FUNCTIONS = "/admin/v3/functions/public/default"
@@ -52,11 +53,8 @@ def served_worker(
         worker.shutdown()
 
 
-def _wait(predicate: Any, what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.2)
+# the shared bounded wait (tests/waiting.py), with this module's timeout
+_wait = partial(until, timeout=120.0, every=0.2)
 
 
 def test_a_workers_function_logs_are_kept_and_served(

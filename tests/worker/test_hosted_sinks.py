@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pytest
 from worker_process import SharedWorker, topic_counts
 
 from sparkfn.topics.admin import TopicAdmin
+from waiting import until
 
 pytestmark = pytest.mark.slow
 WAIT_S = 180.0
@@ -31,12 +32,8 @@ COUNTING = Path(__file__).resolve().parent / "funcs" / "counting_source.py"
 Ran = subprocess.CompletedProcess[str]
 
 
-def _until(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"{what} did not happen in {timeout} s"
-        time.sleep(0.2)
-    return found
+# the shared bounded wait (tests/waiting.py), with this module's timeout
+_until = partial(until, timeout=WAIT_S, every=0.2)
 
 
 class Cli:

@@ -13,8 +13,9 @@ import collections
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from sparkfn.worker.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 from sparkfn.worker.tokens import Principal, Role, TokenKeys
+from waiting import until
 
 SOURCES = "/admin/v3/sources/public/default"
 GENERATOR = {
@@ -49,12 +51,8 @@ def _values(store: Store, topic: str = "out") -> list[str]:
     return found
 
 
-def _until(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"{what} did not happen in {timeout} s"
-        time.sleep(0.1)
-    return found
+# the shared bounded wait (tests/waiting.py), with this module's timeout
+_until = partial(until, timeout=WAIT_S)
 
 
 def _create(client: httpx.Client, name: str, config: dict[str, Any]) -> httpx.Response:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import collections
 import json
-import time
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import until
 
 pytestmark = pytest.mark.slow
 
@@ -32,12 +32,8 @@ FN = "/public/default/ex"
 WAIT_S = 120.0
 
 
-def _until(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"{what} did not happen in {timeout} s"
-        time.sleep(0.2)
-    return found
+# the shared bounded wait (tests/waiting.py), with this module's timeout
+_until = partial(until, timeout=WAIT_S, every=0.2)
 
 
 def _produce(store: Store, first: int, count: int) -> None:

@@ -4,7 +4,7 @@ Parking is for functions with a query of their own (``dedicated``); a
 group's members never park (an idle member costs its group nothing).
 
 The shared worker parks after 3 s (``worker_process.SHARED_ENV``). Seen from
-outside: the function stays RUNNING while parked, every message sent before,
+outside: the function's instances stay RUNNING while it is parked, every message sent before,
 during and after a park comes out exactly once, the worker's log says when
 it parked and woke, and a drain of the parked function stops it gracefully.
 """
@@ -26,17 +26,19 @@ from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
+from waiting import until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WAIT = 120
 
 
 def _wait_log(shared_worker: SharedWorker, text: str, count: int) -> None:
-    deadline = time.monotonic() + WAIT
-    while shared_worker.output().count(text) < count:
-        if time.monotonic() > deadline:
-            pytest.fail(f"the worker's log does not say {text!r} {count} time(s) in {WAIT} s")
-        time.sleep(0.2)
+    until(
+        lambda: shared_worker.output().count(text) >= count,
+        f"the worker's log to say {text!r} {count} time(s)",
+        WAIT,
+        every=0.2,
+    )
 
 
 @pytest.mark.long_running(40)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.worker.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
+from waiting import until
 
 EXCLAIM = Path(__file__).resolve().parents[2] / "examples" / "exclamation.py"
 FUNCTIONS = "/admin/v3/functions/public/default"
@@ -186,7 +186,9 @@ def test_a_refused_update_leaves_the_running_version_as_it_was(
 
 
 def _wait_running(client: httpx.Client, name: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while client.get(f"{FUNCTIONS}/{name}/status").json().get("numRunning") != 1:
-        assert time.monotonic() < deadline, client.get(f"{FUNCTIONS}/{name}/status").text
-        time.sleep(0.2)
+    until(
+        lambda: client.get(f"{FUNCTIONS}/{name}/status").json().get("numRunning") == 1,
+        lambda: f"{name} running: {client.get(f'{FUNCTIONS}/{name}/status').text}",
+        timeout,
+        every=0.2,
+    )

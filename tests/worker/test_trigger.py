@@ -9,7 +9,6 @@ process over a real store.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from sparkfn.worker.app import create_app
 from sparkfn.worker.registry import Registry
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
+from waiting import until
 
 FUNCTIONS = "/admin/v3/functions/public/default"
 TOPICS = "/admin/v2/persistent/public/default"
@@ -42,13 +42,12 @@ def process(input):
 
 
 def _wait_ready(client: httpx.Client, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    answer = client.get("/ready")
-    while answer.status_code != 200:
-        if time.monotonic() > deadline:
-            pytest.fail(f"the worker was not ready within {timeout} s: {answer.text}")
-        time.sleep(0.5)
-        answer = client.get("/ready")
+    answer = until(
+        lambda: (found := client.get("/ready")).status_code == 200 and found,
+        lambda: f"the worker ready: {client.get('/ready').text}",
+        timeout,
+        every=0.5,
+    )
     return dict(answer.json())
 
 

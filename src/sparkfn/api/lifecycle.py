@@ -69,9 +69,11 @@ class StopMode(StrEnum):
 class RunState(StrEnum):
     """Where a function, sink or source (or one instance of it) is in its life.
 
-    ``CREATED -> STARTING -> RUNNING -> (RESTARTING) -> STOPPING -> STOPPED |
-    SUSPENDED | ERROR``; the last three are final. The values are what the
-    store keeps and ``status`` shows.
+    ``CREATED -> STARTING -> RUNNING -> (RESTARTING | PARKED) -> STOPPING ->
+    STOPPED | SUSPENDED | ERROR``; the last three are final. ``PARKED`` is a
+    run's only (an idle function's query stopped until input arrives; its
+    instances stay ``RUNNING``). The values are what the store keeps and
+    ``status`` shows.
     """
 
     CREATED = "CREATED"  # known, never started
@@ -82,6 +84,7 @@ class RunState(StrEnum):
     STOPPED = "STOPPED"  # drained or cancelled; every object closed (or named as not)
     SUSPENDED = "SUSPENDED"  # suspended at a savepoint; a start resumes there
     ERROR = "ERROR"  # died and the policy shut it down; status shows the cause
+    PARKED = "PARKED"  # idle: its query is stopped until input arrives; nothing is closed
 
     @property
     def final(self) -> bool:

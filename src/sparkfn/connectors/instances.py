@@ -39,12 +39,15 @@ from sparkfn.api.status import DeathException, SourceInstanceStatus, SourceStatu
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.runner import SourceRunner, SourceState, SourceStats
 from sparkfn.runtime.lifecycle import control
-from sparkfn.runtime.lifecycle.states import FINAL_STATES
+from sparkfn.runtime.lifecycle.states import FINAL_STATES, IllegalTransition
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.store.store import Store
 
 # The cause recorded when every instance ended by itself: the input ended (a drain).
 INPUT_ENDED = "the input ended"
+
+# The stored states a runner's own report of its start or open may move on from.
+_OPENING = frozenset({RunState.CREATED, RunState.STARTING, RunState.RESTARTING})
 # (instance_id, old state, new state, cause)
 GroupTransitionHook = Callable[[int, str, str, str], None]
 logger = logging.getLogger("sparkfn.connectors")
@@ -129,8 +132,10 @@ class SourceInstances:
                         epoch=runner.epoch,
                     )
                 else:
-                    # The supervisor may have ended it first (a shutdown of every
-                    # instance): the runner's own later end is not recorded over that.
+                    # A runner reports late: what its supervisor recorded since stays.
+                    # An end does not overwrite an end (a shutdown of every instance);
+                    # a start or an open does not undo a start recorded by whoever
+                    # started it (begin_run, revive), a stop or a shutdown.
                     ending = new == RunState.STOPPING or RunState(new).final
                     control.set_state(
                         self.store,
@@ -139,9 +144,12 @@ class SourceInstances:
                         cause,
                         [instance_id],
                         keep_ended=ending,
+                        only_from=None if ending else _OPENING,
                     )
                 if not self.supervised:
                     control.set_state(self.store, self.control_id, self.state, cause)
+        except IllegalTransition:
+            raise  # a defect of sparkfn's, for the runner's mover to see (SourceRunner)
         except Exception:
             logger.exception("source %s: recording %s -> %s failed", self.name, old, new)
         if self._hook is not None:

@@ -33,7 +33,12 @@ from sparkfn.api.lifecycle import DeathCause, GracefulShutdown, RunState, StopMo
 from sparkfn.config.connector import SourceConfig
 from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.connectors.appender import TopicAppender
-from sparkfn.runtime.lifecycle.states import FINAL_STATES, RUNNER_TRANSITIONS, transition
+from sparkfn.runtime.lifecycle.states import (
+    FINAL_STATES,
+    RUNNER_TRANSITIONS,
+    IllegalTransition,
+    transition,
+)
 from sparkfn.store.store import Store
 
 if TYPE_CHECKING:
@@ -42,8 +47,7 @@ if TYPE_CHECKING:
 # One logger for the runner, whichever of its modules logs.
 logger = logging.getLogger("sparkfn.connectors.runner")
 
-# The longest the runner waits before it looks at stop requests again, even
-# when nobody woke it.
+# The longest the runner waits before it looks at stop requests again, unwoken.
 WAKE_SECONDS = 0.5
 
 # An instance's states are the run's (RunState); the name stays for users of
@@ -52,7 +56,6 @@ WAKE_SECONDS = 0.5
 # change is in RUNNER_TRANSITIONS. A supervisor replaces a dead runner by a
 # new one.
 SourceState = RunState
-
 
 TransitionHook = Callable[[str, str, str], None]
 
@@ -105,6 +108,8 @@ class RunnerThread:
             if self.on_transition is not None:
                 try:
                     self.on_transition(old.value, new.value, cause)
+                except IllegalTransition:
+                    raise  # the stored record refused the move: a defect, never only logged
                 except Exception:
                     logger.exception("%s: on_transition(%s -> %s) failed", self.name, old, new)
         return True
@@ -272,7 +277,12 @@ class RunnerThread:
             dropped = len(self._queue)
             self._queue.clear()
             self.stats.dropped += dropped
-        self._set_state(SourceState.STOPPING, self._stop_cause or "ending")
+        # A move the stored record refuses is raised once closed and done (no one waits forever).
+        refused: IllegalTransition | None = None
+        try:
+            self._set_state(SourceState.STOPPING, self._stop_cause or "ending")
+        except IllegalTransition as exc:
+            refused = exc
         if source is not None:
             self._in_call = "close"
             try:
@@ -292,8 +302,13 @@ class RunnerThread:
             final, cause = SourceState.SUSPENDED, self._stop_cause
         else:
             final, cause = SourceState.STOPPED, self._stop_cause or "stopped"
-        self._set_state(final, cause)
+        try:
+            self._set_state(final, cause)
+        except IllegalTransition as exc:
+            refused = refused or exc
         self._mark_done()
+        if refused is not None:
+            raise refused
 
     def _mark_done(self) -> None:
         """Mark the instance done, then tell whoever waits for it (``on_done``)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from sparkfn.api.errors import FunctionFailedError, FunctionFailure, StaleRunErr
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.group.run import GroupMemberTarget
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.causes import short_error
 from sparkfn.runtime.lifecycle.function import FunctionSupervisor
@@ -137,7 +139,9 @@ class LocalRun(Closing):
             control_id=self.control_id,
             on_worker_shutdown=self.on_worker_shutdown,
             park_idle_after=self.park_idle_after,
-            group=self.group,
+            member=None
+            if self.group is None
+            else partial(GroupMemberTarget, self.group, self.config),
         )
         self.supervisor.start(until_drained=until_drained)
         return self

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
-from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +21,8 @@ from sparkfn.api.records import Record, record_to_dict
 from sparkfn.api.schemas import AvroSchema
 from sparkfn.topics.received import ReceivedMessage as ReceivedMessage
 from sparkfn.topics.received import messages_from_table as messages_from_table
+from sparkfn.topics.schema_type import SchemaType as SchemaType
+from sparkfn.topics.schema_type import avro_schema as avro_schema
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 PROPERTIES = pa.map_(pa.string(), pa.string())
@@ -99,21 +99,6 @@ def properties_from_json(column: pa.Array | pa.ChunkedArray) -> pa.Array:
 def properties_list(text: str | None) -> list[tuple[str, str]] | None:
     """One message's JSON properties as ``map`` values come out of Arrow: pairs."""
     return None if text is None else list(json.loads(text).items())
-
-
-class SchemaType(StrEnum):
-    """How a topic's values are interpreted."""
-
-    BYTES = "bytes"  # opaque bytes
-    STRING = "string"  # UTF-8 text
-    JSON = "json"  # UTF-8 JSON document
-    AVRO = "avro"  # Avro binary encoding of the topic's schema definition
-
-
-@lru_cache(maxsize=64)
-def avro_schema(definition: str) -> AvroSchema:
-    """The codec of an ``avro`` topic's schema definition (JSON text), parsed once."""
-    return AvroSchema(None, definition)
 
 
 def encode_value(

@@ -19,13 +19,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 
-if TYPE_CHECKING:
-    from sparkfn.topics.message import SchemaType
+from sparkfn.topics.schema_type import SchemaType, avro_schema
 
 # What Arrow's own conversion of a "timestamp[us, tz=UTC]" column gives.
 _UTC = ZoneInfo("UTC")
@@ -343,8 +342,6 @@ class ReceivedMessage:
         Pulsar's consumer prints it, else in hex; ``value_encoding`` says
         which (``text`` or ``hex``; absent on other topics).
         """
-        from sparkfn.topics.message import SchemaType, avro_schema
-
         value: Any = self.value
         encoding: str | None = None
         if self.value is not None:

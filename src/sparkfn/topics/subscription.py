@@ -317,7 +317,7 @@ def skip(conn: Connection, name: str, key: PartitionKey, offset: int) -> bool:
     """Move ``name``'s cursor on ``key`` from ``offset`` to ``offset + 1``, only if it is there.
 
     One message passed without its batch (it was dead-lettered on its own,
-    see :func:`sparkfn.runtime.query.deadletter.dead_letter_input`); call it in
+    see :func:`sparkfn.runtime.lifecycle.deadletter.dead_letter_input`); call it in
     that transaction. ``False`` (nothing moved) when the cursor is elsewhere:
     the message was committed or skipped already.
     """

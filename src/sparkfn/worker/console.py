@@ -45,7 +45,6 @@ from sparkfn.api.errors import NotFoundError
 from sparkfn.api.lifecycle import RunState
 from sparkfn.runtime.lifecycle.control import transitions_of
 from sparkfn.store import schema
-from sparkfn.topics.spark.admission import PARK
 from sparkfn.worker.auth import Caller
 from sparkfn.worker.params import Name, Namespace, Offset, Tenant
 from sparkfn.worker.service import Worker
@@ -56,8 +55,7 @@ DIST = Path(str(resources.files("sparkfn.worker"))) / "console_dist"
 ASSETS = "/console/assets"
 MAX_PAGE = 500
 # What the console calls a function whose run row says RUNNING with the park stop mode.
-PARKED = "PARKED"
-_STATE_PATTERN = "^(" + "|".join([*(s.value for s in RunState), PARKED]) + ")$"
+_STATE_PATTERN = "^(" + "|".join(s.value for s in RunState) + ")$"
 
 
 class _Camel(BaseModel):
@@ -81,7 +79,7 @@ class FunctionSummary(_Camel):
     name: str
     version: int
     desired: str  # running | stopped: what the worker restores
-    state: str  # a RunState, or PARKED; CREATED before the first run
+    state: str  # a RunState (PARKED among them); CREATED before the first run
     parallelism: int
     instances: list[InstanceSummary]
 
@@ -152,7 +150,7 @@ def console_router(worker: Worker) -> APIRouter:
             str | None, Query(pattern=r"^[^/]+/[^/]+$", description="Only tenant/namespace.")
         ] = None,
         state: Annotated[
-            str | None, Query(pattern=_STATE_PATTERN, description="A RunState or PARKED.")
+            str | None, Query(pattern=_STATE_PATTERN, description="A RunState (PARKED among them).")
         ] = None,
         offset: Offset = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
@@ -232,11 +230,10 @@ def _namespaces(worker: Worker) -> set[tuple[str, str]]:
 
 
 def _state_column() -> Any:
-    """The console's state of a function, in SQL: its run's state, PARKED, or CREATED."""
+    """The console's state of a function, in SQL: its run's state, or CREATED."""
     runs = schema.function_runs
     return case(
         (runs.c.state.is_(None), RunState.CREATED.value),
-        (and_(runs.c.state == RunState.RUNNING.value, runs.c.stop_mode == PARK), PARKED),
         else_=runs.c.state,
     )
 

@@ -28,8 +28,9 @@ def _register(worker: Worker, fqfn: str) -> None:
     Registry(worker.open_store()).create(config, package_digest=None, who="test")
 
 
-def _run_row(worker: Worker, fqfn: str, state: str, stop_mode: str | None = None) -> None:
-    """A run row as the supervisor writes it, so the listing has a run state to show."""
+def _run_row(worker: Worker, fqfn: str, state: str, instance_state: str | None = None) -> None:
+    """A run row as the supervisor writes it, so the listing has a run state to show
+    (a parked run's instances stay ``RUNNING``: ``instance_state``)."""
     now = utc_now()
     with worker.open_store().write() as conn:
         conn.execute(
@@ -40,7 +41,7 @@ def _run_row(worker: Worker, fqfn: str, state: str, stop_mode: str | None = None
                 cause="test",
                 epoch=1,
                 parallelism=2,
-                stop_mode=stop_mode,
+                stop_mode=None,
                 drain_target=None,
                 final_seq=0,
                 final_committed=0,
@@ -53,7 +54,7 @@ def _run_row(worker: Worker, fqfn: str, state: str, stop_mode: str | None = None
                 schema.function_instance_runs.insert().values(
                     fqfn=fqfn,
                     instance_id=instance,
-                    state=state,
+                    state=instance_state or state,
                     cause="test",
                     epoch=1,
                     restarts=0,
@@ -73,7 +74,7 @@ def test_the_listing_pages_searches_and_filters_every_function(
         _register(worker, f"public/default/fn-{i:03d}")
     _register(worker, "acme/orders/enrich")
     _run_row(worker, "public/default/fn-001", "RUNNING")
-    _run_row(worker, "public/default/fn-002", "RUNNING", stop_mode="park")
+    _run_row(worker, "public/default/fn-002", "PARKED", instance_state="RUNNING")
     _run_row(worker, "public/default/fn-003", "ERROR")
 
     first = client.get("/admin/v3/functions", params={"limit": 50}).json()

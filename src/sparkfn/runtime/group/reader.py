@@ -44,7 +44,6 @@ from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.log import ends_of
-from sparkfn.topics.spark.admission import PARK
 from sparkfn.topics.spark.options import positive_int
 from sparkfn.topics.spark.planning import (
     FinalMarker,
@@ -135,7 +134,8 @@ class GroupStreamReader(DataSourceStreamReader):
             live = record.live(m.config.parallelism)
             mode = record.stop_mode
             planned = start.get(FINAL_PREFIX + m.control_id, 0)
-            if not live or mode in ("cancel", PARK) or (mode and record.final_seq <= planned):
+            parked = record.state == control.PARKED
+            if not live or parked or mode == "cancel" or (mode and record.final_seq <= planned):
                 continue
             own = cursors.get(m.config.subscription, {})
             base = {

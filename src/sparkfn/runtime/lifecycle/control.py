@@ -26,8 +26,10 @@ from sparkfn.api.lifecycle import DeathCause, RunState
 from sparkfn.runtime.lifecycle.states import (
     FINAL_STATES,
     INSTANCE_TRANSITIONS,
+    RETIRE,
     RUN_TRANSITIONS,
     START_TRANSITIONS,
+    IllegalTransition,
     Table,
     transition,
 )
@@ -40,7 +42,7 @@ FUNCTION = -1  # instance id of the function as a whole in transitions
 # Function and instance states (DESIGN.md 2.3), as stored: RunState values.
 CREATED, STARTING, RUNNING = RunState.CREATED, RunState.STARTING, RunState.RUNNING
 RESTARTING, STOPPING, STOPPED = RunState.RESTARTING, RunState.STOPPING, RunState.STOPPED
-SUSPENDED, ERROR = RunState.SUSPENDED, RunState.ERROR
+SUSPENDED, ERROR, PARKED = RunState.SUSPENDED, RunState.ERROR, RunState.PARKED
 ENDED = (STOPPED, SUSPENDED, ERROR)
 
 KINDS = ("function", "sink", "source")
@@ -134,10 +136,16 @@ def begin_run(store: Store, fqfn: str, kind: str, parallelism: int, cause: str) 
             )
         else:
             conn.execute(update(runs).where(runs.c.fqfn == fqfn).values(**values))
+        beyond = instance_runs.c.instance_id >= parallelism
+        retired = select(instance_runs.c.instance_id).where(
+            and_(instance_runs.c.fqfn == fqfn, beyond, instance_runs.c.state != STOPPED)
+        )
+        for i in conn.execute(retired).scalars().all():  # the run shrank: they end with it
+            _transition(conn, fqfn, i, STOPPED, f"{cause} (parallelism {parallelism})", RETIRE)
         conn.execute(
             update(instance_runs)
-            .where(and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id >= parallelism))
-            .values(state=STOPPED, dead=False, updated_at=now)
+            .where(and_(instance_runs.c.fqfn == fqfn, beyond))
+            .values(dead=False, updated_at=now)
         )
         for i in range(parallelism):
             _ensure_instance(conn, fqfn, i, epoch)
@@ -200,35 +208,24 @@ def _transition(
     state: str,
     cause: str,
     moves: Table | None = None,
-    *,
-    keep_ended: bool = False,
-    only_from: frozenset[str] | None = None,
+    current: str | None = None,
 ) -> None:
     """Move the function (``FUNCTION``) or an instance to ``state``; record it if it changed.
 
     The move must be legal in ``moves`` (by default the run's table for the
-    function, the instance's for an instance): :class:`~.states.IllegalTransition`
-    otherwise, and nothing is written.
+    function, the instance's for an instance), and the record must exist:
+    :class:`~.states.IllegalTransition` otherwise, and nothing is written.
+    ``current``: the state the caller read in this transaction.
     """
-    table = runs if instance_id == FUNCTION else instance_runs
-    where = (
-        runs.c.fqfn == fqfn
-        if instance_id == FUNCTION
-        else and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == instance_id)
-    )
-    current = conn.execute(select(table.c.state).where(where)).scalar()
-    if current is None or (keep_ended and current in ENDED):
-        return
-    if only_from is not None and current not in only_from:
-        return  # it moved on already (its own thread recorded a later state)
+    table, where = _row(fqfn, instance_id)
+    what = fqfn if instance_id == FUNCTION else f"{fqfn} instance {instance_id}"
+    current = current or conn.execute(select(table.c.state).where(where)).scalar()
+    if current is None:
+        msg = f"{what}: no record to move to {state} (it was never started, or was deleted)"
+        raise IllegalTransition(msg)
     if moves is None:
         moves = RUN_TRANSITIONS if instance_id == FUNCTION else INSTANCE_TRANSITIONS
-    transition(
-        current,
-        state,
-        moves,
-        fqfn if instance_id == FUNCTION else f"{fqfn} instance {instance_id}",
-    )
+    transition(current, state, moves, what)
     conn.execute(update(table).where(where).values(state=state, cause=cause, updated_at=utc_now()))
     if current != state:
         conn.execute(
@@ -243,6 +240,15 @@ def _transition(
         )
 
 
+def _row(fqfn: str, instance_id: int) -> tuple[Any, Any]:
+    """The table and the row of the function (``FUNCTION``) or of one instance."""
+    if instance_id == FUNCTION:
+        return runs, runs.c.fqfn == fqfn
+    return instance_runs, and_(
+        instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == instance_id
+    )
+
+
 def set_state(
     store: Store,
     fqfn: str,
@@ -255,15 +261,25 @@ def set_state(
 ) -> None:
     """Record a transition of the function and/or some instances.
 
-    ``keep_ended``: leave alone those already ended (a source thread's late report
+    Every move goes through :func:`_transition`, which raises
+    :class:`~.states.IllegalTransition` on an illegal one. A writer that may
+    race with another says which records it leaves as they are, and they are
+    left out (not moved, and not returned):
+    ``keep_ended``: those already ended (a source thread's late report
     of its own end does not overwrite the end its supervisor recorded).
-    ``only_from``: move only those in one of these states (a supervisor's late
+    ``only_from``: those in none of these states (a supervisor's late
     record of a start does not undo what an instance's own thread recorded since).
     """
     with store.write() as conn:
         signals.hint_on_commit(conn, signals.control_hint(fqfn))
         for i in instance_ids:
-            _transition(conn, fqfn, i, state, cause, keep_ended=keep_ended, only_from=only_from)
+            table, where = _row(fqfn, i)
+            current = conn.execute(select(table.c.state).where(where)).scalar()
+            if current is not None and (
+                (keep_ended and current in ENDED) or (only_from and current not in only_from)
+            ):
+                continue
+            _transition(conn, fqfn, i, state, cause, current=current)
 
 
 def request_stop(
@@ -301,6 +317,21 @@ def clear_stop(store: Store, fqfn: str) -> None:
             .where(runs.c.fqfn == fqfn)
             .values(stop_mode=None, drain_target=None, updated_at=utc_now())
         )
+
+
+def move_run(
+    conn: Connection, fqfn: str, state: str, cause: str, *, only_from: frozenset[str]
+) -> bool:
+    """Move the run to ``state`` in the caller's transaction if it is in one of
+    ``only_from`` and no stop is asked; whether it moved (parking, waking)."""
+    query = select(runs.c.state, runs.c.stop_mode).where(runs.c.fqfn == fqfn)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()  # as the reader's read of it in its plan
+    row = conn.execute(query).first()
+    if row is None or row.state not in only_from or row.stop_mode is not None:
+        return False
+    _transition(conn, fqfn, FUNCTION, state, cause, current=row.state)
+    return True
 
 
 def live_state(conn: Connection, control_id: str) -> str | None:

@@ -9,12 +9,10 @@ under the same supervisor with their instance threads as the target
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING
 
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.group.run import GroupMemberTarget, QueryGroup
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.lookout import POLL_SECONDS
 from sparkfn.runtime.lifecycle.parking import Parking
@@ -29,7 +27,14 @@ if TYPE_CHECKING:
 
     from sparkfn.runtime.lifecycle.poison import Probe
 
-__all__ = ["POLL_SECONDS", "FunctionSupervisor", "StartQuery", "load_handler"]
+__all__ = ["POLL_SECONDS", "FunctionSupervisor", "MemberTarget", "StartQuery", "load_handler"]
+
+
+# Makes the run target of a member of a query group, given a query target's
+# arguments. The group (sparkfn.runtime.group) sits above the lifecycle, so the
+# caller that put the run in a group passes it in: for example
+# ``functools.partial(GroupMemberTarget, group, config)``.
+MemberTarget = Callable[..., QueryTarget]
 
 
 class FunctionSupervisor(Supervisor):
@@ -37,8 +42,8 @@ class FunctionSupervisor(Supervisor):
 
     With ``park_idle_after`` (seconds), the query is parked after that long
     without input and started again when input arrives (:mod:`~sparkfn.runtime.lifecycle.parking`).
-    With ``group``, the run has no query of its own: it is a member of the
-    group's (:mod:`sparkfn.runtime.group`).
+    With ``member``, the run has no query of its own: it is a member of a
+    group's (:mod:`sparkfn.runtime.group`), and ``member`` makes its target.
     """
 
     def __init__(
@@ -52,7 +57,7 @@ class FunctionSupervisor(Supervisor):
         control_id: str | None = None,
         on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
         park_idle_after: float | None = None,
-        group: QueryGroup | None = None,
+        member: MemberTarget | None = None,
     ) -> None:
         self.config = config
         cid = control_id or control.control_id(kind, config.fqfn)
@@ -69,7 +74,7 @@ class FunctionSupervisor(Supervisor):
             else None
         )
         # In a group, the run is a member of the group's query (never parked: idle, it costs nothing).
-        target = QueryTarget if group is None else partial(GroupMemberTarget, group, config)
+        target = QueryTarget if member is None else member
         self.query_target = target(
             store,
             kind=kind,
@@ -78,7 +83,7 @@ class FunctionSupervisor(Supervisor):
             parallelism=config.parallelism,
             start_query=start_query,
             inputs=inputs,
-            parking=parking if group is None else None,
+            parking=parking if member is None else None,
         )
         super().__init__(
             store,
@@ -90,7 +95,7 @@ class FunctionSupervisor(Supervisor):
             # A function's own query looks for a message that kills its worker;
             # a group's member is taken out to a query of its own first.
             hunter=PoisonHunter(store, config, cid)
-            if group is None and kind == "function"
+            if member is None and kind == "function"
             else None,
         )
         self.kind = kind

@@ -5,9 +5,11 @@ Spark's on the driver (the source runner, 100-180 MB) and a trigger loop
 in the JVM, whether or not anything arrives. A worker hosting dozens of
 functions whose inputs are mostly quiet would spend most of its memory on
 them. So a supervised query that has had nothing to do for a while is
-*parked*: stopped, with the run still ``RUNNING`` (its instances, objects,
-epoch and subscription stay as they are: nothing is closed, no transition
-is recorded), and started again as soon as its input has something. Spark
+*parked*: stopped, with the run ``PARKED`` (a state of the run's machine,
+:data:`~sparkfn.runtime.lifecycle.states.RUN_TRANSITIONS`; its instances stay
+``RUNNING``, and its objects, epoch and subscription stay as they are: nothing
+is closed), and started again, ``RUNNING``, as soon as its input has
+something. Both moves are recorded, as every transition is. Spark
 restarts it from the same checkpoint and the reader plans from the
 subscription's cursors, as after any restart, so parking changes when
 work happens, never what is processed.
@@ -19,16 +21,16 @@ not for ``at_most_once`` (whose cursors moved when the batch was planned)
 nor for the user's objects (a task killed midway closes nothing). Parking
 therefore happens in one store transaction that
 
-1. sets the run's ``stop_mode`` to :data:`~sparkfn.topics.spark.admission.PARK`
-   (only if no stop is asked: a drain, suspend or cancel wins),
+1. moves the run from ``RUNNING`` to ``PARKED`` (only if no stop is asked: a
+   drain, suspend or cancel wins),
 2. finds no batch in flight (the subscription's last plan is committed)
    and nothing pending (every input partition's end is at its cursor),
 
 or changes nothing. From its commit on, the reader admits nothing, and a
 batch whose ``latestOffset`` saw data just before it is planned empty: the
-reader reads the flag inside its planning transaction (locked on
-PostgreSQL), so the two transactions are ordered and either the plan is
-there for step 2 to see, or the plan sees the flag. Only then is the query
+reader reads the run's state inside its planning transaction (locked on
+PostgreSQL, as step 1 locks it), so the two transactions are ordered and
+either the plan is there for step 2 to see, or the plan sees ``PARKED``. Only then is the query
 stopped.
 
 **Waking.** A parked query's supervisor is woken by its input topics'
@@ -47,20 +49,20 @@ import logging
 import time
 from collections.abc import Callable
 
-from sqlalchemy import Connection, and_, update
+from sqlalchemy import Connection
 
 from sparkfn.api.errors import ConfigError, TopicNotFoundError
-from sparkfn.store import schema, signals, watch
+from sparkfn.runtime.lifecycle import control
+from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.discovery import TopicDiscovery
 from sparkfn.topics.log import end_offsets
-from sparkfn.topics.spark.admission import PARK
 
 _LOG = logging.getLogger("sparkfn.parking")
 
-_runs = schema.function_runs
+_RUNNING, _PARKED = frozenset({control.RUNNING}), frozenset({control.PARKED})
 
 
 class _Busy(Exception):
@@ -108,10 +110,8 @@ class Parking:
         if self._flagged:
             with self.store.write() as conn:
                 signals.hint_on_commit(conn, signals.control_hint(self.control_id))
-                conn.execute(
-                    update(_runs)
-                    .where(and_(_runs.c.fqfn == self.control_id, _runs.c.stop_mode == PARK))
-                    .values(stop_mode=None)
+                control.move_run(
+                    conn, self.control_id, control.RUNNING, "input arrived", only_from=_PARKED
                 )
             self._flagged = False
         self._topics = None  # a topics_pattern may match more topics now
@@ -143,11 +143,10 @@ class Parking:
         try:
             with self.store.write() as conn:
                 signals.hint_on_commit(conn, signals.control_hint(self.control_id))
-                flagged = conn.execute(
-                    update(_runs)
-                    .where(and_(_runs.c.fqfn == self.control_id, _runs.c.stop_mode.is_(None)))
-                    .values(stop_mode=PARK)
-                ).rowcount
+                quiet = f"input quiet for {self.after:g} s"
+                flagged = control.move_run(
+                    conn, self.control_id, control.PARKED, quiet, only_from=_RUNNING
+                )
                 if not flagged or self._busy(conn, self._last_plan(conn)):
                     raise _Busy
         except _Busy:

@@ -24,7 +24,7 @@ message before it applies the failure policy:
    is dead-lettered with the cause ("Python worker exited with code 3 while
    processing message 0:17 of public/default/in") in one transaction that
    moves the cursor past it only if it is still there, and counts it as a
-   system exception (:func:`sparkfn.runtime.query.deadletter.dead_letter_input`).
+   system exception (:func:`sparkfn.runtime.lifecycle.deadletter.dead_letter_input`).
    The query starts again as usual, and the function stays ``RUNNING``.
 
 The hunt gives up, and the failure policy applies as before, when:
@@ -60,8 +60,8 @@ from pathlib import Path
 
 from sparkfn.config.function import FunctionConfig, ProcessingGuarantee
 from sparkfn.runtime.lifecycle import control
+from sparkfn.runtime.lifecycle.deadletter import dead_letter_input
 from sparkfn.runtime.metrics_store import instance_totals
-from sparkfn.runtime.query.deadletter import dead_letter_input
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin

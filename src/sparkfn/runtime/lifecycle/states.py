@@ -7,15 +7,17 @@ Three things carry a :class:`RunState`, each with its own table of legal moves:
   RUNNING -> (RESTARTING -> RUNNING)* -> STOPPING -> STOPPED | SUSPENDED |
   ERROR``. A death may end a live run (``ERROR``), a stop may arrive in any live
   state (``STOPPING``), a death while stopping gracefully is replaced so that the
-  drain or suspend ends (``RESTARTING``), and a user may start an ended run again
-  (``STARTING``):
+  drain or suspend ends (``RESTARTING``), a running run whose input is quiet
+  is parked and woken (``RUNNING -> PARKED -> RUNNING``), and a user may start
+  an ended run again (``STARTING``):
   :data:`RUN_TRANSITIONS`;
 * an **instance** in the stored control record ends with its run (``STOPPED``,
   ``SUSPENDED``), dies on its own (``ERROR`` from any live state), is replaced
   after a backoff (``RESTARTING``) and takes input again (``RUNNING``), or is
   stopped alone (``STOPPED``): :data:`INSTANCE_TRANSITIONS`;
 * a user's **start** begins a new run from any state: a record left live by a
-  process that died is superseded (:data:`START_TRANSITIONS`);
+  process that died is superseded (:data:`START_TRANSITIONS`), and the
+  instances beyond its parallelism end (:data:`RETIRE`);
 * one source instance's **runner thread**
   (:class:`~sparkfn.connectors.runner.SourceRunner`) lives once: ``CREATED ->
   STARTING -> RUNNING -> STOPPING -> STOPPED | SUSPENDED | ERROR``; it never
@@ -24,7 +26,10 @@ Three things carry a :class:`RunState`, each with its own table of legal moves:
 :func:`transition` raises :class:`IllegalTransition` on any other move: a mover
 that may race with the end of a run (a stop request arriving as the run ends)
 says so by checking :data:`FINAL_STATES` itself, never by a move that is
-silently dropped. A move to the state already held is not a transition and is
+silently dropped; a missing record is refused too. The stored record's
+writers (:func:`sparkfn.runtime.lifecycle.control.set_state` and the rest of
+:mod:`~sparkfn.runtime.lifecycle.control`) record every move in
+``function_transitions``; no caller catches :class:`IllegalTransition`. A move to the state already held is not a transition and is
 allowed everywhere.
 """
 
@@ -41,8 +46,15 @@ Table = Mapping[RunState, frozenset[RunState]]
 RUN_TRANSITIONS: Table = {
     RunState.CREATED: frozenset({RunState.STARTING, RunState.STOPPED, RunState.SUSPENDED}),
     RunState.STARTING: frozenset({RunState.RUNNING, RunState.STOPPING, RunState.ERROR}),
-    RunState.RUNNING: frozenset({RunState.RESTARTING, RunState.STOPPING, RunState.ERROR}),
+    RunState.RUNNING: frozenset(
+        {RunState.RESTARTING, RunState.STOPPING, RunState.ERROR, RunState.PARKED}
+    ),
     RunState.RESTARTING: frozenset({RunState.RUNNING, RunState.STOPPING, RunState.ERROR}),
+    # an idle run's query is stopped until input arrives (parking.py); a stop
+    # or a failure of the query's start again may follow
+    RunState.PARKED: frozenset(
+        {RunState.RUNNING, RunState.STOPPING, RunState.RESTARTING, RunState.ERROR}
+    ),
     # a death while stopping gracefully is replaced, so that the drain or suspend ends
     RunState.STOPPING: FINAL_STATES | frozenset({RunState.RESTARTING}),
     RunState.STOPPED: frozenset({RunState.STARTING}),
@@ -73,6 +85,10 @@ INSTANCE_TRANSITIONS: Table = {
 # process that ended without recording its end (a worker killed or crashed); the
 # new run's start supersedes it, and its cause says so (control.begin_run).
 START_TRANSITIONS: Table = {state: frozenset({RunState.STARTING}) for state in RunState}
+
+# A user's start with a lower parallelism ends the instances beyond it, whatever
+# their record says (left so by the run it supersedes).
+RETIRE: Table = {state: frozenset({RunState.STOPPED}) for state in RunState}
 
 RUNNER_TRANSITIONS: Table = {
     RunState.CREATED: frozenset({RunState.STARTING, RunState.STOPPED, RunState.SUSPENDED}),

@@ -31,14 +31,15 @@ class RunAdmission:
         return AdmissionView(
             live=tuple(record.live(parallelism)),
             blocked=any(r.dead and not r.handled for r in record.instances.values()),
-            stop_mode=record.stop_mode,
+            # a parked run admits nothing, as the reader's interface says it
+            stop_mode=PARK if record.state == control.PARKED else record.stop_mode,
             drain_target=record.drain_target,
             final_seq=record.final_seq,
         )
 
     def parked(self, conn: Connection) -> bool:
         """Whether the supervisor parked the run (read in the caller's transaction)."""
-        query = select(control.runs.c.stop_mode).where(control.runs.c.fqfn == self.control_id)
+        query = select(control.runs.c.state).where(control.runs.c.fqfn == self.control_id)
         if conn.dialect.name == "postgresql":
             query = query.with_for_update()
-        return conn.execute(query).scalar() == PARK
+        return conn.execute(query).scalar() == control.PARKED

@@ -47,8 +47,8 @@ from sqlalchemy import Connection, select
 from sparkfn.api.errors import FatalError, StaleRunError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.lifecycle import control
+from sparkfn.runtime.lifecycle.deadletter import dead_letter_topic
 from sparkfn.runtime.metrics_store import commit_stats
-from sparkfn.runtime.query.deadletter import dead_letter_topic
 from sparkfn.runtime.query.executor import TaskPiece, TaskSummary
 from sparkfn.runtime.spark.liveness import collect_all
 from sparkfn.runtime.stats import ExceptionInfo, InstanceStats
