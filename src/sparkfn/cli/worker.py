@@ -50,6 +50,15 @@ def start(
             help="How SIGTERM stops the functions: suspend (default) or drain.",
         ),
     ] = None,
+    worker_id: Annotated[
+        str | None,
+        typer.Option(
+            "--worker-id",
+            help="This worker's id in its cluster (host:port).",
+            envvar="SPARKFN_WORKER_WORKER_ID",
+            show_envvar=True,
+        ),
+    ] = None,
     config_file: Annotated[
         Path | None,
         typer.Option("--config-file", help="A YAML file of worker settings (snake or camelCase)."),
@@ -63,16 +72,16 @@ def start(
     from sparkfn.worker.settings import WorkerSettings
 
     options = ctx.find_object(StoreOptions) or StoreOptions()
-    settings = WorkerSettings.resolve(
-        config_file=config_file,
-        host=host,
-        port=port,
-        spark_master=spark_master,
-        shutdown_mode=shutdown_mode,
-        data_dir=options.data_dir,
-        store_url=options.store_url,
-    )
+    given = {
+        "host": host, "port": port, "spark_master": spark_master, "worker_id": worker_id,
+        "shutdown_mode": shutdown_mode, "data_dir": options.data_dir,
+        "store_url": options.store_url,
+    }  # fmt: skip
+    settings = WorkerSettings.resolve(config_file=config_file, **given)
     listening = listen(settings.host, settings.port)
+    if settings.port == 0:  # --port 0: the cluster must know (and the id say) the port given
+        given["port"] = listening.getsockname()[1]
+        settings = WorkerSettings.resolve(config_file=config_file, **given)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
