@@ -41,11 +41,11 @@ def pg_store(pg_schema_urls: Callable[[], str], data_dir: Path) -> Iterator[Stor
 class Member:
     """A member child process; its output lines are collected by a thread."""
 
-    def __init__(self, store: Store, worker_id: str) -> None:
+    def __init__(self, store: Store, worker_id: str, lease: float = LEASE) -> None:
         self.worker_id = worker_id
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), store.url, str(store.data_dir), worker_id, str(LEASE)],
+            [sys.executable, str(CHILD), store.url, str(store.data_dir), worker_id, str(lease)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         threading.Thread(target=self._read, daemon=True).start()
@@ -66,8 +66,8 @@ class Member:
 def members(pg_store: Store) -> Iterator[Callable[[int], dict[str, Member]]]:
     started: list[Member] = []
 
-    def start(count: int) -> dict[str, Member]:
-        started.extend(Member(pg_store, f"m{i}") for i in range(count))
+    def start(count: int, lease: float = LEASE) -> dict[str, Member]:
+        started.extend(Member(pg_store, f"m{i}", lease) for i in range(count))
         for member in started:
             wait_for(lambda m=member: "joined" in m.lines, f"{member.worker_id} to join", 60)
         return {m.worker_id: m for m in started}
@@ -156,3 +156,26 @@ def test_sqlite_store_serves_one_worker(sqlite_store: Store) -> None:
     second = Membership(sqlite_store, "two", host="h", port=2)
     second.start()  # the first left: the store is free
     second.close()
+
+
+def test_a_killed_worker_starts_again_at_once_under_its_id(
+    pg_store: Store, members: Callable
+) -> None:
+    """Its lease still runs, but its session is gone: it is dead, its id free."""
+    killed = members(1, 60.0)["m0"]
+    killed.proc.send_signal(signal.SIGKILL)
+    killed.proc.wait(10)
+    again = Membership(pg_store, "m0", host="h", port=2, lease=60.0)
+    wait_for(lambda: _joined(again), "m0 to start again while its old lease runs", 10)
+    try:
+        assert [w.port for w in live_workers(pg_store)] == [2]
+    finally:
+        again.close()
+
+
+def _joined(member: Membership) -> bool:
+    try:
+        member.start()
+    except ConfigError:
+        return False  # the dead session may linger a moment in pg_stat_activity
+    return True

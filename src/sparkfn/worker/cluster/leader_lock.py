@@ -17,7 +17,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Connection, insert, select, text, update
 
 from sparkfn.store.cluster_schema import cluster_leader, cluster_workers
 from sparkfn.store.store import Store
@@ -109,6 +109,14 @@ class LeaderLock:
             self._conn.close()
         except Exception:  # already broken: closed is what we wanted
             return
+
+
+def session_alive(conn: Connection, pid: int) -> bool:
+    """Whether the PostgreSQL backend ``pid`` (a worker's leader-lock session) still runs."""
+    found = conn.execute(
+        text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
+    )
+    return bool(found.scalar_one())
 
 
 def record_leader(store: Store, worker_id: str) -> int:

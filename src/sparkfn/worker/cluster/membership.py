@@ -42,10 +42,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.store.cluster_schema import cluster_workers
@@ -161,16 +161,20 @@ class Membership:
 
         A row of the same id whose lease is current belongs to a live worker:
         refused, since two workers of one id would take each other's work.
+        Unless that worker is known dead: on SQLite, this worker holds the
+        store's lock; on PostgreSQL, its leader-lock session is gone (a worker
+        restarted at once after a crash needs not wait for the old lease).
         """
         incarnation = uuid.uuid4().hex
         sent = time.monotonic()
         with self.store.write() as conn:
             now = store_now(conn)
             row = conn.execute(
-                select(cluster_workers).where(cluster_workers.c.worker_id == self.worker_id)
+                select(cluster_workers)
+                .where(cluster_workers.c.worker_id == self.worker_id)
+                .with_for_update()
             ).first()
-            live = row is not None and row.incarnation != self.incarnation
-            if live and row is not None and _aware(row.lease_expires_at) > now:
+            if row is not None and self._held_by_another(conn, row, now):
                 msg = (
                     f"worker id {self.worker_id!r} is in use by a live worker at "
                     f"{row.host}:{row.port} (its lease runs until {row.lease_expires_at}); "
@@ -199,6 +203,13 @@ class Membership:
         self._written_at = sent
         self.state = MemberState.MEMBER
         log.info("worker %s joined the cluster (incarnation %s)", self.worker_id, incarnation)
+
+    def _held_by_another(self, conn: Connection, row: Any, now: datetime) -> bool:
+        if row.incarnation == self.incarnation or _aware(row.lease_expires_at) <= now:
+            return False
+        if self._single is not None:
+            return False
+        return row.lock_pid is None or leader_lock.session_alive(conn, row.lock_pid)
 
     def _beat(self) -> None:
         while not self._stop.wait(self.lease / 3):
