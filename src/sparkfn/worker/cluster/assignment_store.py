@@ -22,6 +22,8 @@ from sparkfn.store.store import Store
 from sparkfn.worker.cluster.assignment import Assignment, InstanceKey, Plan
 from sparkfn.worker.cluster.clock import store_now
 
+DELETE_SLICE = 500  # (control id, instance id) pairs per DELETE
+
 
 def read_assignments(store: Store, worker_id: str | None = None) -> list[Assignment]:
     """Every instance's assignment, or only those of ``worker_id``."""
@@ -53,7 +55,12 @@ def write_plan(store: Store, before: Iterable[Assignment], plan: Plan, *, term: 
             return 0
         table = cluster_assignments
         keys = [(item.instance.control_id, item.instance.instance_id) for item in changed]
-        conn.execute(delete(table).where(tuple_(table.c.control_id, table.c.instance_id).in_(keys)))
+        # In slices: one IN list of 10,000 pairs overflows PostgreSQL's parser stack.
+        for start in range(0, len(keys), DELETE_SLICE):
+            pairs = keys[start : start + DELETE_SLICE]
+            conn.execute(
+                delete(table).where(tuple_(table.c.control_id, table.c.instance_id).in_(pairs))
+            )
         now = store_now(conn)
         # An instance waiting for room has the worker id "" (the column is not nullable).
         conn.execute(
