@@ -30,3 +30,13 @@ def test_the_leader_writes_what_changed_and_a_replaced_leader_nothing(store: Sto
     with pytest.raises(StaleLeaderError, match=f"term {term} may not write.*now {newer}"):
         write_plan(store, read_assignments(store), third, term=term)
     assert len(read_assignments(store, "c")) == 2
+
+
+def test_a_plan_that_moves_ten_thousand_instances_is_written_whole(store: Store) -> None:
+    term = record_leader(store, "a")
+    instances = [Assignment(InstanceKey(f"public/default/f{i}", 0)) for i in range(10_000)]
+    first = rebalance([Worker("a", 10_000)], instances)
+    assert write_plan(store, instances, first, term=term) == 10_000
+    moved = rebalance([Worker("b", 10_000)], read_assignments(store))  # a left: all move
+    assert write_plan(store, read_assignments(store), moved, term=term) == 10_000
+    assert {a.worker_id for a in read_assignments(store)} == {"b"}
