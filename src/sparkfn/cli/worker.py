@@ -87,8 +87,6 @@ def start(
     )
     worker = Worker(settings)
     worker.open()
-    restoring = threading.Thread(target=worker.restore, name="sparkfn-restore", daemon=True)
-    restoring.start()
     port = listening.getsockname()[1]  # --port 0: the one the system gave
     sys.stderr.write(
         f"sparkfn worker {settings.worker_id} serving on http://{settings.host}:{port}\n"
@@ -97,6 +95,10 @@ def start(
     # as SIGTERM does: the server ends gracefully and its shutdown stops the rest.
     worker.on_shutdown_request = lambda: os.kill(os.getpid(), signal.SIGTERM)
     app = create_app(worker, shutdown_worker=True)
+    # Spark starts once the app is built: started before, it took the two cores of a
+    # loaded machine from the app's building and delayed the first answer by seconds.
+    restoring = threading.Thread(target=worker.restore, name="sparkfn-restore", daemon=True)
+    restoring.start()
     # SIGTERM and Ctrl+C end the server gracefully; the app's shutdown stops the functions.
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises Ctrl+C again once it stopped

@@ -20,11 +20,11 @@ import pytest
 from brokers import wait_for
 from sqlalchemy import select
 
-from sparkfn.api.errors import ConfigError
+from sparkfn.api.errors import ConfigError, StorageFullError
 from sparkfn.store.cluster_schema import cluster_workers
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.members import current_leader, live_workers
-from sparkfn.worker.cluster.membership import Membership, MemberState
+from sparkfn.worker.cluster.membership import Beat, Membership, MemberState
 
 CHILD = Path(__file__).with_name("member_child.py")
 LEASE = 2.0
@@ -179,3 +179,18 @@ def _joined(member: Membership) -> bool:
     except ConfigError:
         return False  # the dead session may linger a moment in pg_stat_activity
     return True
+
+
+def test_a_heartbeat_does_not_say_writes_go_through_again(sqlite_store: Store) -> None:
+    """A full disk may leave room for a heartbeat's small update, not for the worker's writes:
+    the store's health stays failed until a write of its own succeeds."""
+    member = Membership(sqlite_store, "one", host="h", port=1)
+    member.start()
+    try:
+        full = StorageFullError("no space left for a write of the store")
+        sqlite_store.health.failed(full)
+        assert member.heartbeat() is Beat.WRITTEN
+        assert sqlite_store.health.failure is full
+    finally:
+        member.close()
+    assert sqlite_store.health.failure is full

@@ -52,7 +52,7 @@ class LeaderLock:
                 conn.execute(f"SET {name} = {int(value)}")
             schema = conn.execute("SELECT current_schema()").fetchone()[0]
             lock = cls(conn, zlib.crc32(str(schema).encode()) & 0x7FFF_FFFF, worker_id)
-            with store.write() as write:
+            with store.write(recorded=False) as write:
                 write.execute(
                     update(cluster_workers)
                     .where(cluster_workers.c.worker_id == worker_id)
@@ -121,7 +121,7 @@ def session_alive(conn: Connection, pid: int) -> bool:
 
 def record_leader(store: Store, worker_id: str) -> int:
     """Record ``worker_id`` as the leader in a new term; returns the term."""
-    with store.write() as conn:
+    with store.write(recorded=False) as conn:
         now = store_now(conn)
         row = conn.execute(
             select(cluster_leader.c.term).where(cluster_leader.c.id == 1).with_for_update()

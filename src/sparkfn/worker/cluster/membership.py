@@ -141,7 +141,7 @@ class Membership:
             self._thread.join(timeout=self.lease)
         self._step_down()
         try:
-            with self.store.write() as conn:
+            with self.store.write(recorded=False) as conn:
                 conn.execute(
                     delete(cluster_workers).where(
                         cluster_workers.c.worker_id == self.worker_id,
@@ -167,7 +167,7 @@ class Membership:
         """
         incarnation = uuid.uuid4().hex
         sent = time.monotonic()
-        with self.store.write() as conn:
+        with self.store.write(recorded=False) as conn:
             now = store_now(conn)
             row = conn.execute(
                 select(cluster_workers)
@@ -237,7 +237,7 @@ class Membership:
         sent = time.monotonic()
         table = cluster_workers
         try:
-            with self.store.write() as conn:
+            with self.store.write(recorded=False) as conn:
                 if conn.dialect.name == "postgresql":  # a blocked write must not outlast the lease
                     timeout_ms = int(self.lease * 1000 / 3)
                     conn.exec_driver_sql(f"SET LOCAL statement_timeout = {timeout_ms}")
