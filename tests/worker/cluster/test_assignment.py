@@ -25,7 +25,7 @@ def _check_capacity(plan: Plan, workers: list[Worker]) -> None:
         assert load <= caps[worker_id], f"{worker_id} holds {load} > capacity {caps[worker_id]}"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(caps=capacities, count=st.integers(min_value=0, max_value=80))
 def test_every_instance_is_assigned_when_capacity_allows_and_none_over_capacity(
     caps: list[int], count: int
@@ -45,7 +45,7 @@ def test_every_instance_is_assigned_when_capacity_allows_and_none_over_capacity(
         assert max(free) - min(free) <= 1, plan.loads()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(caps=capacities, count=st.integers(min_value=1, max_value=80), new_cap=st.integers(1, 12))
 def test_a_join_moves_only_what_the_new_worker_takes(
     caps: list[int], count: int, new_cap: int
@@ -61,7 +61,7 @@ def test_a_join_moves_only_what_the_new_worker_takes(
     assert sum(after.loads().values()) == min(count, sum(caps) + new_cap)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(caps=st.lists(st.integers(1, 12), min_size=2, max_size=8), count=st.integers(1, 80),
        leaving=st.integers(min_value=0, max_value=7))  # fmt: skip
 def test_a_leave_moves_only_the_leavers_instances(
@@ -82,7 +82,7 @@ def test_a_leave_moves_only_the_leavers_instances(
     assert sum(after.loads().values()) == min(count, sum(w.capacity for w in stay))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(steps=st.lists(capacities, min_size=1, max_size=6), count=st.integers(0, 60))
 def test_epochs_grow_exactly_when_the_owner_changes(steps: list[list[int]], count: int) -> None:
     current = _instances(count)
