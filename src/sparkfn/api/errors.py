@@ -33,7 +33,8 @@ resembles, so callers may catch either::
     │   ├── SchemaVersionError                 the store is newer than this sparkfn
     │   ├── DataDirError                       the data directory cannot be created or written
     │   ├── StorageFullError   (OSError)       no space left for a write (HTTP 507)
-    │   └── StoreUnavailableError              the store or the disk refuses writes (HTTP 503)
+    │   ├── StoreUnavailableError              the store or the disk refuses writes (HTTP 503)
+    │   └── StaleLeaderError                   a replaced cluster leader's write (refused whole)
     ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
     │   └── StaleRunError                      a newer run replaced this one (fenced)
     ├── FunctionNotRunningError (RuntimeError) the request needs the function running
@@ -278,6 +279,16 @@ class StoreUnavailableError(StoreError):
     """
 
     reason = "store_unavailable"
+
+
+class StaleLeaderError(StoreError):
+    """A cluster leader's write in a term that is no longer the current one.
+
+    Another worker took the leader lock since (this one was paused, or lost
+    its session): nothing was written, and this worker is not the leader.
+    """
+
+    reason = "stale_leader"
 
 
 class FunctionFailedError(SparkfnError, RuntimeError):

@@ -50,6 +50,15 @@ def start(
             help="How SIGTERM stops the functions: suspend (default) or drain.",
         ),
     ] = None,
+    worker_id: Annotated[
+        str | None,
+        typer.Option(
+            "--worker-id",
+            help="This worker's id in its cluster (host:port).",
+            envvar="SPARKFN_WORKER_WORKER_ID",
+            show_envvar=True,
+        ),
+    ] = None,
     config_file: Annotated[
         Path | None,
         typer.Option("--config-file", help="A YAML file of worker settings (snake or camelCase)."),
@@ -75,17 +84,17 @@ def start(
     from sparkfn.worker.settings import WorkerSettings
 
     options = ctx.find_object(StoreOptions) or StoreOptions()
-    settings = WorkerSettings.resolve(
-        config_file=config_file,
-        host=host,
-        port=port,
-        spark_master=spark_master,
-        shutdown_mode=shutdown_mode,
-        allowed_hosts=tuple(allowed_host) if allowed_host else None,
-        data_dir=options.data_dir,
-        store_url=options.store_url,
-    )
+    given = {
+        "host": host, "port": port, "spark_master": spark_master, "worker_id": worker_id,
+        "shutdown_mode": shutdown_mode, "data_dir": options.data_dir,
+        "store_url": options.store_url,
+        "allowed_hosts": tuple(allowed_host) if allowed_host else None,
+    }  # fmt: skip
+    settings = WorkerSettings.resolve(config_file=config_file, **given)
     listening = listen(settings.host, settings.port)
+    if settings.port == 0:  # --port 0: the cluster must know (and the id say) the port given
+        given["port"] = listening.getsockname()[1]
+        settings = WorkerSettings.resolve(config_file=config_file, **given)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -98,8 +107,6 @@ def start(
     worker = Worker(settings)
     worker.open()  # the data directory 0700, a SQLite store 0600
     tighten_tree(Path(settings.data_dir) / "logs")  # log files an older worker left 0644
-    restoring = threading.Thread(target=worker.restore, name="sparkfn-restore", daemon=True)
-    restoring.start()
     port = listening.getsockname()[1]  # --port 0: the one the system gave
     sys.stderr.write(
         f"sparkfn worker {settings.worker_id} serving on http://{settings.host}:{port}\n"
@@ -117,6 +124,10 @@ def start(
 
     worker.on_session_failure = session_failed
     app = create_app(worker, shutdown_worker=True)
+    # Spark starts once the app is built: started before, it took the two cores of a
+    # loaded machine from the app's building and delayed the first answer by seconds.
+    restoring = threading.Thread(target=worker.restore, name="sparkfn-restore", daemon=True)
+    restoring.start()
     # SIGTERM and Ctrl+C end the server gracefully; the app's shutdown stops the functions.
     # Requests still running REQUEST_GRACE s after SIGTERM are cancelled (one stuck
     # on a broker would hold the shutdown forever), then the functions are stopped.

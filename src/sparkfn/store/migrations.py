@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, inspect, select
 
 from sparkfn.api.errors import SchemaVersionError
-from sparkfn.store import schema
+from sparkfn.store import cluster_schema, schema
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ def _initial(conn: Connection) -> None:
         *schema.GROUP_TABLES,
         *schema.PACKAGE_OWNER_TABLES,
         *schema.STORE_SETTINGS_TABLES,
+        *cluster_schema.CLUSTER_TABLES,
     )
     tables = [t for t in schema.metadata.sorted_tables if t not in later]
     schema.metadata.create_all(conn, tables=tables)
@@ -172,6 +173,12 @@ def _store_settings(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _cluster(conn: Connection) -> None:
+    # New in version 13; freeze the definitions here if they ever change.
+    for table in cluster_schema.CLUSTER_TABLES:
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
@@ -189,6 +196,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "query groups: the functions one streaming query serves", _groups),
     Migration(11, "package owners: the tenants that hold each stored package", _package_owners),
     Migration(12, "store settings: topic creation on first use", _store_settings),
+    Migration(13, "the cluster: workers and their leases, the leader, assignments", _cluster),
 )
 
 

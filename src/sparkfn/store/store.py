@@ -25,7 +25,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -204,14 +204,18 @@ class Store:
                 conn.info.pop("sqlite_begin", None)
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, *, recorded: bool = True) -> Iterator[Connection]:
         """A write transaction: committed when the block exits, rolled back on error.
 
         A transaction that fails for want of space or of a store (its own
         statements, its commit, or a file the block writes) raises
-        :class:`StorageFullError` or :class:`StoreUnavailableError`.
+        :class:`StorageFullError` or :class:`StoreUnavailableError`. With
+        ``recorded=False`` its outcome leaves :attr:`health` as it is: a
+        cluster heartbeat, a small write every few seconds, must not say
+        writes go through again while larger ones still fail.
         """
-        with self._recording("the store"), self.engine.connect() as conn:
+        recording = self._recording("the store") if recorded else nullcontext()
+        with recording, self.engine.connect() as conn:
             if self.dialect == "sqlite":
                 conn.info["sqlite_begin"] = "IMMEDIATE"
             try:

@@ -16,6 +16,7 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
+from sparkfn.worker.cluster_api import cluster_router
 from sparkfn.worker.connectors_api import connectors_router
 from sparkfn.worker.console import console_router
 from sparkfn.worker.functions_api import functions_router
@@ -82,5 +83,6 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     app.include_router(topics_router(worker), prefix="/admin/v2/persistent")
     app.include_router(produce_router(worker), prefix="/topics/persistent")
     app.include_router(ops_router(worker))
+    app.include_router(cluster_router(worker), prefix="/admin/v2/worker")
     complete_openapi(app)
     return app

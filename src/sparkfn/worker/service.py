@@ -66,6 +66,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.autocreate import TopicCreation, ensure_topic
 from sparkfn.worker.builtin_connectors import check_configs
+from sparkfn.worker.cluster.membership import Membership
 from sparkfn.worker.hosted_source import HostedSource, purge_source, validate_source
 from sparkfn.worker.recovery import recover
 from sparkfn.worker.registry import (
@@ -101,6 +102,8 @@ class Worker:
         self.store: Store | None = None
         # The session every function and sink shares, watched: see recover().
         self.session = WorkerSession(settings.spark_master, spark=spark, on_death=self._lost)
+        # This worker's place in its store's cluster, from open() to shutdown().
+        self.membership: Membership | None = None
         # Keyed by registry key: a function's FQFN, source:<fqn>, sink:<fqn>.
         self._runs: dict[str, Run] = {}
         self._groups: dict[str, QueryGroup] = {}
@@ -123,8 +126,28 @@ class Worker:
     # --- the process -------------------------------------------------------------
 
     def open(self) -> None:
-        """Open the store (creating the data dir and the schema if they are new)."""
-        self.store = Store.open(self.settings.store_url, self.settings.data_dir)
+        """Open the store (creating the data dir and the schema if they are new) and join
+        its cluster: a PostgreSQL store's as one member among others, a SQLite store's
+        as its only worker (:class:`~sparkfn.api.errors.ConfigError` if it has one)."""
+        store = Store.open(self.settings.store_url, self.settings.data_dir)
+        settings = self.settings
+        membership = Membership(
+            store, settings.worker_id, host=settings.host, port=settings.port,
+            capacity=settings.capacity, lease=settings.lease, on_fenced=self._fenced,
+        )  # fmt: skip
+        try:
+            membership.start()
+        except BaseException:
+            store.close()
+            raise
+        self.store, self.membership = store, membership
+
+    def _fenced(self) -> None:
+        # Nothing is assigned by the leader yet (docs/cluster.md: not built), so
+        # there is no work to give up; the membership already stopped leading.
+        log.error(
+            "worker %s is out of its cluster until a heartbeat is written", self.settings.worker_id
+        )
 
     def restore(self) -> list[str]:
         """Start Spark and every function that should run; returns their FQFNs.
@@ -247,6 +270,8 @@ class Worker:
             self._groups.clear()
         for group in groups:
             group.close()
+        if self.membership is not None:
+            self.membership.close()
         if self.store is not None:
             self.store.close()
             self.store = None

@@ -45,7 +45,13 @@ class WorkerSettings(BaseModel):
     data_dir: Path
     store_url: str
     spark_master: str = "local[*]"
+    # This worker's id in its cluster (default host:port); every instance's status shows it.
     worker_id: str = ""
+    # Seconds a worker stays a member of its store's cluster without a heartbeat
+    # written (sparkfn.worker.cluster.membership); it renews it every third of that.
+    lease: float = Field(default=10.0, gt=0)
+    # How many instances the cluster's leader may assign to this worker.
+    capacity: int = Field(default=100, ge=1)
     # What SIGTERM does to the functions it runs: suspend resumes exactly where
     # they stopped when the worker comes back; drain finishes their input first.
     shutdown_mode: StopMode = StopMode.SUSPEND

@@ -1,0 +1,74 @@
+"""The assignment in the store: read by every worker, written by the leader, term-fenced.
+
+>>> current = read_assignments(store)
+>>> plan = rebalance(workers, current)
+>>> write_plan(store, current, plan, term=member.term)   # only the rows that changed
+
+A leader writes in its own term only: the write locks the ``cluster_leader``
+row and finds its term there, or raises :class:`StaleLeaderError` and
+writes nothing, so a leader that was replaced while paused never overwrites
+its successor's plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import delete, insert, select, tuple_
+
+from sparkfn.api.errors import StaleLeaderError
+from sparkfn.store.cluster_schema import cluster_assignments, cluster_leader
+from sparkfn.store.store import Store
+from sparkfn.worker.cluster.assignment import Assignment, InstanceKey, Plan
+from sparkfn.worker.cluster.clock import store_now
+
+DELETE_SLICE = 500  # (control id, instance id) pairs per DELETE
+
+
+def read_assignments(store: Store, worker_id: str | None = None) -> list[Assignment]:
+    """Every instance's assignment, or only those of ``worker_id``."""
+    table = cluster_assignments
+    query = select(table.c.control_id, table.c.instance_id, table.c.worker_id, table.c.epoch)
+    if worker_id is not None:
+        query = query.where(table.c.worker_id == worker_id)
+    with store.read() as conn:
+        rows = conn.execute(query).all()
+    return [
+        Assignment(InstanceKey(row.control_id, row.instance_id), row.worker_id or None, row.epoch)
+        for row in rows
+    ]
+
+
+def write_plan(store: Store, before: Iterable[Assignment], plan: Plan, *, term: int) -> int:
+    """Write the assignments ``plan`` changed from ``before`` in one transaction; returns
+    how many rows it wrote. Raises :class:`StaleLeaderError` outside ``term``."""
+    was = {item.instance: item for item in before}
+    changed = [item for key, item in plan.assignments.items() if was.get(key) != item]
+    with store.write() as conn:
+        found = conn.execute(
+            select(cluster_leader.c.term).where(cluster_leader.c.id == 1).with_for_update()
+        ).scalar_one_or_none()
+        if found != term:
+            msg = f"leader of term {term} may not write the assignment: the term is now {found}"
+            raise StaleLeaderError(msg)
+        if not changed:
+            return 0
+        table = cluster_assignments
+        keys = [(item.instance.control_id, item.instance.instance_id) for item in changed]
+        # In slices: one IN list of 10,000 pairs overflows PostgreSQL's parser stack.
+        for start in range(0, len(keys), DELETE_SLICE):
+            pairs = keys[start : start + DELETE_SLICE]
+            conn.execute(
+                delete(table).where(tuple_(table.c.control_id, table.c.instance_id).in_(pairs))
+            )
+        now = store_now(conn)
+        # An instance waiting for room has the worker id "" (the column is not nullable).
+        conn.execute(
+            insert(table),
+            [
+                {"control_id": item.instance.control_id, "instance_id": item.instance.instance_id,
+                 "worker_id": item.worker_id or "", "epoch": item.epoch, "assigned_at": now}
+                for item in changed
+            ],
+        )  # fmt: skip
+    return len(changed)
