@@ -143,7 +143,9 @@ def ops_router(worker: Worker) -> APIRouter:
         )
 
     # HEAD as GET (FastAPI adds no HEAD to a GET route), kept out of the document.
-    router.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)
+    router.add_api_route(
+        "/health", health, methods=["HEAD"], response_model=Health, include_in_schema=False
+    )
 
     @router.get(
         "/ready",
