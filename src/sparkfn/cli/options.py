@@ -154,7 +154,7 @@ SUBSCRIPTION_POSITION = Flag(
     "--subscription-position",
     {
         "function": "Where a new subscription starts: latest or earliest (default latest).",
-        "sink": "Where a new subscription starts: earliest (default) or latest.",
+        "sink": "Where a new subscription starts: latest (default, as in Pulsar) or earliest.",
     },
     "POSITION",
     INPUT_PANEL,

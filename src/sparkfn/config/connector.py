@@ -134,9 +134,14 @@ class SinkConfig(_ConnectorBase):
     # Pulsar's sourceSubscriptionName; default sink:<tenant/namespace/name>, so
     # a sink never shares its position with a function of the same name.
     subscription_name: str | None = None
-    subscription_position: SubscriptionPosition = SubscriptionPosition.EARLIEST
+    # Where a new subscription starts: the latest message, as Pulsar's sinks do.
+    subscription_position: SubscriptionPosition = SubscriptionPosition.LATEST
     max_records_per_batch: int | None = Field(default=None, ge=1)
     trigger_interval: float = 0.0
+    # A message whose write() fails is retried this often (Pulsar's maxMessageRetries,
+    # --max-redeliver-count), then sent to dead_letter_topic (default {name}-DLQ).
+    max_message_retries: int = Field(default=0, ge=0, le=100, strict=True)
+    dead_letter_topic: str | None = None
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -152,6 +157,16 @@ class SinkConfig(_ConnectorBase):
     @classmethod
     def _duration(cls, value: Any, info: Any) -> float:
         return parse_duration_seconds(value, info.field_name)
+
+    @field_validator("dead_letter_topic")
+    @classmethod
+    def _dead_letter_topic(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            return str(TopicName.parse(value, field="dead_letter_topic"))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
     @property
     def subscription(self) -> str:

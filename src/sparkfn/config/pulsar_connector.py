@@ -34,6 +34,7 @@ BUILTIN = "builtin://"
 # Pulsar's names of fields sparkfn has under another name (snake_case of either spelling).
 _RENAMED = {
     "class_name": "classname",
+    "max_redeliver_count": "max_message_retries",
     "source_subscription_name": "subscription_name",
     "source_subscription_position": "subscription_position",
 }
@@ -59,8 +60,6 @@ _IGNORED = {
     "auto_ack": "a sink's input is committed with the batch it wrote",
     "timeout_ms": "a sink's input is committed with the batch it wrote",
     "negative_ack_redelivery_delay_ms": "a failed batch is replayed whole",
-    "max_message_retries": "the failure policy decides (failurePolicy)",
-    "dead_letter_topic": "the failure policy decides (failurePolicy)",
     "cleanup_subscription": "deleting a sink always removes its subscription",
     "transform_function": "run a function before the sink instead",
     "transform_function_class_name": "run a function before the sink instead",
@@ -172,6 +171,8 @@ def pulsar_shape(config: SourceConfig | SinkConfig, archive: str | None) -> dict
             sourceSubscriptionName=config.subscription,
             sourceSubscriptionPosition=config.subscription_position.value.title(),
             sinkType=config.sink_type,
+            maxMessageRetries=config.max_message_retries,
+            deadLetterTopic=config.dead_letter_topic,
             maxRecordsPerBatch=config.max_records_per_batch,
             triggerInterval=config.trigger_interval,
         )
