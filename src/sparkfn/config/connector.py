@@ -12,6 +12,7 @@ as for functions). ``configs`` is what ``open(config, context)`` receives.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ from sparkfn.config.function import (
 )
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
+
+_LOG = logging.getLogger(__name__)
 
 
 class _ConnectorBase(BaseModel):
@@ -75,16 +78,20 @@ class _ConnectorBase(BaseModel):
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> Any:
-        """Load a YAML file (Pulsar's camelCase keys too); ``overrides`` win.
+        """Load a YAML file as Pulsar's connector config file reads (camelCase keys,
+        ``archive: builtin://<type>``, ``sourceSubscriptionPosition``, a source's
+        ``topicName``); ``overrides`` win. A Pulsar field that means nothing here
+        is logged as a warning (the CLI prints them)."""
+        from sparkfn.config.pulsar_connector import connector_config  # it imports this module
 
-        Pulsar's ``topicName`` / ``destinationTopicName`` (sources) mean ``output``.
-        """
-        fields = read_yaml_fields(path, f"{cls._kind()} config file")
-        for alias in ("topic_name", "destination_topic_name"):
-            if cls is SourceConfig and alias in fields:
-                fields.setdefault("output", fields.pop(alias))
-        fields.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.build(**fields)
+        kind = cls._kind()
+        given = {k: v for k, v in overrides.items() if v is not None}
+        config, warnings = connector_config(
+            kind, read_yaml_fields(path, f"{kind} config file"), given
+        )
+        for warning in warnings:
+            _LOG.warning("%s config file %s: %s", kind, path, warning)
+        return config
 
     @classmethod
     def _kind(cls) -> str:
