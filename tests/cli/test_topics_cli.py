@@ -327,6 +327,21 @@ def test_produce_takes_pulsar_clients_flags(cli: Cli, tmp_path: Path) -> None:
     assert described["schema_type"] == "string"  # made on first use with -vs's type
 
 
+def test_a_partition_by_its_pulsar_name_is_that_partition_of_the_topic(cli: Cli) -> None:
+    # consume ...-partition-0 created an empty topic of that name instead.
+    cli.ok("topics", "create", "part1", "--schema-type", "string", "-p", "3")
+    one = "persistent://public/default/part1-partition-1"
+    assert cli.ok("topics", "produce", one, "-m", "a,b").lines == ["1:0", "1:1"]
+    cli.ok("topics", "produce", "part1", "-m", "c", "--partition", "2")
+    read = _json_lines(cli.ok("topics", "consume", one, "--json"))
+    assert [(m["message_id"], m["value"]) for m in read] == [("1:0", "a"), ("1:1", "b")]
+    assert cli.ok("topics", "consume", "part1-partition-0", "--json").lines == []
+    listed = cli.ok("topics", "list", "--json").stdout
+    assert "part1-partition" not in listed, listed
+    missing = cli.fail("topics", "consume", "part1-partition-3")
+    assert "part1 has 3 partition(s), 0 to 2; there is no partition 3" in missing.stderr
+
+
 def test_a_new_subscription_starts_at_latest_unless_earliest_as_pulsars(cli: Cli) -> None:
     _topic_with(cli, "history", ["old"])
     assert cli.ok("topics", "consume", "history", "-s", "new-sub", "--json").lines == []

@@ -149,6 +149,7 @@ def consume(
     continues after it; a new subscription starts at the latest message
     unless -p Earliest.
     """
+    from sparkfn.topics.admin import TopicAdmin
     from sparkfn.topics.autocreate import TopicCreation, ensure_topic
     from sparkfn.topics.consumer import Consumer
 
@@ -158,8 +159,15 @@ def consume(
         num, follow = None, True
     waits = follow or num is not None  # Pulsar's consume waits for its messages
     with open_store(ctx) as store:
-        ensure_topic(store, topic, TopicCreation.read(store))  # as Pulsar's subscribe creates it
-        consumer = Consumer(store, topic, subscription=subscription, initial_position=start)
+        only: list[int] | None = None
+        named = TopicAdmin(store).partition_by_name(topic)  # Pulsar's <topic>-partition-<n>
+        if named is not None:
+            topic, only = str(named[0].name), [named[1]]
+        else:
+            ensure_topic(store, topic, TopicCreation.read(store))  # as Pulsar's subscribe does
+        consumer = Consumer(
+            store, topic, subscription=subscription, initial_position=start, partitions=only
+        )
         schema_type = consumer.topic.schema_type
         out = console()
         pending: list[ReceivedMessage] = []

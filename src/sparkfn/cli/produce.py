@@ -224,6 +224,7 @@ def produce(
     Values are checked against the topic's schema type first: if any is
     invalid, nothing is appended.
     """
+    from sparkfn.topics.admin import TopicAdmin
     from sparkfn.topics.autocreate import TopicCreation, ensure_topic
     from sparkfn.topics.message import Message, SchemaType
     from sparkfn.topics.producer import Producer
@@ -254,7 +255,14 @@ def produce(
         creation = TopicCreation.read(store)
         if schema in ("bytes", "string", "json"):
             creation = replace(creation, schema_type=SchemaType(schema))
-        ensure_topic(store, topic, creation)
+        named = TopicAdmin(store).partition_by_name(topic)  # Pulsar's <topic>-partition-<n>
+        if named is not None:
+            if partition not in (None, named[1]):
+                msg = f"{topic} names partition {named[1]}; --partition says {partition}"
+                raise typer.BadParameter(msg, param_hint="'--partition'")
+            topic, partition = str(named[0].name), named[1]
+        else:
+            ensure_topic(store, topic, creation)
         sender = Producer(store, topic, name=producer)
         name = str(sender.topic.name)
         if schema and schema != sender.topic.schema_type.value:
