@@ -344,6 +344,28 @@ def test_a_write_that_raises_dead_letters_its_message_and_the_sink_goes_on(
     _check_objects(tmp_path, graceful=True)
 
 
+@pytest.mark.slow
+def test_a_flush_that_raises_restarts_the_instance_and_its_batch_is_written_again(
+    spark: Any, sstore: Store, tmp_path: Path
+) -> None:
+    # It was fatal: ERROR with 0 restarts. Now the failure policy's on_failure
+    # (REPLACE_INSTANCE) restarts it, and the uncommitted batch is written then.
+    values = [f"m{i}" for i in range(12)]
+    _produce(sstore, values, topic="one")
+    sink = _sink(
+        tmp_path, inputs=["one"], max_records_per_batch=5,
+        configs={"fail_flush_once": str(tmp_path / "flush-failed")},
+        failure_policy={"backoff_initial": "100ms"},
+    )  # fmt: skip
+    run = SinkRun(sink, store=sstore, spark=spark).start(until_drained=True)
+    run.wait(WAIT)  # raises if the sink ended in ERROR
+    status = run.status()
+    assert status.state == "STOPPED" and status.num_restarts >= 1, status
+    assert (tmp_path / "flush-failed").exists()
+    written = [line["value"] for line in _written(tmp_path)]
+    assert Counter(written) == Counter(values)  # every one, once
+
+
 # --- the CLI, in a child process ---------------------------------------------------------------
 
 
