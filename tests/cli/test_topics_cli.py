@@ -291,16 +291,15 @@ def test_consume_positions_and_limits(cli: Cli) -> None:
 
 def test_subscription_resumes_after_what_it_printed(cli: Cli) -> None:
     _topic_with(cli, "resume", ["m1", "m2", "m3", "m4", "m5"])
-    sub = ["topics", "consume", "resume", "--subscription", "audit", "--json"]
+    sub = ["topics", "consume", "resume", "--subscription", "audit", "--json", "-p", "Earliest"]
     assert _values(cli.ok(*sub, "-n", "2")) == ["m1", "m2"]
     assert _values(cli.ok(*sub, "-n", "2")) == ["m3", "m4"]
     cli.ok("topics", "produce", "resume", "-m", "m6")
     assert _values(cli.ok(*sub)) == ["m5", "m6"]
     assert cli.ok(*sub).lines == []
     # Another subscription and a plain reader are independent of it.
-    assert _values(cli.ok("topics", "consume", "resume", "-s", "other", "--json", "-n", "1")) == [
-        "m1"
-    ]
+    other = ["topics", "consume", "resume", "-s", "other", "--json", "-n", "1", "-p", "Earliest"]
+    assert _values(cli.ok(*other)) == ["m1"]
     assert len(cli.ok("topics", "consume", "resume", "--json").lines) == 6
 
 
@@ -310,6 +309,77 @@ def test_a_new_subscription_at_latest_sees_only_new_messages(cli: Cli) -> None:
     assert cli.ok(*sub).lines == []
     cli.ok("topics", "produce", "late", "-m", "new")
     assert _values(cli.ok(*sub)) == ["new"]
+
+
+def test_produce_takes_pulsar_clients_flags(cli: Cli, tmp_path: Path) -> None:
+    # pulsar-client produce: -m splits on commas (-s another separator), -p k=v,k=v,
+    # -f a file per message, -vs the value schema.
+    cli.ok("topics", "produce", "split", "-m", "a,b", "-vs", "string", "-p", "k1=v1,k2=v2")
+    cli.ok("topics", "produce", "split", "-m", "c|d,e", "-s", "|")
+    first, second = tmp_path / "one.json", tmp_path / "two.json"
+    first.write_text('{"a": 1,\n "b": 2}\n')
+    second.write_text("second")
+    cli.ok("topics", "produce", "split", "-f", f"{first},{second}")
+    messages = _json_lines(cli.ok("topics", "consume", "split", "--json"))
+    assert [m["value"] for m in messages] == ["a", "b", "c", "d,e", first.read_text(), "second"]
+    assert messages[0]["properties"] == {"k1": "v1", "k2": "v2"}
+    described = json.loads(cli.ok("topics", "describe", "split", "--json").stdout)
+    assert described["schema_type"] == "string"  # made on first use with -vs's type
+
+
+def test_a_partition_by_its_pulsar_name_is_that_partition_of_the_topic(cli: Cli) -> None:
+    # consume ...-partition-0 created an empty topic of that name instead.
+    cli.ok("topics", "create", "part1", "--schema-type", "string", "-p", "3")
+    one = "persistent://public/default/part1-partition-1"
+    assert cli.ok("topics", "produce", one, "-m", "a,b").lines == ["1:0", "1:1"]
+    cli.ok("topics", "produce", "part1", "-m", "c", "--partition", "2")
+    read = _json_lines(cli.ok("topics", "consume", one, "--json"))
+    assert [(m["message_id"], m["value"]) for m in read] == [("1:0", "a"), ("1:1", "b")]
+    assert cli.ok("topics", "consume", "part1-partition-0", "--json").lines == []
+    listed = cli.ok("topics", "list", "--json").stdout
+    assert "part1-partition" not in listed, listed
+    missing = cli.fail("topics", "consume", "part1-partition-3")
+    assert "part1 has 3 partition(s), 0 to 2; there is no partition 3" in missing.stderr
+
+
+def test_a_new_subscription_starts_at_latest_unless_earliest_as_pulsars(cli: Cli) -> None:
+    _topic_with(cli, "history", ["old"])
+    assert cli.ok("topics", "consume", "history", "-s", "new-sub", "--json").lines == []
+    early = cli.ok("topics", "consume", "history", "-s", "early", "-p", "Earliest", "--json")
+    assert _values(early) == ["old"]
+
+
+def test_consume_n_waits_for_its_messages_and_returns_once_they_came(cli: Cli) -> None:
+    cli.ok("topics", "create", "waited", "--schema-type", "string")
+    proc = cli.popen(
+        "topics", "consume", "waited", "-s", "sub", "-n", "1", "--json",
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not _subscribed_to(cli, "waited", "sub"):  # at latest: subscribed before the send
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        assert proc.poll() is None  # nothing came yet: it waits, as Pulsar's
+        cli.ok("topics", "produce", "waited", "-m", "first", "-m", "second")
+        out, err = proc.communicate(timeout=WAIT_SECONDS)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert [json.loads(line)["value"] for line in out.splitlines()] == ["first"]
+
+
+def _subscribed_to(cli: Cli, topic: str, subscription: str) -> bool:
+    from sparkfn.store.store import Store
+    from sparkfn.topics.admin import TopicAdmin
+
+    store = Store.open(data_dir=cli.env["SPARKFN_DATA_DIR"])
+    try:
+        return subscription in TopicAdmin(store).subscriptions(topic)
+    finally:
+        store.close()
 
 
 def _line_reader(stream: Any) -> queue.Queue[bytes]:
@@ -326,7 +396,7 @@ def _line_reader(stream: Any) -> queue.Queue[bytes]:
 def test_follow_prints_new_messages_and_ends_cleanly_on_ctrl_c(cli: Cli) -> None:
     _topic_with(cli, "live", ["before"])
     proc = cli.popen(
-        "topics", "consume", "live", "-f", "--json", "-s", "watcher",
+        "topics", "consume", "live", "-f", "--json", "-s", "watcher", "-p", "Earliest",
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
@@ -403,7 +473,7 @@ def test_maintain_compacts_small_segments(cli: Cli) -> None:
 
 def test_unsubscribe_deletes_the_subscription_and_a_consumer_starts_over(cli: Cli) -> None:
     _topic_with(cli, "unsub", ["m1", "m2", "m3"])
-    sub = ["topics", "consume", "unsub", "-s", "audit", "--json"]
+    sub = ["topics", "consume", "unsub", "-s", "audit", "--json", "-p", "Earliest"]
     assert _values(cli.ok(*sub, "-n", "2")) == ["m1", "m2"]
     done = cli.ok("topics", "unsubscribe", "unsub", "--subscription", "audit")
     assert "unsubscribed audit from topic public/default/unsub (1 cursor(s) removed)" in done.stdout

@@ -140,7 +140,8 @@ def test_sink_publishes_every_message_acknowledged(
     sent = [f"r{i}" for i in range(500)]
     fill(sqlite_store, "out", sent)
     config = SinkConfig.build(name="mqtt-sink", sink_type="mqtt", inputs=["out"],
-                              configs={"host": HOST, "topic": f"{topic}/out"})  # fmt: skip
+                              configs={"host": HOST, "topic": f"{topic}/out"},
+                              subscription_position="earliest")  # fmt: skip
     try:
         with SinkRun(config, store=sqlite_store, spark=spark) as run:
             run.start(until_drained=True)

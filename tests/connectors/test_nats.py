@@ -139,7 +139,8 @@ def test_sink_publishes_once_and_a_replay_is_dropped_by_jetstream(
     # same messages, the same Nats-Msg-Id values, as after a crash.
     for subscription in ("first", "replay"):
         config = SinkConfig.build(name="nats-sink", sink_type="nats", inputs=["out"],
-                                  subscription_name=subscription, configs=configs)  # fmt: skip
+                                  subscription_name=subscription, configs=configs,
+                                  subscription_position="earliest")  # fmt: skip
         with SinkRun(config, store=sqlite_store, spark=spark) as run:
             run.start(until_drained=True)
             run.wait(timeout=120)

@@ -20,11 +20,12 @@ from connector_probes import StaticSinkContext
 from sparkfn.api.connector import Record
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.connector import SinkConfig, SourceConfig
-from sparkfn.connectors.builtin.rabbitmq import RabbitMQSink
+from sparkfn.connectors.builtin.rabbitmq_sink import RabbitMQSink
 from sparkfn.connectors.registry import load_sink, load_source
 from sparkfn.connectors.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
 
 
 @pytest.fixture
@@ -177,6 +178,7 @@ def test_sink_publishes_every_message_confirmed_with_its_position_as_id(
     config = SinkConfig.build(
         name="rabbit-sink", sink_type="rabbitmq", inputs=["out"],
         configs={"host": HOST, "exchangeName": exchange, "routingKey": "results"},
+        subscription_position="earliest",
     )  # fmt: skip
     with SinkRun(config, store=sqlite_store, spark=spark) as run:
         run.start(until_drained=True)
@@ -194,3 +196,94 @@ def test_sink_publishes_every_message_confirmed_with_its_position_as_id(
     conn.close()
     assert sorted(got) == sorted(sent)
     assert len(ids) == len(sent) and all(i.startswith("public/default/out@") for i in ids)
+
+
+def test_source_keys_each_record_by_its_routing_key_as_pulsars_does(
+    sqlite_store: Store, queue: str
+) -> None:
+    # Pulsar's source gives a record the message's routing key as its key, so a Redis
+    # sink downstream has one to SET: here through an exchange, two keys.
+    exchange = unique("sparkfn-x")
+    conn = pika.BlockingConnection(pika.ConnectionParameters(HOST))
+    channel = conn.channel()
+    channel.exchange_declare(exchange, "direct")
+    for key in ("eu", "us"):
+        channel.queue_bind(queue, exchange, key)
+        channel.basic_publish(exchange, key, f"to {key}".encode())
+    channel.basic_publish("", queue, b"direct")  # the default exchange: the queue's name
+    TopicAdmin(sqlite_store).create("in", schema_type="string")
+    config = SourceConfig(
+        name="rabbit", source_type="rabbitmq", output="in",
+        configs={"host": HOST, "queueName": queue},
+    )  # fmt: skip
+    runner = SourceRunner(config, sqlite_store)
+    runner.start()
+    try:
+        wait_for(lambda: runner.stats.acked == 3, "three acked")
+    finally:
+        runner.stop("drain")
+        assert runner.wait(30)
+        channel.exchange_delete(exchange)
+        conn.close()
+    got = Consumer(sqlite_store, "in", initial_position="earliest").receive(max_messages=10)
+    assert [(m.key, m.value) for m in got] == [
+        ("eu", b"to eu"),
+        ("us", b"to us"),
+        (queue, b"direct"),
+    ]
+    assert all("routingKey" not in m.properties for m in got), [m.properties for m in got]
+
+
+def test_source_takes_an_existing_queue_as_it_is_and_declares_a_missing_one_as_pulsar() -> None:
+    require("rabbitmq")
+    transient, missing = unique("sparkfn-transient"), unique("sparkfn-missing")
+    conn = pika.BlockingConnection(pika.ConnectionParameters(HOST))
+    channel = conn.channel()
+    channel.queue_declare(transient, durable=False)
+    try:
+        # passive false: an existing non-durable queue was a 406 (declared durable) before.
+        for name in (transient, missing):
+            load_source(
+                SourceConfig(
+                    name="s", source_type="rabbitmq", output="o",
+                    configs={"host": HOST, "queueName": name, "passive": False},
+                )
+            )  # fmt: skip
+        # The missing one now exists with Pulsar's arguments: a declare with them is no 406.
+        channel.queue_declare(missing, durable=False, exclusive=False, auto_delete=False)
+    finally:
+        channel.queue_delete(transient)
+        channel.queue_delete(missing)
+        conn.close()
+
+
+def test_sink_binds_its_queue_name_and_routes_by_a_messages_routing_key_property(
+    queue: str,
+) -> None:
+    # Pulsar's sink: queueName declares a direct exchange and the queue bound by routingKey;
+    # a message's routingKey property overrides the configured key.
+    exchange, bound = unique("sparkfn-x"), unique("sparkfn-q")
+    sink = RabbitMQSink()
+    configs = {"host": HOST, "exchangeName": exchange, "queueName": bound, "routingKey": "main"}
+    sink.open(configs, StaticSinkContext())
+    conn = pika.BlockingConnection(pika.ConnectionParameters(HOST))
+    channel = conn.channel()
+    try:
+        channel.queue_bind(queue, exchange, "other")
+        sink.write(Record("plain", topic="public/default/out", message_id="0:0"))
+        sink.write(
+            Record("routed", properties={"routingKey": "other"}, topic="public/default/out",
+                   message_id="0:1")
+        )  # fmt: skip
+        sink.flush()
+        taken = {}
+        for name in (bound, queue):
+            method, _, body = channel.basic_get(name, auto_ack=True)
+            taken[name] = body
+            assert channel.basic_get(name, auto_ack=True)[0] is None, f"{name}: more than one"
+        assert taken == {bound: b"plain", queue: b"routed"}
+    finally:
+        sink.close()
+        channel.queue_delete(bound)
+        channel.exchange_delete(exchange)
+        conn.close()

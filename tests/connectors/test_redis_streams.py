@@ -139,7 +139,7 @@ def test_sink_xadds_every_message_with_its_position(
     sent = [f"r{i}" for i in range(500)]
     fill(sqlite_store, "out", sent)
     config = SinkConfig.build(name="redis-sink", sink_type="redis", inputs=["out"],
-                              configs=_config(stream))  # fmt: skip
+                              configs=_config(stream), subscription_position="earliest")  # fmt: skip
     with SinkRun(config, store=sqlite_store, spark=spark) as run:
         run.start(until_drained=True)
         run.wait(timeout=120)
@@ -172,7 +172,11 @@ def test_a_pulsar_users_sink_configs_set_each_messages_key_to_its_value(
     TopicAdmin(sqlite_store).create("kv", partitions=2, schema_type="string")
     Producer(sqlite_store, "kv").send_batch([Message(v.encode(), key=k) for k, v in keyed])
     config = SinkConfig.build(
-        name="redis-kv", sink_type="redis", inputs=["kv"], configs=PULSAR_SINK_CONFIGS
+        name="redis-kv",
+        sink_type="redis",
+        inputs=["kv"],
+        configs=PULSAR_SINK_CONFIGS,
+        subscription_position="earliest",
     )
     try:
         with SinkRun(config, store=sqlite_store, spark=spark) as run:
@@ -184,18 +188,25 @@ def test_a_pulsar_users_sink_configs_set_each_messages_key_to_its_value(
         client.delete(*{k for k, _ in keyed})
 
 
-def test_a_key_value_sink_refuses_a_message_without_a_key(client: redis.Redis) -> None:
+def test_a_key_value_sink_writes_a_message_without_a_key_under_the_empty_key(
+    client: redis.Redis,
+) -> None:
+    # Pulsar's Redis sink SETs "" for a message without a key; it used to be an error,
+    # which stopped the sink on the first such message.
     from connector_probes import StaticSinkContext
 
     from sparkfn.api.connector import Record
     from sparkfn.connectors.builtin.redis_streams import RedisStreamSink
 
+    database = {**PULSAR_SINK_CONFIGS, "redisDatabase": "7"}  # "" of its own, not db 0's
+    value = unique("unkeyed")
     sink = RedisStreamSink()
-    sink.open(PULSAR_SINK_CONFIGS, StaticSinkContext())
+    sink.open(database, StaticSinkContext())
     try:
-        with pytest.raises(
-            ValueError, match=r"message public/default/raw@0:3 has no key.*streamName"
-        ):
-            sink.write(Record("v", topic="public/default/raw", message_id="0:3"))
+        sink.write(Record(value, topic="public/default/raw", message_id="0:3"))
+        sink.flush()
+        with redis.Redis(HOST, 6379, db=7) as seven:
+            assert seven.get("") == value.encode()
+            seven.delete("")
     finally:
         sink.close()

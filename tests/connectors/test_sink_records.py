@@ -76,8 +76,9 @@ def test_a_function_and_a_sink_of_the_same_fqfn_keep_separate_records(
         configs={
             "log": str(tmp_path / "calls.jsonl"),
             "path": str(tmp_path / "out.jsonl"),
-            "fail_on": "m7",
+            "fatal_on": "m7",
         },
+        subscription_position="earliest",
     )
     fqfn = function.fqfn
     sink_id = control.control_id("sink", fqfn)

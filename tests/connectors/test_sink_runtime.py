@@ -6,7 +6,8 @@ query on the session's local Spark with ``sinks/recording_sink.py``, a file
 sink that logs every call into every object (with its process, ``id(self)``
 and thread): a drained run writes every message exactly once with the calls
 in order; a fatal from the sink's own thread ends the run in ERROR within
-10 s and nothing is written after it; a ``write()`` that raises is fatal too.
+10 s and nothing is written after it; a ``write()`` that raises dead-letters
+its message and the sink goes on.
 Last, ``sparkfn sinks localrun`` as a user runs it, in a child process: a bad
 sink type fails before Spark starts, and a drained run exits 0.
 """
@@ -40,6 +41,7 @@ from sparkfn.store.store import Store
 from sparkfn.testing import FunctionHarness
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.autocreate import TopicCreation
+from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from waiting import until
@@ -64,6 +66,7 @@ def _sink(tmp_path: Path, **fields: Any) -> SinkConfig:
         "inputs": ["in"],
         "configs": configs,
         "max_records_per_batch": 10,
+        "subscription_position": "earliest",  # the tests fill the input first
     }
     base.update(fields)
     built: SinkConfig = SinkConfig.build(**base)
@@ -173,14 +176,17 @@ def test_the_adapter_maps_messages_to_records_and_flushes_per_batch(tmp_path: Pa
         "event_time": "2024-05-01T12:00:00.123000+00:00",
     }
     assert [line["value"] for line in lines] == [{"id": 1}, {"id": 2}]
-    # write() raising is fatal, not a message error: the task fails at once.
-    with pytest.raises(FatalError, match=r"RuntimeError: cannot write"):
-        harness.send({"id": 3})
-    assert harness.stats.user_exceptions == 0
+    # write() raising fails that message: it is dead-lettered with its cause, and the
+    # sink goes on with the next one.
+    assert harness.send_many([{"id": 3}, {"id": 4}]) == []
+    ((value, props),) = harness.dead_letters
+    assert value == {"id": 3} and props["EXCEPTION"] == "RuntimeError: cannot write {'id': 3}"
+    assert harness.stats.user_exceptions == 1
+    assert [line["value"] for line in _written(tmp_path)] == [{"id": 1}, {"id": 2}, {"id": 4}]
     harness.close()
     harness.close()
     (names,) = _check_objects(tmp_path, graceful=False).values()
-    assert names == ["open", "write", "flush", "write", "flush", "write", "close"]
+    assert names == ["open", "write", "flush", "write", "flush", "write", "write", "flush", "close"]
 
 
 def test_a_failing_open_is_fatal_and_the_sink_is_still_closed_once(tmp_path: Path) -> None:
@@ -313,29 +319,48 @@ def test_a_fatal_from_the_sinks_own_thread_ends_the_run_within_10_s(
 
 
 @pytest.mark.slow
-def test_a_write_that_raises_is_fatal(spark: Any, sstore: Store, tmp_path: Path) -> None:
+def test_a_write_that_raises_dead_letters_its_message_and_the_sink_goes_on(
+    spark: Any, sstore: Store, tmp_path: Path
+) -> None:
     values = [f"m{i}" for i in range(20)]
     _produce(sstore, values, topic="one")
     sink = _sink(tmp_path, inputs=["one"], max_records_per_batch=5, configs={"fail_on": "m7"})
     run = SinkRun(sink, store=sstore, spark=spark).start(until_drained=True)
-    with pytest.raises(ConnectorFailedError, match=r"RuntimeError: cannot write m7"):
-        run.wait(WAIT)
+    run.wait(WAIT)  # raises if the sink died
     status = run.status()
-    assert status.state == "ERROR" and status.num_restarts == 0
+    assert status.state == "STOPPED" and status.num_restarts == 0
     (instance,) = status.instances
-    death = instance.status.death_exception
-    assert (death.type, death.message) == ("RuntimeError", "cannot write m7")
-    assert f"raised by write() of sink {sink.fqn}" in death.traceback
-    assert instance.status.state == "ERROR" and instance.status.num_fatal_exceptions == 1
-    assert instance.status.num_user_exceptions == 0  # not a message error
-    # The failing batch (m5..m9) was never flushed nor committed; m0..m4 were.
+    assert instance.status.num_user_exceptions == 1 and instance.status.num_fatal_exceptions == 0
     written = [line["value"] for line in _written(tmp_path)]
-    assert written == [f"m{i}" for i in range(5)]
-    assert instance.status.num_successfully_processed == 5
-    _check_objects(tmp_path, graceful=False)
-    calls = [c for cs in _calls(tmp_path).values() for c in cs]
-    assert "m10" not in [c.get("value") for c in calls]
-    assert os.path.exists(tmp_path / "calls.jsonl")
+    assert sorted(written) == sorted(v for v in values if v != "m7")  # each once
+    dead = Consumer(sstore, f"public/default/{sink.name}-DLQ", initial_position="earliest")
+    (letter,) = dead.receive(max_messages=10)
+    assert letter.value == b"m7"
+    assert letter.properties["EXCEPTION"] == "RuntimeError: cannot write m7"
+    assert letter.properties["REAL_TOPIC"] == "persistent://public/default/one"
+    _check_objects(tmp_path, graceful=True)
+
+
+@pytest.mark.slow
+def test_a_flush_that_raises_restarts_the_instance_and_its_batch_is_written_again(
+    spark: Any, sstore: Store, tmp_path: Path
+) -> None:
+    # It was fatal: ERROR with 0 restarts. Now the failure policy's on_failure
+    # (REPLACE_INSTANCE) restarts it, and the uncommitted batch is written then.
+    values = [f"m{i}" for i in range(12)]
+    _produce(sstore, values, topic="one")
+    sink = _sink(
+        tmp_path, inputs=["one"], max_records_per_batch=5,
+        configs={"fail_flush_once": str(tmp_path / "flush-failed")},
+        failure_policy={"backoff_initial": "100ms"},
+    )  # fmt: skip
+    run = SinkRun(sink, store=sstore, spark=spark).start(until_drained=True)
+    run.wait(WAIT)  # raises if the sink ended in ERROR
+    status = run.status()
+    assert status.state == "STOPPED" and status.num_restarts >= 1, status
+    assert (tmp_path / "flush-failed").exists()
+    written = [line["value"] for line in _written(tmp_path)]
+    assert Counter(written) == Counter(values)  # every one, once
 
 
 # --- the CLI, in a child process ---------------------------------------------------------------

@@ -518,7 +518,7 @@ def _sink_lane(
         producer.send_batch([Message(b.encode(), key=f"k{next(keys) % 7}") for b in bodies])
 
     config = {"archive": f"builtin://{name}", "inputs": [topic], "configs": configs,
-              "maxRecordsPerBatch": SINK_BATCH}  # fmt: skip
+              "maxRecordsPerBatch": SINK_BATCH, "sourceSubscriptionPosition": "Earliest"}  # fmt: skip
     return Lane("sink", name, config, send, moved, found, max_duplicates, cleanup=cleanup)
 
 

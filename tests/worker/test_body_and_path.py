@@ -5,6 +5,7 @@ The real app over HTTP on both stores; nothing here starts a function, so no Spa
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -78,3 +79,25 @@ def test_a_state_whose_key_differs_from_the_paths_is_refused(
     stored = client.post(f"{FUNCTION}/state/last", data={"state": same})
     assert stored.status_code == 200, stored.text
     assert stored.json()["stringValue"] == "x"
+
+
+def test_binary_state_goes_in_and_out_as_base64_bytes(worker: Worker, client: httpx.Client) -> None:
+    # Pulsar's FunctionState: byteValue is base64 of the bytes. putstate stored the base64
+    # text itself, and querystate on a value that is no UTF-8 was an HTTP 500.
+    registered = FunctionConfig.build(name="f", classname="m.f", inputs=["in"])
+    worker.registry.create(registered, package_digest=None, who="test")
+    raw = b"\xff\x00\xfe binary"
+    state = json.dumps({"key": "blob", "byteValue": base64.b64encode(raw).decode()})
+    stored = client.post(f"{FUNCTION}/state/blob", data={"state": state})
+    assert stored.status_code == 200, stored.text
+    found = get_state(worker.open_store(), "public/default/f", "blob")
+    assert found is not None and found.value == raw
+    queried = client.get(f"{FUNCTION}/state/blob")
+    assert queried.status_code == 200, queried.text
+    assert queried.json()["byteValue"] == base64.b64encode(raw).decode()
+    assert queried.json()["stringValue"] is None
+    bad = json.dumps({"key": "blob", "byteValue": "not base64!"})
+    message = _refused(
+        client.post(f"{FUNCTION}/state/blob", data={"state": bad}), 400, "invalid_config"
+    )
+    assert "byteValue must be base64" in message

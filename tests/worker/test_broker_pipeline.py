@@ -11,6 +11,10 @@ meanwhile stops in front of it and arrives once it starts), drained (status
 ``STOPPED``, the instance too) and restarted, and what is published after
 arrives.
 
+A third test creates the three from Pulsar IO's YAML files (``archive:
+builtin://...``) and publishes messages with no key of their own: each must
+be in Redis exactly once.
+
 Nothing here crashes, and every stop, drain and restart of all three is
 graceful (each commits what it has read or written and acks it), so
 docs/connectors.md promises no duplicate: each message must be in the stream
@@ -40,6 +44,7 @@ from brokers import HOST, require, unique
 from worker_process import SharedWorker
 
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.consumer import Consumer
 from waiting import until
 
 pytestmark = pytest.mark.slow
@@ -163,6 +168,8 @@ class Rest:
         sink = {
             "archive": "builtin://redis",
             "inputs": [f"persistent://public/default/{BANG}"],
+            # What the function wrote before the sink's first batch, too (Pulsar: Latest).
+            "sourceSubscriptionPosition": "Earliest",
             "configs": {"redisHosts": f"{HOST}:6379", "redisDatabase": 0, "streamName": stream},
         }
         made = self.http.post(
@@ -229,7 +236,7 @@ class Cli:
             "--sink-type", "redis",
             "--sink-config",
             json.dumps({"redisHosts": f"{HOST}:6379", "redisDatabase": "0", "streamName": stream}),
-            "--inputs", f"persistent://public/default/{BANG}",
+            "--inputs", f"persistent://public/default/{BANG}", "--subs-position", "Earliest",
         )  # fmt: skip
         assert made.stdout == f"created sink public/default/{SINK} (version 1)\n", made.stdout
 
@@ -379,5 +386,88 @@ def test_a_rabbitmq_source_a_function_and_a_redis_sink_lose_nothing_across_their
             pipe.publish(MORE)
             pipe.all_arrived(f"after the {kind} was drained and restarted", final=kind == "sink")
         assert len(pipe.sent) == FIRST + 6 * MORE
+    finally:
+        rest.close()
+
+
+# --- Pulsar IO's YAML files, unkeyed messages ----------------------------------------------
+
+SOURCE_YAML = """\
+tenant: public
+namespace: default
+name: rabbit-yaml
+topicName: persistent://public/default/raw-yaml
+archive: builtin://rabbitmq
+parallelism: 1
+configs:
+  host: {host}
+  port: 5672
+  queueName: {queue}
+  passive: false
+"""
+SINK_YAML = """\
+tenant: public
+namespace: default
+name: redis-yaml
+inputs:
+  - persistent://public/default/bang-yaml
+archive: builtin://redis
+sourceSubscriptionPosition: Earliest
+parallelism: 1
+configs:
+  redisHosts: {host}:6379
+  redisDatabase: 0
+  streamName: {stream}
+"""
+
+
+@pytest.mark.long_running(60)
+@pytest.mark.parametrize("shared_worker", ["sqlite"], indirect=True)
+def test_a_pulsar_io_pipeline_from_yaml_files_writes_every_unkeyed_message_once(
+    shared_worker: SharedWorker,
+    rabbit: Rabbit,
+    stream: tuple[redis.Redis, str],
+    tmp_path: Path,
+) -> None:
+    # Pulsar IO's connector files, as a Pulsar user has them (archive: builtin://,
+    # sourceSubscriptionPosition), the messages published with no key of their own: the
+    # files were refused, and the source's records had no key.
+    redis_client, stream_name = stream
+    rest, cli = Rest(shared_worker.url), Cli(shared_worker.url)
+    source_file, sink_file = tmp_path / "rabbitmq-source.yaml", tmp_path / "redis-sink.yaml"
+    source_file.write_text(SOURCE_YAML.format(host=HOST, queue=rabbit.queue))
+    sink_file.write_text(SINK_YAML.format(host=HOST, stream=stream_name))
+    try:
+        made = cli.run("sources", "create", "--source-config-file", str(source_file))
+        assert made.stdout == "created source public/default/rabbit-yaml (version 1)\n", made
+        made = cli.run(
+            "functions", "create", "--tenant", "public", "--namespace", "default",
+            "--name", "exclaim-yaml", "--py", EXCLAMATION, "--classname", CLASSNAME,
+            "--inputs", "persistent://public/default/raw-yaml",
+            "--output", "persistent://public/default/bang-yaml",
+        )  # fmt: skip
+        made = cli.run("sinks", "create", "--sink-config-file", str(sink_file))
+        assert made.stdout == "created sink public/default/redis-yaml (version 1)\n", made
+        parts = (("source", "rabbit-yaml"), ("function", "exclaim-yaml"), ("sink", "redis-yaml"))
+        for kind, name in parts:
+            _state(rest, kind, name, "RUNNING")
+        sent = rabbit.publish(FIRST)
+        expected = {f"{body}!" for body in sent}
+
+        def arrived() -> list[str]:
+            return [f[b"value"].decode() for _, f in redis_client.xrange(stream_name)]
+
+        _until(lambda: set(arrived()) >= expected, f"all {FIRST} messages in Redis")
+        time.sleep(QUIET_S)  # anything on its way twice lands now
+        counted = collections.Counter(arrived())
+        assert set(counted) == expected, sorted(set(counted) ^ expected)[:5]
+        assert max(counted.values()) == 1, {v: n for v, n in counted.items() if n > 1}
+        # The source keyed each record by its routing key (the queue's name), as Pulsar's.
+        raw = Consumer(shared_worker.store, "raw-yaml", initial_position="earliest")
+        keys = {m.key for m in raw.receive(max_messages=FIRST + 10)}
+        assert keys == {rabbit.queue}, keys
+        for kind, name in parts:
+            shown = cli.status(kind, name)
+            assert (shown["state"], shown["numRunning"]) == ("RUNNING", 1), shown
     finally:
         rest.close()

@@ -47,7 +47,11 @@ def test_a_sigkilled_worker_restarts_its_source_and_sink_and_loses_nothing(
         "processingGuarantees": "EFFECTIVELY_ONCE",
         "parallelism": 2,
     }
-    sink = {"archive": "builtin://file", "inputs": ["out"]}
+    sink = {
+        "archive": "builtin://file",
+        "inputs": ["out"],
+        "sourceSubscriptionPosition": "Earliest",
+    }
     sink["configs"] = {"path": f"{tmp_path}/arch-{{instance}}.jsonl"}
     # The sink first: its Spark query takes seconds to start, the source's threads none.
     with httpx.Client(base_url=worker_process.url, timeout=120) as client:

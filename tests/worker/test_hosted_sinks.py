@@ -82,6 +82,7 @@ def test_a_hosted_sink_fed_by_a_hosted_source_loses_nothing_across_its_lifecycle
     files = tmp_path / "sink"
     cli.run(
         "sinks", "create", "--name", "arch", "--sink-type", "file", "--inputs", "out",
+        "--subs-position", "Earliest",
         "--sink-config", f"path: {files}/arch-{{instance}}.jsonl",
     )  # fmt: skip
     _until(lambda: len(_written(files)) > 100, "the sink's first lines")

@@ -167,14 +167,14 @@ def _create(kind: str) -> Any:
         archive: str | None,
         **given: Any,
     ) -> None:
-        from sparkfn.cli.configs import build_config
-        from sparkfn.config.connector import SinkConfig, SourceConfig
+        from sparkfn.cli.configs import connector_config
 
-        model = SourceConfig if kind == "source" else SinkConfig
         package, reference = _archive(kind, archive, fields)
         if reference and not fields.get("classname"):
             fields["py"] = reference
-        config = build_config(model, kind, fields, config_file, f"{kind}_type")
+        config, warnings = connector_config(kind, fields, config_file)
+        for warning in warnings:
+            typer.echo(f"warning: {warning}", err=True)
         if reference:
             config = config.model_copy(update={"py": None})
         call = Call(

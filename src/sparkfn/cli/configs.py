@@ -209,6 +209,24 @@ def build_config(
     return load_config(model, given, config_file)
 
 
+def connector_config(
+    kind: str, fields: Mapping[str, Any], config_file: Path | None
+) -> tuple[Any, tuple[str, ...]]:
+    """A ``source``'s or ``sink``'s config from its flags (``None`` where not given) over
+    ``config_file``, both read as ``pulsar-admin`` reads them (``archive:
+    builtin://<type>``, ``sourceSubscriptionPosition``, Pulsar's flags), with ``py`` made
+    absolute; and a warning line per Pulsar field or flag that sparkfn ignores."""
+    from sparkfn.config.connector import SinkConfig, SourceConfig
+    from sparkfn.config.pulsar_connector import connector_config as read
+    from sparkfn.config.reading import read_yaml_fields
+
+    model = SourceConfig if kind == "source" else SinkConfig
+    given = _flag_values(model, fields, config_file, kind=kind, type_key=f"{kind}_type")
+    layers = [read_yaml_fields(config_file, f"{kind} config file")] if config_file else []
+    config, warnings = read(kind, *layers, given)
+    return absolute_py(config), warnings
+
+
 def function_config(
     fields: Mapping[str, Any], config_file: Path | None
 ) -> tuple[FunctionConfig, tuple[str, ...]]:

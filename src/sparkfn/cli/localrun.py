@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from sparkfn.cli.configs import build_config, function_config
+from sparkfn.cli.configs import connector_config, function_config
 from sparkfn.cli.context import note, open_store
 from sparkfn.cli.flags import RUN_PANEL, Flag, PerKind
 from sparkfn.cli.options import FUNCTION_CONFIG, SINK_CONFIG, SOURCE_CONFIG
@@ -196,9 +196,8 @@ def _query_config(
 ) -> tuple[FunctionConfig | SinkConfig, tuple[str, ...]]:
     """The function's or the sink's config from its flags and file, and the warnings."""
     if kind == "sink":
-        from sparkfn.config.connector import SinkConfig
-
-        return build_config(SinkConfig, kind, fields, config_file, "sink_type"), ()
+        config, warnings = connector_config(kind, fields, config_file)
+        return config, warnings
     return function_config(fields, config_file)
 
 

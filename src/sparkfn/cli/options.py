@@ -23,7 +23,11 @@ import typer
 
 from sparkfn.cli.configs import mapping, split_topics, user_config
 from sparkfn.cli.flags import INPUT_PANEL, OUTPUT_PANEL, PROCESSING_PANEL, RUN_PANEL, Flag
-from sparkfn.cli.pulsar_flags import PULSAR_FUNCTION_CONFIG
+from sparkfn.cli.pulsar_flags import (
+    PULSAR_FUNCTION_CONFIG,
+    PULSAR_SINK_CONFIG,
+    PULSAR_SOURCE_CONFIG,
+)
 
 TopicArgument = Annotated[
     str,
@@ -139,7 +143,10 @@ TOPICS_PATTERN = Flag(
 )
 SUBSCRIPTION_NAME = Flag(
     "--subscription-name",
-    "Subscription name (default tenant/namespace/name).",
+    {
+        "function": "Subscription name (default tenant/namespace/name).",
+        "sink": "Subscription name (default sink:tenant/namespace/name).",
+    },
     "NAME",
     INPUT_PANEL,
     aliases=("--subs-name",),
@@ -154,7 +161,7 @@ SUBSCRIPTION_POSITION = Flag(
     "--subscription-position",
     {
         "function": "Where a new subscription starts: latest or earliest (default latest).",
-        "sink": "Where a new subscription starts: earliest (default) or latest.",
+        "sink": "Where a new subscription starts: latest (default, as in Pulsar) or earliest.",
     },
     "POSITION",
     INPUT_PANEL,
@@ -341,6 +348,7 @@ SOURCE_CONFIG = (
     BATCH_TIMEOUT,
     POLL_INTERVAL,
     PARALLELISM,
+    *PULSAR_SOURCE_CONFIG,
 )
 SINK_CONFIG = (
     TENANT,
@@ -352,10 +360,14 @@ SINK_CONFIG = (
     SINK_CONFIGS,
     SECRETS,
     INPUTS,
+    SUBSCRIPTION_NAME,
     SUBSCRIPTION_POSITION,
     PROCESSING_GUARANTEES,
+    DEAD_LETTER_TOPIC,
+    RETAIN_ORDERING,
     PARALLELISM,
     MAX_RECORDS_PER_BATCH,
     TRIGGER_INTERVAL,
     FAILURE_POLICY,
+    *PULSAR_SINK_CONFIG,
 )

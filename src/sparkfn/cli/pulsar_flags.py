@@ -260,6 +260,62 @@ PULSAR_FUNCTION_CONFIG = (
     *DEPRECATED_CONFIG,
 )
 
+# --- a connector's: pulsar-admin sinks and sources ---------------------------------------
+
+# Pulsar's sink flags: --max-redeliver-count and --dead-letter-topic act as for a function
+# (a message whose write fails); the rest is warned about (config/pulsar_connector.py).
+_NO_EFFECT = "Pulsar's; no effect here (docs/pulsar-migration.md)."
+PULSAR_SINK_CONFIG = (
+    _flag(
+        "--max-redeliver-count",
+        "Retries of a message whose write fails, before it is dead-lettered (0 to 100).",
+        "N",
+        INPUT_PANEL,
+    ),
+    CUSTOM_SERDE_INPUTS,
+    _flag("--auto-ack", f"true or false. {_NO_EFFECT}", "BOOL", INPUT_PANEL),
+    _flag("--timeout-ms", f"The message timeout. {_NO_EFFECT}", "MS", INPUT_PANEL),
+    _flag(
+        "--negative-ack-redelivery-delay-ms",
+        f"The delay before a failed message is retried. {_NO_EFFECT}",
+        "MS",
+        INPUT_PANEL,
+    ),
+    _flag(
+        "--cleanup-subscription",
+        "Delete the subscription with the sink; a deleted sink's always is.",
+        panel=INPUT_PANEL,
+        parses=_SWITCH,
+    ),
+    _flag("--cpu", f"Cores per instance. {_NO_EFFECT}", "CORES", RUN_PANEL),
+    _flag("--ram", f"Bytes per instance. {_NO_EFFECT}", "BYTES", RUN_PANEL),
+    _flag("--disk", f"Disk bytes per instance. {_NO_EFFECT}", "BYTES", RUN_PANEL),
+)
+PULSAR_SOURCE_CONFIG = (
+    _flag(
+        "--schema-type",
+        f"The output's schema type. {_NO_EFFECT}",
+        "TYPE",
+        aliases=("-st",),
+    ),
+    _flag(
+        "--deserialization-classname",
+        f"The SerDe class of the records. {_NO_EFFECT}",
+        "CLASS",
+        dest="serde_class_name",
+    ),
+    _flag(
+        "--producer-config",
+        f"Pulsar's producer settings, a JSON object. {_NO_EFFECT}",
+        "JSON",
+        read=mapping,
+    ),
+    _flag("--batch-builder", f"DEFAULT or KEY_BASED. {_NO_EFFECT}", "BUILDER"),
+    _flag("--cpu", f"Cores per instance. {_NO_EFFECT}", "CORES", RUN_PANEL),
+    _flag("--ram", f"Bytes per instance. {_NO_EFFECT}", "BYTES", RUN_PANEL),
+    _flag("--disk", f"Disk bytes per instance. {_NO_EFFECT}", "BYTES", RUN_PANEL),
+)
+
 # --- localrun's own: how Pulsar's local runner reaches a cluster -----------------------
 
 _NO_BROKER = (

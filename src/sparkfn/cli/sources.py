@@ -48,7 +48,7 @@ from rich.live import Live
 from rich.table import Table
 
 from sparkfn.cli.admin_connectors import add_connector_commands
-from sparkfn.cli.configs import build_config
+from sparkfn.cli.configs import connector_config
 from sparkfn.cli.context import console, note, open_store
 from sparkfn.cli.flags import takes
 from sparkfn.cli.localrun import SOURCE_LOCALRUN
@@ -84,13 +84,14 @@ def localrun(
 ) -> None:
     """Run a source in this process until it ends or is stopped (Ctrl+C, SIGTERM)."""
     from sparkfn.api.errors import ConnectorFailedError
-    from sparkfn.config.connector import SourceConfig
     from sparkfn.connectors.registry import load_source
     from sparkfn.connectors.source_run import SourceRun
     from sparkfn.runtime.query.build import check_topics_exist
     from sparkfn.topics.autocreate import TopicCreation
 
-    config = build_config(SourceConfig, "source", fields, config_file, "source_type")
+    config, warnings = connector_config("source", fields, config_file)
+    for warning in warnings:
+        note(f"warning: {warning}")
     with open_store(ctx) as store:
         # Fail before starting anything: code that does not load, a missing topic where
         # the store does not create it on first use (checked last: a refused source makes none).

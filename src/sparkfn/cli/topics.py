@@ -15,7 +15,7 @@ line. Tables are for people.
 
 The admin commands (``create``, ``list``, ``describe``, ``delete``,
 ``unsubscribe``, ``maintain``) are here; ``produce`` and ``consume`` are in
-:mod:`sparkfn.cli.messages`. The store and the topic modules (SQLAlchemy,
+:mod:`sparkfn.cli.messages` and :mod:`sparkfn.cli.produce`. The store and the topic modules (SQLAlchemy,
 pyarrow) are imported inside the commands, never pyspark, so the command
 starts quickly.
 """
@@ -32,7 +32,7 @@ from rich.table import Table
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.cli.context import console, emit_json, open_store, report_error
-from sparkfn.cli.messages import consume, produce
+from sparkfn.cli.messages import consume
 from sparkfn.cli.options import TopicArgument
 from sparkfn.cli.params import (
     as_utc,
@@ -42,6 +42,7 @@ from sparkfn.cli.params import (
     parse_duration,
     parse_size,
 )
+from sparkfn.cli.produce import produce
 
 if TYPE_CHECKING:
     from sparkfn.topics.admin import PartitionStats, TopicInfo

@@ -12,6 +12,7 @@ as for functions). ``configs`` is what ``open(config, context)`` receives.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ from sparkfn.config.function import (
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
 from sparkfn.config.topics_pattern import check_config_pattern
+
+_LOG = logging.getLogger(__name__)
 
 
 class _ConnectorBase(BaseModel):
@@ -84,16 +87,20 @@ class _ConnectorBase(BaseModel):
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> Any:
-        """Load a YAML file (Pulsar's camelCase keys too); ``overrides`` win.
+        """Load a YAML file as Pulsar's connector config file reads (camelCase keys,
+        ``archive: builtin://<type>``, ``sourceSubscriptionPosition``, a source's
+        ``topicName``); ``overrides`` win. A Pulsar field that means nothing here
+        is logged as a warning (the CLI prints them)."""
+        from sparkfn.config.pulsar_connector import connector_config  # it imports this module
 
-        Pulsar's ``topicName`` / ``destinationTopicName`` (sources) mean ``output``.
-        """
-        fields = read_yaml_fields(path, f"{cls._kind()} config file")
-        for alias in ("topic_name", "destination_topic_name"):
-            if cls is SourceConfig and alias in fields:
-                fields.setdefault("output", fields.pop(alias))
-        fields.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.build(**fields)
+        kind = cls._kind()
+        given = {k: v for k, v in overrides.items() if v is not None}
+        config, warnings = connector_config(
+            kind, read_yaml_fields(path, f"{kind} config file"), given
+        )
+        for warning in warnings:
+            _LOG.warning("%s config file %s: %s", kind, path, warning)
+        return config
 
     @classmethod
     def _kind(cls) -> str:
@@ -143,9 +150,14 @@ class SinkConfig(_ConnectorBase):
     # Pulsar's sourceSubscriptionName; default sink:<tenant/namespace/name>, so
     # a sink never shares its position with a function of the same name.
     subscription_name: str | None = None
-    subscription_position: SubscriptionPosition = SubscriptionPosition.EARLIEST
+    # Where a new subscription starts: the latest message, as Pulsar's sinks do.
+    subscription_position: SubscriptionPosition = SubscriptionPosition.LATEST
     max_records_per_batch: int | None = Field(default=None, ge=1)
     trigger_interval: float = 0.0
+    # A message whose write() fails is retried this often (Pulsar's maxMessageRetries,
+    # --max-redeliver-count), then sent to dead_letter_topic (default {name}-DLQ).
+    max_message_retries: int = Field(default=0, ge=0, le=100, strict=True)
+    dead_letter_topic: str | None = None
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -161,6 +173,16 @@ class SinkConfig(_ConnectorBase):
     @classmethod
     def _duration(cls, value: Any, info: Any) -> float:
         return parse_duration_seconds(value, info.field_name)
+
+    @field_validator("dead_letter_topic")
+    @classmethod
+    def _dead_letter_topic(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            return str(TopicName.parse(value, field="dead_letter_topic"))
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
     @property
     def subscription(self) -> str:

@@ -34,6 +34,7 @@ BUILTIN = "builtin://"
 # Pulsar's names of fields sparkfn has under another name (snake_case of either spelling).
 _RENAMED = {
     "class_name": "classname",
+    "max_redeliver_count": "max_message_retries",
     "source_subscription_name": "subscription_name",
     "source_subscription_position": "subscription_position",
 }
@@ -46,22 +47,29 @@ _IGNORED = {
     "producer_config": "sparkfn appends to its store; there is no Pulsar producer",
     "batch_source_config": "batch sources are not supported; ignored",
     "batch_builder": "sparkfn appends in transactions of batch_size",
-    "resources": "a source's instances are threads and a sink's query shares the worker's "
-    "Spark session",
     "runtime_flags": "no separate runtime process",
     "custom_runtime_options": "no separate runtime process",
     "log_topic": "connector logs go to the worker's log",
-    "topic_to_serde_class_name": "records are bytes or the topic's schema on sparkfn",
+    "topic_to_serde_class_name": "records are bytes or the topic's schema on sparkfn; "
+    "each topic is an input",
     "topic_to_schema_type": "the input topic's schema decides",
     "topic_to_schema_properties": "the input topic's schema decides",
     "retain_ordering": "a sink instance writes its partitions in order already",
     "retain_key_ordering": "a sink instance writes its partitions in order already",
     "auto_ack": "a sink's input is committed with the batch it wrote",
     "timeout_ms": "a sink's input is committed with the batch it wrote",
-    "negative_ack_redelivery_delay_ms": "a failed batch is replayed whole",
-    "max_message_retries": "the failure policy decides (failurePolicy)",
-    "dead_letter_topic": "the failure policy decides (failurePolicy)",
+    "negative_ack_redelivery_delay_ms": "a message whose write fails is retried at once "
+    "(maxMessageRetries), then dead-lettered",
     "cleanup_subscription": "deleting a sink always removes its subscription",
+    "resources": "a source's instances are threads and a sink's query shares the worker's "
+    "Spark session",
+    "cpu": "a source's instances are threads and a sink's query shares the worker's "
+    "Spark session (resources)",
+    "ram": "a source's instances are threads and a sink's query shares the worker's "
+    "Spark session (resources)",
+    "disk": "a source's instances are threads and a sink's query shares the worker's "
+    "Spark session (resources)",
+    "deserialization_classname": "records are bytes or the topic's schema on sparkfn",
     "transform_function": "run a function before the sink instead",
     "transform_function_class_name": "run a function before the sink instead",
     "transform_function_config": "run a function before the sink instead",
@@ -95,8 +103,12 @@ def connector_fields(kind: str, *layers: Mapping[str, Any], what: str = "") -> T
             if key == "archive":
                 _archive(what or f"{kind} {fields.get('name', '?')}", kind, str(value), fields)
                 continue
-            if key == "input_specs" and kind == "sink":
+            if key in ("input_specs", "custom_serde_inputs", "topic_to_serde_class_name") and (
+                kind == "sink"
+            ):
                 fields["inputs"] = _spec_topics(value, fields.get("inputs"))
+                if key != "input_specs":  # each topic is an input; its serde means nothing
+                    warnings.append(f"{_camel(key)}: {_IGNORED['topic_to_serde_class_name']}")
                 continue
             if key == "inputs" and kind == "sink" and "inputs" in fields:
                 given = value if isinstance(value, list) else str(value).split(",")
@@ -104,8 +116,26 @@ def connector_fields(kind: str, *layers: Mapping[str, Any], what: str = "") -> T
                 continue
             if key == "subscription_position":
                 value = pulsar_spelling(value)
+            if key == "max_message_retries" and isinstance(value, str) and value.isdigit():
+                value = int(value)  # a flag's text, as --max-redeliver-count gives it
             fields[key] = value
     return Translated(fields=fields, warnings=tuple(dict.fromkeys(warnings)))
+
+
+def connector_config(
+    kind: str, *layers: Mapping[str, Any], what: str = ""
+) -> tuple[SourceConfig | SinkConfig, tuple[str, ...]]:
+    """A ``source`` or ``sink`` config from ``layers`` read as Pulsar's (later layers win,
+    field by field: a flag's ``--inputs`` replaces the file's), and the warnings."""
+    model = SourceConfig if kind == "source" else SinkConfig
+    fields: dict[str, Any] = {}
+    warnings: list[str] = []
+    for layer in layers:
+        translated = connector_fields(kind, layer, what=what)
+        fields.update(translated.fields)
+        warnings.extend(translated.warnings)
+    config: SourceConfig | SinkConfig = model.build(**fields)
+    return config, tuple(dict.fromkeys(warnings))
 
 
 def _archive(what: str, kind: str, archive: str, fields: dict[str, Any]) -> None:
@@ -172,6 +202,8 @@ def pulsar_shape(config: SourceConfig | SinkConfig, archive: str | None) -> dict
             sourceSubscriptionName=config.subscription,
             sourceSubscriptionPosition=config.subscription_position.value.title(),
             sinkType=config.sink_type,
+            maxMessageRetries=config.max_message_retries,
+            deadLetterTopic=config.dead_letter_topic,
             maxRecordsPerBatch=config.max_records_per_batch,
             triggerInterval=config.trigger_interval,
         )

@@ -30,7 +30,8 @@ from sparkfn.connectors.builtin.mqtt import MqttSink, MqttSource
 from sparkfn.connectors.builtin.nats_jetstream import NatsJetStreamSink, NatsJetStreamSource
 from sparkfn.connectors.builtin.postgres_sink import PostgresSink
 from sparkfn.connectors.builtin.postgres_source import PostgresTableSource
-from sparkfn.connectors.builtin.rabbitmq import RabbitMQSink, RabbitMQSource
+from sparkfn.connectors.builtin.rabbitmq import RabbitMQSource
+from sparkfn.connectors.builtin.rabbitmq_sink import RabbitMQSink
 from sparkfn.connectors.builtin.redis_streams import RedisStreamSink, RedisStreamSource
 from sparkfn.connectors.builtin.stdout_sink import StdoutSink
 

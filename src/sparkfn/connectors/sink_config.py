@@ -42,6 +42,8 @@ _SHARED_FIELDS = (
     "subscription_position",
     "max_records_per_batch",
     "trigger_interval",
+    "max_message_retries",
+    "dead_letter_topic",
 )
 
 
@@ -50,7 +52,8 @@ def sink_function_config(sink: SinkConfig) -> FunctionConfig:
 
     It has the sink's name, inputs, subscription (``sink:<fqfn>`` unless
     named), parallelism, guarantees, failure policy, subscription position,
-    batch cap, trigger interval and secrets, no
+    batch cap, trigger interval, retries and dead-letter topic of a message
+    whose write fails, and secrets, no
     output, and the adapter for code; the sink's config rides in
     ``user_config[SINK_CONFIG_KEY]``.
     """

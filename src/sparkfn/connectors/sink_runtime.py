@@ -30,13 +30,23 @@ function object           sink
 ``close()``               ``close()``: exactly once, last, by the runtime
 ========================  ==================================================
 
-**Exceptions from the sink are fatal**, not message errors: one raised by
-``open``, ``write``, ``flush``, ``prepare_to_shutdown`` or ``shutdown`` is
-passed to ``context.fatal`` (which fails the task at once), so the instance
-is terminated, its death recorded (type, message, traceback with a note
-naming the sink call, thread) and the failure policy's ``on_fatal`` applies
-(default ``SHUTDOWN_FUNCTION``: state ``ERROR``, no restart). The sink's own
-threads call ``SinkContext.fatal(exc)`` for the same effect.
+**An exception from ``write`` fails that message**, as a function's
+exception fails its message: it is retried (``max_message_retries``), then
+sent to the sink's dead-letter topic (``{tenant}/{namespace}/{name}-DLQ``
+unless ``dead_letter_topic`` names one) with its cause in ``EXCEPTION``, and
+the sink goes on with the next message. One bad message never stops a sink,
+and none is dropped.
+
+**An exception from ``flush`` fails the instance**: the batch is not
+committed (so it is written again), the death is recorded (type, message,
+traceback with a note naming the sink call) and the failure policy's
+``on_failure`` applies (default ``REPLACE_INSTANCE``: restarted with backoff,
+``SHUTDOWN_FUNCTION`` after ``max_restarts``), as Pulsar restarts a sink whose
+writes fail. **Exceptions from ``open``, ``prepare_to_shutdown`` or
+``shutdown`` are fatal**: passed to ``context.fatal`` (which fails the task at
+once) and ``on_fatal`` applies (default ``SHUTDOWN_FUNCTION``: state
+``ERROR``, no restart). The sink's own threads call ``SinkContext.fatal(exc)``
+for the same effect.
 
 When ``open()`` raises, the sink is closed all the same (as sources are, and
 as Pulsar IO does): the adapter completes ``initialize`` and reports the
@@ -184,7 +194,7 @@ class SinkFunction(Function, GracefulShutdown):
         return self.sink
 
     def process(self, input: Any, context: Context) -> None:
-        """``write`` the message as a :class:`Record`; a failure is fatal."""
+        """``write`` the message as a :class:`Record`; an exception fails the message."""
         sink = self._check_open()
         message_id = context.get_message_id()
         record = Record(
@@ -201,19 +211,25 @@ class SinkFunction(Function, GracefulShutdown):
         except FatalError:
             raise
         except Exception as exc:
-            self._fatal(exc, "write()")
+            # A message error: the runtime retries it, then dead-letters it.
+            if self.sink_config is not None:
+                _note(exc, self.sink_config, "write()")
+            raise
         if self.sink_context is not None:
             self.sink_context.hand_over_metrics()
 
     def sparkfn_end_task(self) -> None:
-        """End of a task, before its batch commits: ``flush()``; a failure is fatal."""
+        """End of a task, before its batch commits: ``flush()``; an exception fails the
+        instance (the failure policy's ``on_failure``), the batch uncommitted."""
         sink = self._check_open()
         try:
             sink.flush()
         except FatalError:
             raise
         except Exception as exc:
-            self._fatal(exc, "flush()")
+            if self.sink_config is not None:
+                _note(exc, self.sink_config, "flush()")
+            raise
 
     def prepare_to_shutdown(self) -> None:
         """Forward ``prepare_to_shutdown()`` (drain, suspend) if the sink has it."""

@@ -21,6 +21,8 @@ from sparkfn.topics.garbage import retire_locations
 from sparkfn.topics.message import SchemaType
 
 MAX_PARTITIONS = 1024
+# How Pulsar names one partition of a partitioned topic: <topic>-partition-<n>.
+PARTITION_SUFFIX = "-partition-"
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,23 @@ class TopicAdmin:
         ).all()
         infos = (_row_to_info(r) for r in rows)
         return {i.name: _with_definition(conn, i) for i in infos if i.name in names}
+
+    def partition_by_name(self, topic: str | TopicName) -> tuple[TopicInfo, int] | None:
+        """Pulsar's name of one partition, ``<topic>-partition-<n>``: the partitioned topic
+        and ``n``, when ``topic`` itself does not exist and that topic has partition ``n``;
+        else ``None``. A partition it does not have is a :class:`ConfigError` naming both."""
+        name = str(TopicName.parse(str(topic)))
+        base, sep, number = name.rpartition(PARTITION_SUFFIX)
+        if not sep or not number.isdigit() or self.exists(name) or not self.exists(base):
+            return None
+        info = self.get(base)
+        if int(number) >= info.partitions:
+            msg = (
+                f"topic {name}: {base} has {info.partitions} partition(s), "
+                f"0 to {info.partitions - 1}; there is no partition {number}"
+            )
+            raise ConfigError(msg)
+        return info, int(number)
 
     def exists(self, topic: str | TopicName) -> bool:
         """Whether the topic exists."""

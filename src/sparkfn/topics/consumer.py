@@ -12,6 +12,7 @@ memory only.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from typing import Literal
 
 from sqlalchemy import and_, insert, select, update
@@ -40,6 +41,7 @@ class Consumer:
         subscription: str | None = None,
         initial_position: Position = "latest",
         start_offsets: dict[int, int] | None = None,
+        partitions: Collection[int] | None = None,
     ) -> None:
         if initial_position not in ("earliest", "latest"):
             msg = f"initial_position must be 'earliest' or 'latest'; got {initial_position!r}"
@@ -50,7 +52,11 @@ class Consumer:
         bounds = end_offsets(store, self.topic)
         self.positions: dict[int, int] = {}
         for part, (start, end) in bounds.items():
-            self.positions[part] = start if initial_position == "earliest" else end
+            if partitions is None or part in partitions:  # only those partitions, if given
+                self.positions[part] = start if initial_position == "earliest" else end
+        if partitions is not None and set(partitions) - set(bounds):
+            msg = f"topic {self.topic.name} has no partition {min(set(partitions) - set(bounds))}"
+            raise ConfigError(msg)
         if start_offsets:
             for part, offset in start_offsets.items():
                 if part not in bounds:
@@ -81,7 +87,7 @@ class Consumer:
             ]
             if missing:
                 conn.execute(insert(table), missing)
-        self.positions.update(stored)
+        self.positions.update({p: c for p, c in stored.items() if p in self.positions})
 
     def receive(self, max_messages: int = 1000, timeout: float = 0.0) -> list[ReceivedMessage]:
         """Up to ``max_messages`` new messages; waits up to ``timeout`` s for the first."""

@@ -26,13 +26,14 @@ uploaded before, see :mod:`sparkfn.worker.packages_api`).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer, field_validator
 from pydantic.alias_generators import to_camel
 
 from sparkfn.api.errors import ConfigError, FunctionNotFoundError
@@ -112,9 +113,24 @@ class StateValue(BaseModel):
 
     key: str
     string_value: str | None = None
-    byte_value: bytes | None = None
+    byte_value: bytes | None = None  # base64 in JSON, both ways, as Pulsar's (Jackson's)
     number_value: Counter | None = None
     version: int | None = None
+
+    @field_validator("byte_value", mode="before")
+    @classmethod
+    def _from_base64(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return base64.b64decode(value, validate=True)
+        except ValueError:
+            msg = f"byteValue must be base64 (got {value[:40]!r})"
+            raise ValueError(msg) from None
+
+    @field_serializer("byte_value")
+    def _to_base64(self, value: bytes | None) -> str | None:
+        return None if value is None else base64.b64encode(value).decode()
 
 
 def functions_router(worker: Worker) -> APIRouter:

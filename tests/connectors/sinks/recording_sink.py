@@ -12,7 +12,10 @@ Switches in ``configs`` (the rest goes to the file sink):
   calls ``context.fatal(ValueError("boom"))`` once that file exists, writing
   the time just before the call to ``<path>.called`` and ``done`` to
   ``<path>.returned`` after it;
-* ``fail_on``: a value whose ``write()`` raises ``RuntimeError("cannot write <value>")``.
+* ``fail_on``: a value whose ``write()`` raises ``RuntimeError("cannot write <value>")``;
+* ``fatal_on``: a value whose ``write()`` calls ``context.fatal`` with that error;
+* ``fail_flush_once``: a path; ``flush()`` raises ``RuntimeError("flush failed")``
+  (before writing anything) until that file exists, and creates it as it raises.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from sparkfn.api.connector import Record, SinkContext
 from sparkfn.api.lifecycle import GracefulShutdown
 from sparkfn.connectors.builtin.file_sink import FileSink
 
-OWN_KEYS = ("log", "fatal_trigger", "fail_on")
+OWN_KEYS = ("log", "fatal_trigger", "fail_on", "fatal_on", "fail_flush_once")
 
 
 class RecordingFileSink(FileSink, GracefulShutdown):
@@ -40,6 +43,9 @@ class RecordingFileSink(FileSink, GracefulShutdown):
         self.log_path = ""
         self.instance = -1
         self.fail_on: Any = None
+        self.fatal_on: Any = None
+        self.fail_flush_once: str | None = None
+        self.context: SinkContext | None = None
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -64,6 +70,9 @@ class RecordingFileSink(FileSink, GracefulShutdown):
         self.instance = context.get_instance_id()
         self._record("open", topics=context.get_input_topics(), name=context.get_name())
         self.fail_on = config.get("fail_on")
+        self.fatal_on = config.get("fatal_on")
+        self.fail_flush_once = config.get("fail_flush_once")
+        self.context = context
         super().open({k: v for k, v in config.items() if k not in OWN_KEYS}, context)
         trigger = config.get("fatal_trigger")
         if trigger:
@@ -88,10 +97,17 @@ class RecordingFileSink(FileSink, GracefulShutdown):
         if self.fail_on is not None and record.value == self.fail_on:
             msg = f"cannot write {record.value}"
             raise RuntimeError(msg)
+        if self.fatal_on is not None and record.value == self.fatal_on and self.context:
+            self.context.fatal(RuntimeError(f"cannot write {record.value}"))
         super().write(record)
 
     def flush(self) -> None:
         self._record("flush", lines=len(self.buffer))
+        if self.buffer and self.fail_flush_once and not os.path.exists(self.fail_flush_once):
+            with open(self.fail_flush_once, "w") as f:
+                f.write("failed once\n")
+            msg = "flush failed"
+            raise RuntimeError(msg)
         super().flush()
 
     def prepare_to_shutdown(self) -> None:

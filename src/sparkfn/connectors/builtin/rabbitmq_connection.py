@@ -61,6 +61,7 @@ class RabbitMQSinkConfig(RabbitMQConfig):
 
     exchangeName: ShortStr
     routingKey: ShortStr = ""
+    queueName: ShortStr | None = None
     exchangeType: Literal["direct", "fanout", "topic", "headers"] = "topic"
     mandatory: bool = True
     persistent: bool = True
@@ -135,23 +136,42 @@ def _closed_by_broker(exc: pika.exceptions.ChannelClosedByBroker) -> str:
 
 
 def source_channel(conn: pika.BlockingConnection, cfg: RabbitMQSourceConfig, what: str) -> Any:
+    """A channel on which ``queueName`` exists.
+
+    An existing queue is taken as it is, durable or not (a declare whose
+    arguments differ from the queue's would fail with 406). Without
+    ``passive`` a missing queue is declared with Pulsar's connector's
+    arguments: not durable, not exclusive, not auto-deleted.
+    """
     channel = conn.channel()
     try:
-        if cfg.passive:
-            channel.queue_declare(cfg.queueName, passive=True)
-        else:
-            channel.queue_declare(cfg.queueName, durable=True)
+        channel.queue_declare(cfg.queueName, passive=True)
+        return channel
     except pika.exceptions.ChannelClosedByBroker as exc:
-        if exc.reply_code == 404:
-            msg = f"{what}: configs.queueName: queue {cfg.queueName!r} does not exist"
-        else:
-            msg = f"{what}: configs.queueName: queue {cfg.queueName!r}: {_closed_by_broker(exc)}"
-        raise ConfigError(msg) from None
+        if exc.reply_code != 404 or cfg.passive:
+            raise ConfigError(_queue_problem(cfg, exc, what)) from None
+    channel = conn.channel()  # the broker closed the one the passive declare failed on
+    try:
+        channel.queue_declare(cfg.queueName, durable=False, exclusive=False, auto_delete=False)
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        raise ConfigError(_queue_problem(cfg, exc, what)) from None
     return channel
 
 
+def _queue_problem(
+    cfg: RabbitMQSourceConfig, exc: pika.exceptions.ChannelClosedByBroker, what: str
+) -> str:
+    if exc.reply_code == 404:
+        return f"{what}: configs.queueName: queue {cfg.queueName!r} does not exist"
+    return f"{what}: configs.queueName: queue {cfg.queueName!r}: {_closed_by_broker(exc)}"
+
+
 def sink_channel(conn: pika.BlockingConnection, cfg: RabbitMQSinkConfig, what: str) -> Any:
+    """A channel on which the exchange exists; with ``queueName`` (as Pulsar's sink) the
+    exchange is a durable ``direct`` one and the durable queue is bound to it by ``routingKey``."""
     channel = conn.channel()
+    if cfg.queueName:
+        return _sink_queue(channel, cfg, what)
     if cfg.exchangeName:
         try:
             channel.exchange_declare(
@@ -166,4 +186,21 @@ def sink_channel(conn: pika.BlockingConnection, cfg: RabbitMQSinkConfig, what: s
                     f"{cfg.exchangeName!r}: {_closed_by_broker(exc)}"
                 )
             raise ConfigError(msg) from None
+    return channel
+
+
+def _sink_queue(channel: Any, cfg: RabbitMQSinkConfig, what: str) -> Any:
+    queue = str(cfg.queueName)
+    try:
+        if cfg.exchangeName:  # the default exchange routes to every queue by its name already
+            channel.exchange_declare(cfg.exchangeName, "direct", durable=True)
+        channel.queue_declare(queue, durable=True, exclusive=False, auto_delete=False)
+        if cfg.exchangeName:
+            channel.queue_bind(queue, cfg.exchangeName, cfg.routingKey)
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        msg = (
+            f"{what}: configs.exchangeName/queueName: exchange {cfg.exchangeName!r} "
+            f"(direct, durable), queue {queue!r} (durable): {_closed_by_broker(exc)}"
+        )
+        raise ConfigError(msg) from None
     return channel

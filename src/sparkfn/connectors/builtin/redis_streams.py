@@ -38,8 +38,9 @@ claimed; Redis persistence (AOF/RDB) decides what survives a Redis restart;
 
 **Sink guarantee.** Without ``streamName``, ``flush()`` SETs the batch's
 keys in one MULTI/EXEC before the batch commits; a replay sets the same
-values again (no duplicates); a message without a key is an error, never
-dropped. With it, ``flush()`` XADDs the batch in one MULTI/EXEC
+values again (no duplicates); a message without a key is written under
+the key ``""``, as Pulsar's sink writes it (each such message replaces the
+one before). With it, ``flush()`` XADDs the batch in one MULTI/EXEC
 transaction before the batch commits. A replayed batch (crash after the
 EXEC, before the commit) adds its entries again with new ids: at-least-once.
 Redis has no de-duplication by producer id; each entry carries
@@ -335,15 +336,7 @@ class RedisStreamSink(Sink):
         self.client = connect(cfg, self.what)
 
     def write(self, record: Record) -> None:
-        """Buffer the entry's fields (a key-value write needs the record's key)."""
-        assert self.config is not None
-        if self.config.streamName is None and record.key is None:
-            msg = (
-                f"{self.what}: message {record.topic}@{record.message_id} has no key, and "
-                "without configs.streamName each message is written as SET key value; "
-                "give the messages keys, or set streamName to append them to a stream"
-            )
-            raise ValueError(msg)
+        """Buffer the entry's fields."""
         fields: dict[str, bytes | str | int] = {
             "value": payload(record.value),
             "topic": record.topic or "",
@@ -365,7 +358,8 @@ class RedisStreamSink(Sink):
         pipe = client.pipeline(transaction=True)
         for fields in self.buffer:
             if cfg.streamName is None:
-                pipe.set(str(fields["key"]), fields["value"])
+                # A message without a key is SET under "", as Pulsar's sink writes it.
+                pipe.set(str(fields.get("key", "")), fields["value"])
             else:
                 pipe.xadd(cfg.streamName, fields, maxlen=cfg.maxLen, approximate=True)  # type: ignore[arg-type]
         pipe.execute()
