@@ -178,7 +178,7 @@ def test_processing_time_windows_fire_on_the_clock(spark: Any, sqlite_store: Sto
         run.close()
 
 
-def test_timeout_ms_fails_a_slow_attempt_and_goes_on(
+def test_timeout_interrupts_fails_a_slow_attempt_and_goes_on(
     run_until_drained: Any, sqlite_store: Store
 ) -> None:
     store = sqlite_store
@@ -192,6 +192,7 @@ def test_timeout_ms_fails_a_slow_attempt_and_goes_on(
         output="out-timed",
         subscription_position="earliest",
         timeout_ms=300,
+        timeout_interrupts=True,  # sparkfn's stricter timeout_ms, on request
         max_message_retries=1,
     )
     run_until_drained(config, store)

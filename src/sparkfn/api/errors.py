@@ -48,7 +48,7 @@ resembles, so callers may catch either::
     ├── FunctionFailure        (RuntimeError) an instance's death, as a failure handler gets it
     ├── FatalError             (RuntimeError) a task of an instance ended by ``context.fatal``
     ├── PythonWorkerCrashed    (RuntimeError) a message killed the Python worker that processed it
-    ├── MessageTimeoutError    (TimeoutError) an attempt at a message ran past ``timeout_ms``
+    ├── MessageTimeoutError    (TimeoutError) an attempt ran past ``timeout_ms`` (``timeout_interrupts``)
     ├── ConnectorFailedError   (RuntimeError) a source or sink instance died
     ├── ProducerClosedError    (RuntimeError) a message sent with a closed Producer
     └── HarnessClosedError     (RuntimeError) a message sent to a closed test harness
@@ -398,8 +398,8 @@ class PythonWorkerCrashed(SparkfnError, RuntimeError):
 
 
 class MessageTimeoutError(SparkfnError, TimeoutError):
-    """An attempt at a message ran longer than the function's ``timeout_ms``; the message
-    fails as if ``process`` had raised (retried, then dead-lettered)."""
+    """An attempt at a message ran longer than the function's ``timeout_ms`` (with
+    ``timeout_interrupts``); the message fails as if ``process`` had raised (retried, then dead-lettered)."""
 
     reason = "message_timeout"
 

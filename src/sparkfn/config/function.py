@@ -154,10 +154,16 @@ class FunctionConfig(BaseModel):
     forward_source_message_property: bool = True
     cleanup_subscription: bool = True
     # Pulsar's autoAck: True acknowledges a message when process returns. False:
-    # the function acknowledges it with context.ack during its call; one it did
-    # not is redelivered (called again, its outputs and state of the unacknowledged
-    # call discarded) up to max_message_retries times, then dead-lettered.
+    # the function acknowledges it with context.ack during its call. A call that
+    # did not still publishes its output and keeps its state, as Pulsar's does; the
+    # message stays unacknowledged: with timeout_ms (the ack timeout) it is
+    # delivered again, up to max_message_retries times, then dead-lettered
+    # (sparkfn.runtime.function.attempts).
     auto_ack: bool = True
+    # sparkfn's stricter autoAck false, on request: a call that returned without
+    # context.ack is a failed delivery (its outputs and state discarded), delivered
+    # again up to max_message_retries times, then dead-lettered.
+    strict_ack: bool = False
     # Pulsar's serde and Context behaviour: None lets the code decide (a file
     # that imports pulsar, a class of pulsar-client's, a native function get
     # it: sparkfn.runtime.function.pulsar_mode); True or False forces it.
@@ -189,9 +195,13 @@ class FunctionConfig(BaseModel):
     # Pulsar's windowConfig: the function is given windows of messages
     # (sparkfn.runtime.function.window); None: one message at a time.
     window_config: WindowConfig | None = None
-    # Pulsar's timeoutMs: an attempt that runs longer fails like an exception
-    # (sparkfn.runtime.function.timeout).
+    # Pulsar's timeoutMs: the ack timeout, after which a message the function did
+    # not acknowledge (auto_ack false) is delivered again; it never interrupts a call.
     timeout_ms: int | None = Field(default=None, ge=1, le=24 * 3600 * 1000, strict=True)
+    # sparkfn's stricter timeout_ms, on request: an attempt that runs longer than
+    # timeout_ms is interrupted and fails like an exception (retried, then
+    # dead-lettered; sparkfn.runtime.function.timeout).
+    timeout_interrupts: bool = False
     # Pulsar's producerConfig: what of it applies to sparkfn's outputs
     # (compressionType), the rest refused (sparkfn.config.producer).
     producer_config: ProducerConfig | None = None

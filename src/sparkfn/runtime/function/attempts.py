@@ -6,6 +6,7 @@ vectorized batch is one value, whose function argument is the whole batch.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,8 @@ from sparkfn.runtime.stats import ExceptionInfo
 
 if TYPE_CHECKING:
     from sparkfn.runtime.function.instance import FunctionInstance
+
+_LOG = logging.getLogger("sparkfn.function")
 
 Decode = Callable[[Any], Any]
 """Turns what an attempt is given into the function's argument."""
@@ -41,11 +44,15 @@ def attempt_each(
     ``None``, to the output topic through its serde, with the value's key
     and ``properties[i]`` (JSON object text; ``None``: none).
 
-    With ``auto_ack`` false, an attempt that returned without acknowledging
-    its message (``context.ack``) is redelivered as a failed one is: the
-    function is called again, the unacknowledged call's outputs and state
-    discarded; after the last attempt it is dead-lettered. It is not counted
-    as a user exception.
+    With ``auto_ack`` false, a call that returned without acknowledging its
+    message (``context.ack``) keeps its outputs and state, as in Pulsar, and
+    its message stays unacknowledged: with ``timeout_ms`` (Pulsar's ack
+    timeout) it is delivered again at once, up to ``max_message_retries``
+    times, and dead-lettered after the last delivery; without, it is not
+    delivered again (a warning says how many). With ``strict_ack`` such a
+    call is a failed attempt instead: its outputs and state are discarded, it
+    is delivered again up to ``max_message_retries`` times, then
+    dead-lettered. Neither is counted as a user exception.
 
     A failed attempt leaves no trace: its state changes, outputs, metrics
     and publish callbacks are discarded and its exception is counted among
@@ -81,6 +88,9 @@ def attempt_each(
     utf8_in = False
     attempts = 1 + inst.config.max_message_retries
     needs_ack = not (inst.config.auto_ack or inst.user.vectorized)
+    strict_ack = inst.config.strict_ack
+    redeliver = inst.config.timeout_ms is not None  # Pulsar's ack timeout
+    unacked_kept = 0
     acked = context.acked
     props = properties if properties is not None else [None] * len(values)
     failed: list[tuple[int, Exception]] = []
@@ -133,7 +143,8 @@ def attempt_each(
                 if not left:
                     failed.append((i, exc))
                 continue
-            if needs_ack and not context.acked_current():
+            unacked = needs_ack and not context.acked_current()
+            if unacked and strict_ack:
                 state.rollback_message()
                 out.truncate(mark)
                 if not left:
@@ -145,8 +156,21 @@ def attempt_each(
                     stats.record_metric(name, metric)
             if callbacks:
                 context.run_callbacks()
+            if unacked and redeliver:
+                if left:
+                    continue  # the ack timeout: delivered again, this call's effects kept
+                failed.append((i, NotAcknowledgedError(inst.config.fqfn, context)))
+            elif unacked:
+                unacked_kept += 1
             break
     stats.processed_successfully += processed
+    if unacked_kept:
+        _LOG.warning(
+            "function %s: %d message(s) processed but not acknowledged (auto_ack false, "
+            "no timeout_ms): their outputs are kept and they are not delivered again",
+            inst.config.fqfn,
+            unacked_kept,
+        )
     # One clock read per call, not two per message (a sixth of a simple
     # function's loop): the latency is the call's time over its successes.
     succeeded = len(values) - len(failed)

@@ -112,10 +112,10 @@ class FunctionInstance:
         self.out = EmitBuffer()
         window = config.window_config
         self.window = WindowRunner(self, window) if window is not None else None
-        # What an attempt calls: the function, under timeout_ms's watch if it has one.
+        # What an attempt calls: the function, under timeout_ms's watch if it interrupts.
         self.call = user.call
         self.watchdog: Watchdog | None = None
-        if config.timeout_ms is not None:
+        if config.timeout_ms is not None and config.timeout_interrupts:
             self.watchdog = Watchdog(f"{config.fqfn}-{instance_id}")
             what = f"function {config.fqfn} instance {instance_id}"
             self.call = timed(user.call, self.watchdog, config.timeout_ms, what)

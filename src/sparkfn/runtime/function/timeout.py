@@ -1,4 +1,4 @@
-"""``timeout_ms`` (Pulsar's ``timeoutMs``): an attempt that runs too long fails.
+"""``timeout_interrupts``: an attempt that runs longer than ``timeout_ms`` fails.
 
 :func:`timed` wraps a function's call. A :class:`Watchdog` thread (one per
 instance, started on first use) watches the attempt in flight; when its time
