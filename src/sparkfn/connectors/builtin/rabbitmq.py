@@ -56,6 +56,7 @@ from sparkfn.connectors.builtin._config import describe, parse_configs, payload
 from sparkfn.connectors.builtin.rabbitmq_connection import (
     RabbitMQSinkConfig,
     RabbitMQSourceConfig,
+    answering_within,
     check,
     connect,
     sink_channel,
@@ -94,9 +95,18 @@ class RabbitMQSource(Source):
         self.what = describe("source", "rabbitmq", context)
         cfg = self.config = parse_configs(RabbitMQSourceConfig, config, self.what)
         self.connection = connect(cfg, self.what)
-        self.channel = source_channel(self.connection, cfg, self.what)
-        self.channel.basic_qos(prefetch_count=cfg.prefetchCount, global_qos=cfg.prefetchGlobal)
-        self.channel.basic_consume(cfg.queueName, self._on_message, auto_ack=False)
+        try:
+            with answering_within(self.connection, cfg, self.what) as step:
+                self.channel = source_channel(self.connection, cfg, self.what)
+                step.name = "basic.qos"
+                self.channel.basic_qos(
+                    prefetch_count=cfg.prefetchCount, global_qos=cfg.prefetchGlobal
+                )
+                step.name = "basic.consume"
+                self.channel.basic_consume(cfg.queueName, self._on_message, auto_ack=False)
+        except BaseException:
+            self.close()
+            raise
 
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
         props = {"routingKey": str(method.routing_key), "exchange": str(method.exchange)}
@@ -184,7 +194,12 @@ class RabbitMQSink(Sink):
         connection = self.connection = connect(cfg, self.what)
         connection.add_on_connection_blocked_callback(lambda *_: setattr(self, "blocked", True))
         connection.add_on_connection_unblocked_callback(lambda *_: setattr(self, "blocked", False))
-        self.channel = sink_channel(connection, cfg, self.what)
+        try:
+            with answering_within(connection, cfg, self.what):
+                self.channel = sink_channel(connection, cfg, self.what)
+        except BaseException:
+            self.close()
+            raise
         self.channel.add_on_return_callback(self._on_return)
         selected: list[Any] = []
         # The channel object under pika's blocking adapter: its confirm mode
