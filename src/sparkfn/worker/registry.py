@@ -45,6 +45,7 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.config.topics_pattern import STORED_CONTEXT
 from sparkfn.store import schema
 from sparkfn.store.clock import utc_now
+from sparkfn.store.sealed import open_config, seal_config
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 
@@ -320,7 +321,8 @@ class Registry(Generic[C]):
             _versions.insert().values(
                 fqfn=self.key(fqfn),
                 version=version,
-                config=config.model_dump_json(),
+                # Its secrets sealed: the row never holds them in the clear.
+                config=json.dumps(seal_config(config.model_dump(mode="json"), self.store.sealer)),
                 package_digest=package_digest,
                 created_by=who,
                 created_at=now,
@@ -338,12 +340,12 @@ class Registry(Generic[C]):
         return [self._version(row) for row in rows]
 
     def _version(self, row: Row[Any]) -> Version[C]:
+        fqfn = row.fqfn.removeprefix(f"{self.kind}:") if self.kind != "function" else row.fqfn
+        stored = open_config(json.loads(row.config), self.store.sealer, f"{self.kind} {fqfn}")
         return Version(
-            fqfn=row.fqfn.removeprefix(f"{self.kind}:") if self.kind != "function" else row.fqfn,
+            fqfn=fqfn,
             version=row.version,
-            config=self.model.model_validate(
-                json.loads(row.config), context={STORED_CONTEXT: True}
-            ),
+            config=self.model.model_validate(stored, context={STORED_CONTEXT: True}),
             package_digest=row.package_digest,
             created_by=row.created_by,
             created_at=row.created_at,
