@@ -143,3 +143,6 @@ def test_a_worker_without_the_key_answers_a_clear_error_naming_the_function_and_
 
     with pytest.raises(SecretsKeyError, match="secrets.username"):
         Registry(worker.open_store()).get("public/default/greet")
+    # Left out of what the worker lists and restarts, not a failure of the whole list.
+    assert Registry(worker.open_store()).current() == []
+    assert client.get("/metrics").status_code == 200
