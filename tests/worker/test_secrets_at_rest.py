@@ -24,6 +24,7 @@ from sparkfn.store.sealed import KEY_ENV, KEY_FILE, new_key, reseal
 from sparkfn.store.store import Store
 from sparkfn.worker.registry import Registry
 from sparkfn.worker.service import Worker
+from sparkfn.worker.settings import WorkerSettings
 
 SECRET = "s3cret-never-in-a-row"
 PASSWORD = "pg-password-never-in-a-row"
@@ -146,3 +147,12 @@ def test_a_worker_without_the_key_answers_a_clear_error_naming_the_function_and_
     # Left out of what the worker lists and restarts, not a failure of the whole list.
     assert Registry(worker.open_store()).current() == []
     assert client.get("/metrics").status_code == 200
+
+
+def test_a_key_that_is_no_key_stops_the_worker_at_its_start_naming_where_it_came_from(
+    store_url: str, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, "not-a-key")
+    worker = Worker(WorkerSettings.resolve(data_dir=data_dir, store_url=store_url))
+    with pytest.raises(SecretsKeyError, match=f"{KEY_ENV} is not a base64 256-bit key"):
+        worker.open()

@@ -262,6 +262,7 @@ def reseal(store: Store) -> int:
     """
     table = schema.function_versions
     sealer = store.sealer
+    sealer.current_id()  # a key given that is no key stops the worker's start, before any use
     with store.read() as conn:
         rows = conn.execute(select(table.c.fqfn, table.c.version, table.c.config)).all()
     stale = [row for row in rows if needs_sealing(json.loads(row.config), sealer)]

@@ -131,7 +131,11 @@ class Worker:
         its cluster: a PostgreSQL store's as one member among others, a SQLite store's
         as its only worker (:class:`~sparkfn.api.errors.ConfigError` if it has one)."""
         store = Store.open(self.settings.store_url, self.settings.data_dir)
-        resealed = reseal(store)  # what an older sparkfn (or an earlier key) left
+        try:
+            resealed = reseal(store)  # what an older sparkfn (or an earlier key) left
+        except BaseException:  # a key that is no key (SPARKFN_SECRETS_KEY), an unusable store
+            store.close()
+            raise
         if resealed:
             log.info("sealed the secrets of %d stored config versions", resealed)
         settings = self.settings
