@@ -14,6 +14,7 @@ once with the child's output when the child ended (:func:`alive`,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -27,6 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pika.frame
+import pika.spec
 import pytest
 
 from sparkfn.store.store import Store
@@ -260,3 +263,61 @@ def fill(store: Store, topic: str, sent: list[str], partitions: int = 2) -> None
     Producer(store, topic).send_batch(
         [Message(v.encode(), key=f"k{i % 7}") for i, v in enumerate(sent)]
     )
+
+
+@contextmanager
+def mute_after_handshake_amqp() -> Iterator[int]:
+    """A port on 127.0.0.1 that speaks AMQP 0-9-1 through the handshake (no heartbeats),
+    opens the connection, then never answers again: a broker hung after the handshake.
+    Its connections are held until the block ends."""
+    listener = socket.socket()
+    listener.bind((HOST, 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+
+    def frames(conn: socket.socket, wanted: type) -> None:
+        data = b""
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                raise OSError("the client went away")
+            data += chunk
+            while True:
+                used, frame = pika.frame.decode_frame(data)
+                if frame is None:
+                    break
+                data = data[used:]
+                if isinstance(getattr(frame, "method", None), wanted):
+                    return
+
+    def handshake(conn: socket.socket) -> None:
+        conn.recv(8)  # b"AMQP\x00\x00\x09\x01"
+        start = pika.spec.Connection.Start(
+            server_properties={"product": "mute"}, mechanisms="PLAIN", locales="en_US"
+        )
+        conn.sendall(pika.frame.Method(0, start).marshal())
+        frames(conn, pika.spec.Connection.StartOk)
+        tune = pika.spec.Connection.Tune(channel_max=0, frame_max=131072, heartbeat=0)
+        conn.sendall(pika.frame.Method(0, tune).marshal())
+        frames(conn, pika.spec.Connection.Open)
+        conn.sendall(pika.frame.Method(0, pika.spec.Connection.OpenOk()).marshal())
+
+    def serve() -> None:
+        while True:
+            try:
+                conn = listener.accept()[0]
+            except OSError:  # closed: the block ended
+                return
+            held.append(conn)
+            with contextlib.suppress(OSError):
+                handshake(conn)
+
+    thread = threading.Thread(target=serve, name="mute-amqp", daemon=True)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        listener.close()
+        thread.join(5)
+        for conn in held:
+            conn.close()

@@ -239,8 +239,8 @@ def records(*values: Any) -> list[Record]:
     return [Record(v) for v in values]
 
 
-class StaticSinkContext(SinkContext):
-    """A sink context with fixed answers: the built-in sinks exercised directly."""
+class _StaticContext:
+    """What a source's and a sink's context with fixed answers share."""
 
     def __init__(self, name: str = "archive", instance_id: int = 0, instances: int = 1) -> None:
         self.name = name
@@ -264,7 +264,7 @@ class StaticSinkContext(SinkContext):
         return self.instances
 
     def get_logger(self) -> logging.Logger:
-        return logging.getLogger(f"sink.{self.name}")
+        return logging.getLogger(f"connector.{self.name}")
 
     def get_secret(self, secret_name: str) -> str | None:
         return None
@@ -278,5 +278,24 @@ class StaticSinkContext(SinkContext):
     def fatal(self, exc: BaseException) -> None:
         self.fatals.append(exc)
 
+
+class StaticSinkContext(_StaticContext, SinkContext):
+    """A sink context with fixed answers: the built-in sinks exercised directly."""
+
     def get_input_topics(self) -> list[str]:
         return ["public/default/raw"]
+
+
+class StaticSourceContext(_StaticContext, SourceContext):
+    """A source context with fixed answers: a built-in source's open and read called
+    directly; what it emits is kept in :attr:`emitted`."""
+
+    def __init__(self, name: str = "archive", instance_id: int = 0, instances: int = 1) -> None:
+        super().__init__(name, instance_id, instances)
+        self.emitted: list[Record] = []
+
+    def get_output_topic(self) -> str:
+        return "public/default/raw"
+
+    def emit(self, record: Record) -> None:
+        self.emitted.append(record)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,16 +12,18 @@ import pytest
 from brokers import (
     HOST,
     fill,
+    mute_after_handshake_amqp,
     require,
     unique,
     values,
     wait_for,
 )
-from connector_probes import StaticSinkContext
+from connector_probes import StaticSinkContext, StaticSourceContext
 
 from sparkfn.api.connector import Record
-from sparkfn.api.errors import ConfigError
+from sparkfn.api.errors import BrokerUnreachableError, ConfigError
 from sparkfn.config.connector import SinkConfig, SourceConfig
+from sparkfn.connectors.builtin.rabbitmq import RabbitMQSource
 from sparkfn.connectors.builtin.rabbitmq_sink import RabbitMQSink
 from sparkfn.connectors.registry import load_sink, load_source
 from sparkfn.connectors.runner import SourceRunner, SourceState
@@ -287,3 +291,42 @@ def test_sink_binds_its_queue_name_and_routes_by_a_messages_routing_key_property
         channel.queue_delete(bound)
         channel.exchange_delete(exchange)
         conn.close()
+
+
+@pytest.mark.parametrize("kind", ["source", "sink"])
+def test_open_ends_when_the_broker_stops_answering_after_the_handshake(kind: str) -> None:
+    """With ``requestedHeartbeat`` 0 (no heartbeats to notice a hung broker), open() is still
+    bounded by ``connectionTimeout``: a BrokerUnreachableError naming the step, not a wait
+    without end."""
+    with mute_after_handshake_amqp() as port:
+        configs: dict[str, Any] = {
+            "host": HOST, "port": port, "requestedHeartbeat": 0, "connectionTimeout": 1500,
+        }  # fmt: skip
+        connector: RabbitMQSource | RabbitMQSink
+        if kind == "source":
+            connector, context = RabbitMQSource(), StaticSourceContext("mute")
+            configs["queueName"] = "q"
+        else:
+            connector, context = RabbitMQSink(), StaticSinkContext("mute")
+            configs["exchangeName"] = "e"
+        failed: list[BaseException] = []
+
+        def open_it() -> None:
+            try:
+                connector.open(configs, context)  # type: ignore[arg-type]
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                failed.append(exc)
+
+        began = time.monotonic()
+        opening = threading.Thread(target=open_it, daemon=True)
+        opening.start()
+        opening.join(15)
+        assert not opening.is_alive(), f"{kind} open() still waits on a mute broker after 15 s"
+    assert len(failed) == 1, failed
+    assert isinstance(failed[0], BrokerUnreachableError), repr(failed[0])
+    message = str(failed[0])
+    assert f"{kind} public/default/mute (rabbitmq)" in message
+    assert "1500 ms" in message and "connectionTimeout" in message
+    assert "step: open a channel" in message
+    assert time.monotonic() - began < 10
+    assert connector.connection is None  # closed, not left holding the socket

@@ -99,7 +99,7 @@ def _setup(worker: Worker, names: list[str], *topics: str, **fields: Any) -> Sto
 def _in_group(store: Store) -> set[str]:
     """The control ids of the default group's members now."""
     with store.read() as conn:
-        return {m.control_id for m in members.members(conn, "default")}
+        return {m.control_id for m in members.members(conn, "default", store.sealer)}
 
 
 @pytest.mark.long_running(60)
@@ -109,7 +109,7 @@ def test_fifty_functions_share_one_query_and_each_sees_every_input_once(
     names = [f"g{i:02d}" for i in range(50)]
     store = _setup(group_worker, names)
     with store.read() as conn:
-        assert [m.control_id for m in members.members(conn, "default")] == [
+        assert [m.control_id for m in members.members(conn, "default", store.sealer)] == [
             f"public/default/{n}" for n in names
         ]
     sent = [f"m{i}" for i in range(20)]

@@ -17,9 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 from brokers import require, unique
+from sqlalchemy import select
 from worker_process import SharedWorker
 
 from sparkfn.config.connector import SinkConfig
+from sparkfn.store import schema
+from sparkfn.store.store import Store
 from sparkfn.worker.registry import Registry
 
 PASSWORD = "hunter2-never-shown"
@@ -77,6 +80,8 @@ def test_a_sink_password_is_masked_everywhere_and_an_update_keeps_it(
     assert latest.config.parallelism == 2
     assert latest.config.configs["redisPassword"] == PASSWORD  # not the mask
     assert latest.config.secrets == {"apiKey": API_KEY}
+    for row in _stored_rows(shared_worker.store, f"sink:public/default/{NAME}"):
+        assert PASSWORD not in row and API_KEY not in row  # sealed at rest
 
     wrong_config = {**config, "configs": {**config["configs"], "redisPassword": 7}}
     with httpx.Client(base_url=shared_worker.url, timeout=120) as client:
@@ -105,3 +110,77 @@ def test_the_worker_process_keeps_what_it_writes_private(shared_worker: SharedWo
     for path in [data_dir, data_dir / "sparkfn.db", *written, *(p.parent for p in written)]:
         mode = stat.S_IMODE(Path(path).stat().st_mode)
         assert mode & 0o077 == 0, f"{path} is {oct(mode)}: group or others may read it"
+
+
+SECRET = "s3cret-user-never-shown"
+GREET = """
+def process(input, context):
+    return context.get_secret("username") + "!"
+"""
+
+
+def _stored_rows(store: Store, fqfn: str) -> list[str]:
+    """The config column of every stored version of ``fqfn``, as the store holds it."""
+    table = schema.function_versions
+    with store.read() as conn:
+        return list(conn.execute(select(table.c.config).where(table.c.fqfn == fqfn)).scalars())
+
+
+@pytest.mark.long_running(60)
+def test_a_function_secret_is_sealed_at_rest_masked_in_get_and_reaches_its_run(
+    shared_worker: SharedWorker, tmp_path: Path
+) -> None:
+    code = tmp_path / "greet.py"
+    code.write_text(GREET)
+    functions = "/admin/v3/functions/public/default"
+    config = {
+        "inputs": [unique("greet-in")],
+        "output": unique("greet-out"),
+        "subscriptionPosition": "Earliest",
+        "secrets": {"username": SECRET},
+        "secretsProviderClassName": "ClearTextSecretsProvider",
+    }
+    with httpx.Client(base_url=shared_worker.url, timeout=300) as client:
+        with code.open("rb") as package:
+            registered = client.post(
+                f"{functions}/greet",
+                data={"functionConfig": json.dumps(config)},
+                files={"data": ("greet.py", package, "text/x-python")},
+            )
+        assert registered.status_code == 200, registered.text
+        got = client.get(f"{functions}/greet")
+        for answer in (registered, got):
+            assert answer.json()["secrets"] == {"username": MASK}
+            assert SECRET not in answer.text
+
+        rows = _stored_rows(shared_worker.store, "public/default/greet")
+        assert len(rows) == 1 and SECRET not in rows[0]
+        assert json.loads(rows[0])["secrets"]["username"].startswith("sparkfn-sealed:v1:")
+
+        # The run opens it: the function's output carries the secret itself.
+        answer = client.post(f"{functions}/greet/trigger", data={"data": "x", "timeout": 240})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["output"]["value"] == SECRET + "!"
+        members = schema.group_members  # the run's query group keeps a copy of the config
+        with shared_worker.store.read() as conn:
+            specs = conn.execute(
+                select(members.c.spec).where(members.c.control_id == "public/default/greet")
+            ).scalars()
+            assert [SECRET in spec for spec in specs] == [False]
+
+        # An update that sends back what get showed (the mask) keeps the secret.
+        shown = client.get(f"{functions}/greet").json()
+        again = {**config, "secrets": shown["secrets"], "userConfig": {"v": 2}}
+        updated = client.put(f"{functions}/greet", data={"functionConfig": json.dumps(again)})
+        assert updated.status_code == 200, updated.text
+        assert updated.json()["secrets"] == {"username": MASK}
+    latest = Registry(shared_worker.store).get("public/default/greet")
+    assert latest.version == 2
+    assert latest.config.secrets == {"username": SECRET}
+    assert all(
+        SECRET not in row for row in _stored_rows(shared_worker.store, "public/default/greet")
+    )
+
+    shown_cli = _cli(shared_worker.url, "functions", "get", "--name", "greet")
+    assert shown_cli.returncode == 0, shown_cli.stderr
+    assert SECRET not in shown_cli.stdout + shown_cli.stderr

@@ -34,7 +34,8 @@ resembles, so callers may catch either::
     │   ├── DataDirError                       the data directory cannot be created or written
     │   ├── StorageFullError   (OSError)       no space left for a write (HTTP 507)
     │   ├── StoreUnavailableError              the store or the disk refuses writes (HTTP 503)
-    │   └── StaleLeaderError                   a replaced cluster leader's write (refused whole)
+    │   ├── StaleLeaderError                   a replaced cluster leader's write (refused whole)
+    │   └── SecretsKeyError                    a stored secret does not open with the worker's key (HTTP 503)
     ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
     │   └── StaleRunError                      a newer run replaced this one (fenced)
     ├── FunctionNotRunningError (RuntimeError) the request needs the function running
@@ -289,6 +290,18 @@ class StaleLeaderError(StoreError):
     """
 
     reason = "stale_leader"
+
+
+class SecretsKeyError(StoreError):
+    """A secret stored encrypted does not open: the worker has no key, or not the one it
+    was sealed with (:mod:`sparkfn.store.sealed`).
+
+    The message names the function or connector and the field; nothing is
+    answered in place of the secret. Setting the right key (the data
+    directory's ``secrets.key`` or ``SPARKFN_SECRETS_KEY``) fixes it.
+    """
+
+    reason = "secrets_key_unusable"
 
 
 class FunctionFailedError(SparkfnError, RuntimeError):

@@ -40,6 +40,7 @@ from sparkfn.config.function import (
 )
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
+from sparkfn.config.pulsar_connector_fields import read_connector_fields
 from sparkfn.config.topics_pattern import check_config_pattern
 
 _LOG = logging.getLogger(__name__)
@@ -91,16 +92,14 @@ class _ConnectorBase(BaseModel):
         ``archive: builtin://<type>``, ``sourceSubscriptionPosition``, a source's
         ``topicName``); ``overrides`` win. A Pulsar field that means nothing here
         is logged as a warning (the CLI prints them)."""
-        from sparkfn.config.pulsar_connector import connector_config  # it imports this module
-
         kind = cls._kind()
         given = {k: v for k, v in overrides.items() if v is not None}
-        config, warnings = connector_config(
-            kind, read_yaml_fields(path, f"{kind} config file"), given
+        read = read_connector_fields(
+            cls, kind, read_yaml_fields(path, f"{kind} config file"), given
         )
-        for warning in warnings:
+        for warning in read.warnings:
             _LOG.warning("%s config file %s: %s", kind, path, warning)
-        return config
+        return cls.build(**read.fields)
 
     @classmethod
     def _kind(cls) -> str:

@@ -111,6 +111,12 @@ def unmasked(
     return out
 
 
+def has_url_password(value: str) -> bool:
+    """Whether ``value`` is a URL with a password in it (``scheme://user:PASSWORD@host``)."""
+    found = _URL_PASSWORD.match(value)
+    return found is not None and bool(found.group(2))
+
+
 def _has_masked_password(value: str) -> bool:
     found = _URL_PASSWORD.match(value)
     return found is not None and found.group(2) == MASK

@@ -50,6 +50,7 @@ from sparkfn.config.settings import Settings
 from sparkfn.store import migrations, schema, signals
 from sparkfn.store.failures import WriteHealth, storage_failure
 from sparkfn.store.private import private_dir, private_file
+from sparkfn.store.sealed import Sealer
 
 _PG_MIGRATION_LOCK = 0x5350_4B46  # "SPKF": serialises concurrent first opens
 # What probe_write writes: more than a database page, so that it needs pages
@@ -85,6 +86,8 @@ class Store:
         self.engine = engine
         self.dialect = engine.dialect.name
         self.health = WriteHealth()
+        self.sealer = Sealer(data_dir)
+        """Seals the secrets of the configs stored here (:mod:`sparkfn.store.sealed`)."""
 
     @classmethod
     def open(

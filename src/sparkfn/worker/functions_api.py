@@ -27,7 +27,7 @@ uploaded before, see :mod:`sparkfn.worker.packages_api`).
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
@@ -49,6 +49,7 @@ from sparkfn.api.status import (
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.pulsar import canonical
 from sparkfn.config.pulsar_view import pulsar_view
+from sparkfn.config.secrets import masked, unmasked
 from sparkfn.worker.auth import Caller, check_function_topics
 from sparkfn.worker.packages import PackageStore
 from sparkfn.worker.params import (
@@ -98,6 +99,8 @@ def function_info(version: FunctionVersion, warnings: Sequence[str] = ()) -> Fun
     """The API's view of ``version``."""
     return {
         **pulsar_view(version.config),
+        # Its secrets are never shown; an update that sends the mask back keeps each.
+        "secrets": masked(version.config.secrets, every=True),
         "version": version.version,
         "packageDigest": version.package_digest,
         "createdBy": version.created_by,
@@ -146,6 +149,7 @@ def functions_router(worker: Worker) -> APIRouter:
         url: str | None,
         keep: Callable[[FunctionConfig, str | None], FunctionVersion],
         kept: str | None = None,
+        stored_secrets: Mapping[str, str] | None = None,
     ) -> FunctionInfo:
         """Read the request into a config and ``keep`` it (create or update, with the
         package's digest); a package this request stored goes again if it is refused.
@@ -158,6 +162,10 @@ def functions_router(worker: Worker) -> APIRouter:
         # The path names the function; the body is read as FunctionConfig.from_yaml reads a file.
         fields: dict[str, Any] = dict(path)
         _check_names(given, path)
+        if isinstance(given.get("secrets"), dict):  # read back from get: masks keep the stored
+            given["secrets"] = unmasked(
+                given["secrets"], stored_secrets or {}, what, field="secrets", every=True
+            )
         with package_for(
             packages, caller, what=what, owner=path["tenant"], data=data, url=url, kept=kept,
             names_py=bool(given.get("py")), default_filename="function.py",
@@ -202,9 +210,12 @@ def functions_router(worker: Worker) -> APIRouter:
             return worker.update(config, package_digest=digest, who=caller.subject, mode=mode)
 
         # A config-only update keeps the code.
-        kept = worker.registry.get(f"{tenant}/{namespace}/{name}").package_digest
+        current = worker.registry.get(f"{tenant}/{namespace}/{name}")
         path = {"tenant": tenant, "namespace": namespace, "name": name}
-        return submit(caller, path, config_json, data, url, next_version, kept)
+        return submit(
+            caller, path, config_json, data, url, next_version,
+            current.package_digest, current.config.secrets,
+        )  # fmt: skip
 
     @router.delete(FUNCTION, response_model=FunctionInfo)
     def deregister(tenant: Tenant, namespace: Namespace, name: Name) -> FunctionInfo:

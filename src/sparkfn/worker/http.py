@@ -32,6 +32,7 @@ from sparkfn.api.errors import (
     PackageError,
     PackageTooLargeError,
     PayloadError,
+    SecretsKeyError,
     SparkfnError,
     StaleRunError,
     StorageFullError,
@@ -61,6 +62,7 @@ STATUS_OF: tuple[tuple[type[SparkfnError], int], ...] = (
     (PayloadError, 400),
     (StorageFullError, 507),  # WebDAV's Insufficient Storage: retry once space is freed
     (StoreUnavailableError, 503),
+    (SecretsKeyError, 503),  # the worker's key, not the request, is wrong: set it and retry
 )
 
 

@@ -25,6 +25,7 @@ a ``running`` function is started again when a worker comes up.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -35,6 +36,7 @@ from sqlalchemy import Connection, Row, and_, delete, select, update
 from sparkfn.api.errors import (
     FunctionExistsError,
     FunctionNotFoundError,
+    SecretsKeyError,
     SinkExistsError,
     SinkNotFoundError,
     SourceExistsError,
@@ -45,8 +47,11 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.config.topics_pattern import STORED_CONTEXT
 from sparkfn.store import schema
 from sparkfn.store.clock import utc_now
+from sparkfn.store.sealed import open_config, seal_config
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
+
+log = logging.getLogger(__name__)
 
 _functions = schema.functions
 _versions = schema.function_versions
@@ -276,7 +281,10 @@ class Registry(Generic[C]):
         return self.current(Desired.RUNNING)
 
     def current(self, desired: Desired | None = None) -> list[Version[C]]:
-        """The current version of every function (or of those ``desired`` so), by FQFN."""
+        """The current version of every function (or of those ``desired`` so), by FQFN.
+
+        One whose secrets do not open with the worker's key is left out, and logged
+        (:class:`SecretsKeyError`); ``get`` of it answers that error."""
         query = (
             select(_versions)
             .select_from(
@@ -298,7 +306,13 @@ class Registry(Generic[C]):
             query = query.where(_functions.c.fqfn.startswith(f"{self.kind}:", autoescape=True))
         with self.store.read() as conn:
             rows = conn.execute(query).all()
-        return [self._version(row) for row in rows]
+        found: list[Version[C]] = []
+        for row in rows:
+            try:
+                found.append(self._version(row))
+            except SecretsKeyError as exc:  # one unreadable config must not hide the others
+                log.error("left out of the %ss listed: %s", self.kind, exc)
+        return found
 
     def _exists(self, fqfn: str) -> FunctionExistsError:
         return self._taken(f"{self.kind} {fqfn} exists already; update it or delete it first")
@@ -320,7 +334,8 @@ class Registry(Generic[C]):
             _versions.insert().values(
                 fqfn=self.key(fqfn),
                 version=version,
-                config=config.model_dump_json(),
+                # Its secrets sealed: the row never holds them in the clear.
+                config=json.dumps(seal_config(config.model_dump(mode="json"), self.store.sealer)),
                 package_digest=package_digest,
                 created_by=who,
                 created_at=now,
@@ -338,12 +353,12 @@ class Registry(Generic[C]):
         return [self._version(row) for row in rows]
 
     def _version(self, row: Row[Any]) -> Version[C]:
+        fqfn = row.fqfn.removeprefix(f"{self.kind}:") if self.kind != "function" else row.fqfn
+        stored = open_config(json.loads(row.config), self.store.sealer, f"{self.kind} {fqfn}")
         return Version(
-            fqfn=row.fqfn.removeprefix(f"{self.kind}:") if self.kind != "function" else row.fqfn,
+            fqfn=fqfn,
             version=row.version,
-            config=self.model.model_validate(
-                json.loads(row.config), context={STORED_CONTEXT: True}
-            ),
+            config=self.model.model_validate(stored, context={STORED_CONTEXT: True}),
             package_digest=row.package_digest,
             created_by=row.created_by,
             created_at=row.created_at,

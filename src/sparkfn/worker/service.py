@@ -62,6 +62,7 @@ from sparkfn.runtime.query.build import (
 )
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
+from sparkfn.store.sealed import reseal
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.autocreate import TopicCreation, ensure_topic
@@ -130,6 +131,13 @@ class Worker:
         its cluster: a PostgreSQL store's as one member among others, a SQLite store's
         as its only worker (:class:`~sparkfn.api.errors.ConfigError` if it has one)."""
         store = Store.open(self.settings.store_url, self.settings.data_dir)
+        try:
+            resealed = reseal(store)  # what an older sparkfn (or an earlier key) left
+        except BaseException:  # a key that is no key (SPARKFN_SECRETS_KEY), an unusable store
+            store.close()
+            raise
+        if resealed:
+            log.info("sealed the secrets of %d stored config versions", resealed)
         settings = self.settings
         membership = Membership(
             store, settings.worker_id, host=settings.host, port=settings.port,

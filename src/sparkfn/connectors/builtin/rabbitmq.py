@@ -43,6 +43,7 @@ from sparkfn.api.connector import Record, Source, SourceContext, _EndOfStream
 from sparkfn.connectors.builtin._config import describe, parse_configs
 from sparkfn.connectors.builtin.rabbitmq_connection import (
     RabbitMQSourceConfig,
+    answering_within,
     check,
     connect,
     source_channel,
@@ -80,9 +81,18 @@ class RabbitMQSource(Source):
         self.what = describe("source", "rabbitmq", context)
         cfg = self.config = parse_configs(RabbitMQSourceConfig, config, self.what)
         self.connection = connect(cfg, self.what)
-        self.channel = source_channel(self.connection, cfg, self.what)
-        self.channel.basic_qos(prefetch_count=cfg.prefetchCount, global_qos=cfg.prefetchGlobal)
-        self.channel.basic_consume(cfg.queueName, self._on_message, auto_ack=False)
+        try:
+            with answering_within(self.connection, cfg, self.what) as step:
+                self.channel = source_channel(self.connection, cfg, self.what)
+                step.name = "basic.qos"
+                self.channel.basic_qos(
+                    prefetch_count=cfg.prefetchCount, global_qos=cfg.prefetchGlobal
+                )
+                step.name = "basic.consume"
+                self.channel.basic_consume(cfg.queueName, self._on_message, auto_ack=False)
+        except BaseException:
+            self.close()
+            raise
 
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
         props = {"exchange": str(method.exchange)}

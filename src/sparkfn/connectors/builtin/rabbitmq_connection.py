@@ -5,12 +5,21 @@ Config names are Pulsar IO's. :func:`connect` opens a connection (a
 :class:`BrokerUnreachableError` for a broker it cannot reach); the
 channel helpers declare (or, with ``passive``, check) the queue or
 exchange; :func:`check` does both for a create's check, bounded.
+
+After the handshake, pika's blocking calls (``channel()``, a declare,
+``basic_qos``) wait for the broker's answer with no timeout of their own:
+only heartbeats end a wait on a broker that stopped answering, and Pulsar
+allows ``requestedHeartbeat`` 0, which turns them off. A run's open therefore
+goes through :func:`answering_within`: every step of it must be answered
+within ``connectionTimeout``, or the connection is torn down and the open
+fails with a :class:`BrokerUnreachableError` naming the step.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
 import pika
@@ -105,6 +114,53 @@ def connect(cfg: RabbitMQConfig, what: str) -> pika.BlockingConnection:
             f"{what}: configs.host/port: cannot reach RabbitMQ at {where} (step: connect): {exc!r}"
         )
         raise BrokerUnreachableError(msg) from None
+
+
+class OpenStep:
+    """The step of an open under way (for the message of one that got no answer)."""
+
+    def __init__(self) -> None:
+        self.name = "open a channel"
+
+
+@contextmanager
+def answering_within(
+    conn: pika.BlockingConnection, cfg: RabbitMQConfig, what: str
+) -> Iterator[OpenStep]:
+    """Bound the block's broker calls on ``conn`` to ``connectionTimeout`` in all.
+
+    A timer of pika's own I/O loop (which runs inside every blocking call)
+    tears the connection down when the time is up, as pika's heartbeat check
+    does; the blocked call then raises, and so does this, a
+    :class:`BrokerUnreachableError` naming the step that got no answer.
+    """
+    seconds = cfg.connectionTimeout / 1000
+    where = f"{cfg.host}:{cfg.port}"
+    step = OpenStep()
+    late: list[str] = []
+    impl = conn._impl  # noqa: SLF001 - the adapter's connection: its loop and its stream
+
+    def give_up() -> None:
+        late.append(step.name)
+        impl._terminate_stream(  # noqa: SLF001 - what pika's heartbeat check does
+            pika.exceptions.AMQPConnectionError(f"no answer within {seconds:g} s")
+        )
+
+    timer = impl.ioloop.call_later(seconds, give_up)
+    try:
+        yield step
+    except pika.exceptions.AMQPConnectionError as exc:
+        if not late:
+            msg = f"{what}: configs.host/port: RabbitMQ at {where} (step: {step.name}): {exc!r}"
+            raise BrokerUnreachableError(msg) from None
+        msg = (
+            f"{what}: configs.host/port: RabbitMQ at {where} did not answer within "
+            f"{cfg.connectionTimeout} ms (configs.connectionTimeout) after the handshake "
+            f"(step: {late[0]})"
+        )
+        raise BrokerUnreachableError(msg) from None
+    finally:
+        impl.ioloop.remove_timeout(timer)
 
 
 def check(cfg: C, what: str, step: str, channel: Callable[[Any, C, str], Any]) -> None:

@@ -37,6 +37,7 @@ from sparkfn.api.connector import Record, Sink, SinkContext
 from sparkfn.connectors.builtin._config import describe, parse_configs, payload
 from sparkfn.connectors.builtin.rabbitmq_connection import (
     RabbitMQSinkConfig,
+    answering_within,
     check,
     connect,
     sink_channel,
@@ -78,7 +79,12 @@ class RabbitMQSink(Sink):
         connection = self.connection = connect(cfg, self.what)
         connection.add_on_connection_blocked_callback(lambda *_: setattr(self, "blocked", True))
         connection.add_on_connection_unblocked_callback(lambda *_: setattr(self, "blocked", False))
-        self.channel = sink_channel(connection, cfg, self.what)
+        try:
+            with answering_within(connection, cfg, self.what):
+                self.channel = sink_channel(connection, cfg, self.what)
+        except BaseException:
+            self.close()
+            raise
         self.channel.add_on_return_callback(self._on_return)
         selected: list[Any] = []
         # The channel object under pika's blocking adapter: its confirm mode

@@ -5,11 +5,16 @@ writes the row when the run launches and removes it when the run halts; the
 group's reader plans only the members listed, and a member's commit checks,
 in its own transaction, that its row is still there in the same epoch.
 Every change touches the group's hint so an idle reader looks at once.
+
+The row's ``spec`` is the run's config with its secrets sealed
+(:mod:`sparkfn.store.sealed`); :func:`members` opens them, so a
+:class:`Member` holds the config the run needs, in memory only.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -18,6 +23,7 @@ from sqlalchemy import Connection, and_, delete, insert, select, update
 from sparkfn.config.function import FunctionConfig
 from sparkfn.store import schema, signals
 from sparkfn.store.clock import utc_now
+from sparkfn.store.sealed import Sealer, open_config, seal_config
 from sparkfn.store.store import Store
 
 _members = schema.group_members
@@ -36,7 +42,7 @@ class Member:
     group: str
     epoch: int
     version: str
-    spec: str  # the FunctionConfig as JSON
+    spec: str  # the FunctionConfig as JSON, its secrets opened
 
     @property
     def config(self) -> FunctionConfig:
@@ -59,7 +65,7 @@ def join(
         "group_name": group,
         "epoch": epoch,
         "version": version,
-        "spec": config.model_dump_json(),
+        "spec": json.dumps(seal_config(config.model_dump(mode="json"), store.sealer)),
         "joined_at": utc_now(),
     }
     with store.write() as conn:
@@ -92,12 +98,24 @@ def leave(store: Store, control_id: str, *, epoch: int | None = None) -> bool:
         return True
 
 
-def members(conn: Connection, group: str) -> list[Member]:
-    """The members of ``group``, in control id order."""
+def members(conn: Connection, group: str, sealer: Sealer) -> list[Member]:
+    """The members of ``group``, in control id order (their secrets opened with ``sealer``,
+    the store's)."""
     rows = conn.execute(
         select(_members).where(_members.c.group_name == group).order_by(_members.c.control_id)
     ).all()
-    return [Member(r.control_id, r.group_name, r.epoch, r.version, r.spec) for r in rows]
+    return [
+        Member(
+            r.control_id, r.group_name, r.epoch, r.version, _opened(r.spec, sealer, r.control_id)
+        )
+        for r in rows
+    ]
+
+
+@functools.lru_cache(maxsize=4096)
+def _opened(spec: str, sealer: Sealer, control_id: str) -> str:
+    # Cached as _parsed is: a reader reads every member at every look.
+    return json.dumps(open_config(json.loads(spec), sealer, f"function {control_id}"))
 
 
 def is_member(conn: Connection, control_id: str, epoch: int, *, lock: bool = False) -> bool:

@@ -108,7 +108,7 @@ class GroupStreamReader(DataSourceStreamReader):
         """Each member's work for the batch after ``start``, and every member."""
         store = self._store()
         with store.read() as conn:
-            found = members(conn, self.group)
+            found = members(conn, self.group, store.sealer)
             records = control.read_controls(conn, [m.control_id for m in found])
             # Looked up every trigger: a topic deleted and made again has another id.
             known = TopicAdmin(store).get_many({n for m in found for n in m.config.inputs}, conn)

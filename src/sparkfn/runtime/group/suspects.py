@@ -42,7 +42,7 @@ def is_crash(error: str) -> bool:
 def failed_batch(store: Store, group: str) -> list[Member]:
     """The members whose plan for the group's latest planned batch is uncommitted."""
     with store.read() as conn:
-        found = members(conn, group)
+        found = members(conn, group, store.sealer)
         plans = {m.control_id: read_plan(conn, m.config.subscription) for m in found}
     by_gen: dict[int, list[Member]] = {}
     for member in found:
