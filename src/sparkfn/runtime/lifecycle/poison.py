@@ -27,11 +27,19 @@ message before it applies the failure policy:
    system exception (:func:`sparkfn.runtime.lifecycle.deadletter.dead_letter_input`).
    The query starts again as usual, and the function stays ``RUNNING``.
 
+A drain's final batch (the one that carries its end-of-stream markers) is
+hunted the same way. Spark replays a failed batch with the offsets it
+planned, marker included; so each start again asks for a new end-of-stream
+batch (:func:`~sparkfn.runtime.lifecycle.control.renew_final`), the replay
+ends nothing, and the reader reads on to the drain's target, then ends the
+stream: the drain ends ``STOPPED`` only with every message before its
+target processed or passed.
+
 The hunt gives up, and the failure policy applies as before, when:
 
 * the failure is not a worker's crash, or the batch is not a function's
   data batch whose input can be read again (``at_most_once`` acked it at
-  planning; a drain's batch that ends the stream is not split);
+  planning);
 * it takes more than ``ceil(log2(n)) + EXTRA_PROBES`` probes for a batch of
   ``n`` messages (the crash does not follow one message);
 * the message found is the first the function would have processed
@@ -220,21 +228,41 @@ class PoisonHunter:
     armed: Probe | None = None
     gave_up_at: dict[PartitionKey, int] | None = None
     processed_mark: int = 0  # processed successfully when it last dead-lettered a message
+    said: str | None = None  # the last crash in sparkfn's words (see explained)
     _last: Probe | None = field(default=None, repr=False)
 
-    def take_probe(self) -> Probe | None:
-        """The probe the next start of the query runs (once), or ``None``: as usual."""
+    def take_probe(self) -> Probe:
+        """What the next start of the query runs: the armed probe (once), else a start as
+        usual (no ends) whose dead worker's exit status is written all the same."""
         probe, self.armed = self.armed, None
+        if probe is None:
+            probe = Probe((), self._exit_file())
+        if self._last is not probe:
+            _forget(self._last)
+        self._last = probe
         return probe
+
+    def explained(self, error: str) -> str:
+        """``error`` led by what the last crash said (its worker's exit status), when it is
+        that crash: :func:`~.causes.short_error` tells the user that line, not Spark's."""
+        if self.said is None or not worker_crashed(error):
+            return error
+        return f"{self.said}\n{error}"
 
     def after_crash(self, error: str, epoch: int) -> str | None:
         """The query of run ``epoch`` failed with ``error``: what to start it again for
         (a probe is armed, or a message was dead-lettered), or ``None``: the failure policy."""
         last, self._last = self._last, None
+        self.said = None
         if not worker_crashed(error):
             _forget(last)
             self.hunt = None
             return None
+        status = self._exit_status(last) if last is not None else None
+        self.said = (
+            f"function {self.config.fqfn}: a Python worker {describe_exit(status)} "
+            "while processing a message of the function"
+        )
         with self.store.read() as conn:
             cursors = subscription.cursors(conn, self.config.subscription)
             plan = subscription.read_plan(conn, self.config.subscription)
@@ -248,16 +276,16 @@ class PoisonHunter:
         else:
             hunt.crashed(cursors)
         if hunt.found and last is not None:
-            return self._pass(hunt, self._exit_status(last), epoch, cursors)
-        _forget(last)
+            return self._again(plan, self._pass(hunt, status, epoch, cursors))
         if hunt.exhausted:
             return self._give_up(cursors, f"{hunt.probes} probes did not single out a message")
+        self._again(plan, "probe")
         ends = hunt.next_probe()
         probe = Probe(
             tuple((tid, part, end) for (tid, part), end in sorted(ends.items())),
             self._exit_file(),
         )
-        self.armed = self._last = probe
+        self.armed = probe
         return (
             f"a Python worker died under a batch (no. {hunt.crashes} of this hunt); "
             f"probing {hunt.probe} of its {hunt.bad} suspect messages "
@@ -277,7 +305,6 @@ class PoisonHunter:
             or plan.committed
             or plan.acked
             or plan.epoch != epoch
-            or _ends_stream(plan)
         ):
             return None
         spans = [s for s in plan.spans if s.end > s.start]
@@ -327,6 +354,17 @@ class PoisonHunter:
         self.gave_up_at = None
         where = "dead-lettered" if self.config.dead_letter_target else "dropped"
         return f"{cause}: {where}; going on with the messages after it"
+
+    def _again(self, plan: subscription.Plan | None, why: str | None) -> str | None:
+        """The query starts again for ``why``: if the failed batch ended a drain's stream,
+        a new end-of-stream batch is asked for (:func:`~.control.renew_final`). Spark
+        replays the failed batch with its old marker; cut short by a probe, or read
+        again after a message was passed, it then ends nothing, and the reader reads on
+        to the drain's target before it ends the stream: "drained" is never claimed
+        with messages left before it."""
+        if why is not None and plan is not None and _ends_stream(plan):
+            control.renew_final(self.store, self.control_id)
+        return why
 
     def _give_up(self, cursors: Mapping[PartitionKey, int], why: str) -> str | None:
         """No message to pass: the failure policy applies (``None``), here and on a failure at ``cursors``."""
