@@ -135,7 +135,7 @@ def test_a_function_that_crashes_on_every_message_ends_by_its_failure_policy(
     run = LocalRun(config, store=store, spark=spark)
     try:
         run.start()
-        with pytest.raises(FunctionFailedError):
+        with pytest.raises(FunctionFailedError) as failed:
             run.wait(timeout=240)
         assert run.supervisor is not None and run.supervisor.ended
     finally:
@@ -143,6 +143,18 @@ def test_a_function_that_crashes_on_every_message_ends_by_its_failure_policy(
     assert run.run_state == "ERROR"
     causes = [t["cause"] for t in run.transitions() if t["instance"] is None]
     assert any("escalated: more than 1 restarts" in c for c in causes), causes
+    # Said in sparkfn's words, with the worker's exit code (issue 39, point 5):
+    # what localrun raises (the CLI's line) and what status shows.
+    said = f"Python worker exited with code 3 while processing a message of function {config.fqfn}"
+    assert said in str(failed.value)
+    status = run.status().instances[0].status
+    assert status.death_exception is not None
+    assert (status.death_exception.type, status.death_exception.message.split(" (")[0]) == (
+        "PythonWorkerCrashed",
+        said,
+    )
+    for shown in (str(failed.value), status.error, status.death_exception.message):
+        assert "Py4J" not in shown and "collectToPython" not in shown, shown
     # Nothing was taken for a poison message: nothing processed shows the function can work.
     assert _read(store, config.default_dead_letter_topic) == []
     assert _values(store, "out") == {}

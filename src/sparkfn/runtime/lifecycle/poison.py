@@ -260,8 +260,8 @@ class PoisonHunter:
             return None
         status = self._exit_status(last) if last is not None else None
         self.said = (
-            f"function {self.config.fqfn}: a Python worker {describe_exit(status)} "
-            "while processing a message of the function"
+            f"Python worker {describe_exit(status)} while processing a message of "
+            f"function {self.config.fqfn}"
         )
         with self.store.read() as conn:
             cursors = subscription.cursors(conn, self.config.subscription)
