@@ -12,7 +12,8 @@ Switches in ``configs`` (the rest goes to the file sink):
   calls ``context.fatal(ValueError("boom"))`` once that file exists, writing
   the time just before the call to ``<path>.called`` and ``done`` to
   ``<path>.returned`` after it;
-* ``fail_on``: a value whose ``write()`` raises ``RuntimeError("cannot write <value>")``.
+* ``fail_on``: a value whose ``write()`` raises ``RuntimeError("cannot write <value>")``;
+* ``exit_on``: a value whose ``write()`` ends the Python worker (``os._exit(3)``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from sparkfn.api.connector import Record, SinkContext
 from sparkfn.api.lifecycle import GracefulShutdown
 from sparkfn.connectors.builtin.file_sink import FileSink
 
-OWN_KEYS = ("log", "fatal_trigger", "fail_on")
+OWN_KEYS = ("log", "fatal_trigger", "fail_on", "exit_on")
 
 
 class RecordingFileSink(FileSink, GracefulShutdown):
@@ -40,6 +41,7 @@ class RecordingFileSink(FileSink, GracefulShutdown):
         self.log_path = ""
         self.instance = -1
         self.fail_on: Any = None
+        self.exit_on: Any = None
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -64,6 +66,7 @@ class RecordingFileSink(FileSink, GracefulShutdown):
         self.instance = context.get_instance_id()
         self._record("open", topics=context.get_input_topics(), name=context.get_name())
         self.fail_on = config.get("fail_on")
+        self.exit_on = config.get("exit_on")
         super().open({k: v for k, v in config.items() if k not in OWN_KEYS}, context)
         trigger = config.get("fatal_trigger")
         if trigger:
@@ -88,6 +91,8 @@ class RecordingFileSink(FileSink, GracefulShutdown):
         if self.fail_on is not None and record.value == self.fail_on:
             msg = f"cannot write {record.value}"
             raise RuntimeError(msg)
+        if self.exit_on is not None and record.value == self.exit_on:
+            os._exit(3)  # as a segfault or the OOM killer would: no except, no finally
         super().write(record)
 
     def flush(self) -> None:
