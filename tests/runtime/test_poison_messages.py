@@ -153,8 +153,11 @@ def test_a_function_that_crashes_on_every_message_ends_by_its_failure_policy(
         "PythonWorkerCrashed",
         said,
     )
-    for shown in (str(failed.value), status.error, status.death_exception.message):
-        assert "Py4J" not in shown and "collectToPython" not in shown, shown
+    shown = [str(failed.value), status.error, status.death_exception.message]
+    shown += [t["cause"] for t in run.transitions()]  # each restart's cause too
+    for text in shown:
+        assert "Py4J" not in text and "collectToPython" not in text, text
+    assert any(said in c for c in causes), causes
     # Nothing was taken for a poison message: nothing processed shows the function can work.
     assert _read(store, config.default_dead_letter_topic) == []
     assert _values(store, "out") == {}
