@@ -271,6 +271,32 @@ def test_until_drained_writes_every_message_exactly_once_with_calls_in_order(
     assert causes[-2:] == ["drain requested", "drained"]
 
 
+def test_a_drained_sink_passes_a_message_that_kills_its_worker(
+    spark: Any, sstore: Store, tmp_path: Path
+) -> None:
+    """The poison hunt covers a sink's batch (issue 39, point 4): over ``a b exit c d``
+    the drain's batch crashes, ``exit`` goes to the sink's dead-letter topic with its
+    cause, and the others are written; the run ends STOPPED."""
+    _produce(sstore, ["a", "b", "exit", "c", "d"], topic="one")
+    sink = _sink(tmp_path, inputs=["one"], configs={"exit_on": "exit"})
+    run = SinkRun(sink, store=sstore, spark=spark).start(until_drained=True)
+    assert run.wait(WAIT)
+    assert run.run_state == "STOPPED"
+    # A crashed batch's writes before the crash may be in the file too: the set, not the count.
+    assert {line["value"] for line in _written(tmp_path)} == {"a", "b", "c", "d"}
+    (instance,) = run.status().instances
+    assert (instance.status.num_successfully_processed, instance.status.num_system_exceptions) == (
+        4,
+        1,
+    )
+    dlq = sink_function_config(sink).default_dead_letter_topic
+    (letter,) = Consumer(sstore, dlq, initial_position="earliest").receive()
+    assert letter.value == b"exit"
+    assert letter.properties["EXCEPTION"].startswith(
+        "PythonWorkerCrashed: Python worker exited with code 3 while processing message 0:2 "
+    ), letter.properties
+
+
 @pytest.mark.slow
 def test_a_fatal_from_the_sinks_own_thread_ends_the_run_within_10_s(
     spark: Any, sstore: Store, tmp_path: Path

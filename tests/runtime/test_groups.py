@@ -27,6 +27,7 @@ from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
+from waiting import until
 
 FUNCS = Path(__file__).parent / "funcs"
 WAIT = 180
@@ -360,6 +361,40 @@ def test_a_member_that_kills_its_python_worker_is_taken_out_and_the_others_flow(
     )
     for name in good:
         assert _state(group_worker, name) == "RUNNING"
+
+
+@pytest.mark.long_running(60)
+def test_a_member_whose_message_kills_its_worker_passes_it_on_a_query_of_its_own(
+    group_worker: Worker,
+) -> None:
+    """The poison hunt covers a group member's batch (issue 39, point 4): taken out
+    of the group, the member's own query splits the batch, dead-letters ``exit``
+    with its cause and processes the rest once; the member stays RUNNING."""
+    store = _setup(group_worker, [], "bomb")
+    config = _config("crasher", inputs=["bomb"])
+    group_worker.create(config, package_digest=None, who="test")
+    Producer(store, "bomb").send_batch(
+        [Message(v.encode()) for v in ("a", "b", "exit", "c", "d")], partition=0
+    )
+    _await_values(store, collections.Counter(f"crasher:{v}" for v in ("a", "b", "c", "d")))
+    letters = until(
+        lambda: (
+            _values(store, config.default_dead_letter_topic)
+            if TopicAdmin(store).exists(config.default_dead_letter_topic)
+            else None
+        ),
+        "exit dead-lettered",
+        timeout=WAIT,
+    )
+    assert letters == {"exit": 1}
+    (letter,) = Consumer(
+        store, config.default_dead_letter_topic, initial_position="earliest"
+    ).receive()
+    assert letter.properties["EXCEPTION"].startswith(
+        "PythonWorkerCrashed: Python worker exited with code 3 while processing message 0:2 "
+    ), letter.properties
+    assert _state(group_worker, "crasher") == "RUNNING"
+    assert "public/default/crasher" not in _in_group(store)
 
 
 def test_a_start_checks_the_code_and_topics_once(

@@ -24,7 +24,7 @@ from sparkfn.runtime.function.rows import (
     DLQ_REAL_TOPIC,
 )
 from sparkfn.runtime.lifecycle import control
-from sparkfn.runtime.lifecycle.causes import short_error
+from sparkfn.runtime.lifecycle.causes import failure_of, short_error
 from sparkfn.runtime.lifecycle.deadletter import dead_letter_input
 from sparkfn.runtime.lifecycle.poison import Hunt, describe_exit, worker_crashed
 from sparkfn.runtime.metrics_store import instance_totals, latest_exceptions
@@ -93,6 +93,17 @@ def test_a_spark_error_is_said_without_py4j_call_lines() -> None:
         ": org.apache.spark.SparkException: the checkpoint is not there\n\tat x.y(Z.java:1)\n"
     )
     assert short_error(java) == "the checkpoint is not there"
+
+
+def test_a_crash_whose_exit_status_is_known_is_said_with_it_and_the_function() -> None:
+    said = (
+        "Python worker exited with code 3 while processing a message of function public/default/f"
+    )
+    assert short_error(f"{said}\n{CRASHED}") == said
+    failure, failed = failure_of("public/default/f", [], f"{said}\n{CRASHED}", [0])
+    assert (failure.cause.type, failure.cause.message, failed) == ("PythonWorkerCrashed", said, [0])
+    # Any other query failure keeps its type.
+    assert failure_of("f", [], RAISED, [0])[0].cause.type == "QueryFailed"
 
 
 def test_exit_statuses_read_as_a_code_or_a_signal() -> None:

@@ -27,6 +27,7 @@ from sparkfn.runtime.function.rows import (
 )
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
+from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message, ReceivedMessage
@@ -134,7 +135,7 @@ def test_a_function_that_crashes_on_every_message_ends_by_its_failure_policy(
     run = LocalRun(config, store=store, spark=spark)
     try:
         run.start()
-        with pytest.raises(FunctionFailedError):
+        with pytest.raises(FunctionFailedError) as failed:
             run.wait(timeout=240)
         assert run.supervisor is not None and run.supervisor.ended
     finally:
@@ -142,7 +143,55 @@ def test_a_function_that_crashes_on_every_message_ends_by_its_failure_policy(
     assert run.run_state == "ERROR"
     causes = [t["cause"] for t in run.transitions() if t["instance"] is None]
     assert any("escalated: more than 1 restarts" in c for c in causes), causes
+    # Said in sparkfn's words, with the worker's exit code (issue 39, point 5):
+    # what localrun raises (the CLI's line) and what status shows.
+    said = f"Python worker exited with code 3 while processing a message of function {config.fqfn}"
+    assert said in str(failed.value)
+    status = run.status().instances[0].status
+    assert status.death_exception is not None
+    assert (status.death_exception.type, status.death_exception.message.split(" (")[0]) == (
+        "PythonWorkerCrashed",
+        said,
+    )
+    shown = [str(failed.value), status.error, status.death_exception.message]
+    shown += [t["cause"] for t in run.transitions()]  # each restart's cause too
+    for text in shown:
+        assert "Py4J" not in text and "collectToPython" not in text, text
+    assert any(said in c for c in causes), causes
     # Nothing was taken for a poison message: nothing processed shows the function can work.
     assert _read(store, config.default_dead_letter_topic) == []
     assert _values(store, "out") == {}
     assert run.stats().instances[0].metrics.system_exceptions_total == 0
+
+
+def _cursor(store: Store, config: FunctionConfig) -> int:
+    topic = TopicAdmin(store).get("in")
+    with store.read() as conn:
+        return subscription.cursors(conn, config.subscription)[(topic.id, 0)]
+
+
+def test_a_drains_final_batch_is_hunted_and_drained_means_every_message_done(
+    spark: Any, store: Store
+) -> None:
+    """``--until-drained`` over ``a b exit c d``: the one batch that carries the
+    end-of-stream markers crashes; its probes are replays of it that must end
+    nothing, so the run ends STOPPED only after c and d (issue 39, point 4)."""
+    ids = _setup(store, ["a", "b", "exit", "c", "d"])
+    config = _config()
+    dlq = config.default_dead_letter_topic
+    run = LocalRun(config, store=store, spark=spark)
+    try:
+        run.start(until_drained=True)
+        assert run.wait(timeout=300)
+    finally:
+        run.close()
+    assert run.run_state == "STOPPED"
+    assert _values(store, "out") == {"a!": 1, "b!": 1, "c!": 1, "d!": 1}
+    assert _cursor(store, config) == 5  # nothing left before the drain's target
+    (letter,) = _read(store, dlq)
+    assert letter.value == b"exit"
+    assert letter.properties[DLQ_EXCEPTION] == (
+        "PythonWorkerCrashed: Python worker exited with code 3 while processing message "
+        f"{ids[2]} of public/default/in"
+    )
+    assert run.stats().instances[0].metrics.system_exceptions_total == 1

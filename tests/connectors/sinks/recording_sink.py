@@ -16,6 +16,7 @@ Switches in ``configs`` (the rest goes to the file sink):
 * ``fatal_on``: a value whose ``write()`` calls ``context.fatal`` with that error;
 * ``fail_flush_once``: a path; ``flush()`` raises ``RuntimeError("flush failed")``
   (before writing anything) until that file exists, and creates it as it raises.
+* ``exit_on``: a value whose ``write()`` ends the Python worker (``os._exit(3)``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from sparkfn.api.connector import Record, SinkContext
 from sparkfn.api.lifecycle import GracefulShutdown
 from sparkfn.connectors.builtin.file_sink import FileSink
 
-OWN_KEYS = ("log", "fatal_trigger", "fail_on", "fatal_on", "fail_flush_once")
+OWN_KEYS = ("log", "fatal_trigger", "fail_on", "fatal_on", "fail_flush_once", "exit_on")
 
 
 class RecordingFileSink(FileSink, GracefulShutdown):
@@ -46,6 +47,7 @@ class RecordingFileSink(FileSink, GracefulShutdown):
         self.fatal_on: Any = None
         self.fail_flush_once: str | None = None
         self.context: SinkContext | None = None
+        self.exit_on: Any = None
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -73,6 +75,7 @@ class RecordingFileSink(FileSink, GracefulShutdown):
         self.fatal_on = config.get("fatal_on")
         self.fail_flush_once = config.get("fail_flush_once")
         self.context = context
+        self.exit_on = config.get("exit_on")
         super().open({k: v for k, v in config.items() if k not in OWN_KEYS}, context)
         trigger = config.get("fatal_trigger")
         if trigger:
@@ -99,6 +102,8 @@ class RecordingFileSink(FileSink, GracefulShutdown):
             raise RuntimeError(msg)
         if self.fatal_on is not None and record.value == self.fatal_on and self.context:
             self.context.fatal(RuntimeError(f"cannot write {record.value}"))
+        if self.exit_on is not None and record.value == self.exit_on:
+            os._exit(3)  # as a segfault or the OOM killer would: no except, no finally
         super().write(record)
 
     def flush(self) -> None:

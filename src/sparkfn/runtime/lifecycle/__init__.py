@@ -23,7 +23,7 @@ The supervision:
   reports when it ended by itself;
 * :mod:`.query_target`: a function's own Spark query as a run target;
 * :mod:`.lookout`: when a supervisor reads its run's record;
-* :mod:`.parking`, :mod:`.poison`: parked queries, and the search for a message
+* :mod:`.parking`, :mod:`.poison` (its pure halving in :mod:`.halving`): parked queries, and the search for a message
   that kills its Python worker;
 * :mod:`.function`: the function supervisor, which runs a query of its own or,
   given a :data:`~.function.MemberTarget` by its caller, a member of a query

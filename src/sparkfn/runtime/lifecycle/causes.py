@@ -20,6 +20,8 @@ from sparkfn.runtime.lifecycle.control import InstanceRecord
 
 # What Spark says when a task's Python worker ended under it (os._exit, a signal, the OOM killer).
 WORKER_CRASHED = "Python worker exited unexpectedly"
+# sparkfn's line for a task's worker that died, with its exit status (runtime/lifecycle/poison.py).
+_SAID_CRASH = re.compile(r"^Python worker .+ while processing a message of function \S+$")
 # Py4J's line for a failed call into the JVM: an object id and a method, nothing of the cause.
 _PY4J_CALL = re.compile(r"^(py4j\.protocol\.)?Py4J\w*: An error occurred while calling \S+")
 # A Java exception's class name before its message ("org.apache.spark.SparkException: ").
@@ -31,12 +33,16 @@ def short_error(text: str) -> str:
 
     Never a bare Py4J call line ("An error occurred while calling
     o86.collectToPython"): a task's crashed Python worker is said in sparkfn's
-    words, a Java exception by its message without its class name.
+    words (with its exit status when a poison hunt put it first:
+    :meth:`~.poison.PoisonHunter.explained`), a Java exception by its message
+    without its class name.
     """
     lines = text.splitlines()
     for line in lines:
         stripped = line.strip()
         if stripped.startswith(("sparkfn.", "function ")) or "Error: function " in stripped:
+            return stripped
+        if _SAID_CRASH.match(stripped):  # a poison hunt's line: the worker's exit status
             return stripped
     if WORKER_CRASHED in text:
         return (
@@ -68,7 +74,8 @@ def failure_of(
         fatal = any(d.fatal for d in deaths)
     else:
         failed = live
-        cause = DeathCause("QueryFailed", short_error(error or ""), error or "", "failure", "")
+        kind = "PythonWorkerCrashed" if WORKER_CRASHED in (error or "") else "QueryFailed"
+        cause = DeathCause(kind, short_error(error or ""), error or "", "failure", "")
         fatal = False
     return FunctionFailure(name, failed[0] if len(failed) == 1 else None, cause, fatal), failed
 

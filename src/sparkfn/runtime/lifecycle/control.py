@@ -308,6 +308,26 @@ def request_stop(
     return int(seq)
 
 
+def renew_final(store: Store, fqfn: str) -> int | None:
+    """Ask for a new end-of-stream batch of the stop under way; its sequence number.
+
+    A drain's final batch that a poison hunt starts again cut short is
+    replayed from Spark's checkpoint with the old number: it then ends
+    nothing, and the reader reads on to the drain's target. ``None``: no
+    drain or suspend is under way.
+    """
+    with store.write() as conn:
+        signals.hint_on_commit(conn, signals.control_hint(fqfn))
+        row = conn.execute(select(runs).where(runs.c.fqfn == fqfn)).one_or_none()
+        if row is None or row.stop_mode not in ("drain", "suspend"):
+            return None
+        seq = int(row.final_seq) + 1
+        conn.execute(
+            update(runs).where(runs.c.fqfn == fqfn).values(final_seq=seq, updated_at=utc_now())
+        )
+    return seq
+
+
 def clear_stop(store: Store, fqfn: str) -> None:
     """Forget a stop request (the run ended, or a restart follows)."""
     with store.write() as conn:

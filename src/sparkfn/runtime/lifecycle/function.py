@@ -92,10 +92,10 @@ class FunctionSupervisor(Supervisor):
             control_id=cid,
             py=config.py,
             on_worker_shutdown=on_worker_shutdown,
-            # A function's own query looks for a message that kills its worker;
-            # a group's member is taken out to a query of its own first.
+            # A function's or a sink's own query looks for a message that kills its
+            # worker; a group's member is taken out to a query of its own first.
             hunter=PoisonHunter(store, config, cid)
-            if member is None and kind == "function"
+            if member is None and kind in ("function", "sink")
             else None,
         )
         self.kind = kind

@@ -27,11 +27,19 @@ message before it applies the failure policy:
    system exception (:func:`sparkfn.runtime.lifecycle.deadletter.dead_letter_input`).
    The query starts again as usual, and the function stays ``RUNNING``.
 
+A drain's final batch (the one that carries its end-of-stream markers) is
+hunted the same way. Spark replays a failed batch with the offsets it
+planned, marker included; so each start again asks for a new end-of-stream
+batch (:func:`~sparkfn.runtime.lifecycle.control.renew_final`), the replay
+ends nothing, and the reader reads on to the drain's target, then ends the
+stream: the drain ends ``STOPPED`` only with every message before its
+target processed or passed.
+
 The hunt gives up, and the failure policy applies as before, when:
 
 * the failure is not a worker's crash, or the batch is not a function's
   data batch whose input can be read again (``at_most_once`` acked it at
-  planning; a drain's batch that ends the stream is not split);
+  planning);
 * it takes more than ``ceil(log2(n)) + EXTRA_PROBES`` probes for a batch of
   ``n`` messages (the crash does not follow one message);
 * the message found is the first the function would have processed
@@ -48,61 +56,27 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
-import os
-import re
-import signal
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkfn.config.function import FunctionConfig, ProcessingGuarantee
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.deadletter import dead_letter_input
+from sparkfn.runtime.lifecycle.halving import Hunt, describe_exit, worker_crashed
 from sparkfn.runtime.metrics_store import instance_totals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.spark.planning import FINAL_KEY
-from sparkfn.topics.subscription import PartitionKey, Span
+from sparkfn.topics.subscription import PartitionKey
 
 _LOG = logging.getLogger("sparkfn.supervisor")
 
-# Probes beyond log2 of the batch's size: the lone message's own run, and slack.
-EXTRA_PROBES = 3
 # How long the supervisor waits for the daemon to write a dead worker's exit status.
 EXIT_STATUS_WAIT_SECONDS = 5.0
-
-# Spark's words for a task whose Python worker died under it (pyspark 3.5 to 4.x):
-# BasePythonRunner's reader meets the end of the worker's stream mid-task.
-_CRASHED = re.compile(r"Python worker exited unexpectedly \(crashed\)")
-_TASK_FAILED = "Job aborted due to stage failure"
-
-
-def worker_crashed(error: str) -> bool:
-    """Whether a query failure says a task's Python worker died under it.
-
-    Not a Python exception in a task (``PythonException``), nor the query's
-    source runner dying, nor the commit failing: only the job aborted
-    because a task's worker ended without a word.
-    """
-    return _TASK_FAILED in error and _CRASHED.search(error) is not None
-
-
-def describe_exit(status: int | None) -> str:
-    """How a worker ended, from its wait status (``os.waitpid``); ``None``: not known."""
-    if status is None:
-        return "exited unexpectedly (its exit status is not known)"
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            return f"was killed by signal {number}"
-        return f"was killed by signal {number} ({name})"
-    return f"exited with code {os.WEXITSTATUS(status)}"
 
 
 @dataclass(frozen=True)
@@ -115,93 +89,6 @@ class Probe:
     def option(self) -> str:
         """The reader's ``probeEnds`` option."""
         return json.dumps([list(e) for e in self.ends])
-
-
-@dataclass
-class Hunt:
-    """The search of one failed batch for the message that crashes it (no I/O).
-
-    The batch's messages are its spans' in order; from the cursors ``at``,
-    the first ``bad`` of them crashed a batch. ``probe`` is the size of the
-    probe started last (0: none yet).
-    """
-
-    spans: tuple[Span, ...]
-    at: dict[PartitionKey, int]
-    bad: int
-    budget: int
-    probes: int = 0
-    probe: int = 0
-    crashes: int = 1
-    alone: bool = False  # the last crash was of one message run alone
-
-    @classmethod
-    def begin(cls, spans: Sequence[Span]) -> Hunt:
-        """The hunt of a batch of ``spans`` that crashed as a whole."""
-        data = tuple(s for s in spans if s.end > s.start)
-        n = sum(s.end - s.start for s in data)
-        budget = math.ceil(math.log2(max(n, 1))) + EXTRA_PROBES
-        return cls(data, {s.key: s.start for s in data}, n, budget)
-
-    def _clamped(self, cursors: Mapping[PartitionKey, int]) -> dict[PartitionKey, int]:
-        return {s.key: min(max(cursors.get(s.key, s.start), s.start), s.end) for s in self.spans}
-
-    def left(self, cursors: Mapping[PartitionKey, int]) -> int:
-        """Messages of the batch after ``cursors``."""
-        at = self._clamped(cursors)
-        return sum(s.end - at[s.key] for s in self.spans)
-
-    def advanced(self, cursors: Mapping[PartitionKey, int], k: int) -> dict[PartitionKey, int]:
-        """The cursors after the next ``k`` messages of the batch from ``cursors``."""
-        out = self._clamped(cursors)
-        for s in self.spans:
-            take = min(k, s.end - out[s.key])
-            out[s.key] += take
-            k -= take
-        return out
-
-    def passed(self, cursors: Mapping[PartitionKey, int]) -> bool:
-        """Whether what committed since ``at`` took in the messages known to crash
-        (a new failure is then another batch's)."""
-        return self.left(self.at) - self.left(cursors) >= self.bad or self.left(cursors) == 0
-
-    def crashed(self, cursors: Mapping[PartitionKey, int]) -> None:
-        """The query failed again; ``cursors`` are where the subscription is now."""
-        committed = self.left(self.at) - self.left(cursors)
-        self.crashes += 1
-        if committed == 0 and self.probe:  # the probe's own batch crashed
-            self.bad = self.probe
-        elif self.advanced(self.at, committed) == self._clamped(cursors):
-            self.bad -= committed  # a probe committed; a later batch crashed
-        else:  # committed otherwise than a prefix: all that is left is suspect
-            self.bad = self.left(cursors)
-        self.alone = committed == 0 and self.probe == 1
-        self.at = self._clamped(cursors)
-
-    @property
-    def found(self) -> bool:
-        """One message crashed a batch of its own."""
-        return self.alone and self.bad == 1
-
-    @property
-    def exhausted(self) -> bool:
-        """The probes are used up: the crash does not follow one message."""
-        return self.probes >= self.budget
-
-    def next_probe(self) -> dict[PartitionKey, int]:
-        """The ends of the next probe: the first half of the suspects (one alone at the last)."""
-        self.probe = max(1, self.bad // 2)
-        self.probes += 1
-        ends = self.advanced(self.at, self.probe)
-        return {k: e for k, e in ends.items() if e > self.at[k]}
-
-    def culprit(self) -> tuple[PartitionKey, int]:
-        """The message found: its partition and offset."""
-        for s in self.spans:
-            if self.at[s.key] < s.end:
-                return s.key, self.at[s.key]
-        msg = "the hunt has no message left"
-        raise LookupError(msg)
 
 
 @dataclass
@@ -220,21 +107,41 @@ class PoisonHunter:
     armed: Probe | None = None
     gave_up_at: dict[PartitionKey, int] | None = None
     processed_mark: int = 0  # processed successfully when it last dead-lettered a message
+    said: str | None = None  # the last crash in sparkfn's words (see explained)
     _last: Probe | None = field(default=None, repr=False)
 
-    def take_probe(self) -> Probe | None:
-        """The probe the next start of the query runs (once), or ``None``: as usual."""
+    def take_probe(self) -> Probe:
+        """What the next start of the query runs: the armed probe (once), else a start as
+        usual (no ends) whose dead worker's exit status is written all the same."""
         probe, self.armed = self.armed, None
+        if probe is None:
+            probe = Probe((), self._exit_file())
+        if self._last is not probe:
+            _forget(self._last)
+        self._last = probe
         return probe
+
+    def explained(self, error: str) -> str:
+        """``error`` led by what the last crash said (its worker's exit status), when it is
+        that crash: :func:`~.causes.short_error` tells the user that line, not Spark's."""
+        if self.said is None or not worker_crashed(error):
+            return error
+        return f"{self.said}\n{error}"
 
     def after_crash(self, error: str, epoch: int) -> str | None:
         """The query of run ``epoch`` failed with ``error``: what to start it again for
         (a probe is armed, or a message was dead-lettered), or ``None``: the failure policy."""
         last, self._last = self._last, None
+        self.said = None
         if not worker_crashed(error):
             _forget(last)
             self.hunt = None
             return None
+        status = self._exit_status(last) if last is not None else None
+        self.said = (
+            f"Python worker {describe_exit(status)} while processing a message of "
+            f"function {self.config.fqfn}"
+        )
         with self.store.read() as conn:
             cursors = subscription.cursors(conn, self.config.subscription)
             plan = subscription.read_plan(conn, self.config.subscription)
@@ -248,16 +155,16 @@ class PoisonHunter:
         else:
             hunt.crashed(cursors)
         if hunt.found and last is not None:
-            return self._pass(hunt, self._exit_status(last), epoch, cursors)
-        _forget(last)
+            return self._again(plan, self._pass(hunt, status, epoch, cursors))
         if hunt.exhausted:
             return self._give_up(cursors, f"{hunt.probes} probes did not single out a message")
+        self._again(plan, "probe")
         ends = hunt.next_probe()
         probe = Probe(
             tuple((tid, part, end) for (tid, part), end in sorted(ends.items())),
             self._exit_file(),
         )
-        self.armed = self._last = probe
+        self.armed = probe
         return (
             f"a Python worker died under a batch (no. {hunt.crashes} of this hunt); "
             f"probing {hunt.probe} of its {hunt.bad} suspect messages "
@@ -277,7 +184,6 @@ class PoisonHunter:
             or plan.committed
             or plan.acked
             or plan.epoch != epoch
-            or _ends_stream(plan)
         ):
             return None
         spans = [s for s in plan.spans if s.end > s.start]
@@ -327,6 +233,17 @@ class PoisonHunter:
         self.gave_up_at = None
         where = "dead-lettered" if self.config.dead_letter_target else "dropped"
         return f"{cause}: {where}; going on with the messages after it"
+
+    def _again(self, plan: subscription.Plan | None, why: str | None) -> str | None:
+        """The query starts again for ``why``: if the failed batch ended a drain's stream,
+        a new end-of-stream batch is asked for (:func:`~.control.renew_final`). Spark
+        replays the failed batch with its old marker; cut short by a probe, or read
+        again after a message was passed, it then ends nothing, and the reader reads on
+        to the drain's target before it ends the stream: "drained" is never claimed
+        with messages left before it."""
+        if why is not None and plan is not None and _ends_stream(plan):
+            control.renew_final(self.store, self.control_id)
+        return why
 
     def _give_up(self, cursors: Mapping[PartitionKey, int], why: str) -> str | None:
         """No message to pass: the failure policy applies (``None``), here and on a failure at ``cursors``."""

@@ -162,8 +162,9 @@ class QueryTarget:
         return True
 
     def stopped(self, record: control.RunControl) -> bool:
-        """The sink committed the end-of-stream batch."""
-        return record.final_committed >= self.final_seq
+        """The sink committed the end-of-stream batch (the latest asked: a poison hunt
+        in a drain's final batch asks again, :func:`~.control.renew_final`)."""
+        return record.final_committed >= max(self.final_seq, record.final_seq)
 
     def cancel(self, cause: str, epoch: int) -> None:
         """Interrupt running tasks, then stop the query."""

@@ -306,7 +306,10 @@ class Supervisor:
         if ended is not None and ended.error is not None and self._hunt(ended.error):
             return
         if deaths or (ended is not None and ended.error is not None):
-            self._handle(deaths, ended.error if ended is not None else None, record)
+            error = ended.error if ended is not None else None
+            if error is not None and self.hunter is not None:
+                error = self.hunter.explained(error)  # a dead worker's exit status
+            self._handle(deaths, error, record)
         elif ended is not None:
             self._end(ended.mode, ended.cause, graceful=ended.mode is not StopMode.CANCEL)
         elif mode is None and self._leaving:

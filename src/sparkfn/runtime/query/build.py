@@ -273,7 +273,7 @@ def start_function_query(
         reader = reader.option("maxBytesPerBatch", str(config.max_bytes_per_batch))
     if config.processing_guarantees is ProcessingGuarantee.AT_MOST_ONCE:
         reader = reader.option("ackOnPlan", "true")  # a failed batch is never read again
-    if probe is not None:
+    if probe is not None and probe.ends:
         reader = reader.option("probeEnds", probe.option())
     window = config.window_config
     if window is not None and window.ticks_ms is not None and not until_drained:

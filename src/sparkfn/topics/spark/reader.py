@@ -144,6 +144,7 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.properties_json = as_json and "properties" in columns
         self.target: dict[str, int] | None = None
         self.probe = self._probe_ends(opts.get("probeends"))
+        self._cut = False  # the batch planned last reads less than its offsets (a probe)
         self.task_function = opts.get(TASK_FUNCTION_OPTION.lower())
         hints = [signals.topic_hint(t.id) for t in self.topics]
         if self._discovery is not None:
@@ -399,9 +400,11 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A drain's last data batch may carry the markers (see _ends_drain).
         carries_data = final and data_offsets(end) != data_offsets(start)
         spans = self._plan(start, end, data_offsets(end) if carries_data or not final else {})
-        # A final batch replayed by a later run (its stop is over) has no markers.
+        # A final batch replayed by a later run (its stop is over, or asked again) has no
+        # markers; nor has one that a probe cut short: messages before the target remain.
         current = (
             final
+            and not self._cut
             and view is not None
             and view.stop_mode in ("drain", "suspend")
             and view.final_seq == end[FINAL_KEY]
@@ -438,11 +441,12 @@ class SparkfnStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if offset_key(t, p) in data_end
         }
         with self._store().write() as conn:
-            if (
+            self._cut = bool(
                 data_end
                 and self.probe is not None
                 and self._probing(self._by_key(subscription.cursors(conn, self.subscription)))
-            ):
+            )
+            if self._cut and self.probe is not None:
                 ends = {
                     (t.id, p): self.probe[offset_key(t, p)]
                     for t in self.topics
