@@ -594,7 +594,7 @@ ERROR_CASES: list[tuple[str, list[str], str, list[str]]] = [
         "non-json-message",
         ["produce", "orders", "-m", "{}", "-m", "not json"],
         "invalid_payload",
-        ["--message 2", "'not json'", "json"],
+        ["--messages value 2", "'not json'", "json"],
     ),
     (
         "non-json-file-line",
@@ -727,8 +727,9 @@ def test_topics_on_postgresql(pg_cli: Cli) -> None:
         "--producer", "pg", "--sequence-id", "3", "--json",
     )  # fmt: skip
     assert json.loads(again.stdout) == [None]
+    # A new subscription starts at latest, as pulsar-client's does, unless told earliest.
     sub = ["topics", "consume", name, "-s", "pg-sub", "--json"]
-    assert _values(pg_cli.ok(*sub, "-n", "2")) == [{"n": 1}, {"n": 2}]
+    assert _values(pg_cli.ok(*sub, "-p", "Earliest", "-n", "2")) == [{"n": 1}, {"n": 2}]
     assert _values(pg_cli.ok(*sub)) == [{"n": 3}]
     described = json.loads(pg_cli.ok("topics", "describe", name, "--json").stdout)
     assert described["messages"] == 3
@@ -807,7 +808,8 @@ def test_an_avro_topic_is_created_with_its_schema_from_a_file(cli: Cli, tmp_path
     path.write_text(json.dumps(schema))
     created = cli.ok("topics", "create", "orders", "--schema-type", "avro", "--schema", f"@{path}")
     assert "schema avro" in created.stdout
-    cli.ok("topics", "produce", "orders", "-m", '{"id": 1, "item": "tea"}')
+    # -m splits on commas, as pulsar-client's does: a JSON value with commas takes -s.
+    cli.ok("topics", "produce", "orders", "-s", "|", "-m", '{"id": 1, "item": "tea"}')
     consumed = cli.ok("topics", "consume", "orders", "--json")
     assert json.loads(consumed.stdout)["value"] == {"id": 1, "item": "tea"}
     refused = cli.fail("topics", "produce", "orders", "-m", '{"id": "one"}')

@@ -125,9 +125,12 @@ def ops_router(worker: Worker) -> APIRouter:
         response_model=Health,
         responses={503: {"model": ErrorBody, "description": "No Spark session could start."}},
     )
-    def health() -> Health | JSONResponse:
+    async def health() -> Health | JSONResponse:
         """Liveness: 200 while the worker serves requests and its Spark session runs or
-        is being started again; 503 ``spark_lost`` once a new session could not start."""
+        is being started again; 503 ``spark_lost`` once a new session could not start.
+
+        On the event loop itself (it only reads attributes): a sync route waits for a
+        thread of the request pool, which a burst of slow requests can hold."""
         session = worker.session
         if session.state == FAILED:
             why = session.error or "no new session started"
