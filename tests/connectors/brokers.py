@@ -73,19 +73,31 @@ def mqtt_client(client_id: str = "", clean: bool = True) -> Any:
 def silent_port() -> Iterator[int]:
     """A port on 127.0.0.1 that accepts every connection and never sends a byte, as a
     hung broker does; the connections are held until the block ends."""
+    with _listening("silent-port", lambda _conn: None) as port:
+        yield port
+
+
+@contextmanager
+def _listening(name: str, greet: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A port on 127.0.0.1 whose every connection is passed to ``greet`` (an ``OSError``
+    there ends that connection's greeting, not the server) and then held, unanswered,
+    until the block ends."""
     listener = socket.socket()
     listener.bind((HOST, 0))
     listener.listen(256)
     held: list[socket.socket] = []
 
-    def accept() -> None:
+    def serve() -> None:
         while True:
             try:
-                held.append(listener.accept()[0])
+                conn = listener.accept()[0]
             except OSError:  # closed: the block ended
                 return
+            held.append(conn)
+            with contextlib.suppress(OSError):
+                greet(conn)
 
-    thread = threading.Thread(target=accept, name="silent-port", daemon=True)
+    thread = threading.Thread(target=serve, name=name, daemon=True)
     thread.start()
     try:
         yield int(listener.getsockname()[1])
@@ -270,10 +282,6 @@ def mute_after_handshake_amqp() -> Iterator[int]:
     """A port on 127.0.0.1 that speaks AMQP 0-9-1 through the handshake (no heartbeats),
     opens the connection, then never answers again: a broker hung after the handshake.
     Its connections are held until the block ends."""
-    listener = socket.socket()
-    listener.bind((HOST, 0))
-    listener.listen(16)
-    held: list[socket.socket] = []
 
     def frames(conn: socket.socket, wanted: type) -> None:
         data = b""
@@ -302,22 +310,5 @@ def mute_after_handshake_amqp() -> Iterator[int]:
         frames(conn, pika.spec.Connection.Open)
         conn.sendall(pika.frame.Method(0, pika.spec.Connection.OpenOk()).marshal())
 
-    def serve() -> None:
-        while True:
-            try:
-                conn = listener.accept()[0]
-            except OSError:  # closed: the block ended
-                return
-            held.append(conn)
-            with contextlib.suppress(OSError):
-                handshake(conn)
-
-    thread = threading.Thread(target=serve, name="mute-amqp", daemon=True)
-    thread.start()
-    try:
-        yield int(listener.getsockname()[1])
-    finally:
-        listener.close()
-        thread.join(5)
-        for conn in held:
-            conn.close()
+    with _listening("mute-amqp", handshake) as port:
+        yield port
