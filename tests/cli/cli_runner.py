@@ -51,14 +51,14 @@ class Cli:
     def command(self, args: Sequence[str]) -> list[str]:
         return [sys.executable, "-m", "sparkfn.cli.main", *args]
 
-    def run(self, *args: str, stdin: bytes | None = None) -> Result:
+    def run(self, *args: str, stdin: bytes | None = None, timeout: float = RUN_TIMEOUT) -> Result:
         done = subprocess.run(
             self.command(args),
             input=stdin,
             stdin=None if stdin is not None else subprocess.DEVNULL,
             capture_output=True,
             env=self.env,
-            timeout=RUN_TIMEOUT,
+            timeout=timeout,
             check=False,
         )
         return Result(

@@ -8,7 +8,6 @@ on ``exit``) the drain's one batch crashes; the poison hunt splits it, passes
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +36,8 @@ def test_until_drained_passes_a_message_that_kills_its_worker_and_exits_0(cli: C
         "--inputs", "in", "--output", "out", "--subscription-position", "earliest",
         "--until-drained",
     ]  # fmt: skip
-    done = subprocess.run(
-        cli.command(["functions", "localrun", *args]),
-        capture_output=True,
-        text=True,
-        env=cli.env,
-        stdin=subprocess.DEVNULL,
-        timeout=SPARK_RUN_TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = cli.run("functions", "localrun", *args, timeout=SPARK_RUN_TIMEOUT)
+    assert done.code == 0, done.stderr
     assert sorted(m["value"] for m in _consume(cli, "out")) == ["a!", "b!", "c!", "d!"]
     dlq = FunctionConfig.build(name="killer", py=KILLER, inputs=["in"]).default_dead_letter_topic
     (letter,) = _consume(cli, dlq)
