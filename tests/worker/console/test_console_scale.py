@@ -1,17 +1,25 @@
 """The console with 1,000 registered functions: paged and searched on the worker, by keyboard.
 
-Registered, not running (no Spark): what is measured is the listing, its
-route and the page. Both stores.
+Registered, not running (no Spark). The listing is paged in the store: a page
+far down the list costs a few SQL statements, not one per function (counted,
+not timed: a test never asserts a duration; the times are printed). Both
+stores.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import httpx
 from console_browser import screenshot
 from playwright.sync_api import Page, expect
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.worker.registry import Registry
@@ -36,16 +44,40 @@ def _register_many(worker: Worker) -> None:
         registry.create(config, package_digest=None, who="test")
 
 
+# A page of 50 read with a query per function would run 50 or more.
+MAX_STATEMENTS_PER_PAGE = 12
+
+
+@contextmanager
+def _statements() -> Iterator[list[str]]:
+    """Every SQL statement this process runs meanwhile (the worker is in this process)."""
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        with lock:
+            seen.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+
+
 def test_a_thousand_functions_page_and_search_quickly(
     worker: Worker, client: httpx.Client, page: Page
 ) -> None:
     _register_many(worker)
     started = time.perf_counter()
-    listing = client.get("/admin/v3/functions", params={"offset": 950, "limit": 50})
+    with _statements() as statements:
+        listing = client.get("/admin/v3/functions", params={"offset": 950, "limit": 50})
     route_seconds = time.perf_counter() - started
-    assert listing.status_code == 200
-    assert listing.json()["total"] == COUNT
-    assert route_seconds < 1.0, route_seconds
+    assert listing.status_code == 200, listing.text
+    shown = listing.json()
+    assert shown["total"] == COUNT
+    assert len(shown["functions"]) == 50
+    assert len(statements) <= MAX_STATEMENTS_PER_PAGE, statements
 
     started = time.perf_counter()
     page.goto(str(client.base_url) + "/")
@@ -91,8 +123,6 @@ def test_a_thousand_functions_page_and_search_quickly(
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name=name, exact=True)).to_be_visible()
     print(
-        f"1000 functions: route {route_seconds * 1000:.0f} ms, first page {first_page * 1000:.0f} ms,"
-        f" search {searched * 1000:.0f} ms"
+        f"1000 functions: route {route_seconds * 1000:.0f} ms ({len(statements)} statements),"
+        f" first page {first_page * 1000:.0f} ms, search {searched * 1000:.0f} ms"
     )
-    assert first_page < 5.0, first_page
-    assert searched < 3.0, searched
