@@ -18,12 +18,20 @@ Two things here are about wall time only, not about what is tested:
   :func:`pytest_collection_modifyitems`.
 
 One thing is about wall time and is a choice of what is tested: a test that
-kills or starts a JVM of its own (crash tests, worker processes, clusters)
-costs a minute of the two cores per backend, so such a test is marked
-``@pytest.mark.backend("sqlite")`` or ``("postgresql")`` and runs on that
-backend only. The marks alternate between the backends, so each backend is
-crashed under several kinds of crash; the store's own tests, which decide
-what a crash leaves behind, run on both.
+runs Spark (the session's, a worker process's, a localrun's, a crash test's
+JVM) costs seconds to minutes of the two cores per backend, so such a test
+runs on one backend only:
+
+* marked ``@pytest.mark.backend("sqlite")`` or ``("postgresql")``, on that one;
+* otherwise on the backend that a stable hash of its name picks (see
+  :func:`_picked_backend`), so that about half of them run on each: every
+  path of the runtime meets both stores across the suite, each test one;
+* marked ``@pytest.mark.both_backends``, on both (a test of how the runtime
+  uses a store, where the two backends differ: locking, planning).
+
+The store's own tests, which decide what a crash leaves behind, and every
+test without Spark run on both. ``SPARKFN_TESTS_BOTH_BACKENDS=1`` (``make
+test-both-stores``) runs every Spark test on both backends.
 
 Every wait is bounded and says what it waited for: ``waiting.until``
 (``tests/waiting.py``), with each module's own timeout (bound once with
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -104,16 +113,51 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 BACKEND_FIXTURES = ("store_url", "shared_worker")
 
 
+# A test that asks for one of these runs Spark (see the module docstring).
+SPARK_FIXTURES = ("spark", "shared_worker", "worker_process", "run_until_drained")
+
+
 def _on_its_backend(item: pytest.Item) -> bool:
-    """False for a case of a ``backend``-marked test on another backend than the mark's."""
-    marker = item.get_closest_marker("backend")
+    """False for a case of a Spark test on another backend than its one (module docstring)."""
     callspec = getattr(item, "callspec", None)
-    if marker is None or callspec is None:
+    if callspec is None or not any(name in callspec.params for name in BACKEND_FIXTURES):
         return True
-    (wanted,) = marker.args
-    if wanted not in BACKENDS:
-        raise pytest.UsageError(f"{item.nodeid}: backend({wanted!r}): not one of {BACKENDS}")
+    marker = item.get_closest_marker("backend")
+    if marker is not None:
+        (wanted,) = marker.args
+        if wanted not in BACKENDS:
+            raise pytest.UsageError(f"{item.nodeid}: backend({wanted!r}): not one of {BACKENDS}")
+    elif _runs_spark(item) and not _both_backends(item):
+        wanted = _picked_backend(item)
+    else:
+        return True
     return all(callspec.params.get(name, wanted) == wanted for name in BACKEND_FIXTURES)
+
+
+def _runs_spark(item: pytest.Item) -> bool:
+    fixtures = getattr(item, "fixturenames", ())
+    return item.get_closest_marker("slow") is not None or any(
+        name in fixtures for name in SPARK_FIXTURES
+    )
+
+
+def _both_backends(item: pytest.Item) -> bool:
+    return item.get_closest_marker("both_backends") is not None or os.environ.get(
+        "SPARKFN_TESTS_BOTH_BACKENDS", ""
+    ) not in ("", "0")
+
+
+def _picked_backend(item: pytest.Item) -> str:
+    """The backend of an unmarked Spark test: by a hash of its module, name and other
+    parameters, the same on every run and every xdist worker."""
+    callspec = getattr(item, "callspec", None)
+    others = sorted(
+        f"{name}={value}"
+        for name, value in (callspec.params.items() if callspec is not None else ())
+        if name not in BACKEND_FIXTURES
+    )
+    key = f"{item.path.name}::{getattr(item, 'originalname', item.name)}[{','.join(others)}]"
+    return BACKENDS[zlib.crc32(key.encode()) % len(BACKENDS)]
 
 
 def _pg_schema_url(schema: str) -> str:
