@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser console demo test check lint typecheck unit bench clean
+.PHONY: install browser console demo test test-both-stores check lint typecheck unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ unit: install
 
 # The whole suite: lint, types, tests. CI runs exactly this.
 test: lint typecheck unit
+
+# Every Spark test on both store backends too (tests/conftest.py): about twice
+# the time of `make unit`, so not part of `make test`.
+test-both-stores: install
+	SPARKFN_TESTS_BOTH_BACKENDS=1 $(PY) -m pytest -q -n 3 --durations=15
 
 # Every benchmark, one after another (never two Spark processes at once: on
 # two cores they skew each other). Shorter runs take flags per script, e.g.

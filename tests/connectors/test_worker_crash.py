@@ -1,12 +1,12 @@
-"""Every broker connector on a worker SIGKILLed while it moves 20,000 messages: none lost.
+"""Every broker connector on a worker SIGKILLed while it moves 10,000 messages: none lost.
 
 Issue 30's acceptance, through the worker as users run the connectors: one
 ``sparkfn worker start`` process (a process group of its own: the worker,
 its JVM and Spark's Python workers) hosts, all at once and created through
 its REST API, the sources ``rabbitmq``, ``mqtt``, ``nats``, ``redis`` and
-``postgres``, each moving 20,000 messages from its real broker into a topic
+``postgres``, each moving 10,000 messages from its real broker into a topic
 of its own, and the sinks ``rabbitmq``, ``redis``, ``nats`` and ``mqtt``,
-each moving 20,000 messages from a topic of its own to its broker.
+each moving 10,000 messages from a topic of its own to its broker.
 
 The test feeds the sinks at a steady rate and, once they are under way,
 the sources as fast as their brokers take it, so that every connector is
@@ -57,7 +57,7 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
-TOTAL = 20_000
+TOTAL = 10_000
 # Kill once every connector moved this many, and none all of them.
 KILL_AFTER = 3000
 # The sinks are fed this many a second until the kill, so that each is
@@ -68,7 +68,7 @@ KILL_AFTER = 3000
 SINK_RATE = 800
 # Never fed past this before the kill: a slow connector cannot make the
 # others finish before it reached KILL_AFTER.
-BEFORE_KILL_AT_MOST = 14_000
+BEFORE_KILL_AT_MOST = 7_000
 CHUNK = 200
 WAIT_S = 300.0
 NATS_URL = "nats://127.0.0.1:4222"
@@ -107,7 +107,7 @@ def _sent() -> list[str]:
 
 
 class Feeders:
-    """One thread per lane feeding its 20,000 values, paced (``lane.rate``, at most
+    """One thread per lane feeding its 10,000 values, paced (``lane.rate``, at most
     :data:`BEFORE_KILL_AT_MOST`) until :attr:`release` is set after the kill; the
     sources' only from when :attr:`sources_go` is set."""
 
