@@ -105,6 +105,7 @@ def _nothing_left(sid: int) -> None:
     assert not left, {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in left}
 
 
+@pytest.mark.both_backends  # issue 39's acceptance: both stores
 def test_localrun_whose_jvm_is_killed_ends_with_one_line_and_nothing_left(
     localrun: subprocess.Popen[bytes],
 ) -> None:

@@ -8,7 +8,10 @@ and every function's logs before.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 from sparkfn.runtime.function.logs import FunctionLogFile, log_file
@@ -62,3 +65,46 @@ def test_tighten_tree_takes_group_and_other_off_every_file(data_dir: Path) -> No
     tighten_tree(data_dir / "logs")
     assert _mode(old) == 0o600
     assert _mode(logs) == 0o700
+
+
+# In a child process: can it take the write lock on the database right now?
+_TRY_WRITE = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
+try:
+    conn.execute("BEGIN IMMEDIATE")
+except sqlite3.OperationalError as exc:
+    print(exc)
+else:
+    print("took the write lock")
+"""
+
+
+def _other_process_writes(database: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", _TRY_WRITE, str(database)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def test_opening_the_store_again_keeps_the_locks_this_process_holds(tmp_path: Path) -> None:
+    """Another Store on the same file, in a process that is writing, leaves its locks be.
+
+    Closing any descriptor of a file drops every POSIX lock the process holds on
+    it, SQLite's included: opening the store's files to make them private let a
+    second process write beside the first (and, on the ``-shm`` file, have SQLite
+    truncate the shared memory under the first, which died of SIGBUS).
+    """
+    data_dir = tmp_path / "data"
+    database = data_dir / "sparkfn.db"
+    Store.open(f"sqlite:///{database}", data_dir).close()
+    writer = sqlite3.connect(database, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # this process holds the write lock
+        assert _other_process_writes(database) == "database is locked"
+        Store.open(f"sqlite:///{database}", data_dir).close()
+        assert _other_process_writes(database) == "database is locked"
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

@@ -65,6 +65,7 @@ def _running_in_epoch_after(store: Store, fqfn: str, epoch: int) -> bool:
 
 
 @pytest.mark.long_running(150)
+@pytest.mark.both_backends  # issue 39's acceptance: both stores
 def test_a_worker_whose_jvm_is_killed_runs_every_function_again_and_loses_nothing(
     worker_process: WorkerProcess, store: Store
 ) -> None:

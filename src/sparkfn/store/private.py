@@ -41,9 +41,21 @@ def private_dir(path: Path) -> None:
 
 
 def private_file(path: Path) -> None:
-    """Create ``path`` empty 0600 if it is missing, or tighten it to 0600 if it exists."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    os.close(fd)
+    """Create ``path`` empty 0600 if it is missing, or tighten it to 0600 if it exists.
+
+    An existing file is never opened, only its mode changed: closing any
+    descriptor of a file drops every POSIX lock this process holds on it, and
+    SQLite's locks are such locks. A store opened again in a process that has
+    it open (Spark's Python workers, a worker's routes) would otherwise let
+    another process write beside it, or truncate the shared memory of the
+    ``-shm`` file under it (SIGBUS).
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        os.close(fd)  # a file that did not exist: nobody held a lock on it
     _tighten(path)
 
 
