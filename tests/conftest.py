@@ -13,7 +13,9 @@ Two things here are about wall time only, not about what is tested:
 
 * Every JVM of the run (this process's SparkSession, crash-test children,
   ``sparkfn functions localrun`` subprocesses) starts with the JIT's first
-  tier only and the serial GC: see :func:`pytest_configure`.
+  tier only and the serial GC, and maps Spark's classes from a class-data
+  sharing archive made once (``tests/jvm_archive.py``): see
+  :func:`pytest_configure`.
 * Under xdist, tests marked ``long_running`` start first: see
   :func:`pytest_collection_modifyitems`.
 
@@ -70,7 +72,16 @@ def pytest_configure(config: pytest.Config) -> None:
     for users; set here, the crash-test children and CLI subprocesses inherit
     it too.
     """
-    os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
+    if "SPARK_SUBMIT_OPTS" not in os.environ:
+        options = TEST_JVM_OPTIONS
+        # Made once, before xdist starts its workers (they inherit the environment).
+        if "PYTEST_XDIST_WORKER" not in os.environ and not config.option.collectonly:
+            from jvm_archive import QUIET, class_archive
+
+            archive = class_archive(TEST_JVM_OPTIONS)
+            if archive is not None:
+                options = f"{options} {QUIET} -XX:SharedArchiveFile={archive}"
+        os.environ["SPARK_SUBMIT_OPTS"] = options
     from sparkfn.runtime.spark.session import use_project_interpreter
 
     # Not zygote=True here: every session of the run (this process's, the

@@ -3,7 +3,8 @@
 ``cli`` points ``SPARKFN_DATA_DIR`` at the test's data directory (SQLite
 default store); ``pg_cli`` adds ``SPARKFN_STORE_URL`` for the session's
 PostgreSQL schema. Nothing is imported in-process: what is tested is what a
-user runs.
+user runs, each command a process of its own (forked from one that imported
+the command: ``cli_forks.py``).
 """
 
 from __future__ import annotations

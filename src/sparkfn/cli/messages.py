@@ -13,8 +13,12 @@ The topic modules (pyarrow) are imported inside the command.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
@@ -173,15 +177,19 @@ def consume(
         pending: list[ReceivedMessage] = []
 
         def show(messages: list[ReceivedMessage]) -> None:
-            if json_output:
-                for m in messages:
-                    shown = m.as_json(schema_type, consumer.topic.schema_definition)
-                    sys.stdout.write(json.dumps(shown) + "\n")
-                sys.stdout.flush()
-            else:
-                out.print(_message_table(messages, schema_type))
-            if subscription is not None:
-                consumer.acknowledge()
+            # Printed and acknowledged as one step: a Ctrl+C meanwhile ends the
+            # command right after it, never between the two (what was printed
+            # would be delivered again).
+            with _sigint_deferred():
+                if json_output:
+                    for m in messages:
+                        shown = m.as_json(schema_type, consumer.topic.schema_definition)
+                        sys.stdout.write(json.dumps(shown) + "\n")
+                    sys.stdout.flush()
+                else:
+                    out.print(_message_table(messages, schema_type))
+                if subscription is not None:
+                    consumer.acknowledge()
 
         remaining = num
         try:
@@ -211,3 +219,16 @@ def consume(
             return
         if not json_output and not pending and not follow:
             sys.stderr.write(f"no messages in {consumer.topic.name} at this position\n")
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """SIGINT held back meanwhile (on the main thread), delivered when the block ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
