@@ -261,8 +261,11 @@ class SourceInstances:
         """The source's state from its instances'.
 
         ``ERROR`` if any died; once all ended, ``SUSPENDED`` if all were
-        suspended, else ``STOPPED``; otherwise the least advanced of
-        ``STOPPING``, ``RUNNING``, ``STARTING``, ``CREATED`` that any is in.
+        suspended, else ``STOPPED``; otherwise ``RUNNING`` while any runs, else
+        the first of ``STOPPING``, ``STARTING``, ``CREATED`` that any is in.
+        ``RUNNING`` comes first so that one instance's end (a bounded source
+        done before the others) does not move the run to ``STOPPING`` and
+        back, which the state machine refuses.
         """
         states = [r.state for r in self.runners]
         if SourceState.ERROR in states:
@@ -271,7 +274,7 @@ class SourceInstances:
             if all(s is SourceState.SUSPENDED for s in states):
                 return SourceState.SUSPENDED
             return SourceState.STOPPED
-        for state in (SourceState.STOPPING, SourceState.RUNNING, SourceState.STARTING):
+        for state in (SourceState.RUNNING, SourceState.STOPPING, SourceState.STARTING):
             if state in states:
                 return state
         return SourceState.CREATED
