@@ -14,7 +14,7 @@ from sparkfn.api.errors import PackageError, PackageNotFoundError, SparkfnError
 from sparkfn.runtime.spark.isolation import MANIFEST
 from sparkfn.store import schema
 from sparkfn.store.store import Store
-from sparkfn.worker.packages import PackageStore
+from sparkfn.worker.packages.store import PackageStore
 
 MIB = 1024 * 1024
 

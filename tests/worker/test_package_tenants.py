@@ -19,10 +19,10 @@ from sqlalchemy import func, select
 from wheels import build_wheel, build_zip
 
 from sparkfn.store import schema
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
+from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from sparkfn.worker.tokens import Principal, Role, TokenKeys
 
 SECRET = "a-worker-secret-for-the-package-tests-0123"
 KEYS = TokenKeys.load(secret_key=SECRET)

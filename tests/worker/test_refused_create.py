@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 from waiting import until

@@ -11,14 +11,14 @@ subscription, so under ``effectively_once`` nothing is lost or repeated.
 
 Sources and sinks are hosted the same way, in the same map of runs and
 under the same calls (``kind`` names which): a sink is a function whose
-object is the sink (:mod:`sparkfn.connectors.sink_config`), so it is a
+object is the sink (:mod:`sparkfn.connectors.sink.sink_config`), so it is a
 ``LocalRun`` of kind ``sink`` with a Spark query of its own; a source is a
-:class:`~sparkfn.worker.hosted_source.HostedSource`, its instances threads
+:class:`~sparkfn.connectors.source.hosted_source.HostedSource`, its instances threads
 of this process. Every kind is registered in the one
 :class:`~sparkfn.worker.registry.Registry`, restarted with the worker and
 stopped by the same stop modes.
 
-The REST app (:mod:`sparkfn.worker.app`) is a thin layer over this class;
+The REST app (:mod:`sparkfn.worker.api.app`) is a thin layer over this class;
 it can be driven directly too::
 
     worker = Worker(WorkerSettings.resolve(data_dir=tmp))
@@ -46,9 +46,11 @@ from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus, SourceStatus
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.function import FunctionConfig
-from sparkfn.connectors.instances import INPUT_ENDED
-from sparkfn.connectors.sink_config import sink_function_config
-from sparkfn.connectors.sink_run import validate_sink
+from sparkfn.connectors.catalog import check_configs
+from sparkfn.connectors.sink.sink_config import sink_function_config
+from sparkfn.connectors.sink.sink_run import validate_sink
+from sparkfn.connectors.source.hosted_source import HostedSource, purge_source, validate_source
+from sparkfn.connectors.source.instances import INPUT_ENDED
 from sparkfn.runtime.group.run import DEFAULT_GROUP, QueryGroup, groupable
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
@@ -66,9 +68,7 @@ from sparkfn.store.sealed import reseal
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.autocreate import TopicCreation, ensure_topic
-from sparkfn.worker.builtin_connectors import check_configs
 from sparkfn.worker.cluster.membership import Membership
-from sparkfn.worker.hosted_source import HostedSource, purge_source, validate_source
 from sparkfn.worker.recovery import recover
 from sparkfn.worker.registry import (
     KINDS,

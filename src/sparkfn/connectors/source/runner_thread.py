@@ -1,13 +1,13 @@
 """The runner's own thread: the one thread that calls a source (see :mod:`.runner`).
 
-:class:`RunnerThread` is the base of :class:`~sparkfn.connectors.runner.SourceRunner`
+:class:`RunnerThread` is the base of :class:`~sparkfn.connectors.source.runner.SourceRunner`
 and holds what happens on the runner's thread and the state both sides
 share: create and ``open`` the source; pump its records (``read()`` for a
 pull source, the queue its threads ``emit`` into for a push source) into
 the output topic in transactions of at most ``batch_size``; on drain and
 suspend ``prepare_to_shutdown()`` and ``shutdown()``; ``close()`` once, in a
 ``finally``; the state machine and the death every side may record.
-:class:`~sparkfn.connectors.runner.SourceRunner` adds what other threads ask.
+:class:`~sparkfn.connectors.source.runner.SourceRunner` adds what other threads ask.
 
 **Guarantees.** ``at_least_once`` (default): records are acked after the
 transaction that appends them commits; a crash in between delivers them again.
@@ -42,7 +42,7 @@ from sparkfn.runtime.lifecycle.states import (
 from sparkfn.store.store import Store
 
 if TYPE_CHECKING:
-    from sparkfn.connectors.source_context import InstanceContext, SourceStats
+    from sparkfn.connectors.source.source_context import InstanceContext, SourceStats
 
 # One logger for the runner, whichever of its modules logs.
 logger = logging.getLogger("sparkfn.connectors.runner")
@@ -67,7 +67,7 @@ class _Died(Exception):
 class RunnerThread:
     """The runner's thread and the state it shares with the requesting side (see the module docstring).
 
-    :class:`~sparkfn.connectors.runner.SourceRunner` sets every attribute
+    :class:`~sparkfn.connectors.source.runner.SourceRunner` sets every attribute
     below in its ``__init__``.
     """
 

@@ -1,6 +1,6 @@
 """Running one sink on Spark from this process: :class:`SinkRun`, a :class:`LocalRun` of a sink.
 
-A sink runs as a function (:mod:`.sink_runtime`), so running one is running
+A sink runs as a function (:mod:`sparkfn.connectors.sink_runtime`), so running one is running
 that function's query under the same supervisor, with the sink's own
 lifecycle records (``sink:<fqfn>``, see :func:`sparkfn.runtime.lifecycle.control.control_id`).
 What a sink adds: :func:`validate_sink` checks its topics and code before
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from sparkfn.api.errors import ConnectorFailedError, FunctionFailedError
 from sparkfn.config.connector import SinkConfig
 from sparkfn.connectors.registry import load_sink
-from sparkfn.connectors.sink_config import sink_function_config
+from sparkfn.connectors.sink.sink_config import sink_function_config
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.query.build import check_topics_exist
 from sparkfn.store.store import Store

@@ -10,7 +10,7 @@ GET         ``/admin/v3/functions/download``     Pulsar's download: ``?path=`` a
 GET         ``/admin/v3/packages``               every stored package: :class:`PackageInfo`
 ==========  ===================================  ===============================================
 
-A register or update (:mod:`sparkfn.worker.functions_api`) names an uploaded
+A register or update (:mod:`sparkfn.worker.api.functions_api`) names an uploaded
 package with its ``url`` field, by path or by digest.
 
 Every request body is limited to ``max_upload_bytes`` plus
@@ -35,10 +35,10 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sparkfn.api.errors import PackageTooLargeError
-from sparkfn.worker.auth import Caller, check_package_reference, owns_package_path
+from sparkfn.worker.auth.access import Caller, check_package_reference, owns_package_path
 from sparkfn.worker.http import error_response
-from sparkfn.worker.package_owners import path_owner, viewer
-from sparkfn.worker.packages import KINDS, Package, PackageStore
+from sparkfn.worker.packages.owners import path_owner, viewer
+from sparkfn.worker.packages.store import KINDS, Package, PackageStore
 from sparkfn.worker.service import Worker
 
 FORM_OVERHEAD = 1024 * 1024  # bytes a request may carry besides the package itself

@@ -1,7 +1,7 @@
 """The worker's REST API: the FastAPI app over a :class:`~sparkfn.worker.service.Worker`.
 
-Each group of routes lives in a module of its own; :mod:`sparkfn.worker.functions_api`
-has the function routes on Pulsar's v3 paths, :mod:`sparkfn.worker.packages_api`
+Each group of routes lives in a module of its own; :mod:`sparkfn.worker.api.functions_api`
+has the function routes on Pulsar's v3 paths, :mod:`sparkfn.worker.api.packages_api`
 the package routes. Errors are
 :class:`~sparkfn.worker.http.ErrorBody` with a stable ``reason``.
 """
@@ -15,21 +15,21 @@ import anyio
 import anyio.to_thread
 from fastapi import FastAPI
 
-from sparkfn.worker.auth import AUTH_RESPONSES, app_dependencies, install_auth
-from sparkfn.worker.cluster_api import cluster_router
-from sparkfn.worker.connectors_api import connectors_router
-from sparkfn.worker.console import console_router
-from sparkfn.worker.functions_api import functions_router
+from sparkfn.worker.api.cluster_api import cluster_router
+from sparkfn.worker.api.connectors_api import connectors_router
+from sparkfn.worker.api.console import console_router
+from sparkfn.worker.api.functions_api import functions_router
+from sparkfn.worker.api.logs_api import logs_router
+from sparkfn.worker.api.openapi import complete_openapi
+from sparkfn.worker.api.ops_api import ops_router
+from sparkfn.worker.api.packages_api import BodyLimit, packages_router
+from sparkfn.worker.api.produce_api import produce_router
+from sparkfn.worker.api.topics_api import topics_router
+from sparkfn.worker.api.trigger import trigger_router
+from sparkfn.worker.auth.access import AUTH_RESPONSES, app_dependencies, install_auth
+from sparkfn.worker.auth.origins import RequestOrigins, default_hosts
 from sparkfn.worker.http import ErrorBody, NoNulCharacters, install_error_handlers
-from sparkfn.worker.logs_api import logs_router
-from sparkfn.worker.openapi import complete_openapi
-from sparkfn.worker.ops_api import ops_router
-from sparkfn.worker.origins import RequestOrigins, default_hosts
-from sparkfn.worker.packages_api import BodyLimit, packages_router
-from sparkfn.worker.produce_api import produce_router
 from sparkfn.worker.service import Worker
-from sparkfn.worker.topics_api import topics_router
-from sparkfn.worker.trigger import trigger_router
 
 
 def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
@@ -60,12 +60,13 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
             507: {"model": ErrorBody, "description": "A write found no space (storage_full)."},
             **(AUTH_RESPONSES if worker.settings.auth_enabled else {}),
         },
-        dependencies=app_dependencies(worker.settings),
+        dependencies=app_dependencies(auth_enabled=worker.settings.auth_enabled),
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_upload_bytes=worker.settings.max_upload_bytes)
     app.add_middleware(NoNulCharacters)
-    install_auth(app, worker.settings)  # every route, including those included below
+    keys = worker.settings.token_keys() if worker.settings.auth_enabled else None
+    install_auth(app, keys)  # every route, including those included below
     settings = worker.settings
     # Added last, so it runs first: a foreign Host or Origin reaches nothing, auth on or off.
     app.add_middleware(

@@ -1,6 +1,6 @@
 """The topic routes of the worker's REST API, on Pulsar's v2 admin paths.
 
-Under ``/admin/v2/persistent``; bodies are :mod:`sparkfn.worker.topic_models`:
+Under ``/admin/v2/persistent``; bodies are :mod:`sparkfn.worker.api.topic_models`:
 
 ==========  ===================================================================  ==========================
 verb        path (under ``/admin/v2/persistent``)                                what
@@ -20,7 +20,7 @@ GET         ``/{tenant}/{namespace}/{topic}/examinemessage``                    
 
 sparkfn has no non-partitioned topics: a topic created without
 ``/partitions`` has one partition, and ``/partitions`` reports its count.
-Producing is :mod:`sparkfn.worker.produce_api` (Pulsar's REST producer path).
+Producing is :mod:`sparkfn.worker.api.produce_api` (Pulsar's REST producer path).
 """
 
 from __future__ import annotations
@@ -40,10 +40,8 @@ from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
 from sparkfn.topics.log import read_range
 from sparkfn.topics.message import ReceivedMessage, messages_from_table
 from sparkfn.topics.subscription import unsubscribe
-from sparkfn.worker.http import ErrorBody
-from sparkfn.worker.params import MAX_INT32, Namespace, Tenant, Topic
-from sparkfn.worker.service import Worker
-from sparkfn.worker.topic_models import (
+from sparkfn.worker.api.params import MAX_INT32, Namespace, Tenant, Topic
+from sparkfn.worker.api.topic_models import (
     MAX_NAME_LENGTH,
     PartitionedTopicMetadata,
     PartitionedTopicSettings,
@@ -53,6 +51,8 @@ from sparkfn.worker.topic_models import (
     TopicStats,
     persistent,
 )
+from sparkfn.worker.http import ErrorBody
+from sparkfn.worker.service import Worker
 
 TOPIC = "/{tenant}/{namespace}/{topic}"
 # How far a peek may reach: each position up to it is a message read past.

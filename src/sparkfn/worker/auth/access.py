@@ -1,7 +1,7 @@
 """Who may call which route of the worker's REST API.
 
 With ``auth_enabled`` every request carries ``Authorization: Bearer <jwt>``
-(:mod:`sparkfn.worker.tokens`), except the public routes: ``/health`` and the
+(:mod:`sparkfn.worker.auth.tokens`), except the public routes: ``/health`` and the
 OpenAPI document with its viewers (``/openapi.json``, ``/docs``, ``/redoc``),
 which describe the API and hold no data. Without a valid token the answer is
 401 ``unauthorized``, saying whether the token is missing, expired or does
@@ -45,9 +45,8 @@ from sparkfn.api.errors import AuthError, ForbiddenError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
 from sparkfn.config.topics_pattern import TopicsPattern
+from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 from sparkfn.worker.http import ErrorBody, error_response, status_of
-from sparkfn.worker.settings import WorkerSettings
-from sparkfn.worker.tokens import Principal, Role, TokenKeys
 
 # Scope keys under which the middleware leaves the caller, and the route it checked.
 PRINCIPAL = "sparkfn.principal"
@@ -64,12 +63,12 @@ ANY_ROLE: frozenset[tuple[str, str]] = frozenset(
         # Readiness says only whether the store and Spark answer.
         ("GET", "/ready"),
         # Packages: a tenant admin's paths are under its tenant, its listing
-        # shows those only (sparkfn.worker.packages_api).
+        # shows those only (sparkfn.worker.api.packages_api).
         ("POST", "/admin/v3/functions/upload"),
         ("GET", "/admin/v3/functions/download"),
         ("GET", "/admin/v3/packages"),
         # The console's listings: a tenant admin's show its tenant only
-        # (sparkfn.worker.console).
+        # (sparkfn.worker.api.console).
         ("GET", "/admin/v3/functions"),
         ("GET", "/admin/v2/tenants"),
         # The built-in connectors and their config fields: no tenant's data.
@@ -279,25 +278,26 @@ def owns_package_path(principal: Principal, path: str) -> bool:
     return principal.is_superuser or path.startswith(f"{principal.tenant}/")
 
 
-def install_auth(app: FastAPI, settings: WorkerSettings) -> None:
-    """Put :class:`AccessControl` in front of ``app``'s routes, with ``settings``' keys.
+def install_auth(app: FastAPI, keys: TokenKeys | None) -> None:
+    """Put :class:`AccessControl` in front of ``app``'s routes, checking tokens with ``keys``.
 
-    Call it before the app serves; routes included afterwards are covered too.
+    ``keys`` is None when auth is off (the worker's settings decide, above
+    this room). Call it before the app serves; routes included afterwards are
+    covered too.
     """
-    keys = settings.token_keys() if settings.auth_enabled else None
     docs = {app.openapi_url, app.docs_url, app.redoc_url, app.swagger_ui_oauth2_redirect_url}
     public = PUBLIC_PATHS | {path for path in docs if path}
     app.add_middleware(AccessControl, routes=app.router.routes, keys=keys, public=public)
 
 
-def app_dependencies(settings: WorkerSettings) -> list[Any]:
+def app_dependencies(*, auth_enabled: bool) -> list[Any]:
     """Dependencies of every route: :func:`routed_as_authorized`, and the bearer scheme.
 
     The scheme (when auth is on) only documents the header in OpenAPI: the
     middleware checked the token before the route was reached.
     """
     dependencies = [Depends(routed_as_authorized)]
-    if settings.auth_enabled:
+    if auth_enabled:
         scheme = HTTPBearer(
             auto_error=False,
             bearerFormat="JWT",

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from sparkfn.runtime.function.logs import follow
-from sparkfn.worker.params import MAX_INT32, Name, Namespace, Tenant
+from sparkfn.worker.api.params import MAX_INT32, Name, Namespace, Tenant
 from sparkfn.worker.service import Worker
 
 FUNCTION = "/{tenant}/{namespace}/{name}"

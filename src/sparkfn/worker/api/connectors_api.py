@@ -52,25 +52,25 @@ from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.names import TopicName
 from sparkfn.config.pulsar_connector import connector_fields, pulsar_shape
 from sparkfn.config.secrets import masked, unmasked
-from sparkfn.worker.auth import Caller, check_topics_pattern
-from sparkfn.worker.builtin_connectors import (
+from sparkfn.connectors.catalog import (
     ConfigFieldDefinition,
     ConnectorDefinition,
     definition,
     definitions,
 )
-from sparkfn.worker.connector_status import (
+from sparkfn.worker.api.connector_status import (
     PulsarSinkStatus,
     PulsarSourceStatus,
     sink_status,
     source_status,
 )
-from sparkfn.worker.packages import PackageStore
-from sparkfn.worker.params import InstanceId, Name, Namespace, Tenant, VersionNumber
+from sparkfn.worker.api.params import InstanceId, Name, Namespace, Tenant, VersionNumber
+from sparkfn.worker.api.submission import package_for, read_config_json
+from sparkfn.worker.auth.access import Caller, check_topics_pattern
+from sparkfn.worker.auth.tokens import Principal
+from sparkfn.worker.packages.store import PackageStore
 from sparkfn.worker.registry import Version
 from sparkfn.worker.service import Worker
-from sparkfn.worker.submission import package_for, read_config_json
-from sparkfn.worker.tokens import Principal
 
 NAMED = "/{tenant}/{namespace}/{name}"
 INSTANCE = NAMED + "/{instance_id}"

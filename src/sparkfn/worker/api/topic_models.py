@@ -18,7 +18,7 @@ from pydantic.alias_generators import to_camel
 
 from sparkfn.topics.admin import MAX_PARTITIONS, PartitionStats, TopicInfo
 from sparkfn.topics.message import ReceivedMessage, SchemaType
-from sparkfn.worker.params import MAX_INT64
+from sparkfn.worker.api.params import MAX_INT64
 
 # Messages one produce request may carry: it is one atomic append, held in memory.
 MAX_PRODUCE_MESSAGES = 10_000

@@ -14,10 +14,10 @@ from typing import Any
 from fastapi import UploadFile
 
 from sparkfn.api.errors import ConfigError
-from sparkfn.worker.auth import check_package_reference
-from sparkfn.worker.package_owners import viewer
-from sparkfn.worker.packages import Package, PackageStore
-from sparkfn.worker.tokens import Principal
+from sparkfn.worker.auth.access import check_package_reference
+from sparkfn.worker.auth.tokens import Principal
+from sparkfn.worker.packages.owners import viewer
+from sparkfn.worker.packages.store import Package, PackageStore
 
 
 def read_config_json(config_json: str, what: str, form_name: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A sink as a function config: what :class:`~.sink_runtime.SinkFunction` runs.
+"""A sink as a function config: what :class:`~sparkfn.connectors.sink_runtime.SinkFunction` runs.
 
 :func:`sink_function_config` turns a :class:`SinkConfig` into the
 :class:`FunctionConfig` of its Spark query: the fields a sink shares with a

@@ -60,10 +60,15 @@ from sparkfn.api.errors import FatalError
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.api.lifecycle import StopMode as StopMode
 from sparkfn.config.connector import SourceConfig
-from sparkfn.connectors.runner_thread import WAKE_SECONDS, RunnerThread, TransitionHook, logger
-from sparkfn.connectors.runner_thread import SourceState as SourceState
-from sparkfn.connectors.source_context import InstanceContext, source_state_dir
-from sparkfn.connectors.source_context import SourceStats as SourceStats
+from sparkfn.connectors.source.runner_thread import (
+    WAKE_SECONDS,
+    RunnerThread,
+    TransitionHook,
+    logger,
+)
+from sparkfn.connectors.source.runner_thread import SourceState as SourceState
+from sparkfn.connectors.source.source_context import InstanceContext, source_state_dir
+from sparkfn.connectors.source.source_context import SourceStats as SourceStats
 from sparkfn.runtime.lifecycle.states import FINAL_STATES as FINAL_STATES
 from sparkfn.store.store import Store
 

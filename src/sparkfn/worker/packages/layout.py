@@ -7,7 +7,7 @@ it was uploaded:
 kind        what is added
 ==========  ===========================================================================
 ``py``      nothing: a function config's ``py`` names the file
-``zip``     ``files/``, the archive unpacked (checked by :mod:`sparkfn.worker.archives`);
+``zip``     ``files/``, the archive unpacked (checked by :mod:`sparkfn.worker.packages.archives`);
             ``site/``, its dependencies, when it carries wheels or a ``requirements.txt``
 ``whl``     ``site/``, the wheel installed with its dependencies
 ==========  ===========================================================================
@@ -21,7 +21,7 @@ A zip's code is at its root, or, in Pulsar's layout, under ``<name>/src/``
 with wheels in ``<name>/deps/``. Its dependencies are its
 ``requirements.txt`` (at the code's root, or beside ``src/``) if it has
 one, else every wheel it carries; either way its wheels are offered to pip
-first (:mod:`sparkfn.worker.dependencies`). The code, the wheels' expansion
+first (:mod:`sparkfn.worker.packages.dependencies`). The code, the wheels' expansion
 and what pip installed together count against ``max_expanded_bytes``.
 """
 
@@ -33,8 +33,8 @@ from pathlib import Path
 
 from sparkfn.api.errors import PackageTooLargeError
 from sparkfn.runtime.spark.isolation import MANIFEST
-from sparkfn.worker.archives import extract, scan
-from sparkfn.worker.dependencies import pip_install
+from sparkfn.worker.packages.archives import extract, scan
+from sparkfn.worker.packages.dependencies import pip_install
 
 FILES = "files"
 SITE = "site"
@@ -46,8 +46,8 @@ def lay_out(
 ) -> None:
     """Unpack ``upload`` (of ``kind``) in ``stage``, the package's directory to be.
 
-    Raises the package errors of :mod:`sparkfn.worker.archives` and
-    :mod:`sparkfn.worker.dependencies`; the caller removes ``stage`` then.
+    Raises the package errors of :mod:`sparkfn.worker.packages.archives` and
+    :mod:`sparkfn.worker.packages.dependencies`; the caller removes ``stage`` then.
     """
     name = upload.name
     site = stage / SITE

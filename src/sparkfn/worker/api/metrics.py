@@ -139,7 +139,7 @@ _CONNECTOR_COUNTERS = {
 def _connector_counters(worker: Worker) -> Iterator[Metric]:
     """Per-instance counters of the sources and sinks running on ``worker``."""
     from sparkfn.api.status import SourceStatus
-    from sparkfn.worker.connector_status import sink_status, source_status
+    from sparkfn.worker.api.connector_status import sink_status, source_status
 
     labels = ["tenant", "namespace", "name", "instance_id"]
     for kind, declared in _CONNECTOR_COUNTERS.items():

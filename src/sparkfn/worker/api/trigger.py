@@ -56,10 +56,10 @@ from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message, ReceivedMessage, SchemaType, encode_value
 from sparkfn.topics.producer import Producer
+from sparkfn.worker.api.params import Name, Namespace, Tenant
+from sparkfn.worker.api.topic_models import ApiModel, TopicMessage
 from sparkfn.worker.http import ErrorBody
-from sparkfn.worker.params import Name, Namespace, Tenant
 from sparkfn.worker.service import Worker
-from sparkfn.worker.topic_models import ApiModel, TopicMessage
 
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 300.0

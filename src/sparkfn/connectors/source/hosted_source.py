@@ -1,4 +1,4 @@
-"""A source hosted by the worker: a :class:`~sparkfn.connectors.source_run.SourceRun` seen as
+"""A source hosted by the worker: a :class:`~sparkfn.connectors.source.source_run.SourceRun` seen as
 the worker sees a function's :class:`~sparkfn.runtime.localrun.LocalRun`.
 
 The worker keeps functions, sinks and sources in one map of runs and drives
@@ -27,9 +27,10 @@ from sparkfn.api.errors import ConnectorFailedError, FunctionFailure
 from sparkfn.api.lifecycle import RunState, StopMode
 from sparkfn.api.status import DeathException, SourceInstanceStatus, SourceStatus
 from sparkfn.config.connector import SourceConfig
+from sparkfn.connectors.catalog import check_configs
 from sparkfn.connectors.registry import load_source
-from sparkfn.connectors.source_context import source_state_dir
-from sparkfn.connectors.source_run import SourceRun
+from sparkfn.connectors.source.source_context import source_state_dir
+from sparkfn.connectors.source.source_run import SourceRun
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.supervisor import Supervisor
 from sparkfn.runtime.purge import CONTROL_TABLES
@@ -37,7 +38,6 @@ from sparkfn.runtime.query.build import check_topics_exist
 from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
 from sparkfn.topics.autocreate import TopicCreation
-from sparkfn.worker.builtin_connectors import check_configs
 
 
 def validate_source(

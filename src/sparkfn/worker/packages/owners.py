@@ -1,6 +1,6 @@
 """Which tenants hold a stored package, and what each of them knows of it.
 
-A package is stored once per digest (:mod:`sparkfn.worker.packages`), but
+A package is stored once per digest (:mod:`sparkfn.worker.packages.store`), but
 each tenant that uploaded its bytes holds it apart (``package_owners``): its
 own file name, uploader and time. A tenant admin sees, downloads and names
 only the packages its tenant holds; another tenant's is answered as a
@@ -22,7 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from sparkfn.store import schema
 from sparkfn.store.clock import utc_now
-from sparkfn.worker.tokens import Principal
+from sparkfn.worker.auth.tokens import Principal
 
 _owners = schema.package_owners
 

@@ -7,7 +7,7 @@ GET         ``/health``   200 while the process serves requests and its Spark
                           session runs or is being started again (liveness)
 GET         ``/ready``    200 once the worker can run functions; else 503
 GET         ``/metrics``  every function's metrics and the worker's, in
-                          Prometheus text format (:mod:`sparkfn.worker.metrics`)
+                          Prometheus text format (:mod:`sparkfn.worker.api.metrics`)
 ==========  ============  ==================================================
 
 Ready means: the restore of the functions that were running has finished,
@@ -41,8 +41,8 @@ from pydantic.alias_generators import to_camel
 from sqlalchemy import literal, select
 
 from sparkfn.api.errors import SparkfnError
+from sparkfn.worker.api.metrics import metrics_registry, metrics_text
 from sparkfn.worker.http import ErrorBody, error_response
-from sparkfn.worker.metrics import metrics_registry, metrics_text
 from sparkfn.worker.service import Worker
 from sparkfn.worker.session import FAILED, RESTARTING
 

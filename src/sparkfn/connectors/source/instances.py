@@ -10,7 +10,7 @@ True
 
 Instances are independent: one that dies does not stop the others. What
 follows a death is the failure policy's business: a source run
-(:class:`~sparkfn.connectors.source_run.SourceRun`, which ``sparkfn sources
+(:class:`~sparkfn.connectors.source.source_run.SourceRun`, which ``sparkfn sources
 localrun`` uses) puts the group under the one
 :class:`~sparkfn.runtime.lifecycle.supervisor.Supervisor`, for which this
 class is the run target: the supervisor replaces a dead instance's runner
@@ -37,7 +37,7 @@ from sparkfn.api.connector import Source
 from sparkfn.api.lifecycle import DeathCause, RunState, StopMode
 from sparkfn.api.status import DeathException, SourceInstanceStatus, SourceStatus
 from sparkfn.config.connector import SourceConfig
-from sparkfn.connectors.runner import SourceRunner, SourceState, SourceStats
+from sparkfn.connectors.source.runner import SourceRunner, SourceState, SourceStats
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.states import FINAL_STATES, IllegalTransition
 from sparkfn.runtime.lifecycle.target import Ended

@@ -8,7 +8,7 @@ True
 >>> run.state
 <RunState.STOPPED: 'STOPPED'>
 
-The instances are :class:`~sparkfn.connectors.instances.SourceInstances`'
+The instances are :class:`~sparkfn.connectors.source.instances.SourceInstances`'
 runners; the supervisor is the one functions and sinks run under
 (:class:`~sparkfn.runtime.lifecycle.supervisor.Supervisor`), so
 ``config.failure_policy`` applies as it does to them: a source's own
@@ -29,8 +29,8 @@ from sparkfn.api.errors import FunctionFailure
 from sparkfn.api.lifecycle import RunState, StopMode
 from sparkfn.api.status import SourceStatus
 from sparkfn.config.connector import SourceConfig
-from sparkfn.connectors.instances import SourceInstances
-from sparkfn.connectors.runner import SourceRunner, SourceStats
+from sparkfn.connectors.source.instances import SourceInstances
+from sparkfn.connectors.source.runner import SourceRunner, SourceStats
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.supervisor import Supervisor
 from sparkfn.store.store import Store

@@ -4,7 +4,7 @@ A package is a single ``.py``, a ``.zip`` with the function and its
 dependencies, or a wheel (``.whl``); the kind follows the file name. An
 upload is streamed into a staging directory under the packages directory
 while its SHA-256 is computed, refused past ``max_upload_bytes``, then laid
-out for import (:mod:`sparkfn.worker.layout`: a zip is unpacked, its
+out for import (:mod:`sparkfn.worker.packages.layout`: a zip is unpacked, its
 dependencies installed, ...) and only then moved to ``<packages dir>/<hex>/``
 and recorded in the store's ``packages`` table. A refused upload leaves no
 file and no row; nor does a package stored by a register or update that is
@@ -39,9 +39,9 @@ from sparkfn.api.errors import PackageError, PackageNotFoundError, PackageTooLar
 from sparkfn.store import schema
 from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
-from sparkfn.worker import package_owners as owners
-from sparkfn.worker.archives import content_kind
-from sparkfn.worker.layout import lay_out
+from sparkfn.worker.packages import owners
+from sparkfn.worker.packages.archives import content_kind
+from sparkfn.worker.packages.layout import lay_out
 from sparkfn.worker.settings import WorkerSettings
 
 CHUNK = 1024 * 1024
@@ -72,7 +72,7 @@ class Package:
     @property
     def entry(self) -> Path:
         """What a function config's ``py`` names for this package: the ``.py`` file,
-        or the package's directory (a zip's or wheel's, see :mod:`sparkfn.worker.layout`)."""
+        or the package's directory (a zip's or wheel's, see :mod:`sparkfn.worker.packages.layout`)."""
         return self.path if self.kind == "py" else self.path.parent
 
 
@@ -127,7 +127,7 @@ class PackageStore:
         """Store what ``stream`` holds as ``filename``; the stored package (the same one if known).
 
         With ``path``, that name points at the package from now on. With
-        ``owner`` (a tenant), the tenant holds it (:mod:`~sparkfn.worker.package_owners`)
+        ``owner`` (a tenant), the tenant holds it (:mod:`~sparkfn.worker.packages.owners`)
         and the package is as the tenant sees it.
         """
         return self.upload(stream, filename, who=who, path=path, owner=owner).package

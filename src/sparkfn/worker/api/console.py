@@ -45,10 +45,10 @@ from sparkfn.api.errors import NotFoundError
 from sparkfn.api.lifecycle import RunState
 from sparkfn.runtime.lifecycle.control import transitions_of
 from sparkfn.store import schema
-from sparkfn.worker.auth import Caller
-from sparkfn.worker.params import Name, Namespace, Offset, Tenant
+from sparkfn.worker.api.params import Name, Namespace, Offset, Tenant
+from sparkfn.worker.auth.access import Caller
+from sparkfn.worker.auth.tokens import Principal
 from sparkfn.worker.service import Worker
-from sparkfn.worker.tokens import Principal
 
 # The built app (committed; `make console` rebuilds it from console/).
 DIST = Path(str(resources.files("sparkfn.worker"))) / "console_dist"

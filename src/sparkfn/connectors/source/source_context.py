@@ -1,7 +1,7 @@
 """What a source instance is given and what it counts.
 
 :class:`InstanceContext` is the context a
-:class:`~sparkfn.connectors.runner.SourceRunner` hands its source: names,
+:class:`~sparkfn.connectors.source.runner.SourceRunner` hands its source: names,
 ``configs``, secrets, user metrics, ``fatal`` and, for push sources,
 ``emit``; every call goes to the runner, which is safe from any thread.
 :func:`source_state_dir` is the directory built-ins keep their progress in.
@@ -21,7 +21,7 @@ from sparkfn.api.status import SourceInstanceStats
 from sparkfn.config.connector import SourceConfig
 
 if TYPE_CHECKING:
-    from sparkfn.connectors.runner import SourceRunner
+    from sparkfn.connectors.source.runner import SourceRunner
 
 
 class InstanceContext(SourceContext):

@@ -9,7 +9,7 @@ POST        ``/topics/persistent/{tenant}/{namespace}/{topic}/partitions/  all t
             {partition}``
 ==========  =============================================================  =====================
 
-The body is Pulsar's ``ProducerMessages`` (:class:`~sparkfn.worker.topic_models.ProducerMessages`);
+The body is Pulsar's ``ProducerMessages`` (:class:`~sparkfn.worker.api.topic_models.ProducerMessages`);
 each payload is encoded and checked by the topic's own schema, as
 ``sparkfn topics produce`` checks it, and the messages are appended in one
 atomic append: one invalid value, and none is appended. The answer is
@@ -27,15 +27,15 @@ from fastapi import APIRouter, Path
 from sparkfn.api.errors import ConfigError, PayloadError
 from sparkfn.topics.message import Message, encode_value
 from sparkfn.topics.producer import Producer
-from sparkfn.worker.params import MAX_INT32, Namespace, Tenant, Topic
-from sparkfn.worker.service import Worker
-from sparkfn.worker.topic_models import (
+from sparkfn.worker.api.params import MAX_INT32, Namespace, Tenant, Topic
+from sparkfn.worker.api.topic_models import (
     ProducerAck,
     ProducerAcks,
     ProducerMessage,
     ProducerMessages,
 )
-from sparkfn.worker.topics_api import TOPIC, topic_name
+from sparkfn.worker.api.topics_api import TOPIC, topic_name
+from sparkfn.worker.service import Worker
 
 PartitionIndex = Annotated[
     int, Path(ge=0, le=MAX_INT32, description="The partition every message goes to.")

@@ -13,7 +13,7 @@ The types carry pydantic constraints, not ``Path()`` or ``Query()``, so one
 type serves wherever the parameter is: ``instance_id`` is in the path of
 ``/{name}/{instance_id}/start`` and in the query of ``/{name}/start``.
 
->>> from sparkfn.worker.params import MAX_INT32
+>>> from sparkfn.worker.api.params import MAX_INT32
 >>> MAX_INT32
 2147483647
 """

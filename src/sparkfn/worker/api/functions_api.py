@@ -21,7 +21,7 @@ GET, POST   ``/{tenant}/{namespace}/{name}/state/{key}``           query or put 
 Register and update take Pulsar's multipart fields: ``functionConfig`` (the
 config as JSON, Pulsar's camelCase or sparkfn's snake_case), ``data`` (the
 package file) or ``url`` (the path or ``sha256:<hex>`` digest of a package
-uploaded before, see :mod:`sparkfn.worker.packages_api`).
+uploaded before, see :mod:`sparkfn.worker.api.packages_api`).
 """
 
 from __future__ import annotations
@@ -50,9 +50,7 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.config.pulsar import canonical
 from sparkfn.config.pulsar_view import pulsar_view
 from sparkfn.config.secrets import masked, unmasked
-from sparkfn.worker.auth import Caller, check_function_topics
-from sparkfn.worker.packages import PackageStore
-from sparkfn.worker.params import (
+from sparkfn.worker.api.params import (
     Counter,
     InstanceId,
     Name,
@@ -61,10 +59,12 @@ from sparkfn.worker.params import (
     Tenant,
     VersionNumber,
 )
+from sparkfn.worker.api.submission import package_for, read_config_json
+from sparkfn.worker.auth.access import Caller, check_function_topics
+from sparkfn.worker.auth.tokens import Principal
+from sparkfn.worker.packages.store import PackageStore
 from sparkfn.worker.registry import FunctionVersion
 from sparkfn.worker.service import Worker
-from sparkfn.worker.submission import package_for, read_config_json
-from sparkfn.worker.tokens import Principal
 
 FUNCTION = "/{tenant}/{namespace}/{name}"
 INSTANCE = FUNCTION + "/{instance_id}"
