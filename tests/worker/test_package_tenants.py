@@ -18,7 +18,7 @@ from app_server import served
 from sqlalchemy import func, select
 from wheels import build_wheel, build_zip
 
-from sparkfn.store import schema
+from sparkfn.store import registry_schema
 from sparkfn.worker.api.app import create_app
 from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 from sparkfn.worker.service import Worker
@@ -86,7 +86,9 @@ def _digest(content: bytes) -> str:
 
 def _package_rows(worker: Worker) -> int:
     with worker.open_store().read() as conn:
-        return int(conn.execute(select(func.count()).select_from(schema.packages)).scalar_one())
+        return int(
+            conn.execute(select(func.count()).select_from(registry_schema.packages)).scalar_one()
+        )
 
 
 def test_an_upload_of_another_tenants_bytes_answers_with_the_uploaders_own_record(

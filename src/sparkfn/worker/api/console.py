@@ -44,7 +44,7 @@ import sparkfn
 from sparkfn.api.errors import NotFoundError
 from sparkfn.api.lifecycle import RunState
 from sparkfn.runtime.lifecycle.control import transitions_of
-from sparkfn.store import schema
+from sparkfn.store import registry_schema, schema
 from sparkfn.worker.api.params import Name, Namespace, Offset, Tenant
 from sparkfn.worker.auth.access import Caller
 from sparkfn.worker.auth.tokens import Principal
@@ -221,7 +221,7 @@ def _namespaces(worker: Worker) -> set[tuple[str, str]]:
         topics = conn.execute(
             select(schema.topics.c.tenant, schema.topics.c.namespace).distinct()
         ).all()
-        fqfns = conn.execute(select(schema.functions.c.fqfn)).scalars().all()
+        fqfns = conn.execute(select(registry_schema.functions.c.fqfn)).scalars().all()
     found = {(str(t), str(ns)) for t, ns in topics}
     for fqfn in fqfns:
         tenant, namespace, _ = fqfn.split("/", 2)
@@ -239,14 +239,14 @@ def _state_column() -> Any:
 
 
 def _visible(caller: Principal | None) -> Any:
-    functions = schema.functions
+    functions = registry_schema.functions
     if caller is None or caller.is_superuser:
         return functions.c.fqfn.is_not(None)
     return functions.c.fqfn.startswith(f"{caller.tenant}/", autoescape=True)
 
 
 def _joined() -> Any:
-    functions, runs = schema.functions, schema.function_runs
+    functions, runs = registry_schema.functions, schema.function_runs
     return functions.outerjoin(runs, runs.c.fqfn == functions.c.fqfn)
 
 
@@ -268,7 +268,7 @@ def _page(
     offset: int,
     limit: int,
 ) -> FunctionPage:
-    functions, versions = schema.functions, schema.function_versions
+    functions, versions = registry_schema.functions, registry_schema.function_versions
     instance_runs = schema.function_instance_runs
     state_col = _state_column().label("console_state")
     where = [_visible(caller)]

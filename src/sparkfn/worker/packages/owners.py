@@ -20,11 +20,11 @@ from typing import Any
 from sqlalchemy import Connection, Row, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from sparkfn.store import schema
+from sparkfn.store import registry_schema
 from sparkfn.store.clock import utc_now
 from sparkfn.worker.auth.tokens import Principal
 
-_owners = schema.package_owners
+_owners = registry_schema.package_owners
 
 
 def hold(conn: Connection, digest: str, owner: str, *, filename: str, who: str) -> bool:

@@ -36,7 +36,7 @@ from typing import Any, BinaryIO
 from sqlalchemy import Connection, Row, select
 
 from sparkfn.api.errors import PackageError, PackageNotFoundError, PackageTooLargeError
-from sparkfn.store import schema
+from sparkfn.store import registry_schema
 from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.worker.packages import owners
@@ -48,8 +48,8 @@ CHUNK = 1024 * 1024
 KINDS = {".py": "py", ".zip": "zip", ".whl": "whl"}
 DIGEST_PREFIX = "sha256:"
 MAX_PATH = 1000  # characters of an upload path (the package_paths column)
-_packages = schema.packages
-_paths = schema.package_paths
+_packages = registry_schema.packages
+_paths = registry_schema.package_paths
 # Moving a laid-out package into place and recording it: one at a time per
 # process, so two uploads of the same bytes end with one directory and one row.
 _PUBLISH = threading.Lock()
@@ -321,7 +321,7 @@ class PackageStore:
 
 def _named(conn: Connection, digest: str) -> bool:
     """Whether a function version, an upload path or a tenant names the package ``digest``."""
-    versions = schema.function_versions
+    versions = registry_schema.function_versions
     for column in (versions.c.package_digest, _paths.c.digest):
         if conn.execute(select(column).where(column == digest).limit(1)).first() is not None:
             return True
