@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives.serialization import (
 )
 
 from sparkfn.api.errors import AuthError, ConfigError
-from sparkfn.config.function import check_name
+from sparkfn.config.fields import check_name
 
 HS256 = "HS256"
 RS256 = "RS256"
