@@ -46,7 +46,7 @@ from _common import load_average
 from sparkfn.api.connector import Record, SinkContext
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.registry import SINKS
-from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 

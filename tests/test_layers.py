@@ -1,10 +1,13 @@
-"""The package's rooms: arrows point down only, in every folder, and no module import cycle.
+"""The package's rooms: arrows point down only, in every folder; no folder or module cycle.
 
 Reads every module's imports (module level and inside functions) with ast,
 so a lazy upward import is caught too. Imports under ``if TYPE_CHECKING:``
 are for type hints only: they count for the rooms (a room does not name what
 sits above it, not even in a hint), but not for the module cycles (a cycle of
 hints never runs).
+
+No folder reaches itself through its siblings either (a folder cycle), even
+where two of them share a room: :func:`_folder_cycles`.
 
 Every folder that holds folders lists its rooms in :data:`ROOMS`, lower first;
 a module may import its own room and the rooms before it. A package's
@@ -71,58 +74,33 @@ ROOMS: dict[str, list[tuple[str, ...]]] = {
         ),
         ("spark",),
     ],
-    # the connectors themselves, what the runners share, then the runners
+    # the connectors themselves, what the runners share, then the runners; the
+    # sink adapter last, at the path every stored sink config names
     "sparkfn.connectors": [
         ("builtin",),
-        ("appender", "registry", "sink_config"),
-        (
-            "runner_thread",
-            "runner",
-            "source_context",
-            "instances",
-            "source_run",
-            "sink_runtime",
-            "sink_run",
-        ),
+        ("appender", "catalog", "registry"),
+        ("source", "sink"),
+        ("sink_runtime",),
     ],
-    # the cluster's membership, leader and assignment, below the worker that uses them
+    # the cluster, the errors every HTTP layer answers with, who may call, the
+    # service with its runs, the packages it is given, and the REST API on top
     "sparkfn.worker": [
         ("cluster",),
+        ("http",),
+        ("auth",),
         (
-            "app",
-            "archives",
-            "auth",
-            "builtin_connectors",
-            "cluster_api",
-            "connector_status",
-            "connectors_api",
-            "console",
-            "dependencies",
-            "functions_api",
-            "hosted_source",
-            "http",
-            "layout",
-            "logs_api",
-            "metrics",
-            "openapi",
-            "ops_api",
-            "origins",
-            "package_owners",
-            "packages",
-            "packages_api",
-            "params",
-            "produce_api",
-            "recovery",
-            "registry",
-            "service",
-            "session",
             "settings",
-            "submission",
-            "tokens",
-            "topic_models",
-            "topics_api",
-            "trigger",
+            "registry",
+            "session",
+            "recovery",
+            "preparing",
+            "runs",
+            "placement",
+            "versions",
+            "service",
         ),
+        ("packages",),
+        ("api",),
     ],
     "sparkfn._compat.pulsar": [("schema",), ("functions",)],
 }
@@ -218,6 +196,53 @@ def _module_cycles(imports: dict[str, set[str]]) -> list[str]:
     return sorted(module for module in imports if reaches_itself(module))
 
 
+def _unit(folder: str, module: str) -> str:
+    """``module``'s child of ``folder`` (a module or a sub-folder): its unit there."""
+    return module.removeprefix(folder + ".").split(".")[0]
+
+
+def _folder_cycles(imports: dict[str, set[str]]) -> list[str]:
+    """Every ring of a folder's children (modules and sub-folders) with a sub-folder in it.
+
+    An import counts in the folder where importer and imported part ways,
+    between their children there: ``worker.auth.access`` importing
+    ``worker.settings`` is ``auth -> settings`` in ``sparkfn.worker``. A folder
+    that reaches itself so is a folder cycle, whatever :data:`ROOMS` says
+    (a ring of modules alone is :func:`_module_cycles`' to find). A package's
+    own ``__init__`` speaks for its folder and is left out, as for the rooms.
+    """
+    edges: dict[str, dict[str, set[str]]] = {}
+    for module, targets in imports.items():
+        for target in targets:
+            a, b = module.split("."), target.split(".")
+            common = 0
+            while common < min(len(a), len(b)) and a[common] == b[common]:
+                common += 1
+            folder = ".".join(a[:common])
+            if common in (len(a), len(b)) or not _is_package(folder):
+                continue  # one contains the other: a package's __init__
+            edges.setdefault(folder, {}).setdefault(a[common], set()).add(b[common])
+    cycles = []
+    for folder, graph in sorted(edges.items()):
+        for start in sorted(graph):
+            if not _is_package(f"{folder}.{start}"):
+                continue
+            stack, seen = [(start, [start])], {start}
+            while stack:
+                node, path = stack.pop()
+                for nxt in sorted(graph.get(node, set())):
+                    if nxt == start:
+                        cycles.append(f"{folder}: {' -> '.join([*path, start])}")
+                    elif nxt not in seen:
+                        seen.add(nxt)
+                        stack.append((nxt, [*path, nxt]))
+    return cycles
+
+
+def _is_package(name: str) -> bool:
+    return SRC.joinpath(*name.split(".")[1:], "__init__.py").is_file()
+
+
 def test_every_folder_with_folders_has_rooms() -> None:
     with_folders = [p for p in _packages() if any(q.startswith(p + ".") for q in _packages())]
     assert sorted(set(with_folders) - set(ROOMS)) == []
@@ -260,3 +285,16 @@ def test_an_upward_import_is_caught_in_every_folder() -> None:
         high = next(m for m in imports if _room(folder, m) == len(rooms) - 1 and m != folder)
         planted = {**imports, low: imports[low] | {high}}
         assert f"{low} -> {high} (rooms of {folder})" in _upward(planted), folder
+
+
+def test_no_folder_cycle() -> None:
+    assert _folder_cycles(_imports(hints=True)) == []
+
+
+def test_a_folder_cycle_is_caught() -> None:
+    """The check itself: the worker's auth importing its API, which imports auth, is a ring."""
+    imports = _imports(hints=True)
+    low, high = "sparkfn.worker.auth.tokens", "sparkfn.worker.api.app"
+    planted = {**imports, low: imports[low] | {high}}
+    assert "sparkfn.worker: auth -> api -> auth" in _folder_cycles(planted)
+    assert f"{low} -> {high} (rooms of sparkfn.worker)" in _upward(planted)

@@ -120,7 +120,7 @@ if TYPE_CHECKING:
     from sparkfn.config.names import TopicName
     from sparkfn.config.policy import FailurePolicy
     from sparkfn.config.settings import Settings
-    from sparkfn.connectors.sink_run import SinkRun
+    from sparkfn.connectors.sink.sink_run import SinkRun
     from sparkfn.runtime.localrun import LocalRun
     from sparkfn.runtime.spark.session import spark_session
     from sparkfn.store.store import Store
@@ -192,7 +192,7 @@ _LAZY = {
     "Settings": "sparkfn.config.settings",
     "Sink": "sparkfn.api.connector",
     "SinkConfig": "sparkfn.config.connector",
-    "SinkRun": "sparkfn.connectors.sink_run",
+    "SinkRun": "sparkfn.connectors.sink.sink_run",
     "Source": "sparkfn.api.connector",
     "SourceConfig": "sparkfn.config.connector",
     "SourceInstanceStats": "sparkfn.api.status",

@@ -8,7 +8,7 @@ from sparkfn.api.errors import ConfigError
 from sparkfn.config.secrets import MASK, is_sensitive, masked, unmasked
 from sparkfn.connectors.builtin._config import parse_configs
 from sparkfn.connectors.builtin.redis_streams import RedisSinkConfig
-from sparkfn.worker.builtin_connectors import definition
+from sparkfn.connectors.catalog import definition
 
 
 def test_the_fields_the_definitions_mark_sensitive_are_the_ones_masked() -> None:

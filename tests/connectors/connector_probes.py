@@ -25,7 +25,7 @@ from sparkfn.api.connector import (
     SourceContext,
 )
 from sparkfn.api.lifecycle import GracefulShutdown
-from sparkfn.connectors.runner import FINAL_STATES, SourceRunner
+from sparkfn.connectors.source.runner import FINAL_STATES, SourceRunner
 from waiting import until
 
 WAIT_SECONDS = 15.0

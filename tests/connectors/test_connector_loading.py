@@ -15,7 +15,7 @@ from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.connectors.builtin.file_sink import FileSink
 from sparkfn.connectors.builtin.generator import GeneratorSource
 from sparkfn.connectors.registry import load_sink, load_source
-from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer

@@ -12,9 +12,9 @@ import pytest
 from connector_probes import finish, wait_until
 
 from sparkfn.config.connector import SourceConfig
-from sparkfn.connectors.instances import SourceInstances
-from sparkfn.connectors.runner import SourceRunner, SourceState
-from sparkfn.connectors.source_context import source_state_dir
+from sparkfn.connectors.source.instances import SourceInstances
+from sparkfn.connectors.source.runner import SourceRunner, SourceState
+from sparkfn.connectors.source.source_context import source_state_dir
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer

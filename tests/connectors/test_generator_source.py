@@ -11,8 +11,8 @@ import pytest
 from connector_probes import finish
 
 from sparkfn.config.connector import SourceConfig
-from sparkfn.connectors.instances import SourceInstances
-from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.connectors.source.instances import SourceInstances
+from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.runtime.lifecycle import control
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin

@@ -27,7 +27,7 @@ from brokers import (
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.connectors.registry import load_sink, load_source
-from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 
@@ -130,7 +130,7 @@ def test_sink_configs_are_checked_before_it_starts() -> None:
 def test_sink_publishes_every_message_acknowledged(
     sqlite_store: Store, topic: str, spark: Any
 ) -> None:
-    from sparkfn.connectors.sink_run import SinkRun
+    from sparkfn.connectors.sink.sink_run import SinkRun
 
     got: list[str] = []
     sub = client()

@@ -21,7 +21,7 @@ from nats.js import JetStreamContext
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.connectors.registry import load_sink, load_source
-from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 
@@ -130,7 +130,7 @@ def test_sink_configs_are_checked_before_it_starts() -> None:
 def test_sink_publishes_once_and_a_replay_is_dropped_by_jetstream(
     sqlite_store: Store, stream: str, spark: Any
 ) -> None:
-    from sparkfn.connectors.sink_run import SinkRun
+    from sparkfn.connectors.sink.sink_run import SinkRun
 
     sent = [f"r{i}" for i in range(500)]
     fill(sqlite_store, "out", sent)

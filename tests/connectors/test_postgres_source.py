@@ -19,7 +19,7 @@ from brokers import (
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.registry import load_source
-from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 

@@ -26,7 +26,7 @@ from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.connectors.builtin.rabbitmq import RabbitMQSource
 from sparkfn.connectors.builtin.rabbitmq_sink import RabbitMQSink
 from sparkfn.connectors.registry import load_sink, load_source
-from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
@@ -170,7 +170,7 @@ def test_sink_counts_confirms_that_arrive_while_it_is_still_publishing(queue: st
 def test_sink_publishes_every_message_confirmed_with_its_position_as_id(
     sqlite_store: Store, queue: str, spark: Any
 ) -> None:
-    from sparkfn.connectors.sink_run import SinkRun
+    from sparkfn.connectors.sink.sink_run import SinkRun
 
     sent = [f"r{i}" for i in range(500)]
     fill(sqlite_store, "out", sent)

@@ -19,7 +19,7 @@ from brokers import (
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.connectors.registry import load_sink, load_source
-from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
@@ -134,7 +134,7 @@ def test_a_missing_group_is_named(client: redis.Redis, stream: str) -> None:
 def test_sink_xadds_every_message_with_its_position(
     sqlite_store: Store, client: redis.Redis, stream: str, spark: Any
 ) -> None:
-    from sparkfn.connectors.sink_run import SinkRun
+    from sparkfn.connectors.sink.sink_run import SinkRun
 
     sent = [f"r{i}" for i in range(500)]
     fill(sqlite_store, "out", sent)
@@ -164,7 +164,7 @@ def test_a_pulsar_users_sink_configs_set_each_messages_key_to_its_value(
     sqlite_store: Store, client: redis.Redis, spark: Any
 ) -> None:
     # Without streamName the sink writes as Pulsar's does: SET key value.
-    from sparkfn.connectors.sink_run import SinkRun
+    from sparkfn.connectors.sink.sink_run import SinkRun
 
     prefix = unique("sparkfn-kv")
     sent = [f"r{i}" for i in range(500)]

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sparkfn.api.errors import ConnectorFailedError
 from sparkfn.config.connector import SinkConfig
 from sparkfn.config.function import FunctionConfig
-from sparkfn.connectors.sink_run import SinkRun
+from sparkfn.connectors.sink.sink_run import SinkRun
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.metrics_store import instance_totals

@@ -29,13 +29,13 @@ import pytest
 
 from sparkfn.api.errors import ConfigError, ConnectorFailedError, ConnectorLoadError, FatalError
 from sparkfn.config.connector import SinkConfig
-from sparkfn.connectors.sink_config import (
+from sparkfn.connectors.sink.sink_config import (
     ADAPTER_CLASSNAME,
     SINK_CONFIG_KEY,
     sink_config_of,
     sink_function_config,
 )
-from sparkfn.connectors.sink_run import SinkRun, validate_sink
+from sparkfn.connectors.sink.sink_run import SinkRun, validate_sink
 from sparkfn.runtime.function.loader import load_function
 from sparkfn.store.store import Store
 from sparkfn.testing import FunctionHarness

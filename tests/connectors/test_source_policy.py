@@ -16,8 +16,8 @@ from connector_probes import WAIT_SECONDS, CallLog, wait_until
 from sparkfn.api.connector import END_OF_STREAM, Record, Source, SourceContext
 from sparkfn.api.lifecycle import RunState
 from sparkfn.config.connector import SourceConfig
-from sparkfn.connectors.instances import SourceInstances
-from sparkfn.connectors.source_run import SourceRun
+from sparkfn.connectors.source.instances import SourceInstances
+from sparkfn.connectors.source.source_run import SourceRun
 from sparkfn.runtime.lifecycle import control
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin

@@ -24,8 +24,8 @@ from connector_probes import (
 from sparkfn.api.connector import END_OF_STREAM, Record, Source
 from sparkfn.api.errors import FatalError
 from sparkfn.config.connector import SourceConfig
-from sparkfn.connectors.instances import SourceInstances
-from sparkfn.connectors.runner import SourceRunner, SourceState
+from sparkfn.connectors.source.instances import SourceInstances
+from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer

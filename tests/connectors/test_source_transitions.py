@@ -11,8 +11,8 @@ from sqlalchemy import update
 
 from sparkfn.api.connector import END_OF_STREAM, Record
 from sparkfn.config.connector import SourceConfig
-from sparkfn.connectors.instances import SourceInstances
-from sparkfn.connectors.runner import SourceRunner
+from sparkfn.connectors.source.instances import SourceInstances
+from sparkfn.connectors.source.runner import SourceRunner
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.states import IllegalTransition
 from sparkfn.store.store import Store

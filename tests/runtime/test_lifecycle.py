@@ -409,7 +409,7 @@ def test_a_function_and_a_source_of_the_same_name_keep_their_own_records(
     spark: Any, lstore: Store, tmp_path: Path
 ) -> None:
     from sparkfn.config.connector import SourceConfig
-    from sparkfn.connectors.source_run import SourceRun
+    from sparkfn.connectors.source.source_run import SourceRun
     from sparkfn.runtime.lifecycle import control
 
     log = tmp_path / "calls.jsonl"

@@ -15,7 +15,7 @@ from sqlalchemy import update
 from sparkfn.api.lifecycle import RunState
 from sparkfn.config.connector import SourceConfig
 from sparkfn.config.policy import FailurePolicy
-from sparkfn.connectors.instances import SourceInstances
+from sparkfn.connectors.source.instances import SourceInstances
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.states import (
     INSTANCE_TRANSITIONS,

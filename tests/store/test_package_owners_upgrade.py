@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import Engine, create_engine, select
 from sqlalchemy.engine import make_url
 
-from sparkfn.store import schema
+from sparkfn.store import registry_schema, schema
 from sparkfn.store.clock import utc_now as _now
 from sparkfn.store.migrations import MIGRATIONS
 from sparkfn.store.store import Store
@@ -38,7 +38,7 @@ def _version_10_store(store_url: str) -> None:
                 )
             )
         conn.execute(
-            schema.packages.insert(),
+            registry_schema.packages.insert(),
             [
                 {"digest": _digest(n), "filename": f"p{n}.py", "kind": "py", "size_bytes": 1,
                  "uploaded_by": "first", "uploaded_at": early}
@@ -46,7 +46,7 @@ def _version_10_store(store_url: str) -> None:
             ],
         )  # fmt: skip
         conn.execute(
-            schema.package_paths.insert(),
+            registry_schema.package_paths.insert(),
             [
                 {"path": "tenant-a/fn.py", "digest": _digest(1), "uploaded_by": "alice",
                  "uploaded_at": early},
@@ -57,7 +57,7 @@ def _version_10_store(store_url: str) -> None:
             ],
         )  # fmt: skip
         conn.execute(
-            schema.function_versions.insert(),
+            registry_schema.function_versions.insert(),
             [
                 {"fqfn": "tenant-b/default/f", "version": 1, "config": "{}",
                  "package_digest": _digest(1), "created_by": "bob", "created_at": early},
@@ -77,7 +77,7 @@ def test_a_version_10_store_upgrades_with_its_packages_held_by_who_names_them(
         with store.read() as conn:
             versions = conn.execute(select(schema.schema_version.c.version)).scalars().all()
             assert sorted(versions) == [m.number for m in MIGRATIONS]
-            owners = schema.package_owners
+            owners = registry_schema.package_owners
             rows = conn.execute(
                 select(owners.c.digest, owners.c.owner, owners.c.filename, owners.c.uploaded_by)
             ).all()

@@ -33,7 +33,7 @@ from worker_process import SHARED_ENV, SharedWorker, WorkerProcess
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 

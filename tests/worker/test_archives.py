@@ -12,7 +12,7 @@ import pytest
 from wheels import build_zip
 
 from sparkfn.api.errors import PackageError, PackageTooLargeError, UnsafeArchiveError
-from sparkfn.worker.archives import entry_parts, extract, scan
+from sparkfn.worker.packages.archives import entry_parts, extract, scan
 
 MIB = 1024 * 1024
 
@@ -112,7 +112,7 @@ def test_the_headers_sizes_are_not_trusted(tmp_path: Path) -> None:
 
 
 def test_too_many_entries_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sparkfn.worker.archives.MAX_ENTRIES", 3)
+    monkeypatch.setattr("sparkfn.worker.packages.archives.MAX_ENTRIES", 3)
     archive = build_zip(tmp_path / "many.zip", {f"m{i}.py": "" for i in range(4)})
     with pytest.raises(
         PackageTooLargeError, match="package many.zip has 4 entries; the limit is 3"

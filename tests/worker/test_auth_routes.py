@@ -22,11 +22,11 @@ from fastapi.routing import iter_route_contexts
 from test_tokens import forge, hmac_token, write_rsa_pair
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.worker.app import create_app
-from sparkfn.worker.auth import ANY_ROLE, authorize
+from sparkfn.worker.api.app import create_app
+from sparkfn.worker.auth.access import ANY_ROLE, authorize
+from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from sparkfn.worker.tokens import Principal, Role, TokenKeys
 
 SECRET = "a-worker-secret-for-the-tests-0123456789"
 KEYS = TokenKeys.load(secret_key=SECRET)
@@ -37,7 +37,7 @@ PUBLIC = {
     "/docs",
     "/docs/oauth2-redirect",
     "/redoc",
-    # The console's page and files (sparkfn.worker.console): they hold no data.
+    # The console's page and files (sparkfn.worker.api.console): they hold no data.
     "/",
     "/console/assets/{asset}",
 }

@@ -16,7 +16,7 @@ from worker_process import WorkerProcess
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.worker.tokens import Principal, Role, TokenKeys
+from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 
 SECRET = "an-end-to-end-secret-of-forty-bytes-long"
 AUTH_ENV = {"SPARKFN_WORKER_AUTH_ENABLED": "true", "SPARKFN_WORKER_TOKEN_SECRET_KEY": SECRET}

@@ -3,7 +3,7 @@
 Numbers past what the store's columns hold (``?version=10^30`` was SQLite's
 ``OverflowError``, a plain-text 500) and names no function, topic or tenant
 can have are refused at the edge by the shared parameter types of
-:mod:`sparkfn.worker.params`, on both store backends, over HTTP.
+:mod:`sparkfn.worker.api.params`, on both store backends, over HTTP.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from app_server import served
 from brokers import HOST, PG_URL, closed_port, silent_port
 
 from sparkfn.connectors.builtin._config import BuiltinConfig
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 

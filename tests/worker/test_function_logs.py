@@ -25,7 +25,7 @@ from app_server import served
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 from waiting import until

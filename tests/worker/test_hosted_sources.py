@@ -27,10 +27,10 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.autocreate import TopicCreation
 from sparkfn.topics.consumer import Consumer
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
+from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from sparkfn.worker.tokens import Principal, Role, TokenKeys
 from waiting import until
 
 SOURCES = "/admin/v3/sources/public/default"

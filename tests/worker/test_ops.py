@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
 from sparkfn.worker.registry import Registry
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings

@@ -12,9 +12,9 @@ from wheels import REPORT, build_wheel, build_zip, tinylib
 
 from sparkfn.api.errors import PackageError, PackageNotFoundError, SparkfnError
 from sparkfn.runtime.spark.isolation import MANIFEST
-from sparkfn.store import schema
+from sparkfn.store import registry_schema
 from sparkfn.store.store import Store
-from sparkfn.worker.packages import PackageStore
+from sparkfn.worker.packages.store import PackageStore
 
 MIB = 1024 * 1024
 
@@ -38,8 +38,12 @@ def _save(packages: PackageStore, file: Path, **more: str) -> object:
 
 def _rows(store: Store) -> tuple[int, int]:
     with store.read() as conn:
-        count = conn.execute(select(func.count()).select_from(schema.packages)).scalar_one()
-        named = conn.execute(select(func.count()).select_from(schema.package_paths)).scalar_one()
+        count = conn.execute(
+            select(func.count()).select_from(registry_schema.packages)
+        ).scalar_one()
+        named = conn.execute(
+            select(func.count()).select_from(registry_schema.package_paths)
+        ).scalar_one()
     return count, named
 
 

@@ -18,11 +18,11 @@ from app_server import served
 from sqlalchemy import func, select
 from wheels import build_wheel, build_zip
 
-from sparkfn.store import schema
-from sparkfn.worker.app import create_app
+from sparkfn.store import registry_schema
+from sparkfn.worker.api.app import create_app
+from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from sparkfn.worker.tokens import Principal, Role, TokenKeys
 
 SECRET = "a-worker-secret-for-the-package-tests-0123"
 KEYS = TokenKeys.load(secret_key=SECRET)
@@ -86,7 +86,9 @@ def _digest(content: bytes) -> str:
 
 def _package_rows(worker: Worker) -> int:
     with worker.open_store().read() as conn:
-        return int(conn.execute(select(func.count()).select_from(schema.packages)).scalar_one())
+        return int(
+            conn.execute(select(func.count()).select_from(registry_schema.packages)).scalar_one()
+        )
 
 
 def test_an_upload_of_another_tenants_bytes_answers_with_the_uploaders_own_record(

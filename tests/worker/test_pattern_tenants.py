@@ -22,10 +22,10 @@ import pytest
 from app_server import served
 
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
+from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from sparkfn.worker.tokens import Principal, Role, TokenKeys
 
 SECRET = "a-worker-secret-for-the-pattern-tests-0123"
 KEYS = TokenKeys.load(secret_key=SECRET)

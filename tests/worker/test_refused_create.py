@@ -21,10 +21,10 @@ import pytest
 from app_server import served
 from sqlalchemy import func, select
 
-from sparkfn.store import schema
+from sparkfn.store import registry_schema, schema
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 from waiting import until
@@ -79,9 +79,9 @@ def _assert_nothing_left(worker: Worker, name: str, topics: list[str]) -> None:
     store = worker.open_store()
     fqfn = f"public/default/{name}"
     assert worker.registry.names("public", "default") == []
-    assert _count(store, schema.function_versions) == 0
-    assert _count(store, schema.packages) == 0
-    assert _count(store, schema.package_owners) == 0
+    assert _count(store, registry_schema.function_versions) == 0
+    assert _count(store, registry_schema.packages) == 0
+    assert _count(store, registry_schema.package_owners) == 0
     packages_dir = worker.settings.packages_dir
     assert not packages_dir.exists() or list(packages_dir.iterdir()) == [], list(
         packages_dir.iterdir()
@@ -145,8 +145,8 @@ def test_a_refused_create_leaves_nothing_and_the_good_create_then_succeeds(
 
 def _forget_packages(worker: Worker) -> None:
     with worker.open_store().write() as conn:
-        conn.execute(schema.packages.delete())
-        conn.execute(schema.package_owners.delete())
+        conn.execute(registry_schema.packages.delete())
+        conn.execute(registry_schema.package_owners.delete())
     shutil.rmtree(worker.settings.packages_dir)
 
 
@@ -179,7 +179,7 @@ def test_a_refused_update_leaves_the_running_version_as_it_was(
         assert worker.running() == ["public/default/f"]
         assert client.get(f"{FUNCTIONS}/f/status").json()["numRunning"] == 1
         store = worker.open_store()
-        assert _count(store, schema.packages) == 1
+        assert _count(store, registry_schema.packages) == 1
         assert [p.name for p in worker.settings.packages_dir.iterdir()] == [
             digest.removeprefix("sha256:")
         ]

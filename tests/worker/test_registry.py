@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from sparkfn.api.errors import ConfigError, FunctionExistsError, FunctionNotFoundError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.topics_pattern import TopicsPattern
-from sparkfn.store import schema
+from sparkfn.store import registry_schema
 from sparkfn.store.store import Store
 from sparkfn.worker.registry import Desired, Registry
 
@@ -75,8 +75,8 @@ def test_a_stored_pattern_of_an_older_release_still_reads_and_fails_only_its_run
     old = version.config.model_dump_json().replace("public/default/in-.*", "public/.*")
     with store.write() as conn:
         conn.execute(
-            schema.function_versions.update()
-            .where(schema.function_versions.c.fqfn == version.fqfn)
+            registry_schema.function_versions.update()
+            .where(registry_schema.function_versions.c.fqfn == version.fqfn)
             .values(config=old)
         )
 

@@ -1,4 +1,4 @@
-"""Requests from other sites (``sparkfn.worker.origins``): a foreign Host or Origin reaches nothing.
+"""Requests from other sites (``sparkfn.worker.auth.origins``): a foreign Host or Origin reaches nothing.
 
 The real app over HTTP, auth off (the default) and on: a ``Host`` the worker
 does not serve is a 421 ``host_not_allowed`` (DNS rebinding), a state
@@ -18,10 +18,10 @@ import httpx
 import pytest
 from app_server import served
 
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
+from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from sparkfn.worker.tokens import Principal, Role, TokenKeys
 
 FUNCTIONS = "/admin/v3/functions/public/default"
 SECRET = "a-worker-secret-for-the-origin-tests-01234"

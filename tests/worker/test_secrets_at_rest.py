@@ -19,7 +19,7 @@ from sqlalchemy import select, update
 from sparkfn.api.errors import SecretsKeyError
 from sparkfn.config.connector import SinkConfig
 from sparkfn.config.function import FunctionConfig
-from sparkfn.store import schema
+from sparkfn.store import registry_schema
 from sparkfn.store.sealed import KEY_ENV, KEY_FILE, new_key, reseal
 from sparkfn.store.store import Store
 from sparkfn.worker.registry import Registry
@@ -54,7 +54,7 @@ def _opened(url: str, data_dir: Path) -> Iterator[Store]:
 
 
 def _row(store: Store, key: str) -> str:
-    table = schema.function_versions
+    table = registry_schema.function_versions
     with store.read() as conn:
         found = conn.execute(select(table.c.config).where(table.c.fqfn == key)).scalar_one()
     return str(found)
@@ -87,7 +87,7 @@ def test_a_clear_row_of_an_older_sparkfn_reads_and_is_sealed_at_the_workers_star
     store: Store,
 ) -> None:
     Registry(store).create(_greet(), package_digest=None, who="t")
-    table = schema.function_versions
+    table = registry_schema.function_versions
     with store.write() as conn:  # as sparkfn before sealing stored it
         conn.execute(
             update(table)

@@ -21,7 +21,7 @@ from app_server import served
 from full_disk import SqlitePageLimit, fill, small_filesystem
 from sparkfn.store.store import Store
 from sparkfn.topics.consumer import Consumer
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 

@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from sparkfn.api.errors import AuthError, ConfigError
+from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 from sparkfn.worker.settings import WorkerSettings, is_loopback
-from sparkfn.worker.tokens import Principal, Role, TokenKeys
 
 SECRET = "s" * 40
 ADMIN = Principal("ci", Role.TENANT_ADMIN, "acme")

@@ -26,7 +26,7 @@ from sparkfn.topics.autocreate import TopicCreation
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message, SchemaType
 from sparkfn.topics.producer import Producer
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 

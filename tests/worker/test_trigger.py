@@ -22,7 +22,7 @@ from worker_process import SharedWorker
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.rows import TRIGGER_PROPERTY
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
 from sparkfn.worker.registry import Registry
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings

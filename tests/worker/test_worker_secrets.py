@@ -21,7 +21,7 @@ from sqlalchemy import select
 from worker_process import SharedWorker
 
 from sparkfn.config.connector import SinkConfig
-from sparkfn.store import schema
+from sparkfn.store import registry_schema, schema
 from sparkfn.store.store import Store
 from sparkfn.worker.registry import Registry
 
@@ -121,7 +121,7 @@ def process(input, context):
 
 def _stored_rows(store: Store, fqfn: str) -> list[str]:
     """The config column of every stored version of ``fqfn``, as the store holds it."""
-    table = schema.function_versions
+    table = registry_schema.function_versions
     with store.read() as conn:
         return list(conn.execute(select(table.c.config).where(table.c.fqfn == fqfn)).scalars())
 

@@ -1,5 +1,8 @@
-"""``sparkfn sources|sinks create|update|delete|get|list|status|stats|start|stop|restart|
-drain|suspend|available``: a worker's sources and sinks, as ``pulsar-admin`` has them.
+"""``sparkfn sources|sinks create|update|delete|get|list``: a worker's sources and sinks.
+
+The commands on a running one (``status``, ``stats``, ``start``, ``stop``, ...)
+and ``available`` are in :mod:`sparkfn.cli.admin_connector_runs`; this module
+adds them all to the group, as ``pulsar-admin`` has them.
 
 ::
 
@@ -35,7 +38,6 @@ import typer
 from rich.console import RenderableType
 from rich.table import Table
 
-from sparkfn.cli.admin import STOP_TIMEOUT, WAIT, _wait_stopped
 from sparkfn.cli.admin_client import (
     CONNECTION,
     INSTANCE_ID,
@@ -45,6 +47,15 @@ from sparkfn.cli.admin_client import (
     option,
     output_flag,
     show,
+)
+from sparkfn.cli.admin_connector_runs import (
+    ACTIONS,
+    action_command,
+    available_command,
+    connector_call,
+    fields_table,
+    status_command,
+    target,
 )
 from sparkfn.cli.flags import takes
 from sparkfn.cli.localrun import CONFIG_FILE
@@ -61,31 +72,6 @@ STOP_MODE = option(
 )
 VERSION = option("--version", "A version (default: the current one).", "N", int | None, min=1)
 _NOT_SENT = ("py", "version", "packageDigest", "createdBy", "createdAt", "warnings", "archive")
-
-
-def _target(kind: str) -> tuple[Any, ...]:
-    return (
-        option("--tenant", "Tenant (default public).", "NAME"),
-        option("--namespace", "Namespace (default default).", "NAME"),
-        option("--name", f"The {kind}'s name.", "NAME"),
-    )
-
-
-def _path(kind: str, given: dict[str, Any], field: str = "--name") -> str:
-    from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, FunctionName
-
-    if not given.get("name"):
-        msg = f"which {kind}? Give --name (with --tenant and --namespace)"
-        raise typer.BadParameter(msg, param_hint=field)
-    tenant = given.get("tenant") or DEFAULT_TENANT
-    namespace = given.get("namespace") or DEFAULT_NAMESPACE
-    parsed = FunctionName.parse(f"{tenant}/{namespace}/{given['name']}", field=kind)
-    return f"/admin/v3/{kind}s/{parsed}"
-
-
-def _call(kind: str, given: dict[str, Any], *, named: bool = True) -> Call:
-    path = _path(kind, given) if named else f"/admin/v3/{kind}s"
-    return Call(given["url"], given["token"], given["output_format"], path)
 
 
 def _archive(kind: str, archive: str | None, fields: dict[str, Any]) -> tuple[str | None, str]:
@@ -210,7 +196,7 @@ def _update(kind: str) -> Any:
         if flags:
             layers.append(_typed(kind, fields))
         changes = connector_fields(kind, *layers).fields
-        call = _call(kind, {**given, **changes})
+        call = connector_call(kind, {**given, **changes})
         with call.client() as client:
             current = client.json("GET", call.path)
         kept = connector_fields(
@@ -234,23 +220,15 @@ def _get(kind: str) -> Any:
     def get(
         ctx: typer.Context, fields: dict[str, Any], *, version: int | None, **given: Any
     ) -> None:
-        call = _call(kind, given)
+        call = connector_call(kind, given)
         with call.client() as client:
             info = client.json(
                 "GET", call.path, params={} if version is None else {"version": version}
             )
-        show(call, info, _fields_table)
+        show(call, info, fields_table)
 
     get.__doc__ = f"Show a {kind}'s config (Pulsar's JSON): the current version, or --version N."
     return get
-
-
-def _fields_table(info: dict[str, Any]) -> RenderableType:
-    table = Table("FIELD", "VALUE")
-    for key, value in info.items():
-        if value not in (None, [], {}, ""):
-            table.add_row(key, value if isinstance(value, str) else json.dumps(value))
-    return table
 
 
 def _list(kind: str) -> Any:
@@ -260,7 +238,7 @@ def _list(kind: str) -> Any:
         where = (
             f"{given.get('tenant') or DEFAULT_TENANT}/{given.get('namespace') or DEFAULT_NAMESPACE}"
         )
-        call = _call(kind, given, named=False)
+        call = connector_call(kind, given, named=False)
         with call.client() as client:
             names = client.json("GET", f"{call.path}/{where}")
 
@@ -280,7 +258,7 @@ def _list(kind: str) -> Any:
 
 def _delete(kind: str) -> Any:
     def delete(ctx: typer.Context, fields: dict[str, Any], **given: Any) -> None:
-        call = _call(kind, given)
+        call = connector_call(kind, given)
         with call.client() as client:
             info = client.json("DELETE", call.path)
         fqn = f"{info['tenant']}/{info['namespace']}/{info['name']}"
@@ -290,118 +268,21 @@ def _delete(kind: str) -> Any:
     return delete
 
 
-def _status(kind: str, what: str) -> Any:
-    def status(
-        ctx: typer.Context, fields: dict[str, Any], *, instance_id: int | None, **given: Any
-    ) -> None:
-        call = _call(kind, given)
-        where = call.path if instance_id is None else f"{call.path}/{instance_id}"
-        with call.client() as client:
-            body = client.json("GET", f"{where}/{what}")
-        show(call, body, lambda body: _status_table(body, what))
-
-    status.__doc__ = (
-        f"Show a {kind}'s status (Pulsar's {kind.title()}Status), or one instance's."
-        if what == "status"
-        else f"Show a {kind}'s counters, or one instance's."
-    )
-    return status
-
-
-def _status_table(body: dict[str, Any], what: str) -> RenderableType:
-    rows = body.get("instances")
-    if rows is None:
-        return _fields_table(body)
-    table = Table(
-        "INSTANCE", what.upper(), title=f"{body.get('name', '')}  {body.get('state', '')}"
-    )
-    for item in rows:
-        data = item.get("status") or item.get("metrics") or item.get("stats") or {}
-        shown = ", ".join(f"{k}={v}" for k, v in data.items() if not isinstance(v, dict | list))
-        table.add_row(str(item.get("instanceId")), shown)
-    return table
-
-
-def _action(kind: str, action: str, done: str, per_instance: bool) -> Any:
-    waits = action == "stop"
-
-    def act(
-        ctx: typer.Context,
-        fields: dict[str, Any],
-        *,
-        instance_id: int | None = None,
-        wait: bool | None = None,
-        timeout: float = 0.0,
-        **given: Any,
-    ) -> None:
-        call = _call(kind, given)
-        fqn = call.path.removeprefix(f"/admin/v3/{kind}s/")
-        where = call.path if instance_id is None else f"{call.path}/{instance_id}"
-        what = f"{kind} {fqn}" if instance_id is None else f"instance {instance_id} of {kind} {fqn}"
-        body: dict[str, Any] = {"name": fqn, "instanceId": instance_id, "action": action}
-        with call.client() as client:
-            client.request("POST", f"{where}/{action}")
-            if waits and wait is not False:
-                body["state"] = _wait_stopped(client, where, what, timeout)
-        said = f"{done} {what}" + (f" ({body['state']})" if "state" in body else "")
-        show(call, body, lambda _: said)
-
-    act.__name__ = f"{action}_{kind}"
-    act.__doc__ = f"{action.title()} a {kind}" + (" (or one instance)." if per_instance else ".")
-    flags: tuple[Any, ...] = (*_target(kind), *CONNECTION)
-    if per_instance:
-        flags = (*flags, INSTANCE_ID)
-    if waits:
-        flags = (*flags, WAIT, STOP_TIMEOUT)
-    return takes(kind, flags)(act)
-
-
-def _available(kind: str) -> Any:
-    def available(ctx: typer.Context, fields: dict[str, Any], **given: Any) -> None:
-        call = _call(kind, given, named=False)
-        with call.client() as client:
-            found = client.json("GET", f"{call.path}/builtin{kind}s")
-
-        def table(found: list[dict[str, Any]]) -> RenderableType:
-            drawn = Table("NAME", "DESCRIPTION", "CONFIG FIELDS")
-            for item in found:
-                names = []
-                for field in item.get("configFieldDefinitions", []):
-                    required = field["attributes"].get("required") == "true"
-                    names.append(field["fieldName"] + (" (required)" if required else ""))
-                drawn.add_row(item["name"], item["description"], ", ".join(names))
-            return drawn
-
-        show(call, found, table)
-
-    available.__doc__ = f"List the built-in {kind}s and their config fields."
-    return available
-
-
-ACTIONS = (
-    ("start", "started", True),
-    ("stop", "stopped", True),
-    ("restart", "restarted", True),
-    ("drain", "drained", True),
-    ("suspend", "suspended", True),
-)
-
-
 def add_connector_commands(app: typer.Typer, kind: str) -> None:
     """Add the worker commands to the ``sources`` (``kind`` ``source``) or ``sinks`` group."""
     config = SOURCE_CONFIG if kind == "source" else (*SINK_CONFIG, TOPICS_PATTERN)
     # A source's --output is its topic (Pulsar's --destination-topic-name); a sink has none.
     shown = output_flag("--output-format") if kind == "source" else CONNECTION[2]
     submit = (*config, CONFIG_FILE, ARCHIVE, URL, TOKEN, shown)
-    target, connection = _target(kind), CONNECTION
+    named, connection = target(kind), CONNECTION
     app.command("create")(takes(kind, submit)(_create(kind)))
     app.command("update")(takes(kind, (*submit, STOP_MODE))(_update(kind)))
-    app.command("get")(takes(kind, (*target, VERSION, *connection))(_get(kind)))
-    app.command("list")(takes(kind, (*target[:2], *connection))(_list(kind)))
-    app.command("delete")(takes(kind, (*target, *connection))(_delete(kind)))
+    app.command("get")(takes(kind, (*named, VERSION, *connection))(_get(kind)))
+    app.command("list")(takes(kind, (*named[:2], *connection))(_list(kind)))
+    app.command("delete")(takes(kind, (*named, *connection))(_delete(kind)))
     for what in ("status", "stats"):
-        flags = (*target, INSTANCE_ID, *connection)
-        app.command(what)(takes(kind, flags)(_status(kind, what)))
+        flags = (*named, INSTANCE_ID, *connection)
+        app.command(what)(takes(kind, flags)(status_command(kind, what)))
     for action, done, per_instance in ACTIONS:
-        app.command(action)(_action(kind, action, done, per_instance))
-    app.command("available")(takes(kind, connection)(_available(kind)))
+        app.command(action)(action_command(kind, action, done, per_instance))
+    app.command("available")(takes(kind, connection)(available_command(kind)))

@@ -222,7 +222,7 @@ def _checked_run(
 
     run: QueryRun
     if isinstance(config, SinkConfig):
-        from sparkfn.connectors.sink_run import SinkRun, validate_sink
+        from sparkfn.connectors.sink.sink_run import SinkRun, validate_sink
         from sparkfn.topics.autocreate import TopicCreation
 
         validate_sink(store, config, TopicCreation.read(store))  # missing inputs made

@@ -58,7 +58,7 @@ from sparkfn.cli.running import StopSignals, finish
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sparkfn.connectors.source_run import SourceRun
+    from sparkfn.connectors.source.source_run import SourceRun
 
 sources_app = typer.Typer(
     name="sources", help="Run sources here, or on a worker.", no_args_is_help=True
@@ -85,7 +85,7 @@ def localrun(
     """Run a source in this process until it ends or is stopped (Ctrl+C, SIGTERM)."""
     from sparkfn.api.errors import ConnectorFailedError
     from sparkfn.connectors.registry import load_source
-    from sparkfn.connectors.source_run import SourceRun
+    from sparkfn.connectors.source.source_run import SourceRun
     from sparkfn.runtime.query.build import check_topics_exist
     from sparkfn.topics.autocreate import TopicCreation
 

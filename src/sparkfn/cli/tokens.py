@@ -25,7 +25,7 @@ import typer
 from sparkfn.cli.context import StoreOptions
 from sparkfn.cli.params import parse_duration
 
-# The values of sparkfn.worker.tokens.Role, spelled here so that `sparkfn --help`
+# The values of sparkfn.worker.auth.tokens.Role, spelled here so that `sparkfn --help`
 # does not import PyJWT and cryptography.
 RoleName = Literal["superuser", "tenant_admin"]
 
@@ -59,8 +59,8 @@ def create(
 ) -> None:
     """Print a token signed with the worker's key (token_secret_key or token_private_key)."""
     from sparkfn.api.errors import ConfigError
+    from sparkfn.worker.auth.tokens import Principal, Role
     from sparkfn.worker.settings import WorkerSettings
-    from sparkfn.worker.tokens import Principal, Role
 
     wanted = Role(role)
     if wanted is Role.SUPERUSER and tenant is not None:

@@ -79,7 +79,7 @@ def start(
     import uvicorn
 
     from sparkfn.store.private import PRIVATE_UMASK, tighten_tree
-    from sparkfn.worker.app import create_app
+    from sparkfn.worker.api.app import create_app
     from sparkfn.worker.service import Worker
     from sparkfn.worker.settings import WorkerSettings
 

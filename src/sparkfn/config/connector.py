@@ -28,15 +28,12 @@ from pydantic import (
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.durations import parse_duration_seconds
+from sparkfn.config.fields import check_name, input_topics, pulsar_spelling, split_commas
 from sparkfn.config.function import (
     ProcessingGuarantee,
     SubscriptionPosition,
-    check_name,
     describe_validation_error,
-    input_topics,
-    pulsar_spelling,
     read_yaml_fields,
-    split_commas,
 )
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy

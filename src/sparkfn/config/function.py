@@ -33,11 +33,16 @@ from pydantic import (
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.durations import parse_duration_seconds
+from sparkfn.config.fields import (
+    check_name,
+    check_serde,
+    input_topics,
+    pulsar_spelling,
+)
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
 from sparkfn.config.producer import ProducerConfig
 from sparkfn.config.pulsar import function_fields
-from sparkfn.config.pulsar_fields import CLASS_NAME
 from sparkfn.config.reading import describe_validation_error as describe_validation_error
 from sparkfn.config.reading import read_yaml_fields as read_yaml_fields
 from sparkfn.config.reading import read_yaml_mapping
@@ -70,39 +75,6 @@ class SubscriptionPosition(StrEnum):
 
     LATEST = "latest"
     EARLIEST = "earliest"
-
-
-BUILTIN_SERDES = ("auto", "bytes", "string", "json")
-_PULSAR_ALIASES = {
-    "atleast_once": "at_least_once",
-    "atmost_once": "at_most_once",
-    "effectively-once": "effectively_once",
-    "at-least-once": "at_least_once",
-    "at-most-once": "at_most_once",
-    "key-shared": "key_shared",
-}
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
-
-
-def split_commas(value: Any) -> Any:
-    """``"a, b"`` as ``["a", "b"]`` (a CLI or YAML string); other values unchanged."""
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return value
-
-
-def input_topics(value: list[str]) -> list[str]:
-    """Input topic names, fully qualified; ``ValueError`` naming a bad or repeated one."""
-    out = []
-    for topic in value:
-        try:
-            out.append(str(TopicName.parse(topic, field="inputs")))
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-    if len(set(out)) != len(out):
-        msg = f"inputs lists a topic twice: {out}"
-        raise ValueError(msg)
-    return out
 
 
 class FunctionConfig(BaseModel):
@@ -303,7 +275,13 @@ class FunctionConfig(BaseModel):
                     f"topic {topic} is both an input and an output of the function; that would loop"
                 )
                 raise ValueError(msg)
-        self._check_window()
+        if self.window_config is not None:
+            self.window_config.check_for(
+                inputs=self.inputs,
+                classname=self.classname,
+                processing_guarantees=self.processing_guarantees.value,
+                late_data_target=self.late_data_target,
+            )
         if self.drop_failed_messages and self.dead_letter_topic:
             msg = (
                 f"drop_failed_messages contradicts dead_letter_topic {self.dead_letter_topic}; "
@@ -311,29 +289,6 @@ class FunctionConfig(BaseModel):
             )
             raise ValueError(msg)
         return self
-
-    def _check_window(self) -> None:
-        window = self.window_config
-        if window is None:
-            return
-        late = self.late_data_target
-        if late is not None and late in self.inputs:
-            msg = f"windowConfig.lateDataTopic {late} is an input of the function; that would loop"
-            raise ValueError(msg)
-        actual = window.actual_window_function_class_name
-        if actual is not None and self.classname is not None and actual != self.classname:
-            msg = (
-                f"windowConfig.actualWindowFunctionClassName {actual!r} differs from "
-                f"classname {self.classname!r}; give one"
-            )
-            raise ValueError(msg)
-        given = window.processing_guarantees
-        if given is not None and given != self.processing_guarantees.value:
-            msg = (
-                f"windowConfig.processingGuarantees {given} differs from the function's "
-                f"processing_guarantees {self.processing_guarantees.value}; give one"
-            )
-            raise ValueError(msg)
 
     @property
     def late_data_target(self) -> str | None:
@@ -431,30 +386,3 @@ class FunctionConfig(BaseModel):
 def _log_warnings(warnings: tuple[str, ...]) -> None:
     for warning in warnings:
         _LOG.warning("%s", warning)
-
-
-def check_serde(value: str, field: str) -> str:
-    """A serde name: one of :data:`BUILTIN_SERDES` or ``module.Class``; else ValueError."""
-    if value in BUILTIN_SERDES or CLASS_NAME.match(value):
-        return value
-    msg = f"{field} {value!r} is neither one of {', '.join(BUILTIN_SERDES)} nor a module.Class name"
-    raise ValueError(msg)
-
-
-def pulsar_spelling(value: Any) -> Any:
-    """Pulsar writes ``ATLEAST_ONCE``, ``Key_Shared``, ``Earliest``: sparkfn's spelling of those."""
-    if isinstance(value, str):
-        lowered = value.strip().lower()
-        return _PULSAR_ALIASES.get(lowered, lowered)
-    return value
-
-
-def check_name(value: str, field: str) -> str:
-    """A tenant, namespace or function/connector name, or ValueError naming ``field``."""
-    if not _NAME.match(value):
-        msg = (
-            f"{field} {value!r} is not a valid name (letters, digits, '_', '-', '.'; "
-            "starting with a letter or digit)"
-        )
-        raise ValueError(msg)
-    return value

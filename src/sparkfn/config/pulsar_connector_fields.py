@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sparkfn.api.errors import ConfigError
-from sparkfn.config.function import pulsar_spelling
+from sparkfn.config.fields import pulsar_spelling
 from sparkfn.config.pulsar import Translated
 from sparkfn.config.reading import snake
 

@@ -215,3 +215,36 @@ class WindowConfig(BaseModel):
         if self.kind == "time" and not self.event_time:
             return self.slide
         return None
+
+    def check_for(
+        self,
+        *,
+        inputs: list[str],
+        classname: str | None,
+        processing_guarantees: str,
+        late_data_target: str | None,
+    ) -> None:
+        """Whether this window agrees with its function's fields; ``ValueError`` naming both.
+
+        Called by :class:`~sparkfn.config.function.FunctionConfig`'s own check:
+        a late-data topic that is an input would loop, and a class name or
+        guarantee given in both places must be the same.
+        """
+        late = late_data_target
+        if late is not None and late in inputs:
+            msg = f"windowConfig.lateDataTopic {late} is an input of the function; that would loop"
+            raise ValueError(msg)
+        actual = self.actual_window_function_class_name
+        if actual is not None and classname is not None and actual != classname:
+            msg = (
+                f"windowConfig.actualWindowFunctionClassName {actual!r} differs from "
+                f"classname {classname!r}; give one"
+            )
+            raise ValueError(msg)
+        given = self.processing_guarantees
+        if given is not None and given != processing_guarantees:
+            msg = (
+                f"windowConfig.processingGuarantees {given} differs from the function's "
+                f"processing_guarantees {processing_guarantees}; give one"
+            )
+            raise ValueError(msg)

@@ -16,16 +16,16 @@ True
 Sinks run inside Spark; sparkfn's sink runtime calls them.
 """
 
-from sparkfn.connectors.instances import SourceInstances
 from sparkfn.connectors.registry import SINKS, SOURCES, load_sink, load_source
-from sparkfn.connectors.runner import (
+from sparkfn.connectors.source.instances import SourceInstances
+from sparkfn.connectors.source.runner import (
     FINAL_STATES,
     SourceRunner,
     SourceState,
     SourceStats,
     StopMode,
 )
-from sparkfn.connectors.source_run import SourceRun
+from sparkfn.connectors.source.source_run import SourceRun
 
 __all__ = [
     "FINAL_STATES",

@@ -3,10 +3,10 @@
 A sink needs what a function already has on Spark: a streaming query over its
 input topics, instances, admission control, one commit per batch, stop modes,
 ``context.fatal`` from any thread, a failure policy and ``close()`` exactly
-once. So a sink is run *as* a function: :func:`~.sink_config.sink_function_config`
+once. So a sink is run *as* a function: :func:`~sparkfn.connectors.sink.sink_config.sink_function_config`
 turns a :class:`SinkConfig` into a :class:`FunctionConfig` whose code is
 :class:`SinkFunction` (this module's adapter, found by its ``classname``),
-and :class:`~.sink_run.SinkRun` runs it like ``LocalRun``. Nothing else in
+and :class:`~sparkfn.connectors.sink.sink_run.SinkRun` runs it like ``LocalRun``. Nothing else in
 the function runtime knows it runs a sink.
 
 How the adapter maps the sink's calls onto a function object's lifecycle
@@ -69,7 +69,7 @@ from sparkfn.api.function import Function
 from sparkfn.api.lifecycle import GracefulShutdown
 from sparkfn.config.connector import SinkConfig
 from sparkfn.connectors.registry import load_sink
-from sparkfn.connectors.sink_config import ADAPTER_CLASSNAME, SINK_CONFIG_KEY, embedded_sink
+from sparkfn.connectors.sink.sink_config import ADAPTER_CLASSNAME, SINK_CONFIG_KEY, embedded_sink
 from sparkfn.runtime.function.context import FunctionContext
 
 

@@ -32,7 +32,7 @@ from sparkfn.topics import subscription
 # Rows keyed by the function's FQFN (state) or by its run's control id (stats,
 # lifecycle records: a sink's are its own, see control.control_id).
 _BY_FQFN = (schema.function_state,)
-# Also what a deleted source loses (sparkfn.worker.hosted_source.purge_source).
+# Also what a deleted source loses (sparkfn.connectors.source.hosted_source.purge_source).
 CONTROL_TABLES = (
     schema.function_instance_stats,
     schema.function_batch_stats,

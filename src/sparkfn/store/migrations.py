@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, inspect, select
 
 from sparkfn.api.errors import SchemaVersionError
-from sparkfn.store import cluster_schema, schema
+from sparkfn.store import cluster_schema, registry_schema, schema
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,11 @@ def _initial(conn: Connection) -> None:
         *schema.FUNCTION_TABLES,
         *schema.LIFECYCLE_TABLES,
         *schema.SUBSCRIPTION_TABLES,
-        *schema.REGISTRY_TABLES,
+        *registry_schema.REGISTRY_TABLES,
         *schema.TOPIC_SCHEMA_TABLES,
         *schema.SUBSCRIPTION_OWNER_TABLES,
         *schema.GROUP_TABLES,
-        *schema.PACKAGE_OWNER_TABLES,
+        *registry_schema.PACKAGE_OWNER_TABLES,
         *schema.STORE_SETTINGS_TABLES,
         *cluster_schema.CLUSTER_TABLES,
     )
@@ -71,7 +71,7 @@ def _subscription_plans(conn: Connection) -> None:
 
 def _registry(conn: Connection) -> None:
     # New in version 5; freeze the definitions here if they ever change.
-    for table in schema.REGISTRY_TABLES:
+    for table in registry_schema.REGISTRY_TABLES:
         table.create(conn, checkfirst=True)
 
 
@@ -83,7 +83,7 @@ def _topic_schemas(conn: Connection) -> None:
 
 def _package_paths(conn: Connection) -> None:
     # New in version 7; freeze the definition here if it ever changes.
-    for table in schema.PACKAGE_PATH_TABLES:
+    for table in registry_schema.PACKAGE_PATH_TABLES:
         table.create(conn, checkfirst=True)
 
 
@@ -141,9 +141,13 @@ def _package_owners(conn: Connection) -> None:
     # New in version 11; freeze the definition here if it ever changes. The
     # packages stored so far are held by the tenants that can name them: by
     # an upload path under the tenant, or as the package of its function.
-    for table in schema.PACKAGE_OWNER_TABLES:
+    for table in registry_schema.PACKAGE_OWNER_TABLES:
         table.create(conn, checkfirst=True)
-    packages, paths, versions = schema.packages, schema.package_paths, schema.function_versions
+    packages, paths, versions = (
+        registry_schema.packages,
+        registry_schema.package_paths,
+        registry_schema.function_versions,
+    )
     held: dict[tuple[str, str], dict[str, object]] = {}
     named = select(paths.c.path, paths.c.digest, paths.c.uploaded_by, paths.c.uploaded_at)
     for row in conn.execute(named.order_by(paths.c.uploaded_at)):
@@ -163,7 +167,7 @@ def _package_owners(conn: Connection) -> None:
         if digest in filenames
     ]  # fmt: skip
     if rows:
-        conn.execute(schema.package_owners.insert(), rows)
+        conn.execute(registry_schema.package_owners.insert(), rows)
 
 
 def _store_settings(conn: Connection) -> None:

@@ -1,8 +1,7 @@
-"""The store's tables, as SQLAlchemy Core metadata.
+"""The store's current tables, as SQLAlchemy Core metadata (more in ``registry_schema``).
 
-This is the current schema. A fresh store is created from it directly; an
-existing store is brought up to it by the numbered steps in
-:mod:`sparkfn.store.migrations`.
+A fresh store is created from them directly; an existing store is brought up
+to them by the numbered steps in :mod:`sparkfn.store.migrations`.
 """
 
 from __future__ import annotations
@@ -318,44 +317,6 @@ subscription_plans = Table(
 
 SUBSCRIPTION_TABLES = (subscription_plans,)
 
-# --- the worker's registry (version 5) ------------------------------------------
-# Functions submitted to a worker: what should run, every version of their
-# config and code, and the packages that code came in (by content digest).
-functions = Table(
-    "functions",
-    metadata,
-    Column("fqfn", String(400), primary_key=True),
-    Column("version", Integer, nullable=False),  # the current one
-    Column("desired", String(16), nullable=False),  # running | stopped
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
-)
-
-function_versions = Table(
-    "function_versions",
-    metadata,
-    Column("fqfn", String(400), nullable=False),
-    Column("version", Integer, nullable=False),
-    Column("config", Text, nullable=False),  # JSON of the FunctionConfig
-    Column("package_digest", String(80), nullable=True),
-    Column("created_by", String(256), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    PrimaryKeyConstraint("fqfn", "version"),
-)
-
-packages = Table(
-    "packages",
-    metadata,
-    Column("digest", String(80), primary_key=True),  # sha256:<hex>
-    Column("filename", String(256), nullable=False),
-    Column("kind", String(8), nullable=False),  # py | zip | whl
-    Column("size_bytes", BigInteger, nullable=False),
-    Column("uploaded_by", String(256), nullable=False),
-    Column("uploaded_at", DateTime(timezone=True), nullable=False),
-)
-
-REGISTRY_TABLES = (functions, function_versions, packages)
-
 # --- topic schemas (version 6) ---------------------------------------------------
 # The schema definition of an ``avro`` topic (Avro JSON), one row per such topic.
 # A table of its own rather than a column of ``topics``: code that reads and
@@ -368,21 +329,6 @@ topic_schemas = Table(
 )
 
 TOPIC_SCHEMA_TABLES = (topic_schemas,)
-
-# --- package upload paths (version 7) ------------------------------------------
-# Pulsar's ``functions upload --path`` names an upload; sparkfn keeps the name
-# pointing at the digest of the last package uploaded under it, so register
-# and download can name a package by that path as well as by its digest.
-package_paths = Table(
-    "package_paths",
-    metadata,
-    Column("path", String(1000), primary_key=True),
-    Column("digest", String(80), nullable=False),  # sha256:<hex>, a packages row
-    Column("uploaded_by", String(256), nullable=False),
-    Column("uploaded_at", DateTime(timezone=True), nullable=False),
-)
-
-PACKAGE_PATH_TABLES = (package_paths,)
 
 # --- subscription owners (version 9) ---------------------------------------------
 # The one query that reads a subscription: the control id of its run (a
@@ -421,24 +367,6 @@ group_members = Table(
 )
 
 GROUP_TABLES = (group_members,)
-
-# --- package owners (version 11) ---------------------------------------------------
-# Who holds a stored package: one row per tenant that uploaded its bytes (or
-# whose function or upload path names it), with that tenant's own file name,
-# uploader and time. A tenant sees and names only the packages it holds, so
-# it learns nothing of another tenant's, not even that a digest is stored.
-package_owners = Table(
-    "package_owners",
-    metadata,
-    Column("digest", String(80), nullable=False),  # a packages row
-    Column("owner", String(256), nullable=False),  # a tenant
-    Column("filename", String(256), nullable=False),
-    Column("uploaded_by", String(256), nullable=False),
-    Column("uploaded_at", DateTime(timezone=True), nullable=False),
-    PrimaryKeyConstraint("digest", "owner"),
-)
-
-PACKAGE_OWNER_TABLES = (package_owners,)
 
 LIFECYCLE_TABLES = (
     function_runs,

@@ -47,7 +47,7 @@ from sqlalchemy import and_, select, update
 
 from sparkfn.api.errors import SecretsKeyError
 from sparkfn.config.secrets import has_url_password, is_sensitive
-from sparkfn.store import schema
+from sparkfn.store import registry_schema
 
 if TYPE_CHECKING:
     from sparkfn.store.store import Store
@@ -260,7 +260,7 @@ def reseal(store: Store) -> int:
     A version with a secret that opens with none of the keys is left as it is, and
     logged: reading it answers the same :class:`SecretsKeyError` until the key is given.
     """
-    table = schema.function_versions
+    table = registry_schema.function_versions
     sealer = store.sealer
     sealer.current_id()  # a key given that is no key stops the worker's start, before any use
     with store.read() as conn:

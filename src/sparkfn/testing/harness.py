@@ -23,25 +23,21 @@ checkpoints. Use :class:`~sparkfn.runtime.localrun.LocalRun` for those.
 
 from __future__ import annotations
 
-import inspect
 import itertools
-import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import Enum
-from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
 
 from sparkfn._closing import Closing
 from sparkfn.api.errors import ConfigError, HarnessClosedError
-from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
-from sparkfn.runtime.function.loader import function_of, load_function
 from sparkfn.runtime.function.rows import DLQ_REAL_TOPIC, InputRows
 from sparkfn.runtime.stats import InstanceStats, MetricSummary
 from sparkfn.store.clock import utc_now
+from sparkfn.testing.harness_config import harness_config
 from sparkfn.testing.state import InMemoryState
 from sparkfn.testing.topics import HarnessTopics, ProducedMessage, TopicMessages, topic_name
 from sparkfn.topics.message import READ_SCHEMA, encode_value
@@ -117,65 +113,21 @@ class FunctionHarness(Closing):
         auto_create_topics: bool = True,
         classname: str | None = None,
     ) -> None:
-        if isinstance(function_or_config, str | os.PathLike):
-            self.config = FunctionConfig.build(
-                name=name,
-                py=os.fspath(function_or_config),  # loaded as --py loads it: no sys.path needed
-                classname=classname,
-                inputs=list(inputs),
-                output=output,
-                user_config=dict(user_config or {}),
-                secrets=dict(secrets or {}),
-                log_topic=log_topic,
-                dead_letter_topic=dead_letter_topic,
-                drop_failed_messages=drop_failed_messages,
-                max_message_retries=max_message_retries,
-                parallelism=parallelism,
-                auto_create_topics=auto_create_topics,
-            )
-            user = load_function(self.config)
-        elif classname is not None:
-            msg = "FunctionHarness: classname goes with the path of a .py file, not with code"
-            raise ConfigError(msg)
-        elif isinstance(function_or_config, FunctionConfig):
-            overridden = {
-                "name": name != "test",
-                "inputs": tuple(inputs) != ("in",),
-                "output": output != "out",
-                "user_config": user_config is not None,
-                "secrets": secrets is not None,
-                "log_topic": log_topic is not None,
-                "dead_letter_topic": dead_letter_topic is not None,
-                "drop_failed_messages": drop_failed_messages,
-                "max_message_retries": max_message_retries != 0,
-                "parallelism": parallelism != 1,
-                "auto_create_topics": not auto_create_topics,
-            }
-            given = [key for key, changed in overridden.items() if changed]
-            if given:
-                msg = (
-                    f"FunctionHarness: given a FunctionConfig, set {', '.join(given)} in the "
-                    "config, not as keyword arguments"
-                )
-                raise ConfigError(msg)
-            self.config = function_or_config
-            user = load_function(self.config)
-        else:
-            self.config = FunctionConfig.build(
-                name=name,
-                classname=_qualified_name(function_or_config),
-                inputs=list(inputs),
-                output=output,
-                user_config=dict(user_config or {}),
-                secrets=dict(secrets or {}),
-                log_topic=log_topic,
-                dead_letter_topic=dead_letter_topic,
-                drop_failed_messages=drop_failed_messages,
-                max_message_retries=max_message_retries,
-                parallelism=parallelism,
-                auto_create_topics=auto_create_topics,
-            )
-            user = function_of(self.config, function_or_config)
+        self.config, user = harness_config(
+            function_or_config,
+            name=name,
+            inputs=inputs,
+            output=output,
+            user_config=user_config,
+            secrets=secrets,
+            log_topic=log_topic,
+            dead_letter_topic=dead_letter_topic,
+            drop_failed_messages=drop_failed_messages,
+            max_message_retries=max_message_retries,
+            parallelism=parallelism,
+            auto_create_topics=auto_create_topics,
+            classname=classname,
+        )
         if not 0 <= instance_id < self.config.parallelism:
             msg = (
                 f"FunctionHarness: instance_id must be in 0..{self.config.parallelism - 1} "
@@ -391,12 +343,3 @@ class FunctionHarness(Closing):
             return
         self.lifecycle = HarnessState.CLOSED
         self._instance.close()
-
-
-def _qualified_name(target: Any) -> str:
-    """A ``module.Name`` for the config, naming what the harness was given."""
-    if isinstance(target, ModuleType):
-        return f"{target.__name__}.process"
-    kind = target if inspect.isclass(target) or callable(target) else type(target)
-    module = getattr(kind, "__module__", None) or "__main__"
-    return f"{module}.{getattr(kind, '__qualname__', type(target).__name__)}"

@@ -45,7 +45,7 @@ from enum import Enum
 from sparkfn.api.errors import ConfigError, ProducerClosedError
 from sparkfn.topics import at_exit
 from sparkfn.topics.append import MessageColumns
-from sparkfn.topics.message_future import FutureBatch, MessageFuture
+from sparkfn.topics.message_future import FutureBatch, MessageFuture, ids_by_batch, merged_parts
 
 # Messages one append takes at most when it merges sealed batches (see Batcher._next).
 MERGE_LIMIT = 20_000
@@ -268,14 +268,8 @@ class Batcher:
 
     def _commit(self, batches: list[FutureBatch]) -> None:
         """Append ``batches`` in one transaction; resolve their futures and count them done."""
-        parts = batches[0].parts
-        if len(batches) > 1:
-            parts = {}
-            for batch in batches:
-                for part, columns in batch.parts.items():
-                    parts.setdefault(part, MessageColumns()).extend(columns)
         try:
-            ids = self._append(parts)
+            ids = self._append(merged_parts(batches))
         except Exception as exc:
             size = sum(batch.size for batch in batches)
             exc.add_note(
@@ -289,13 +283,7 @@ class Batcher:
             for batch in batches:
                 self._finished(batch, batch.resolve(None, exc))
             return
-        taken = dict.fromkeys(ids, 0)  # per partition, the ids given to earlier batches
-        for batch in batches:
-            mine = {}
-            for part, futures in batch.futures.items():
-                start = taken[part]
-                taken[part] = start + len(futures)
-                mine[part] = ids[part][start : start + len(futures)]
+        for batch, mine in zip(batches, ids_by_batch(batches, ids), strict=True):
             batch.resolve(mine, None)
             self._finished(batch, 0)
 

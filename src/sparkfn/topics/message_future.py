@@ -21,10 +21,9 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures._base import FINISHED, RUNNING
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from sparkfn.topics.append import MessageColumns
+from sparkfn.topics.append import MessageColumns
 
 logger = logging.getLogger(__name__)
 
@@ -149,3 +148,30 @@ class FutureBatch:
         for future in with_callbacks:
             future.run_callbacks()
         return failed
+
+
+def merged_parts(batches: list[FutureBatch]) -> dict[int, MessageColumns]:
+    """The messages of ``batches`` per partition, in batch order: what one append takes."""
+    if len(batches) == 1:
+        return batches[0].parts
+    parts: dict[int, MessageColumns] = {}
+    for batch in batches:
+        for part, columns in batch.parts.items():
+            parts.setdefault(part, MessageColumns()).extend(columns)
+    return parts
+
+
+def ids_by_batch(
+    batches: list[FutureBatch], ids: dict[int, list[str | None]]
+) -> list[dict[int, list[str | None]]]:
+    """Each batch's share of the ids one append of :func:`merged_parts` gave, per partition."""
+    taken = dict.fromkeys(ids, 0)  # per partition, the ids given to earlier batches
+    shares = []
+    for batch in batches:
+        mine = {}
+        for part, futures in batch.futures.items():
+            start = taken[part]
+            taken[part] = start + len(futures)
+            mine[part] = ids[part][start : start + len(futures)]
+        shares.append(mine)
+    return shares

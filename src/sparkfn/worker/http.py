@@ -83,7 +83,7 @@ _PG_DATA_EXCEPTION = "22"
 def refused_value(exc: BaseException) -> str | None:
     """What is wrong with the request if the store refused one of its values, else None.
 
-    The parameter types of :mod:`sparkfn.worker.params` bound what a route
+    The parameter types of :mod:`sparkfn.worker.api.params` bound what a route
     takes; this is the net under them, so that a value a future route lets
     through is still the caller's 400, not a 500: SQLite's ``OverflowError``
     (an integer past 64 bits) and PostgreSQL's data exceptions (a number out

@@ -45,7 +45,7 @@ from sparkfn.api.errors import (
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.topics_pattern import STORED_CONTEXT
-from sparkfn.store import schema
+from sparkfn.store import registry_schema
 from sparkfn.store.clock import utc_now
 from sparkfn.store.sealed import open_config, seal_config
 from sparkfn.store.store import Store
@@ -53,8 +53,8 @@ from sparkfn.topics import subscription
 
 log = logging.getLogger(__name__)
 
-_functions = schema.functions
-_versions = schema.function_versions
+_functions = registry_schema.functions
+_versions = registry_schema.function_versions
 
 # The config of one kind of registered thing: a function, a source or a sink.
 C = TypeVar("C", FunctionConfig, SourceConfig, SinkConfig)

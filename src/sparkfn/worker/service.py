@@ -11,14 +11,18 @@ subscription, so under ``effectively_once`` nothing is lost or repeated.
 
 Sources and sinks are hosted the same way, in the same map of runs and
 under the same calls (``kind`` names which): a sink is a function whose
-object is the sink (:mod:`sparkfn.connectors.sink_config`), so it is a
+object is the sink (:mod:`sparkfn.connectors.sink.sink_config`), so it is a
 ``LocalRun`` of kind ``sink`` with a Spark query of its own; a source is a
-:class:`~sparkfn.worker.hosted_source.HostedSource`, its instances threads
+:class:`~sparkfn.connectors.source.hosted_source.HostedSource`, its instances threads
 of this process. Every kind is registered in the one
 :class:`~sparkfn.worker.registry.Registry`, restarted with the worker and
 stopped by the same stop modes.
 
-The REST app (:mod:`sparkfn.worker.app`) is a thin layer over this class;
+The runs themselves are kept by :class:`~sparkfn.worker.runs.Runs`, a
+function's place (the worker's query group, or a query of its own) by
+:class:`~sparkfn.worker.placement.Placement`, and the checks a create makes
+before anything is kept by :mod:`sparkfn.worker.preparing`. The REST app
+(:mod:`sparkfn.worker.api.app`) is a thin layer over this class;
 it can be driven directly too::
 
     worker = Worker(WorkerSettings.resolve(data_dir=tmp))
@@ -34,65 +38,41 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from sparkfn.api.errors import (
-    ConnectorFailedError,
-    FunctionFailedError,
-    FunctionFailure,
-)
+from sparkfn.api.errors import FunctionFailure
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus, SourceStatus
-from sparkfn.config.connector import SinkConfig, SourceConfig
+from sparkfn.config.connector import SourceConfig
 from sparkfn.config.function import FunctionConfig
-from sparkfn.connectors.instances import INPUT_ENDED
-from sparkfn.connectors.sink_config import sink_function_config
-from sparkfn.connectors.sink_run import validate_sink
-from sparkfn.runtime.group.run import DEFAULT_GROUP, QueryGroup, groupable
+from sparkfn.connectors.source.instances import INPUT_ENDED
+from sparkfn.runtime.group.run import QueryGroup
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.purge import purge_function
-from sparkfn.runtime.query.build import (
-    PreparedRun,
-    apply_spark_conf,
-    prepare,
-    resolve_inputs,
-    topic_creation,
-)
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
 from sparkfn.store.sealed import reseal
 from sparkfn.store.store import Store
-from sparkfn.topics import subscription
-from sparkfn.topics.autocreate import TopicCreation, ensure_topic
-from sparkfn.worker.builtin_connectors import check_configs
 from sparkfn.worker.cluster.membership import Membership
-from sparkfn.worker.hosted_source import HostedSource, purge_source, validate_source
+from sparkfn.worker.placement import Placement
 from sparkfn.worker.recovery import recover
 from sparkfn.worker.registry import (
-    KINDS,
     C,
     Desired,
     HostedConfig,
     Registry,
     Version,
-    fqn_of,
-    kind_of,
     registry_key,
 )
+from sparkfn.worker.runs import MODELS, Run, Runs, ended, key_kind
 from sparkfn.worker.session import WorkerSession
 from sparkfn.worker.settings import WorkerSettings
+from sparkfn.worker.versions import Versions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-# One run the worker hosts: a function's or a sink's query, or a source's instances.
-Run = LocalRun | HostedSource
-# The config model of each kind.
-MODELS: dict[str, type[HostedConfig]] = {kind: model for model, (kind, _, _) in KINDS.items()}
 
 
 class Worker:
@@ -106,21 +86,30 @@ class Worker:
         # This worker's place in its store's cluster, from open() to shutdown().
         self.membership: Membership | None = None
         # Keyed by registry key: a function's FQFN, source:<fqn>, sink:<fqn>.
-        self._runs: dict[str, Run] = {}
-        self._groups: dict[str, QueryGroup] = {}
-        # Functions moved out of their group for exceeding its budgets: a query of their own.
-        self._dedicated: set[str] = set()
-        self._lock = threading.RLock()
-        self._starting = threading.Lock()
+        self._runs = Runs(
+            settings,
+            open_store=self.open_store,
+            spark=lambda: self.spark,
+            group_for=lambda config: self._placement.group_for(config),
+            on_worker_shutdown=self._shutdown_requested,
+        )
+        self._placement = Placement(
+            settings,
+            self._runs,
+            spark=lambda: self.spark,
+            open_store=self.open_store,
+            move_out=self._move_out,
+        )
+        self._versions = Versions(
+            settings, self._runs, open_store=self.open_store, spark=lambda: self.spark
+        )
         # Called when a function's policy says SHUTDOWN_WORKER (the CLI ends the server).
         self.on_shutdown_request: Callable[[], None] | None = None
-        self._closing = False
         self.started_at = time.time()
         # Set once restore() has run (readiness waits for it), with what it started.
         self.restored = threading.Event()
         self.restored_functions: list[str] = []
         self.restored_connectors: list[str] = []  # source:<fqn> and sink:<fqn> keys
-        self.function_starts = 0  # runs this worker started: restore, create, start, ...
         # Called when a new session cannot start after the JVM died (the CLI exits non-zero).
         self.on_session_failure: Callable[[str], None] | None = None
 
@@ -175,13 +164,13 @@ class Worker:
                     if kind == "source" and self._finished(version.config):
                         continue
                     try:
-                        self._start(version.config)
+                        self._runs.start(version.config)
                         started.append(registry_key(kind, version.fqfn))
                     except Exception as exc:  # one broken run must not keep the others down
                         log.error("%s %s could not start again: %s", kind, version.fqfn, exc)
         finally:
-            self.restored_functions = [k for k in started if _key_kind(k) == "function"]
-            self.restored_connectors = [k for k in started if _key_kind(k) != "function"]
+            self.restored_functions = [k for k in started if key_kind(k) == "function"]
+            self.restored_connectors = [k for k in started if key_kind(k) != "function"]
             self.restored.set()
         return started
 
@@ -203,7 +192,12 @@ class Worker:
 
     def registry_for(self, kind: str) -> Registry[Any]:
         """The registry of ``kind`` (``function``, ``source`` or ``sink``)."""
-        return Registry(self.open_store(), MODELS[kind])
+        return self._runs.registry_for(kind)
+
+    @property
+    def function_starts(self) -> int:
+        """Runs this worker started: restore, create, start, ..."""
+        return self._runs.starts
 
     @property
     def spark_if_started(self) -> SparkSession | None:
@@ -227,56 +221,28 @@ class Worker:
 
     def _lost(self, cause: str) -> None:
         """The session's JVM died (on the watch's thread): :func:`~.recovery.recover`."""
-        if not self._closing:
+        if not self._runs.closing:
             recover(self, cause)
 
     def take_session_runs(self) -> tuple[list[LocalRun], list[QueryGroup]]:
         """Take out every run of the session (the functions' and sinks' queries) and
         its query groups; the sources' runs stay (they do not run in Spark)."""
-        with self._lock:
-            keys = [key for key, run in self._runs.items() if isinstance(run, LocalRun)]
-            runs = [run for key in keys if isinstance(run := self._runs.pop(key), LocalRun)]
-            groups = list(self._groups.values())
-            self._groups.clear()
-        return runs, groups
+        with self._runs.lock:  # one picture of both
+            return self._runs.take_session_runs(), self._placement.take_groups()
 
     def running(self, kind: str | None = "function") -> list[str]:
         """FQFNs of the functions (or sources, sinks; None: registry keys of all) whose runs
         have not ended."""
-        with self._lock:
-            keys = sorted(f for f, run in self._runs.items() if not _ended(run))
-        if kind is None:
-            return keys
-        return [k for k in keys if _key_kind(k) == kind]
+        return self._runs.running(kind)
 
     def shutdown(self, mode: StopMode | None = None) -> None:
         """Stop every run (by default as ``shutdown_mode`` says) and close the store.
 
         What should run stays recorded, so the next worker starts them again.
         """
-        stop_mode = mode or self.settings.shutdown_mode
-        with self._lock:
-            self._closing = True  # a start racing with this one fails instead of outliving it
-            runs = list(self._runs.values())
-            self._runs.clear()
-        for run in runs:
-            run.stop(stop_mode, timeout=0)
-        # One deadline for all the runs (not shutdown_timeout each), then one for cancelling
-        # the late ones: SIGTERM ends the worker within 2 * shutdown_timeout.
-        deadline = time.monotonic() + self.settings.shutdown_timeout
-        late = [r for r in runs if not r.stop(stop_mode, timeout=_until(deadline))]
-        for run in late:
-            log.warning("%s %s did not %s in time; cancelling it", run.kind, _fqn(run), stop_mode)
-            run.stop(StopMode.CANCEL, timeout=0)
-        deadline = time.monotonic() + self.settings.shutdown_timeout
-        for run in late:
-            run.stop(StopMode.CANCEL, timeout=_until(deadline))
-        log.info("worker stopped %d run(s) (%s)", len(runs), stop_mode)
+        self._runs.close(mode or self.settings.shutdown_mode)
         self.session.close()
-        with self._lock:
-            groups = list(self._groups.values())
-            self._groups.clear()
-        for group in groups:
+        for group in self._placement.take_groups():
             group.close()
         if self.membership is not None:
             self.membership.close()
@@ -289,19 +255,7 @@ class Worker:
     def create(self, config: C, *, package_digest: str | None, who: str) -> Version[C]:
         """Register ``config`` (a function's, source's or sink's: version 1) and start it;
         refused, it leaves nothing."""
-        registry: Registry[C] = Registry(self.open_store(), type(config))
-        registry.check_free(fqn_of(config))  # a taken name is the first thing to say
-        if not isinstance(config, SourceConfig):  # two readers of one would lose messages
-            registry.check_subscription_free(config)
-        prepared = self._check(config)  # bad topics, code or Spark settings fail first
-        subscribed = self._subscribed(config)
-        version = registry.create(config, package_digest=package_digest, who=who)
-        try:
-            self._start(version.config, prepared)
-        except Exception:
-            self._forget(config, keep_subscription=subscribed)
-            raise
-        return version
+        return self._versions.create(config, package_digest=package_digest, who=who)
 
     def update(
         self,
@@ -311,40 +265,14 @@ class Worker:
         who: str,
         mode: StopMode = StopMode.DRAIN,
     ) -> Version[C]:
-        """Make ``config`` the next version; the running one ends by ``mode`` before it starts.
-
-        ``drain`` and ``suspend`` both commit everything the old version took,
-        and the new one resumes from the same subscription: nothing is lost or
-        repeated across the switch under ``effectively_once``.
-        """
-        registry: Registry[C] = Registry(self.open_store(), type(config))
-        fqfn = fqn_of(config)
-        record = registry.record(fqfn)  # an unknown name is said first
-        if not isinstance(config, SourceConfig):
-            registry.check_subscription_free(config)
-        prepared = self._check(config)  # refused here, the running version goes on untouched
-        previous = registry.get(fqfn)
-        version = registry.update(config, package_digest=package_digest, who=who)
-        key = registry.key(fqfn)
-        self._end(key, mode)
-        if record.desired is Desired.RUNNING:
-            try:
-                self._start(version.config, prepared)
-            except Exception:
-                registry.withdraw(version)  # the previous version is current again
-                self._start_again(previous.config)
-                raise
-        return version
+        """Make ``config`` the next version; the running one ends by ``mode`` before it
+        starts (see :meth:`Versions.update <sparkfn.worker.versions.Versions.update>`)."""
+        return self._versions.update(config, package_digest=package_digest, who=who, mode=mode)
 
     def delete(self, fqfn: str, *, kind: str = "function") -> Version[Any]:
         """Cancel the run and forget it: versions, state, stats, checkpoint, and,
         with ``cleanup_subscription``, its subscription."""
-        registry = self.registry_for(kind)
-        current = registry.get(fqfn)
-        self._end(registry.key(fqfn), StopMode.CANCEL)
-        registry.delete(fqfn)
-        _purge(self.open_store(), current.config)
-        return current
+        return self._versions.delete(fqfn, kind=kind)
 
     def start(self, fqfn: str, instance_id: int | None = None, *, kind: str = "function") -> None:
         """Start the run (it stays started across worker restarts), or one stopped instance."""
@@ -352,14 +280,13 @@ class Worker:
         current = registry.get(fqfn)
         key = registry.key(fqfn)
         if instance_id is not None:
-            self._live(key, instance_id).restart_instance(instance_id)
+            self._runs.live(key, instance_id).restart_instance(instance_id)
             return
         registry.set_desired(fqfn, Desired.RUNNING)
-        with self._lock:
-            run = self._runs.get(key)
-            if run is not None and not _ended(run):
-                return
-        self._start(current.config)
+        run = self._runs.get(key)
+        if run is not None and not ended(run):
+            return
+        self._runs.start(current.config)
 
     def stop(
         self,
@@ -378,15 +305,14 @@ class Worker:
         registry.get(fqfn)
         key = registry.key(fqfn)
         if instance_id is not None:
-            one = self._live(key, instance_id)
+            one = self._runs.live(key, instance_id)
             if mode is None:
                 one.stop_instance(instance_id)
             else:
                 one.stop_instance(instance_id, mode)
             return
         registry.set_desired(fqfn, Desired.STOPPED)
-        with self._lock:
-            run = self._runs.get(key)
+        run = self._runs.get(key)
         if run is not None:
             run.stop(mode or StopMode.SUSPEND, timeout=0)
 
@@ -396,33 +322,33 @@ class Worker:
         current = registry.get(fqfn)
         key = registry.key(fqfn)
         if instance_id is not None:
-            run = self._live(key, instance_id)
+            run = self._runs.live(key, instance_id)
             run.stop_instance(instance_id, StopMode.CANCEL)  # at once: it starts again now
             run.restart_instance(instance_id)
             return
-        self._end(key, StopMode.SUSPEND)
+        self._runs.end(key, StopMode.SUSPEND)
         registry.set_desired(fqfn, Desired.RUNNING)
-        self._start(current.config)
+        self._runs.start(current.config)
 
     def status(self, fqfn: str) -> FunctionStatus:
         """Pulsar's ``FunctionStatus`` of the current version, running or not."""
-        status = self._run_or_view("function", fqfn).status()
+        status = self._runs.run_or_view("function", fqfn).status()
         assert isinstance(status, FunctionStatus)
         return status
 
     def stats(self, fqfn: str) -> FunctionStats:
         """Pulsar's ``FunctionStats`` of the function."""
-        stats = self._run_or_view("function", fqfn).stats()
+        stats = self._runs.run_or_view("function", fqfn).stats()
         assert isinstance(stats, FunctionStats)
         return stats
 
     def connector_status(self, kind: str, fqn: str) -> FunctionStatus | SourceStatus:
         """A source's :class:`SourceStatus`, or a sink's status (its query's ``FunctionStatus``)."""
-        return self._run_or_view(kind, fqn).status()
+        return self._runs.run_or_view(kind, fqn).status()
 
     def connector_stats(self, kind: str, fqn: str) -> FunctionStats | SourceStatus:
         """A sink's ``FunctionStats``, or a source's instances with their counters."""
-        return self._run_or_view(kind, fqn).stats()
+        return self._runs.run_or_view(kind, fqn).stats()
 
     def get_state(self, fqfn: str, key: str) -> CommittedState | None:
         """A committed state entry of the function, or None."""
@@ -443,164 +369,18 @@ class Worker:
             raise RuntimeError(msg)
         return self.store
 
-    def _check(self, config: HostedConfig) -> PreparedRun | None:
-        """What a start would refuse, refused before anything is kept: topics that do
-        not exist, code that does not load, Spark settings the running session refuses.
-        The checks are the start's: it does not make them again (a source has none of
-        a query's, so None)."""
-        store = self.open_store()
-        if isinstance(config, SourceConfig):
-            validate_source(store, config, self._topic_creation(store))
-            return None
-        if isinstance(config, SinkConfig):
-            validate_sink(store, config, self._topic_creation(store))
-            check_configs("sink", config.fqn, config.sink_type, config.configs)
-            config = sink_function_config(config)
-        if config.spark_conf:  # first: a function refused for it creates no topic
-            apply_spark_conf(self.spark, config)
-        return prepare(self.open_store(), self._as_run(config))
-
-    def _subscribed(self, config: HostedConfig) -> bool:
-        """Whether the run's subscription exists already (a kept one it resumes)."""
-        if isinstance(config, SourceConfig):
-            return False
-        with self.open_store().read() as conn:
-            return bool(subscription.cursors(conn, config.subscription))
-
-    def _forget(self, config: HostedConfig, *, keep_subscription: bool) -> None:
-        """Undo a create whose start failed: its run, its registry row, what the run wrote,
-        and the subscription unless it existed before."""
-        kind, fqn = kind_of(config), fqn_of(config)
-        self._end(registry_key(kind, fqn), StopMode.CANCEL)
-        self.registry_for(kind).delete(fqn)
-        _purge(self.open_store(), config, keep_subscription=keep_subscription)
-
-    def _start_again(self, config: HostedConfig) -> None:
-        """Start the version that ran before a failed update's; a failure is logged only."""
-        try:
-            self._start(config)
-        except Exception as exc:  # noqa: BLE001 - the update's own error is the answer
-            log.error(
-                "%s %s could not start its previous version: %s",
-                kind_of(config),
-                fqn_of(config),
-                exc,
-            )
-
-    def _topic_creation(self, store: Store) -> TopicCreation:
-        """How a source's or sink's missing topics are made, as a function's are: the
-        store's setting, off when this worker's ``allow_auto_topic_creation`` is."""
-        found = TopicCreation.read(store)
-        return found if self.settings.allow_auto_topic_creation else replace(found, enabled=False)
-
-    def _as_run(self, config: FunctionConfig) -> FunctionConfig:
-        """``config`` as this worker runs it: no topic created on first use when
-        its ``allow_auto_topic_creation`` is off (the registry keeps the config as given)."""
-        if self.settings.allow_auto_topic_creation or not config.auto_create_topics:
-            return config
-        return config.model_copy(update={"auto_create_topics": False})
-
     def start_run(self, config: HostedConfig) -> Run:
         """Start ``config``'s run unless it runs already (a recovery's start)."""
-        return self._start(config)
-
-    def _start(self, config: HostedConfig, prepared: PreparedRun | None = None) -> Run:
-        if isinstance(config, FunctionConfig):
-            config = self._as_run(config)
-        # One start at a time: the restore at startup and a request may both
-        # want a run started, and two queries must never share it.
-        kind, fqn = kind_of(config), fqn_of(config)
-        key = registry_key(kind, fqn)
-        query_config = (
-            self._as_run(sink_function_config(config)) if isinstance(config, SinkConfig) else config
-        )
-        with self._starting:
-            with self._lock:
-                current = self._runs.get(key)
-                if current is not None and not _ended(current) and current.config == query_config:
-                    return current
-            run: Run
-            if isinstance(query_config, SourceConfig):
-                run = HostedSource(
-                    query_config,
-                    self.open_store(),
-                    on_worker_shutdown=self._shutdown_requested,
-                    auto_create_topics=self.settings.allow_auto_topic_creation,
-                )
-            else:
-                self._subscribe(query_config)
-                run = LocalRun(
-                    query_config,
-                    store=self.open_store(),
-                    spark=self.spark,
-                    kind=kind,
-                    scheduler_pool=key,
-                    on_worker_shutdown=self._shutdown_requested,
-                    worker_id=self.settings.worker_id,
-                    park_idle_after=self.settings.park_idle_after or None,
-                    # A sink keeps a query of its own: its commits are the sink's.
-                    group=self._group_for(query_config) if kind == "function" else None,
-                    prepared=prepared,
-                )
-            with self._lock:
-                if self._closing:
-                    msg = f"the worker is shutting down; {kind} {fqn} was not started"
-                    raise RuntimeError(msg)
-                self._runs[key] = run
-                self.function_starts += 1
-            run.start()
-            return run
-
-    def _group_for(self, config: FunctionConfig) -> QueryGroup | None:
-        """The query group ``config`` runs in, or None for a query of its own.
-
-        One group per worker for now; a function that sets Spark settings of
-        its own (``spark_conf``, ``resources``), a trigger interval or a
-        topics pattern keeps a query of its own (see docs/architecture.md).
-        """
-        if not self.settings.groups or not groupable(config):
-            return None
-        with self._lock:
-            if config.fqfn in self._dedicated:
-                return None
-            group = self._groups.get(DEFAULT_GROUP)
-            if group is None:
-                group = self._groups[DEFAULT_GROUP] = QueryGroup(
-                    self.spark,
-                    self.open_store(),
-                    DEFAULT_GROUP,
-                    member_budget=self.settings.group_member_budget,
-                    member_seconds=self.settings.group_member_seconds,
-                    trigger_interval=self.settings.group_trigger_interval,
-                    on_hot=self._hot,
-                )
-            return group
-
-    def _hot(self, fqfn: str, why: str, graceful: bool) -> None:
-        """A group member keeps exceeding its budgets: it gets a query of its own.
-
-        Called from the group, which must not wait: the move (a suspend,
-        which needs the group's next batch, or with ``graceful`` False a
-        cancel, for a member that held a batch and left it already; then a
-        start) runs on a thread of its own. Nothing is lost or repeated:
-        the stopped run commits what it took, or nothing, and the new one
-        resumes from the subscription. It stays dedicated while this worker runs.
-        """
-        with self._lock:
-            if fqfn in self._dedicated or self._closing or fqfn not in self._runs:
-                return
-            self._dedicated.add(fqfn)
-        log.warning("function %s: %s; moving it to a Spark query of its own", fqfn, why)
-        mode = StopMode.SUSPEND if graceful else StopMode.CANCEL
-        threading.Thread(target=self._move_out, args=(fqfn, mode), name="sparkfn-move-out").start()
+        return self._runs.start(config)
 
     def _move_out(self, fqfn: str, mode: StopMode) -> None:
+        """Move a hot group member to a query of its own (:meth:`Placement.hot`'s thread)."""
         try:
             record = self.registry.record(fqfn)
             current = self.registry.get(fqfn)
-            self._end(fqfn, mode)
-            if record.desired is Desired.RUNNING and not self._closing:
-                self._start(current.config)
+            self._runs.end(fqfn, mode)
+            if record.desired is Desired.RUNNING and not self._runs.closing:
+                self._runs.start(current.config)
         except Exception:  # a user's own operation may have won the race: said, not raised
             log.exception("function %s could not be moved to a query of its own", fqfn)
 
@@ -616,96 +396,3 @@ class Worker:
             self.on_shutdown_request()
         else:
             threading.Thread(target=self.shutdown, name="sparkfn-worker-shutdown").start()
-
-    def _subscribe(self, config: FunctionConfig) -> None:
-        """Create the function's subscription now if it has none.
-
-        Its ``subscription_position`` then means "as of this call": a message
-        produced once ``create`` or ``start`` has returned is processed, even
-        if the query takes seconds to start.
-        """
-        store = self.open_store()
-        creation = topic_creation(store, config)  # a kept function's deleted input comes back
-        topics = [ensure_topic(store, name, creation) for name in resolve_inputs(store, config)]
-        with store.write() as conn:
-            subscription.ensure(
-                conn, config.subscription, topics, config.subscription_position.value
-            )
-
-    def _end(self, fqfn: str, mode: StopMode) -> None:
-        """Stop the function's run by ``mode`` and wait until it has ended."""
-        with self._lock:
-            run = self._runs.pop(fqfn, None)
-        if run is None:
-            return
-        if not run.stop(mode, timeout=self.settings.shutdown_timeout):
-            run.stop(StopMode.CANCEL, timeout=self.settings.shutdown_timeout)
-        try:
-            run.wait(0)
-        except (FunctionFailedError, ConnectorFailedError) as exc:  # its death is in its status
-            log.warning("%s ended with an error: %s", fqfn, exc)
-
-    def _live(self, key: str, instance_id: int) -> Run:
-        kind = _key_kind(key)
-        fqn = key.removeprefix(f"{kind}:")
-        missing = self.registry_for(kind).missing
-        with self._lock:
-            run = self._runs.get(key)
-        if run is None or _ended(run):
-            msg = f"{kind} {fqn} is not running, so instance {instance_id} cannot be changed"
-            raise missing(msg)
-        if not 0 <= instance_id < run.config.parallelism:
-            msg = (
-                f"{kind} {fqn} has no instance {instance_id} "
-                f"(instances 0 to {run.config.parallelism - 1})"
-            )
-            raise missing(msg)
-        return run
-
-    def _run_or_view(self, kind: str, fqfn: str) -> Run:
-        registry = self.registry_for(kind)
-        with self._lock:
-            run = self._runs.get(registry.key(fqfn))
-        if run is not None:
-            return run
-        # Not run here (stopped): a run object that is never started reads its records.
-        config = registry.get(fqfn).config
-        if isinstance(config, SourceConfig):
-            return HostedSource(config, self.open_store())
-        if isinstance(config, SinkConfig):
-            config = sink_function_config(config)
-        return LocalRun(
-            config, store=self.open_store(), kind=kind, worker_id=self.settings.worker_id
-        )
-
-
-def _until(deadline: float) -> float:
-    """Seconds left until ``deadline`` (``time.monotonic()``), never below 0."""
-    return max(0.0, deadline - time.monotonic())
-
-
-def _ended(run: Run) -> bool:
-    return run.supervisor is None or run.supervisor.ended
-
-
-def _key_kind(key: str) -> str:
-    """The kind of a registry key: ``source:...`` and ``sink:...``, else a function."""
-    kind = key.split(":", 1)[0] if ":" in key else "function"
-    return kind if kind in MODELS else "function"
-
-
-def _fqn(run: Run) -> str:
-    return fqn_of(run.config)
-
-
-def _purge(store: Store, config: HostedConfig, *, keep_subscription: bool | None = None) -> None:
-    """Remove what the store and the data dir keep for a deleted function, source or sink;
-    with ``keep_subscription`` given, its subscription goes unless it is True."""
-    if isinstance(config, SourceConfig):
-        purge_source(store, config)
-        return
-    kind = "sink" if isinstance(config, SinkConfig) else "function"
-    made = sink_function_config(config) if isinstance(config, SinkConfig) else config
-    if keep_subscription is not None:
-        made = made.model_copy(update={"cleanup_subscription": not keep_subscription})
-    purge_function(store, made, kind=kind)

@@ -28,7 +28,7 @@ from sparkfn.api.errors import ConfigError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import describe_validation_error, read_yaml_fields
 from sparkfn.config.settings import Settings
-from sparkfn.worker.tokens import TokenKeys
+from sparkfn.worker.auth.tokens import TokenKeys
 
 ENV_PREFIX = "SPARKFN_WORKER_"
 DEFAULT_PORT = 6750
@@ -82,14 +82,14 @@ class WorkerSettings(BaseModel):
     # wheels inside it: pip's own configuration when empty; "none" for no
     # index at all; else the URL of a package index.
     package_index_url: str = ""
-    # Bearer-token auth (sparkfn.worker.auth): off by default, which only a
+    # Bearer-token auth (sparkfn.worker.auth.access): off by default, which only a
     # loopback address may serve unless allow_unauthenticated says so.
     auth_enabled: bool = False
     token_secret_key: SecretStr | None = None  # HS256
     token_public_key: str | None = None  # RS256: PEM file (verifies)
     token_private_key: str | None = None  # RS256: PEM file (signs; `sparkfn tokens create`)
     allow_unauthenticated: bool = False
-    # The Host names the worker answers (sparkfn.worker.origins), against DNS
+    # The Host names the worker answers (sparkfn.worker.auth.origins), against DNS
     # rebinding: empty for localhost, 127.0.0.1, [::1] and the bind host at
     # the worker's port; "name" (the worker's port), "name:port", or "*" for any.
     allowed_hosts: tuple[str, ...] = ()

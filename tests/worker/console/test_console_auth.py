@@ -19,11 +19,11 @@ from playwright.sync_api import Page, expect
 from test_tokens import hmac_token
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.worker.app import create_app
+from sparkfn.worker.api.app import create_app
+from sparkfn.worker.auth.tokens import Principal, Role, TokenKeys
 from sparkfn.worker.registry import Registry
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from sparkfn.worker.tokens import Principal, Role, TokenKeys
 
 SECRET = "a-console-secret-for-the-tests-0123456789"
 KEYS = TokenKeys.load(secret_key=SECRET)

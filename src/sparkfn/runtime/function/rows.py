@@ -21,7 +21,7 @@ DLQ_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 DLQ_REAL_TOPIC = "REAL_TOPIC"
 DLQ_EXCEPTION = "EXCEPTION"
 DLQ_ATTEMPTS = "ATTEMPTS"
-# The property ``trigger`` (sparkfn.worker.trigger) gives the value it sends. It
+# The property ``trigger`` (sparkfn.worker.api.trigger) gives the value it sends. It
 # stays on the input message (and its dead letter) only: the function does not
 # see it, and an output of that message carries Pulsar's own correlation
 # properties instead, as Pulsar's runtime puts on outputs, which the trigger finds.

@@ -3,7 +3,7 @@
 :class:`FunctionSupervisor` is :class:`~sparkfn.runtime.lifecycle.supervisor.Supervisor`
 running a :class:`~sparkfn.runtime.lifecycle.query_target.QueryTarget`; sources run
 under the same supervisor with their instance threads as the target
-(:mod:`sparkfn.connectors.source_run`). See :mod:`sparkfn.runtime.lifecycle`.
+(:mod:`sparkfn.connectors.source.source_run`). See :mod:`sparkfn.runtime.lifecycle`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Three things carry a :class:`RunState`, each with its own table of legal moves:
   process that died is superseded (:data:`START_TRANSITIONS`), and the
   instances beyond its parallelism end (:data:`RETIRE`);
 * one source instance's **runner thread**
-  (:class:`~sparkfn.connectors.runner.SourceRunner`) lives once: ``CREATED ->
+  (:class:`~sparkfn.connectors.source.runner.SourceRunner`) lives once: ``CREATED ->
   STARTING -> RUNNING -> STOPPING -> STOPPED | SUSPENDED | ERROR``; it never
   restarts, the supervisor replaces it: :data:`RUNNER_TRANSITIONS`.
 

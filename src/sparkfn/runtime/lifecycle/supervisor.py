@@ -2,7 +2,7 @@
 
 A :class:`Supervisor` runs one :class:`~.target.RunTarget` (a Spark query
 for a function or a sink, :class:`~.query.QueryTarget`; the instance threads
-of a source, :class:`~sparkfn.connectors.instances.SourceInstances`) and keeps
+of a source, :class:`~sparkfn.connectors.source.instances.SourceInstances`) and keeps
 the promises the target cannot keep alone:
 
 * **start**: record the run (a new epoch), launch the target, ``RUNNING``;

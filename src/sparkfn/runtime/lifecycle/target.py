@@ -2,7 +2,7 @@
 
 A run target is the part of a run that differs between kinds: a function's
 or a sink's Spark query (:class:`~.query.QueryTarget`), a source's instance
-threads (:class:`~sparkfn.connectors.instances.SourceInstances`). The
+threads (:class:`~sparkfn.connectors.source.instances.SourceInstances`). The
 supervisor decides when to launch, stop, retire and close; the target knows
 how. :class:`Ended` is what a target reports when it stopped by itself.
 """
