@@ -14,7 +14,12 @@ per record), timed from the query's start to its end (``Trigger.AvailableNow``):
               (``process(input) -> input + "!"``, effectively_once), topic to
               topic through the function runtime: Context, per-message
               savepoints, stats, one-transaction commit;
-* vectorized: the same as a VectorizedFunction (pyarrow compute).
+* vectorized: the same as a VectorizedFunction (pyarrow compute);
+* grouped:    the per_record function as the one member of a query group
+              (``runtime/group``, the path a worker runs it on); with
+              ``--group-size N`` also ``groupedN``: N such functions in one
+              group, each on its own topic of ``--messages``/N messages, all
+              writing one output topic (the same messages in all).
 
 Prints medians of ``--repeats`` runs in msg/s, each as a ratio to the native
 job, and vectorized / per_record. ``--scaling`` instead runs the native and
@@ -25,6 +30,7 @@ process), alternating for ``--rounds`` rounds, and prints each kind's
 
     .venv/bin/python benchmarks/functions.py --messages 1000000 --repeats 3
     .venv/bin/python benchmarks/functions.py --scaling --messages 1000000
+    .venv/bin/python benchmarks/functions.py --messages 200000 --kinds native,per_record,grouped --group-size 10
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import pyarrow.parquet as pq
 from _common import load_average, topic_total
 
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.group.run import QueryGroup
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.spark.session import spark_session
 from sparkfn.store.store import Store
@@ -56,12 +63,13 @@ from sparkfn.topics.log import end_offsets, read_range
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
-KINDS = ("native", "raw", "per_record", "vectorized")
+KINDS = ("native", "raw", "per_record", "vectorized", "grouped")
 LABELS = {
     "native": "native Spark job (Parquet -> mapInArrow -> Parquet)",
     "raw": "raw mapInArrow through sparkfn source/sink",
     "per_record": "sparkfn per-record function (effectively_once)",
     "vectorized": "sparkfn vectorized function (effectively_once)",
+    "grouped": "per-record function, a group of one",
 }
 SCALING_MASTERS = ("local[1]", "local[2]")
 WARMUP_MESSAGES = 10_000
@@ -148,11 +156,14 @@ def to_first_batch(checkpoint: Path, started: float) -> float:
 class Bench:
     """One session, one store, and the kinds' runs (each returns a :data:`Run`)."""
 
-    def __init__(self, spark: Any, store: Store, work: Path, parallelism: int) -> None:
+    def __init__(
+        self, spark: Any, store: Store, work: Path, parallelism: int, member_budget: int
+    ) -> None:
         self.spark = spark
         self.store = store
         self.work = work
         self.parallelism = parallelism
+        self.member_budget = member_budget
         (work / "per_record.py").write_text(PER_RECORD)
         (work / "vectorized.py").write_text(VECTORIZED)
 
@@ -163,6 +174,9 @@ class Bench:
             "per_record": lambda s, t: self.function(s, t, "per_record.py", "per_record.process"),
             "vectorized": lambda s, t: self.function(s, t, "vectorized.py", "vectorized.Exclaim"),
         }
+        if kind.startswith("grouped"):
+            size = int(kind.removeprefix("grouped") or 1)
+            return self.grouped(group_inputs(source, size), tag)
         return runs[kind](source, tag)
 
     def native(self, source: str, tag: str) -> Run:
@@ -209,18 +223,23 @@ class Bench:
         seconds = time.perf_counter() - started
         return seconds, topic_total(self.store, tag), to_first_batch(self.work / f"ck-{tag}", wall)
 
-    def function(self, source: str, tag: str, py: str, classname: str) -> Run:
-        TopicAdmin(self.store).create(tag, partitions=4, schema_type="string")
-        config = FunctionConfig.build(
-            name=tag,
+    def config(
+        self, name: str, source: str, output: str, py: str, classname: str
+    ) -> FunctionConfig:
+        return FunctionConfig.build(
+            name=name,
             py=str(self.work / py),
             classname=classname,
             inputs=[source],
-            output=tag,
+            output=output,
             subscription_position="earliest",
             processing_guarantees="effectively_once",
             parallelism=self.parallelism,
         )
+
+    def function(self, source: str, tag: str, py: str, classname: str) -> Run:
+        TopicAdmin(self.store).create(tag, partitions=4, schema_type="string")
+        config = self.config(tag, source, tag, py, classname)
         wall = time.time()
         started = time.perf_counter()
         run = LocalRun(config, store=self.store, spark=self.spark)
@@ -229,6 +248,34 @@ class Bench:
         seconds = time.perf_counter() - started
         first = to_first_batch(self.work / f"ck-{tag}", wall)
         return seconds, topic_total(self.store, tag), first
+
+    def grouped(self, sources: list[str], tag: str) -> Run:
+        """The per-record function as members of one query group, one per source topic,
+        all writing topic ``tag``; timed from the members' start to the group's close."""
+        TopicAdmin(self.store).create(tag, partitions=4, schema_type="string")
+        configs = [
+            self.config(f"{tag}_m{i}", s, tag, "per_record.py", "per_record.process")
+            for i, s in enumerate(sources)
+        ]
+        checkpoint = self.work / f"ck-{tag}"
+        wall = time.time()
+        started = time.perf_counter()
+        group = QueryGroup(
+            self.spark, self.store, tag, member_budget=self.member_budget, checkpoint=checkpoint
+        )
+        runs = [LocalRun(c, store=self.store, spark=self.spark, group=group) for c in configs]
+        for run in runs:
+            run.start(until_drained=True)
+        for run in runs:
+            run.wait()
+        group.close()
+        seconds = time.perf_counter() - started
+        return seconds, topic_total(self.store, tag), to_first_batch(checkpoint, wall)
+
+
+def group_inputs(source: str, size: int) -> list[str]:
+    """The input topics of a group of ``size`` members reading ``source``'s messages."""
+    return [source] if size == 1 else [f"{source}-g{size}-{i}" for i in range(size)]
 
 
 Medians = dict[str, tuple[float, float]]  # kind -> (seconds, seconds to the first batch)
@@ -242,13 +289,22 @@ def measure(args: argparse.Namespace) -> Medians:
         print(f"filling topic with {args.messages:,} messages of 100 bytes ...", flush=True)
         fill(store, "in", args.messages, args.partitions)
         fill(store, "warm", WARMUP_MESSAGES, args.partitions)
+        for size in {
+            int(k.removeprefix("grouped") or 1)
+            for k in args.kinds
+            if k != "grouped" and k.startswith("grouped")
+        }:
+            for source, total in (("in", args.messages), ("warm", WARMUP_MESSAGES)):
+                for i, topic in enumerate(group_inputs(source, size)):
+                    fill(store, topic, total // size + (i < total % size), args.partitions)
         if "native" in args.kinds:
             write_parquet(store, "in", work / "parquet-in")
             write_parquet(store, "warm", work / "parquet-warm")
         started = time.perf_counter()
         spark = spark_session(master=args.master, app_name="sparkfn-bench-functions")
         try:
-            runs = repeat(args, Bench(spark, store, work, args.parallelism), started)
+            bench = Bench(spark, store, work, args.parallelism, args.member_budget)
+            runs = repeat(args, bench, started)
         finally:
             spark.stop()
             store.close()
@@ -285,17 +341,23 @@ def repeat(args: argparse.Namespace, bench: Bench, started: float) -> dict[str, 
     return runs
 
 
+def label(kind: str) -> str:
+    if kind.startswith("grouped") and kind != "grouped":
+        return f"per-record functions, {kind.removeprefix('grouped')} in one group"
+    return LABELS[kind]
+
+
 def report(args: argparse.Namespace, medians: Medians) -> None:
     rates = {kind: args.messages / seconds for kind, (seconds, _) in medians.items()}
     native = rates.get("native")
     print()
     print(
         f"messages: {args.messages:,}, repeats: {args.repeats}, master {args.master}, "
-        f"parallelism {args.parallelism}, medians"
+        f"parallelism {args.parallelism}, group member budget {args.member_budget:,}, medians"
     )
     for kind, rate in rates.items():
         ratio = f"  {rate / native:5.2f} x native" if native else ""
-        print(f"  {LABELS[kind]:<52} {medians[kind][0]:7.2f} s {rate:>12,.0f} msg/s{ratio}")
+        print(f"  {label(kind):<52} {medians[kind][0]:7.2f} s {rate:>12,.0f} msg/s{ratio}")
     if "per_record" in rates and "vectorized" in rates:
         print(f"vectorized / per-record function: {rates['vectorized'] / rates['per_record']:.2f}")
     # Where the time went: the query's start, then its batches (and its stop).
@@ -349,7 +411,7 @@ def scaling(args: argparse.Namespace) -> int:
         ]
         one_rate = statistics.median(o["rate"] for o in ones)
         two_rate = statistics.median(t["rate"] for t in twos)
-        print(f"{LABELS[kind]}:")
+        print(f"{label(kind)}:")
         print(f"  local[1] {one_rate:>12,.0f} msg/s, local[2] {two_rate:>12,.0f} msg/s (medians)")
         print(f"  2-core / 1-core: {_by_round(rates)}")
         print(f"  from the first batch on (without the query's start): {_by_round(later)}")
@@ -406,6 +468,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"kinds to run, comma-separated: {', '.join(KINDS)}",
     )
     parser.add_argument(
+        "--group-size",
+        type=int,
+        default=1,
+        help="with the grouped kind: also run N functions in one group (default 1: only one)",
+    )
+    parser.add_argument(
+        "--member-budget",
+        type=int,
+        default=1_000_000,
+        help="records a group member may take per batch (default 1M, a function alone's cap;"
+        " a worker's default is 20,000)",
+    )
+    parser.add_argument(
         "--scaling",
         action="store_true",
         help="native and per_record on local[1] and local[2] in child processes; print the ratios",
@@ -432,7 +507,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.kinds) - set(KINDS))
     if unknown or not args.kinds:
         parser.error(f"--kinds takes some of {', '.join(KINDS)}; got {args.kinds!r}")
-    for name in ("messages", "repeats", "partitions", "parallelism", "rounds"):
+    if args.group_size > 1 and "grouped" in args.kinds:
+        args.kinds.append(f"grouped{args.group_size}")
+    for name in (
+        "messages",
+        "repeats",
+        "partitions",
+        "parallelism",
+        "rounds",
+        "group_size",
+        "member_budget",
+    ):
         if getattr(args, name) <= 0:
             parser.error(f"--{name} must be positive")
     return args

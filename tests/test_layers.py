@@ -66,6 +66,8 @@ ROOMS: dict[str, list[tuple[str, ...]]] = {
             "maintenance",
             "message",
             "message_future",
+            "plans",
+            "prefetch",
             "producer",
             "received",
             "schema_type",

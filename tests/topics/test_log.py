@@ -7,9 +7,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from sparkfn.store.store import Store
 from sparkfn.topics import log, segments
+from sparkfn.topics import prefetch as prefetch_module
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.message import STORED_SCHEMA, Message
 from sparkfn.topics.producer import Producer
@@ -39,6 +41,37 @@ def test_a_read_from_any_offset_starts_in_the_segment_holding_it(store: Store) -
         stop = 500 if end is None else end
         assert _values(store, info, start, end) == list(range(start, stop))
     assert _values(store, info, 500, None) == []
+
+
+def test_ranges_fetched_ahead_read_what_their_own_lookups_read(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group task's prefetch: one query for all its small ranges, each shared segment
+    decoded once, and every read (a range read twice included) the same as its own."""
+    info = _fill(store, segments=50, per_segment=10, size=20)
+    decoded: list[int] = []  # the first offset of each segment decoded
+    plain = segments.decode
+
+    def counted(data: bytes) -> pa.Table:
+        table = plain(data)
+        decoded.append(int(table.column("value")[0].as_py()[:6]))
+        return table
+
+    monkeypatch.setattr(segments, "decode", counted)
+    monkeypatch.setattr(prefetch_module, "PREFETCH_ROWS", 30)
+    monkeypatch.setattr(prefetch_module, "RANGES_PER_QUERY", 4)  # two statements
+    wanted = [(7, 13), (13, 15), (10, 11), (255, 261), (255, 261), (490, 500), (3, 400)]
+    prefetch = prefetch_module.SegmentPrefetch(store, [(info, 0, lo, hi) for lo, hi in wanted])
+    for lo, hi in wanted:
+        batches = log.read_range(store, info, 0, lo, hi, prefetch)
+        values = [int(v.as_py()[:6]) for b in batches for v in b.column("value")]
+        assert values == list(range(lo, hi))
+    # (3, 400) was too large to fetch ahead: it looked itself up and decoded its own.
+    assert decoded.count(10) == 2  # once for the three small ranges, once for (3, 400)
+    assert decoded.count(250) == 2  # once for both reads of (255, 261), once for (3, 400)
+    assert decoded.count(490) == 1
+    assert prefetch.rows(info, 0, 255, 261) is None  # both reads had their rows
+    assert not prefetch._decoded  # nothing held after its last read
 
 
 def test_stored_sizes_sample_the_segments_from_an_offset_on(store: Store) -> None:

@@ -10,8 +10,9 @@ from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
+from sparkfn.topics.plans import PlanRequest, plan_batches
 from sparkfn.topics.producer import Producer
-from sparkfn.topics.subscription import Plan
+from sparkfn.topics.subscription import Plan, Span
 
 NAME = "public/default/f"
 
@@ -101,3 +102,58 @@ def test_a_run_older_than_the_last_planner_is_refused(store: Store) -> None:
     _plan(store, tid, 4, epoch=3)
     with pytest.raises(StaleRunError, match=r"a newer run \(epoch 3\)"):
         _plan(store, tid, 4, epoch=2, batch="stale")
+
+
+def test_plans_of_many_make_plan_batch_s_plan_or_leave_it_to_it(store: Store) -> None:
+    """A query group's set-based plan: in the steady state the plan plan_batch makes;
+    a first plan, another owner, a newer run, at-most-once, a new partition: not made."""
+    admin = TopicAdmin(store)
+    topics = {n: admin.create(n, partitions=2) for n in ("a", "b", "c")}
+    for n in topics:
+        Producer(store, n).send_batch([Message(b"x")] * 4, partition=0)
+
+    def request(n: str, epoch: int = 1, *, ack: bool = False, owner: str = "") -> PlanRequest:
+        tid = topics[n].id
+        return PlanRequest(f"s-{n}", [topics[n]], epoch, owner or f"run-{n}", {(tid, 0): 3}, ack)
+
+    with store.write() as conn:
+        assert plan_batches(conn, [request("a")], spark_start="0", spark_end="1") == {}
+        for n in ("a", "b", "c"):  # first plans: claims and cursors, one by one
+            subscription.plan_batch(
+                conn,
+                f"s-{n}",
+                [topics[n]],
+                "earliest",
+                epoch=1,
+                spark_start="0",
+                spark_end="1",
+                ends={(topics[n].id, 0): 2},
+                owner=f"run-{n}",
+            )
+        subscription.commit_plans(conn, {f"s-{n}": (1, f"run-{n}") for n in topics})
+    asked = [request("a"), request("b", ack=True), request("c", owner="someone")]
+    with store.write() as conn:
+        made = plan_batches(conn, asked, spark_start="1", spark_end="2")
+        assert set(made) == {"s-a"}
+        expected = Plan(1, "1", "2", (Span(topics["a"].id, 0, 2, 3),), False, False)
+        assert made["s-a"] == expected
+        assert subscription.read_plan(conn, "s-a") == expected
+        # The same batch again before its commit: the same plan; a newer run's plan is
+        # plan_batch's to refuse to an older one.
+        assert plan_batches(conn, [request("a")], spark_start="1", spark_end="2") == made
+        subscription.plan_batch(
+            conn,
+            "s-a",
+            [topics["a"]],
+            "earliest",
+            epoch=2,
+            spark_start="1",
+            spark_end="2",
+            ends={},
+            owner="run-a",
+        )
+        assert plan_batches(conn, [request("a")], spark_start="2", spark_end="3") == {}
+    admin.create("d", partitions=1)
+    with store.write() as conn:  # a topic without a cursor yet: plan_batch makes it
+        grown = PlanRequest("s-b", [topics["b"], admin.get("d")], 1, "run-b", {})
+        assert plan_batches(conn, [grown], spark_start="1", spark_end="2") == {}

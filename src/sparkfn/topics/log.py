@@ -26,6 +26,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics import garbage, segments
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.message import READ_SCHEMA
+from sparkfn.topics.prefetch import SegmentPrefetch
 
 
 def partition_for_key(key: str, partitions: int) -> int:
@@ -291,11 +292,9 @@ READ_BATCH_ROWS = 64 * 1024  # consecutive inline segments are joined up to this
 SIZE_SAMPLE = 256
 
 
-# The index lookup of read_range, built once: a group's task reads a range per member
-# slice, and building the statement anew each time was a third of the lookup's time.
-# The segment holding `position` is the last one starting at or before it: an
-# index lookup. Filtering on base_offset + count alone would scan every earlier
-# segment of the partition.
+# read_range's index lookup, built once (building it was a third of its time). The
+# segment holding `position` is the last one starting at or before it: an index lookup
+# (base_offset + count alone would scan every earlier segment of the partition).
 _SEG = schema.segments
 _FIRST = (
     select(func.max(_SEG.c.base_offset))
@@ -325,7 +324,12 @@ _RANGE_TO = _RANGE.where(_SEG.c.base_offset < bindparam("end"))
 
 
 def read_range(
-    store: Store, topic: TopicInfo, partition: int, start: int, end: int | None = None
+    store: Store,
+    topic: TopicInfo,
+    partition: int,
+    start: int,
+    end: int | None = None,
+    prefetch: SegmentPrefetch | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Yield the committed messages of ``[start, end)`` as ``READ_SCHEMA`` batches.
 
@@ -335,27 +339,31 @@ def read_range(
     A segment file ends a batch.
     Offsets below the partition's retained start are skipped (they expired).
     A segment file retired by compaction between lookup and open is looked
-    up again, so a concurrent compaction never loses a message.
+    up again, so a concurrent compaction never loses a message. ``prefetch``: index
+    rows looked up and segments decoded ahead (:mod:`sparkfn.topics.prefetch`).
     """
     position = start
     pending: list[pa.Table] = []  # consecutive slices read, not yet yielded
     pending_rows = 0
     attempts = 0
+    ahead = prefetch.rows(topic, partition, start, end) if prefetch and end is not None else None
     while end is None or position < end:
-        with store.read() as conn:
-            values = {"topic": topic.id, "partition": partition, "position": position}
-            if end is not None:
-                values["end"] = end
-            found = conn.execute(_RANGE if end is None else _RANGE_TO, values).all()
+        found, ahead = ahead, None
+        if found is None:
+            query = _RANGE if end is None else _RANGE_TO
+            with store.read() as conn:
+                values = {"topic": topic.id, "partition": partition, "position": position}
+                found = conn.execute(query, {**values, "end": end}).all()
         if not found:
             break
         for row in found:
             try:
-                data = (
-                    segments.decode(row.inline_data)
-                    if row.inline_data is not None
-                    else segments.read_file(store.data_dir, row.location)
-                )
+                if prefetch is not None:
+                    data = prefetch.decode(topic, partition, row)
+                elif row.inline_data is not None:
+                    data = segments.decode(row.inline_data)
+                else:
+                    data = segments.read_file(store.data_dir, row.location)
             except FileNotFoundError:
                 if row.location is not None and garbage.restore_aside(store.path(row.location)):
                     break  # the orphan collector had it aside: committed, so it goes back

@@ -13,8 +13,9 @@ cursors are behind its inputs' ends (capped by a drain's target) or its
 drain or suspend needs its end-of-stream batch.
 
 :meth:`~GroupStreamReader.partitions` records each working member's plan
-in its subscription (:func:`sparkfn.topics.subscription.plan_batch`, the
-same plan a function's own query records), at most the member's row budget
+in its subscription (the same plan a function's own query records: every
+member in its steady state in a few statements, :func:`sparkfn.topics.plans.plan_batches`,
+the others by :func:`sparkfn.topics.subscription.plan_batch`), at most the member's row budget
 (``max_records_per_batch``, else the group's ``memberBudget``), then packs
 the members' ranges into at most ``taskSlots`` tasks by their rows: a batch
 costs what its work costs, not what the number of members does.
@@ -44,6 +45,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.log import ends_of
+from sparkfn.topics.plans import PlanRequest, plan_batches
 from sparkfn.topics.spark.options import positive_int
 from sparkfn.topics.spark.planning import (
     FinalMarker,
@@ -211,32 +213,49 @@ class GroupStreamReader(DataSourceStreamReader):
         items: list[tuple[MemberWork, InputPartition]] = []
         refused: list[tuple[MemberWork, Exception]] = []
         with self._store().write() as conn:
+            asked: list[tuple[MemberWork, bool, PlanRequest]] = []
             for cid, w in sorted(work.items()):
                 final = w.final_seq is not None
                 if final and end.get(FINAL_PREFIX + cid) != w.final_seq:
                     continue  # asked since this batch's offsets were taken: the next batch has it
-                config = w.member.config
                 ends = {
                     (t.id, p): w.ends[offset_key(t, p)]
                     for t in w.topics
                     for p in range(t.partitions)
                     if offset_key(t, p) in w.ends
                 }
+                config = w.member.config
+                request = PlanRequest(
+                    config.subscription,
+                    w.topics,
+                    w.member.epoch,
+                    cid,
+                    {} if final else ends,
+                    config.processing_guarantees is ProcessingGuarantee.AT_MOST_ONCE,
+                )
+                asked.append((w, final, request))
+            # The members in their steady state in a few statements, the others one by one.
+            steady = plan_batches(
+                conn, [r for *_, r in asked], spark_start=spark_start, spark_end=spark_end
+            )
+            for w, final, request in asked:
+                config = w.member.config
+                plan = steady.get(request.name)
                 try:
-                    with conn.begin_nested():
-                        plan = subscription.plan_batch(
-                            conn,
-                            config.subscription,
-                            w.topics,
-                            config.subscription_position.value,
-                            epoch=w.member.epoch,
-                            spark_start=spark_start,
-                            spark_end=spark_end,
-                            ends={} if final else ends,
-                            ack_on_plan=config.processing_guarantees
-                            is ProcessingGuarantee.AT_MOST_ONCE,
-                            owner=cid,
-                        )
+                    if plan is None:
+                        with conn.begin_nested():
+                            plan = subscription.plan_batch(
+                                conn,
+                                request.name,
+                                w.topics,
+                                config.subscription_position.value,
+                                epoch=request.epoch,
+                                spark_start=spark_start,
+                                spark_end=spark_end,
+                                ends=request.ends,
+                                ack_on_plan=request.ack_on_plan,
+                                owner=request.owner,
+                            )
                 except SparkfnError as exc:
                     refused.append((w, exc))
                     continue

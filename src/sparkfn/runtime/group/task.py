@@ -31,6 +31,7 @@ from sparkfn.runtime.query.commit import FunctionBatch, FunctionBatchWriter
 from sparkfn.runtime.query.executor import make_run_function
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.prefetch import SegmentPrefetch
 from sparkfn.topics.spark.commit import kill_after_stage_if_requested
 from sparkfn.topics.spark.planning import FinalMarker, InstanceRanges, TopicRange
 from sparkfn.topics.spark.rows import TaskRows
@@ -90,9 +91,10 @@ def run_slice(
     slice_: MemberSlice,
     task: GroupTask | None = None,
     known: Mapping[TopicName, TopicInfo] | None = None,
+    prefetch: SegmentPrefetch | None = None,
 ) -> SliceResult:
     """Run one member's slice and stage its output; a failure is returned, not raised."""
-    rows = TaskRows(store_url, data_dir, COLUMNS, properties_json=False)
+    rows = TaskRows(store_url, data_dir, COLUMNS, properties_json=False, prefetch=prefetch)
     config = slice_.config
     run = make_run_function(
         config,
@@ -140,6 +142,9 @@ def run_slice(
 def run_group_task(store_url: str, data_dir: str, task: GroupTask) -> Iterator[pa.RecordBatch]:
     """Every slice of ``task``, then one row: the pickled :class:`SliceResult` list."""
     known = output_topics(store_url, data_dir, task)
-    results = [run_slice(store_url, data_dir, s, task, known) for s in task.slices]
+    # The index rows of every slice's ranges in one query, not a query per range.
+    ranges = TaskRows.ranges(p for s in task.slices for p in s.parts)
+    prefetch = SegmentPrefetch(Store.cached(store_url, data_dir), ranges)
+    results = [run_slice(store_url, data_dir, s, task, known, prefetch) for s in task.slices]
     kill_after_stage_if_requested()  # crash tests only: see commit.KILL_AFTER_STAGE_ENV
     yield pa.record_batch([pa.array([pickle.dumps(results)], pa.binary())], names=["payload"])

@@ -42,16 +42,21 @@ _LOCK = threading.RLock()
 _entered: tuple[str, ...] = ()  # the paths of the package entered last
 _known: set[str] = set()  # every package path this process has entered
 _manifests: dict[str, tuple[str, ...]] = {}  # a package's files never change (content digest)
+_files: set[str] = set()  # ``py`` values naming a plain file: no package
 
 
 def package_paths(py: str | None) -> tuple[str, ...]:
     """The ``sys.path`` entries of the package ``py`` names; none for a file or no ``py``."""
     if not py:
         return ()
+    if py in _files:
+        return ()
     directory = Path(py).expanduser().resolve()
     key = str(directory)
     if key not in _manifests:
         if not directory.is_dir():
+            if directory.is_file():  # a task per member slice asked the file system each time
+                _files.add(py)
             return ()
         manifest = directory / MANIFEST
         if manifest.is_file():

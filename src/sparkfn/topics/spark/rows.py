@@ -9,7 +9,7 @@ end-of-stream marker), or a marker alone. A marker is one row with
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +18,10 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.log import read_range
 from sparkfn.topics.message import READ_SCHEMA, SPARK_READ_TYPES, properties_to_json
+from sparkfn.topics.prefetch import SegmentPrefetch
 from sparkfn.topics.spark.planning import (
     INSTANCE_FIELD,
     FinalMarker,
@@ -41,6 +43,8 @@ class TaskRows:
     data_dir: str
     columns: list[str] | None
     properties_json: bool  # properties as JSON text rather than a map
+    # A query group's task: its ranges' index rows looked up, and their segments decoded, once.
+    prefetch: SegmentPrefetch | None = None
 
     def rows(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The task's rows, each tagged with its instance where the reader has instances."""
@@ -68,7 +72,12 @@ class TaskRows:
     def _range_rows(self, partition: TopicRange) -> Iterator[pa.RecordBatch]:
         store = Store.cached(self.store_url, self.data_dir)
         batches = read_range(
-            store, partition.topic, partition.partition, partition.start, partition.end
+            store,
+            partition.topic,
+            partition.partition,
+            partition.start,
+            partition.end,
+            self.prefetch,
         )
         for batch in batches:
             out = self._shaped(batch if self.columns is None else batch.select(self.columns))
@@ -76,6 +85,20 @@ class TaskRows:
                 yield out
             else:
                 yield out.append_column(INSTANCE_FIELD, instances_for(batch, partition))
+
+    @staticmethod
+    def ranges(
+        partitions: Iterable[InputPartition],
+    ) -> list[tuple[TopicInfo, int, int, int]]:
+        """Every range :meth:`rows` of ``partitions`` reads, once per read:
+        what a :class:`~sparkfn.topics.prefetch.SegmentPrefetch` looks up ahead."""
+        out = []
+        for part in partitions:
+            spans = part.ranges if isinstance(part, InstanceRanges) else (part,)
+            out += [
+                (r.topic, r.partition, r.start, r.end) for r in spans if isinstance(r, TopicRange)
+            ]
+        return out
 
     def marker(self, instance: int, offset: int = FINAL_OFFSET) -> pa.RecordBatch:
         """The end-of-stream (or tick) marker row of ``instance``."""
