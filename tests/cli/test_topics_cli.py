@@ -819,3 +819,27 @@ def test_an_avro_topic_is_created_with_its_schema_from_a_file(cli: Cli, tmp_path
     assert "schema" in missing.stderr
     unreadable = cli.fail("topics", "create", "t2", "--schema-type", "avro", "--schema", "@/nope")
     assert "error [invalid_config]: --schema @/nope: cannot read /nope" in unreadable.stderr
+
+
+def test_ctrl_c_while_a_command_waits_ends_it_quietly(cli: Cli) -> None:
+    # A Ctrl+C that no command handles itself (here: produce waiting on its stdin; the
+    # demo met it while a --watch was still starting) ends with 130 and no traceback.
+    cli.ok("topics", "create", "waiting")
+    proc = cli.popen(
+        "topics", "produce", "waiting", "--file", "-",
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(b"one\n")
+        proc.stdin.flush()
+        time.sleep(3)  # let it reach the read of its stdin (it waits there, whatever the delay)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=WAIT_SECONDS)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read().decode()
+    assert code == 130, err
+    assert "Traceback" not in err, err

@@ -117,6 +117,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             # Typer validates through pydantic, whose "Value error, " prefix is noise here.
             report_error("usage_error", exc.format_message().replace("Value error, ", ""))
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        # Ctrl+C before a command took over its own (``--watch`` and ``--follow`` end
+        # with 0 on it): still starting, or a command that has nothing to wind down.
+        # A user's interrupt is not a defect: no traceback, the shell's 128 + SIGINT.
+        sys.exit(130)
     except BrokenPipeError:
         # The reader went away (``sparkfn topics consume x --json | head``).
         # Point stdout at devnull so the interpreter's final flush stays quiet.

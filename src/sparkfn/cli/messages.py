@@ -223,12 +223,19 @@ def consume(
 
 @contextlib.contextmanager
 def _sigint_deferred() -> Iterator[None]:
-    """SIGINT held back meanwhile (on the main thread), delivered when the block ends."""
+    """A Ctrl+C meanwhile (on the main thread) is raised when the block ends, not inside it.
+
+    A handler that only notes it, not a signal mask: the process has other
+    threads, and the kernel hands a SIGINT to any thread that does not block it.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    caught: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        signal.signal(signal.SIGINT, before)
+    if caught:
+        raise KeyboardInterrupt
