@@ -38,21 +38,28 @@ def harness_config(
     classname: str | None = None,
 ) -> tuple[FunctionConfig, UserFunction]:
     """The config of a harness's arguments and the code it runs (see ``FunctionHarness``)."""
+
+    def given_fields() -> dict[str, Any]:
+        """The config's fields from the keyword arguments (code or a path gives the rest)."""
+        return {
+            "name": name,
+            "inputs": list(inputs),
+            "output": output,
+            "user_config": dict(user_config or {}),
+            "secrets": dict(secrets or {}),
+            "log_topic": log_topic,
+            "dead_letter_topic": dead_letter_topic,
+            "drop_failed_messages": drop_failed_messages,
+            "max_message_retries": max_message_retries,
+            "parallelism": parallelism,
+            "auto_create_topics": auto_create_topics,
+        }
+
     if isinstance(function_or_config, str | os.PathLike):
         config = FunctionConfig.build(
-            name=name,
             py=os.fspath(function_or_config),  # loaded as --py loads it: no sys.path needed
             classname=classname,
-            inputs=list(inputs),
-            output=output,
-            user_config=dict(user_config or {}),
-            secrets=dict(secrets or {}),
-            log_topic=log_topic,
-            dead_letter_topic=dead_letter_topic,
-            drop_failed_messages=drop_failed_messages,
-            max_message_retries=max_message_retries,
-            parallelism=parallelism,
-            auto_create_topics=auto_create_topics,
+            **given_fields(),
         )
         user = load_function(config)
     elif classname is not None:
@@ -83,18 +90,7 @@ def harness_config(
         user = load_function(config)
     else:
         config = FunctionConfig.build(
-            name=name,
-            classname=_qualified_name(function_or_config),
-            inputs=list(inputs),
-            output=output,
-            user_config=dict(user_config or {}),
-            secrets=dict(secrets or {}),
-            log_topic=log_topic,
-            dead_letter_topic=dead_letter_topic,
-            drop_failed_messages=drop_failed_messages,
-            max_message_retries=max_message_retries,
-            parallelism=parallelism,
-            auto_create_topics=auto_create_topics,
+            classname=_qualified_name(function_or_config), **given_fields()
         )
         user = function_of(config, function_or_config)
     return config, user
