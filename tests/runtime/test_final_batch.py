@@ -14,7 +14,6 @@ processed input.
 from __future__ import annotations
 
 import json
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,83 +23,73 @@ import pytest
 from test_lifecycle import WAIT, _calls, _check_sequences, _config, _outputs, _produce
 from test_parking import _reader as parked_reader
 
+from sparkfn.runtime.group.reader import FINAL_PREFIX, GroupStreamReader
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.spark.planning import FINAL_KEY, FinalMarker, InstanceRanges
-from sparkfn.topics.spark.reader import SparkfnStreamReader
+from sparkfn.topics.spark.rows import TaskRows
 from sparkfn.topics.spark.source import current_ends
-from sparkfn.topics.spark.tasks import TASK_FUNCTION_OPTION, encode_task_function
 
 
-def _as_read(batches: Any) -> Any:
-    return batches
-
-
-def _reader(store: Store, control_id: str, slots: int) -> SparkfnStreamReader:
-    return parked_reader(
-        store,
-        control_id,
-        control_id,
-        instances="2",
-        ackonplan="false",
-        taskslots=str(slots),
-        **{TASK_FUNCTION_OPTION.lower(): encode_task_function(_as_read)},
-    )
-
-
-def _draining(store: Store, slots: int) -> tuple[SparkfnStreamReader, dict[str, int], int]:
-    """A reader of a 4-partition topic holding 40 messages, whose run of 2 instances drains."""
+def _draining(store: Store, slots: int) -> tuple[GroupStreamReader, dict[str, int], int, str]:
+    """The reader of a group of one over a 4-partition topic holding 40 messages, whose run
+    of 2 instances drains."""
     TopicAdmin(store).create("in", partitions=4, schema_type="string")
     _produce(store, [f"m{i}" for i in range(40)])
-    control_id = f"public/default/fin-{uuid.uuid4().hex[:8]}"
-    control.begin_run(store, control_id, "function", 2, "test")
-    reader = _reader(store, control_id, slots)
+    config = _config(store.data_dir / "calls.jsonl", parallelism=2, max_records_per_batch=None)
+    control.begin_run(store, config.fqfn, "function", 2, "test")
+    reader = parked_reader(store, config, slots=slots)
     start = reader.initialOffset()
-    seq = control.request_stop(store, control_id, "drain", current_ends(store, ["in"]))
-    return reader, start, seq
+    seq = control.request_stop(store, config.fqfn, "drain", current_ends(store, ["in"]))
+    return reader, start, seq, config.fqfn
+
+
+def _parts(tasks: list[Any]) -> list[Any]:
+    return [p for t in tasks for s in t.slices for p in s.parts]
 
 
 def test_the_batch_reaching_a_drains_target_carries_the_markers(store: Store) -> None:
-    reader, start, seq = _draining(store, slots=2)
-    end = reader.latestOffset(start, reader.getDefaultReadLimit())
-    assert end[FINAL_KEY] == seq, "the data batch ends the stream"
-    tasks = reader.partitions(start, end)
-    assert [(t.instance, t.final) for t in tasks if isinstance(t, InstanceRanges)] == [
+    reader, start, seq, cid = _draining(store, slots=2)
+    end = reader.latestOffset(start, None)
+    assert end[FINAL_PREFIX + cid] == seq, "the data batch ends the stream"
+    parts = _parts(reader.partitions(start, end))
+    assert [(p.instance, p.final) for p in parts if isinstance(p, InstanceRanges)] == [
         (0, True),
         (1, True),
     ]
     offsets = []
-    for task in tasks:
-        assert isinstance(task, InstanceRanges)
-        table = pa.Table.from_batches(list(reader.read(task)))
+    rows = TaskRows(store.url, str(store.data_dir), None, False)
+    for part in parts:
+        assert isinstance(part, InstanceRanges)
+        table = pa.Table.from_batches(list(rows.rows(part)))
         instances = set(table.column("instance_id").to_pylist())
-        assert instances == {task.instance}
-        rows = table.column("offset").to_pylist()
-        assert rows[-1] == -1 and -1 not in rows[:-1], "the marker comes after the data, once"
-        offsets.extend(rows[:-1])
+        assert instances == {part.instance}
+        read = table.column("offset").to_pylist()
+        assert read[-1] == -1 and -1 not in read[:-1], "the marker comes after the data, once"
+        offsets.extend(read[:-1])
     assert len(offsets) == 40
-    # The batch's plan holds the data: the sink moves every cursor past it.
+    # The batch's plan holds the data: the commit moves every cursor past it.
     with store.read() as conn:
-        plan = subscription.read_plan(conn, reader.subscription or "")
+        plan = subscription.read_plan(conn, cid)
     assert plan is not None and sum(s.end - s.start for s in plan.spans) == 40
-    assert json.loads(plan.spark_end)[FINAL_KEY] == seq
+    assert json.loads(plan.spark_end)[FINAL_PREFIX + cid] == seq
 
 
 def test_fewer_instances_than_task_slots_keep_their_end_of_stream_batch(store: Store) -> None:
-    reader, start, seq = _draining(store, slots=8)  # 4 range tasks beat 2 instance tasks
-    end = reader.latestOffset(start, reader.getDefaultReadLimit())
-    assert FINAL_KEY not in end
-    tasks = reader.partitions(start, end)
-    assert len(tasks) == 4 and not any(isinstance(t, InstanceRanges) for t in tasks)
+    reader, start, seq, cid = _draining(store, slots=8)  # 4 range tasks beat 2 instance tasks
+    end = reader.latestOffset(start, None)
+    assert FINAL_PREFIX + cid not in end
+    parts = _parts(reader.partitions(start, end))
+    assert len(parts) == 4 and not any(isinstance(p, InstanceRanges) for p in parts)
     with store.write() as conn:
-        subscription.commit_plan(conn, reader.subscription or "", 1)
-    final = reader.latestOffset(end, reader.getDefaultReadLimit())
-    assert final == {**end, FINAL_KEY: seq}
-    markers = reader.partitions(end, final)
-    assert sorted(t.instance for t in markers if isinstance(t, FinalMarker)) == [0, 1]
+        subscription.commit_plan(conn, cid, 1, owner=cid)
+    final = reader.latestOffset(end, None)
+    assert final[FINAL_PREFIX + cid] == seq
+    markers = _parts(reader.partitions(end, final))
+    assert sorted(p.instance for p in markers if isinstance(p, FinalMarker)) == [0, 1]
 
 
 @pytest.mark.slow

@@ -8,12 +8,11 @@ again by it; a drain of a parked run still runs its end-of-stream batch;
 and a park never cuts a batch short: the reader, once the run is parked,
 plans nothing, and parking is refused while a batch is planned or input is
 pending. The first tests run the real query; the last ones drive the
-reader's planning calls directly against both stores.
+group reader's planning calls directly against both stores.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,14 +21,17 @@ import pytest
 from sqlalchemy import update
 from test_lifecycle import WAIT, _calls, _check_sequences, _config, _outputs, _produce
 
+from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.group import members
+from sparkfn.runtime.group.reader import GroupStreamReader
+from sparkfn.runtime.group.solo import solo_group
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.parking import Parking
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.message import SPARK_READ_TYPES
-from sparkfn.topics.spark.reader import SparkfnStreamReader
+from sparkfn.topics.spark.planning import TopicRange
 
 PARK_AFTER = 1.0
 
@@ -113,22 +115,32 @@ def test_a_suspend_of_a_parked_run_resumes_where_it_stopped(
 # --- parking and planning, driven directly ----------------------------------------------
 
 
-def _reader(store: Store, control_id: str, sub: str, **more: str) -> SparkfnStreamReader:
-    """A run's reader over topic ``in``, driven directly (``more``: options to add or change)."""
-    opts = {
-        "storeurl": store.url,
-        "datadir": str(store.data_dir),
-        "topics": "in",
-        "startingoffsets": "earliest",
-        "subscription": sub,
-        "epoch": "1",
-        "ackonplan": "true",  # at-most-once: a plan moves the cursors at once
-        "instances": "1",
-        "controlid": control_id,
-        "admission": "sparkfn.runtime.query.admission:RunAdmission",
-        **more,
-    }
-    return SparkfnStreamReader(opts, list(SPARK_READ_TYPES))
+def _reader(store: Store, config: FunctionConfig, *, slots: int = 2) -> GroupStreamReader:
+    """The reader of ``config``'s group of one, in its run's epoch, driven directly."""
+    cid = config.fqfn
+    record = control.read_control(store, cid)
+    assert record is not None
+    members.join(store, solo_group(cid), cid, config, epoch=record.epoch, version="1")
+    return GroupStreamReader(
+        {
+            "storeurl": store.url,
+            "datadir": str(store.data_dir),
+            "group": solo_group(cid),
+            "taskslots": str(slots),
+            "parking": "true",  # as the start of a group of one says
+        }
+    )
+
+
+def _rows(tasks: list[Any]) -> int:
+    """The data rows the tasks of a group's batch read."""
+    return sum(
+        p.end - p.start
+        for t in tasks
+        for s in t.slices
+        for p in s.parts
+        if isinstance(p, TopicRange)
+    )
 
 
 def _cursors(store: Store, sub: str) -> dict[tuple[int, int], int]:
@@ -138,14 +150,18 @@ def _cursors(store: Store, sub: str) -> dict[tuple[int, int], int]:
 
 def test_parking_waits_for_planned_batches_and_a_parked_run_plans_nothing(store: Store) -> None:
     TopicAdmin(store).create("in", partitions=2, schema_type="string")
-    control_id = f"public/default/park-{uuid.uuid4().hex[:8]}"
-    sub = control_id
+    config = _config(
+        store.data_dir / "calls.jsonl",
+        processing_guarantees="at_most_once",  # a plan moves the cursors at once
+        max_records_per_batch=None,
+    )
+    control_id, sub = config.fqfn, config.subscription
     control.begin_run(store, control_id, "function", 1, "test")
     control.set_state(store, control_id, control.RUNNING, "started")  # as its supervisor does
     parking = Parking(
         store, control_id=control_id, subscription_name=sub, inputs=lambda: ["in"], after=0.0
     )
-    reader = _reader(store, control_id, sub)
+    reader = _reader(store, config)
     start = reader.initialOffset()
     parking.started()
     assert parking.park(lambda: None), "nothing pending, nothing planned: it parks"
@@ -153,13 +169,13 @@ def test_parking_waits_for_planned_batches_and_a_parked_run_plans_nothing(store:
 
     _produce(store, [f"m{i}" for i in range(10)])
     assert not parking.park(lambda: None), "input is pending: no park"
-    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    end = reader.latestOffset(start, None)
     assert end != start
     reader.partitions(start, end)  # planned (and, at-most-once, acked): a batch in flight
     assert sum(_cursors(store, sub).values()) == 10
     assert not parking.park(lambda: None), "a batch is planned and not committed: no park"
     with store.write() as conn:
-        subscription.commit_plan(conn, sub, 1)
+        subscription.commit_plan(conn, sub, 1, owner=control_id)
     assert parking.park(lambda: None)
     record = control.read_control(store, control_id)
     assert record is not None and record.state == "PARKED" and record.stop_mode is None
@@ -168,9 +184,9 @@ def test_parking_waits_for_planned_batches_and_a_parked_run_plans_nothing(store:
 
     # Parked: the reader admits nothing new...
     _produce(store, [f"n{i}" for i in range(5)])
-    assert reader.latestOffset(end, reader.getDefaultReadLimit()) == end
+    assert reader.latestOffset(end, None) == end
     parking.started()
-    later = reader.latestOffset(end, reader.getDefaultReadLimit())
+    later = reader.latestOffset(end, None)
     assert later != end
     # ...and a batch whose latestOffset saw data before the park plans
     # nothing once it is parked: its cursors stay (nothing acked, nothing lost).
@@ -181,12 +197,10 @@ def test_parking_waits_for_planned_batches_and_a_parked_run_plans_nothing(store:
     assert reader.partitions(end, later) == []
     assert sum(_cursors(store, sub).values()) == 10
     with store.write() as conn:
-        subscription.commit_plan(conn, sub, 1)  # the empty batch commits
         conn.execute(
             update(control.runs).where(control.runs.c.fqfn == control_id).values(state="RUNNING")
         )
     # Started again, the next batch reads what that one skipped, from the cursors.
-    following = reader.latestOffset(later, reader.getDefaultReadLimit())
-    ranges = reader.partitions(later, following)
-    assert sum(r.end - r.start for r in ranges) == 5
+    following = reader.latestOffset(later, None)
+    assert _rows(reader.partitions(later, following)) == 5
     assert sum(_cursors(store, sub).values()) == 15

@@ -16,14 +16,17 @@ import pytest
 
 from sparkfn.api.errors import SubscriptionInUseError
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.group.solo import start_solo_query
+from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.query.build import prepare, start_function_query
+from sparkfn.runtime.query.build import prepare
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import until
 
 EXCLAIM = str(Path(__file__).resolve().parents[2] / "examples" / "exclamation.py")
 SHARED = "public/default/shared"
@@ -87,14 +90,22 @@ def test_a_second_function_on_a_subscription_is_refused_and_the_first_outputs_ev
             with pytest.raises(SubscriptionInUseError, match=re.escape(message)):
                 b.start()
             assert b.run_state == "ERROR"
-        # A query that got past that check (two starts at once) is refused at its first plan.
-        query = start_function_query(
-            spark, store, prepare(store, second), checkpoint=tmp_path / "ck-b", kind="function"
+        # A query that got past that check (two starts at once) is refused at its first
+        # plan: the refusal is the run's death, with the message, and it plans nothing.
+        epoch = control.begin_run(store, "public/default/b", "function", 1, "a second start")
+        control.set_state(store, "public/default/b", control.RUNNING, "started")
+        query = start_solo_query(
+            spark, store, prepare(store, second), epoch=epoch, checkpoint=tmp_path / "ck-b"
         )
         _produce(store, 40, 40)  # both queries see new input: each plans a batch
-        with pytest.raises(Exception, match=re.escape(message)):
-            query.awaitTermination(120)
-        assert not query.isActive
+        try:
+            until(
+                lambda: _death_of(store, "public/default/b", message),
+                "the second run's refusal recorded as its death",
+                timeout=120,
+            )
+        finally:
+            query.stop()
         _produce(store, 80, 40)
         a.wait_for(lambda: sum(_outputs(store, "out-a").values()) >= 120, 120, "all 120")
         assert a.drain(timeout=120)
@@ -103,3 +114,9 @@ def test_a_second_function_on_a_subscription_is_refused_and_the_first_outputs_ev
     with store.read() as conn:
         assert subscription.owner_of(conn, SHARED) == "public/default/a"
         assert sum(subscription.cursors(conn, SHARED).values()) == 120
+
+
+def _death_of(store: Store, control_id: str, message: str) -> bool:
+    record = control.read_control(store, control_id)
+    deaths = [r.death for r in record.instances.values() if r.death] if record else []
+    return any(message in str(d) for d in deaths)

@@ -12,6 +12,12 @@ more, and each is kept here so the reader stays one loop:
   instance (:func:`tick_due`; the offsets key ``__tick__/<control id>``);
 * a byte budget (``max_bytes_per_batch``, or the reader's ``memberBytes``):
   the member's rows in a batch are capped by their mean stored size too;
+* a run that parks (reader option ``parking``, a group of one whose
+  supervisor parks its query when its input is quiet,
+  :mod:`sparkfn.runtime.lifecycle.parking`): each plan reads the run's state
+  in its transaction (on PostgreSQL locking its row), so parking, which
+  checks that no batch is planned, and planning, which plans nothing for a
+  parked run, are ordered (:func:`parked`);
 * a probe (reader option ``probes``, a poison hunt of the member's supervisor,
   :mod:`sparkfn.runtime.lifecycle.poison`): the member's batches read no
   further than the probe's ends, and only those partitions, until its
@@ -25,11 +31,17 @@ import json
 import time
 from collections.abc import Mapping
 
+from sqlalchemy import Connection, select
+
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.group.plan import MemberWork
+from sparkfn.runtime.lifecycle import control
+from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.discovery import TopicDiscovery
-from sparkfn.topics.spark.planning import offset_key
+from sparkfn.topics.log import mean_stored_size
+from sparkfn.topics.spark.planning import ends_stream, offset_key, record_budget
 
 TICK_PREFIX = "__tick__/"
 
@@ -60,6 +72,22 @@ class PatternInputs:
         """Drop what is kept for members no longer in the group."""
         for cid in set(self._found) - keep:
             del self._found[cid]
+
+
+def parked(conn: Connection, control_ids: list[str]) -> set[str]:
+    """Those of ``control_ids`` whose run is parked, read in the caller's transaction (their
+    rows locked on PostgreSQL, in control id order)."""
+    if not control_ids:
+        return set()
+    runs = control.runs
+    query = (
+        select(runs.c.fqfn, runs.c.state)
+        .where(runs.c.fqfn.in_(sorted(control_ids)))
+        .order_by(runs.c.fqfn)
+    )
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return {r.fqfn for r in conn.execute(query) if r.state == control.PARKED}
 
 
 def tick_ms(config: FunctionConfig) -> int | None:
@@ -109,3 +137,38 @@ def parse_notes(text: str | None) -> dict[str, str]:
     except (ValueError, TypeError, AttributeError) as exc:
         msg = f"sparkfn-group data source: option 'exitNotes' {text!r} is not a file per member"
         raise ConfigError(msg) from exc
+
+
+def row_budget(
+    store: Store,
+    config: FunctionConfig,
+    topics: list[TopicInfo],
+    lows: dict[str, int],
+    rows: int | None,
+    max_bytes: int | None,
+) -> int | None:
+    """A member's row budget for a batch starting at ``lows``: its records cap (else
+    ``rows``), and its bytes cap (else ``max_bytes``) over the mean stored size of the
+    records next in line."""
+    rows = config.max_records_per_batch or rows
+    max_bytes = config.max_bytes_per_batch or max_bytes
+    if max_bytes is None:
+        return rows
+    keys = [(t, p, offset_key(t, p)) for t in topics for p in range(t.partitions)]
+    with store.read() as conn:
+        size = mean_stored_size(conn, [(t, p, lows[k]) for t, p, k in keys if k in lows])
+    return record_budget(rows, max_bytes, size)
+
+
+def ends_drain(work: MemberWork, max_per_task: int | None, slots: int) -> bool:
+    """Whether a drain's batch that reaches its target may end the stream itself: when that
+    costs no cores (:func:`~sparkfn.topics.spark.planning.ends_stream`); it saves the
+    end-of-stream batch's trigger."""
+    return ends_stream(
+        work.topics,
+        {k: (work.base.get(k, 0), hi) for k, hi in work.ends.items()},
+        work.live,
+        max_per_task=max_per_task,
+        assignment=work.member.config.subscription_type.value,
+        slots=slots,
+    )

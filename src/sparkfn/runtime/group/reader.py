@@ -33,7 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from sparkfn.api.errors import ConfigError, SparkfnError
 from sparkfn.api.lifecycle import DeathCause
-from sparkfn.config.function import FunctionConfig, ProcessingGuarantee
+from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.config.names import TopicName
 from sparkfn.config.settings import Settings
 from sparkfn.runtime.group import extras, suspects
@@ -43,8 +43,8 @@ from sparkfn.runtime.lifecycle import control
 from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
-from sparkfn.topics.admin import TopicAdmin, TopicInfo
-from sparkfn.topics.log import ends_of, mean_stored_size
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.log import ends_of
 from sparkfn.topics.plans import PlanRequest, plan_batches
 from sparkfn.topics.spark.options import positive_int
 from sparkfn.topics.spark.planning import (
@@ -52,9 +52,7 @@ from sparkfn.topics.spark.planning import (
     TickMarker,
     by_instance,
     cap,
-    ends_stream,
     offset_key,
-    record_budget,
     split_ranges,
     with_final,
 )
@@ -94,6 +92,8 @@ class GroupStreamReader(DataSourceStreamReader):
         self.bytes_budget = positive_int(opts, "memberBytes", None)
         seconds = opts.get("memberseconds")
         self.member_seconds = float(seconds) if seconds else None
+        # Its members' runs may park (a group of one): each plan checks, in its transaction.
+        self.parking = opts.get("parking", "false").lower() == "true"
         self.probes = extras.parse_probes(opts.get("probes"))
         self.exit_notes = extras.parse_notes(opts.get("exitnotes"))
         self._patterns = extras.PatternInputs(self.store_url, self.data_dir)
@@ -193,8 +193,7 @@ class GroupStreamReader(DataSourceStreamReader):
                     work.final_seq = record.final_seq
                     out[m.control_id] = work
                     continue
-            # A partition without a cursor yet and with messages: its plan makes the
-            # cursor (at the member's position); an empty one waits for a message.
+            # A partition without a cursor gets one from its plan (once it has a message).
             pending = {k: v for k, v in available.items() if v > base.get(k, 0)}
             work.tick = extras.tick_due(m.config, m.control_id, start)
             if not pending:
@@ -202,40 +201,17 @@ class GroupStreamReader(DataSourceStreamReader):
                     out[m.control_id] = work  # the clock's tick alone
                 continue
             lows = {k: base.get(k, 0) for k in pending}
-            budget = self._budget(m.config, mine, lows)
+            budget = extras.row_budget(store, m.config, mine, lows, self.budget, self.bytes_budget)
             work.ends = cap(lows, pending, budget) if budget else pending
             work.capped = work.ends != pending
-            if mode == "drain" and not work.capped and self._ends_drain(work):
+            if (
+                mode == "drain"
+                and not work.capped
+                and extras.ends_drain(work, self.max_per_task, self.slots)
+            ):
                 work.final_seq = record.final_seq  # its last data batch carries the markers
             out[m.control_id] = work
         return out, found
-
-    def _ends_drain(self, work: MemberWork) -> bool:
-        """Whether a drain's batch that reaches its target may end the stream itself: when
-        that costs no cores (:func:`~sparkfn.topics.spark.planning.ends_stream`); it saves
-        the end-of-stream batch's trigger."""
-        return ends_stream(
-            work.topics,
-            {k: (work.base.get(k, 0), hi) for k, hi in work.ends.items()},
-            work.live,
-            max_per_task=self.max_per_task,
-            assignment=work.member.config.subscription_type.value,
-            slots=self.slots,
-        )
-
-    def _budget(
-        self, config: FunctionConfig, topics: list[TopicInfo], lows: dict[str, int]
-    ) -> int | None:
-        """The member's row budget for this batch: its records cap, and its bytes cap over
-        the mean stored size of the records next in line."""
-        rows = config.max_records_per_batch or self.budget
-        max_bytes = config.max_bytes_per_batch or self.bytes_budget
-        if max_bytes is None:
-            return rows
-        keys = [(t, p, offset_key(t, p)) for t in topics for p in range(t.partitions)]
-        with self._store().read() as conn:
-            size = mean_stored_size(conn, [(t, p, lows[k]) for t, p, k in keys if k in lows])
-        return record_budget(rows, max_bytes, size)
 
     def latestOffset(self, start: dict[str, int], limit: object) -> dict[str, int]:  # noqa: N802
         """The next batch's offsets: the generation bumped if a member has work, else ``start``.
@@ -286,8 +262,11 @@ class GroupStreamReader(DataSourceStreamReader):
         items: list[tuple[MemberWork, InputPartition]] = []
         refused: list[tuple[MemberWork, Exception]] = []
         with self._store().write() as conn:
+            parked = extras.parked(conn, list(work)) if self.parking else set()
             asked: list[tuple[MemberWork, bool, PlanRequest]] = []
             for cid, w in sorted(work.items()):
+                if cid in parked:
+                    continue  # data seen just before its run parked: read from the cursors later
                 final = w.final_seq is not None
                 if final and end.get(FINAL_PREFIX + cid) != w.final_seq:
                     continue  # asked since this batch's offsets were taken: the next batch has it

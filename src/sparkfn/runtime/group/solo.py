@@ -83,6 +83,7 @@ def start_solo_query(
     options = {
         "memberBudget": str(config.max_records_per_batch or DEFAULT_MAX_RECORDS_PER_BATCH),
         "memberBytes": str(config.max_bytes_per_batch or DEFAULT_MAX_BYTES_PER_BATCH),
+        "parking": "true",  # its supervisor may park it (sparkfn.runtime.lifecycle.parking)
     }
     if probe is not None:
         options["exitNotes"] = json.dumps({control_id: str(probe.exit_file)})

@@ -6,17 +6,37 @@ group of one (:mod:`.solo`) differ only in the options given here.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkfn.runtime.group.commit import GroupCommitter
 from sparkfn.runtime.group.reader import GROUP_FORMAT, GroupDataSource
-from sparkfn.runtime.query.build import REGISTER_LOCK, activate
 from sparkfn.store.store import Store
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
+
+# Each query gets a registration of its own. A registered Python data source
+# is one Spark PythonFunction, environment map included, that every query
+# loaded from it shares; Spark fills that map in while it starts a query's
+# Python runners, so a query starting beside another one could corrupt the
+# other's task serialization (seen as java.io.OptionalDataException in a
+# task). Registered now, the query's workers also get the SparkContext's
+# environment of now.
+REGISTER_LOCK = threading.Lock()
+
+
+def activate(spark: SparkSession) -> None:
+    """Make ``spark`` the JVM thread's active session.
+
+    The active session is per thread; Spark looks up Python data sources
+    through it, so a query (re)started from a supervisor thread would not
+    find the group's source otherwise.
+    """
+    jvm = spark._jvm  # noqa: SLF001 - no public API for this
+    spark._get_j_spark_session_class(jvm).setActiveSession(spark._jsparkSession)  # noqa: SLF001
 
 
 def start_group_query(
@@ -49,7 +69,7 @@ def start_group_query(
         .option("taskSlots", str(spark.sparkContext.defaultParallelism))
         .options(**options)
     )
-    with REGISTER_LOCK:  # a registration per query: see sparkfn.runtime.query.build
+    with REGISTER_LOCK:  # a registration per query (see above)
         spark.dataSource.register(GroupDataSource)
         frame = reader.load()
     writer = (

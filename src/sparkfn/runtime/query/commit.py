@@ -1,16 +1,16 @@
-"""The function's batch commit: staging in the function's task, one transaction per batch.
+"""A function's batch: staged in its task, committed in one transaction.
 
-Each read task of the function's query (the source runs
-:func:`stage_in_task`'s function in its tasks: see
-:mod:`sparkfn.topics.spark.tasks`) runs the user function and hands what
-it emitted straight to :meth:`FunctionBatchWriter.write`, in the same
-Python worker: the messages are staged as segments per output topic and
-partition there, and the task yields one small row, the pickled
-:class:`FunctionBatch` (segment references, state mutations, stats). No
-message enters the JVM. The query's
-``foreachBatch`` (:class:`BatchCommitter`) collects those rows on the driver
-and commits them, in the driver's own Python process: a Python sink of
-Spark's would start a Python process for every batch's commit.
+Every task that runs a function's part of a batch (a group's task,
+:mod:`sparkfn.runtime.group.task`, for a member of a shared group or a
+group of one) hands what the function emitted straight to
+:meth:`FunctionBatchWriter.write`, in the same Python worker: the messages
+are staged as segments per output topic and partition there, and the task
+keeps only the small :class:`FunctionBatch` (segment references, state
+mutations, stats). No message enters the JVM. The group's ``foreachBatch``
+commits each member's batches on the driver
+(:mod:`sparkfn.runtime.group.commit`: most members together through
+:mod:`sparkfn.runtime.group.bulk`, the others with :meth:`FunctionBatchWriter.commit`'s
+checks, one savepoint each).
 
 The commit, in one store transaction: checks the run's epoch (an older run
 is fenced: its commit fails with :class:`~sparkfn.api.errors.StaleRunError`
@@ -35,13 +35,11 @@ waits for.
 
 from __future__ import annotations
 
-import pickle
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from sqlalchemy import Connection, select
 
 from sparkfn.api.errors import FatalError, StaleRunError
@@ -50,7 +48,6 @@ from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.deadletter import dead_letter_topic
 from sparkfn.runtime.metrics_store import commit_stats
 from sparkfn.runtime.query.executor import TaskPiece, TaskSummary
-from sparkfn.runtime.spark.liveness import collect_all
 from sparkfn.runtime.stats import ExceptionInfo, InstanceStats
 from sparkfn.state.store import apply_mutations, merge_mutations
 from sparkfn.store import schema
@@ -62,12 +59,11 @@ from sparkfn.topics.segments import Codec
 from sparkfn.topics.spark.commit import (
     PartitionStager,
     commit_staged,
-    kill_after_stage_if_requested,
     kill_if_requested,
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    pass
 
 
 @dataclass
@@ -202,38 +198,3 @@ class FunctionBatchWriter:
         stats.record_exception(ExceptionInfo.from_exception("system", exc, None))
         with store.write() as conn:
             commit_stats(conn, self.control_id, [(0, stats)])
-
-
-COMMIT_SCHEMA = "payload binary"
-
-
-def stage_in_task(
-    writer: FunctionBatchWriter,
-    run: Callable[[Iterator[pa.RecordBatch]], Iterator[TaskPiece]],
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The task function of the query's source: ``run`` the task's input, stage what it emits, yield one row.
-
-    The row (:data:`COMMIT_SCHEMA`) is the pickled :class:`FunctionBatch`
-    that :class:`BatchCommitter` commits on the driver.
-    """
-
-    def run_and_stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        staged = writer.write(run(batches))
-        kill_after_stage_if_requested()  # crash tests only: see commit.KILL_AFTER_STAGE_ENV
-        yield pa.record_batch([pa.array([pickle.dumps(staged)], pa.binary())], names=["payload"])
-
-    return run_and_stage
-
-
-class BatchCommitter:
-    """The ``foreachBatch`` of a function's query: commit the batch's staged rows on the driver."""
-
-    def __init__(self, writer: FunctionBatchWriter) -> None:
-        self.writer = writer
-
-    def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        """Collect the tasks' :class:`FunctionBatch` rows and commit them once."""
-        messages: list[FunctionBatch | None] = [
-            pickle.loads(row.payload) for row in collect_all(frame)
-        ]
-        self.writer.commit(messages, batch_id)

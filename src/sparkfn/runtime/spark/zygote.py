@@ -78,7 +78,7 @@ PRELOAD = (
     *daemon.PRELOAD,  # what sparkfn's daemon loads for its tasks
     "sparkfn.topics.spark.source",
     "sparkfn.topics.spark.reader",
-    "sparkfn.runtime.query.admission",
+    "sparkfn.runtime.group.reader",
     "sparkfn.runtime.query.commit",
 )
 

@@ -14,7 +14,7 @@ topic, partition, offset``). ``Trigger.AvailableNow`` is supported.
 ``propertiesAs`` ``json`` gives ``properties`` as JSON object text instead of
 a map (null when a message has none): Spark converts a string column several
 times faster, which the function runtime uses between its Python stages.
-The reader's other options (subscriptions, admission, instances) are in
+The reader's other options (subscriptions, instances) are in
 :mod:`.reader`; ``taskFunction`` and ``taskSchema``, which run a function
 over each task's rows inside the reader, in :mod:`.tasks`.
 
@@ -37,7 +37,6 @@ from pyspark.sql.datasource import DataSource
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.topics.message import SPARK_READ_TYPES
-from sparkfn.topics.spark.tasks import TASK_FUNCTION_OPTION, TASK_SCHEMA_OPTION
 
 # The reader, the writer and the store are imported where they are used: Spark
 # unpickles this class in a fresh Python planner worker at the start of every
@@ -107,15 +106,8 @@ class SparkfnDataSource(DataSource):
 
     def schema(self) -> str:
         """Called once on the driver: the message row schema (+ ``instance_id`` with
-        ``instances``), or with a task function (:mod:`.tasks`) what it yields."""
-        opts = options_of(self.options)
-        if TASK_FUNCTION_OPTION.lower() in opts:
-            task_schema = opts.get(TASK_SCHEMA_OPTION.lower())
-            if not task_schema:
-                msg = f"sparkfn data source: option {TASK_FUNCTION_OPTION} needs option {TASK_SCHEMA_OPTION}"
-                raise ConfigError(msg)
-            return task_schema
-        return read_schema(opts)
+        ``instances``)."""
+        return read_schema(options_of(self.options))
 
     def streamReader(self, schema: StructType) -> SparkfnStreamReader:  # noqa: N802
         """Called once on the driver per query start."""
