@@ -390,6 +390,8 @@ class Supervisor:
     ) -> None:
         live = record.live(self.target.parallelism)
         failure, failed = failure_of(self.fqfn, deaths, error, live)
+        if error is not None:  # Spark's own words (Py4J, Java): the operator's log, not the cause
+            _LOG.info("%s %s: its query failed:\n%s", self.target.kind, self.fqfn, error)
         cause = failure.cause
         self.failure = failure
         self.history = RestartHistory(self.history.times, time.monotonic())
