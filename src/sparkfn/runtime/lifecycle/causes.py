@@ -26,7 +26,7 @@ WORKER_CRASHED = "Python worker exited unexpectedly"
 # sparkfn's line for a task's worker that died, with its exit status (runtime/lifecycle/poison.py).
 _SAID_CRASH = re.compile(r"^Python worker .+ while processing a message of function \S+$")
 # Py4J's line for a failed call into the JVM: an object id and a method, nothing of the cause.
-_PY4J_CALL = re.compile(r"^(py4j\.protocol\.)?Py4J\w*: An error occurred while calling \S+")
+_PY4J_CALL = re.compile(r"^(?:(?:py4j\.protocol\.)?Py4J\w*: )?An error occurred while calling \S+")
 # A Java exception's class name before its message ("org.apache.spark.SparkException: ").
 _JAVA_CLASS = re.compile(r"^:?\s*((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error)):\s*")
 # Python's first line of a traceback.
@@ -67,6 +67,23 @@ def short_error(text: str) -> str:
     if said:
         return _JAVA_CLASS.sub("", said[0]) or said[0]
     return lines[0].strip() if lines else text
+
+
+# Words of Py4J's or Java's in an error's text: a call line, a Java class or stack frame.
+_SPARK_WORDS = re.compile(
+    r"py4j|An error occurred while calling|\b(?:org\.apache|java\.\w+)\.\w|^\s+at [\w$.<>]+\(",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def user_text(text: str) -> str:
+    """``text`` as it is if it holds no Py4J or Java words, else its :func:`short_error`
+    (a sparkfn sentence if that still names a Py4J object): for an exception's text that
+    may come from a call into the JVM (a start, a probe of the session)."""
+    if not _SPARK_WORDS.search(text):
+        return text
+    said = short_error(text)
+    return "a call into the Spark JVM failed" if _SPARK_WORDS.search(said) else said
 
 
 def user_traceback(text: str) -> str:
