@@ -127,7 +127,6 @@ class QueryGroup:
 
     def _start(self) -> StreamingQuery:
         activate(self.spark)
-        suspects.exits_folder(self.store.data_dir, self.name).mkdir(parents=True, exist_ok=True)
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"group:{self.name}")
         reader = (
             self.spark.readStream.format(GROUP_FORMAT)

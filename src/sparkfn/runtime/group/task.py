@@ -144,7 +144,9 @@ def run_group_task(store_url: str, data_dir: str, task: GroupTask) -> Iterator[p
     """Every slice of ``task``, then one row: the pickled :class:`SliceResult` list."""
     # A worker that dies in the task has its exit status written (see suspects.exit_file).
     first = task.slices[0].control_id if task.slices else ""
-    note = daemon.note_exit_to(suspects.exit_file(data_dir, task.group, first))
+    exit_file = suspects.exit_file(data_dir, task.group, first)
+    exit_file.parent.mkdir(parents=True, exist_ok=True)
+    note = daemon.note_exit_to(exit_file)
     try:
         known = output_topics(store_url, data_dir, task)
         # The index rows of every slice's ranges in one query, not a query per range.
