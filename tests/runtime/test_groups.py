@@ -9,6 +9,7 @@ one output per function, a member's failure or stop kept to that member.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -95,6 +96,26 @@ def _setup(worker: Worker, names: list[str], *topics: str, **fields: Any) -> Sto
     for name in names:
         worker.create(_config(name, **fields), package_digest=None, who="test")
     return store
+
+
+def _left(caplog: pytest.LogCaptureFixture, name: str) -> list[str]:
+    """What the group said of function ``name`` leaving it, checked for Spark's own words."""
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "sparkfn.group" and f"member public/default/{name} left" in r.getMessage()
+    ]
+    for line in said:
+        assert not any(w in line for w in ("py4j", "Py4J", "org.apache", "java.")), line
+    return said
+
+
+# How a member that left for killing its worker is said (issue 39): the exit code, as
+# a function's own query says it.
+CRASHER_LEFT = (
+    "a batch it was in failed: Python worker exited with code 3 while processing a message "
+    "of function public/default/crasher"
+)
 
 
 def _in_group(store: Store) -> set[str]:
@@ -337,10 +358,11 @@ def test_a_flooded_member_gets_a_query_of_its_own_and_the_others_keep_up(
 
 @pytest.mark.long_running(120)
 def test_a_member_that_kills_its_python_worker_is_taken_out_and_the_others_flow(
-    group_worker: Worker,
+    group_worker: Worker, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Its input ``exit`` ends the task's Python worker, and so the group's batch:
     the batch's members leave for queries of their own, the group goes on at once."""
+    caplog.set_level(logging.WARNING, logger="sparkfn.group")
     good = [f"ok{i}" for i in range(3)]
     store = _setup(group_worker, good, "bomb")
     group_worker.create(_config("crasher", inputs=["bomb"]), package_digest=None, who="test")
@@ -361,15 +383,21 @@ def test_a_member_that_kills_its_python_worker_is_taken_out_and_the_others_flow(
     )
     for name in good:
         assert _state(group_worker, name) == "RUNNING"
+    # Its batch ran again isolated, which named the crasher's task and its exit code.
+    assert any(CRASHER_LEFT in line for line in _left(caplog, "crasher")), caplog.text
+    for name in good:
+        _left(caplog, name)
 
 
 @pytest.mark.long_running(60)
 def test_a_member_whose_message_kills_its_worker_passes_it_on_a_query_of_its_own(
-    group_worker: Worker,
+    group_worker: Worker, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The poison hunt covers a group member's batch (issue 39, point 4): taken out
     of the group, the member's own query splits the batch, dead-letters ``exit``
-    with its cause and processes the rest once; the member stays RUNNING."""
+    with its cause and processes the rest once; the member stays RUNNING. The group
+    says why it left with the worker's exit code (issue 39, point 5)."""
+    caplog.set_level(logging.WARNING, logger="sparkfn.group")
     store = _setup(group_worker, [], "bomb")
     config = _config("crasher", inputs=["bomb"])
     group_worker.create(config, package_digest=None, who="test")
@@ -395,6 +423,7 @@ def test_a_member_whose_message_kills_its_worker_passes_it_on_a_query_of_its_own
     ), letter.properties
     assert _state(group_worker, "crasher") == "RUNNING"
     assert "public/default/crasher" not in _in_group(store)
+    assert [CRASHER_LEFT in line for line in _left(caplog, "crasher")] == [True], caplog.text
 
 
 def test_a_start_checks_the_code_and_topics_once(

@@ -24,7 +24,7 @@ from sparkfn.runtime.function.rows import (
     DLQ_REAL_TOPIC,
 )
 from sparkfn.runtime.lifecycle import control
-from sparkfn.runtime.lifecycle.causes import failure_of, short_error
+from sparkfn.runtime.lifecycle.causes import failure_of, short_error, user_text, user_traceback
 from sparkfn.runtime.lifecycle.deadletter import dead_letter_input
 from sparkfn.runtime.lifecycle.poison import Hunt, describe_exit, worker_crashed
 from sparkfn.runtime.metrics_store import instance_totals, latest_exceptions
@@ -104,6 +104,38 @@ def test_a_crash_whose_exit_status_is_known_is_said_with_it_and_the_function() -
     assert (failure.cause.type, failure.cause.message, failed) == ("PythonWorkerCrashed", said, [0])
     # Any other query failure keeps its type.
     assert failure_of("f", [], RAISED, [0])[0].cause.type == "QueryFailed"
+
+
+def test_an_exceptions_text_is_kept_unless_it_holds_py4j_or_java_words() -> None:
+    """What a failed start or restart records, and ``/ready`` says of a session that does
+    not answer: sparkfn's own text as it is, a Py4J or Java one in sparkfn's words."""
+    mine = "function public/default/f: topic x does not exist\n  create it first"
+    assert user_text(mine) == mine
+    assert user_text(RAISED) == "RuntimeError: db unreachable"
+    assert user_text("An error occurred while calling o33.statusTracker") == (
+        "a call into the Spark JVM failed"
+    )
+    for text in (CRASHED, RAISED, "py4j.protocol.Py4JNetworkError: Answer from Java side is empty"):
+        said = user_text(text)
+        assert not any(w in said.lower() for w in ("py4j", "org.apache", "java.", " o86.")), said
+
+
+def test_a_spark_errors_traceback_is_the_users_python_one_without_py4j_or_java() -> None:
+    """What status shows as ``deathException.traceback`` (issue 39, point 5): the task's
+    Python traceback; never the driver's Py4J call, Java's classes or its stack."""
+    assert user_traceback(RAISED) == (
+        'Traceback (most recent call last):\n  File "worker.py", line 1, in main\n'
+        "RuntimeError: db unreachable\n"
+    )
+    # A worker that died said no traceback; the one in the text is the driver's Py4J call.
+    assert user_traceback(CRASHED) == ""
+    java = ": org.apache.spark.SparkException: no\n\tat x.y(Z.java:1)\nCaused by: java.io.EOF\n"
+    assert user_traceback(java) == ""
+    for error, expected in ((RAISED, user_traceback(RAISED)), (CRASHED, "")):
+        cause = failure_of("public/default/f", [], error, [0])[0].cause
+        assert cause.traceback == expected
+        for name in ("py4j", "Py4J", "org.apache", "java.", "collectToPython"):
+            assert name not in cause.traceback and name not in cause.message, (name, cause)
 
 
 def test_exit_statuses_read_as_a_code_or_a_signal() -> None:

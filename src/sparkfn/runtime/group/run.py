@@ -31,6 +31,9 @@ from sparkfn.runtime.group import members, overrun, suspects
 from sparkfn.runtime.group.commit import GroupCommitter
 from sparkfn.runtime.group.start import start_group_query
 from sparkfn.runtime.lifecycle import objects
+from sparkfn.runtime.lifecycle.causes import short_error
+from sparkfn.runtime.lifecycle.halving import describe_exit
+from sparkfn.runtime.lifecycle.poison import EXIT_STATUS_WAIT_SECONDS
 from sparkfn.runtime.lifecycle.query_target import JVM_EXIT_SECONDS, QueryTarget
 from sparkfn.runtime.lifecycle.target import Ended
 from sparkfn.runtime.spark.liveness import jvm_death
@@ -202,9 +205,13 @@ class QueryGroup:
         found = suspects.failed_batch(self.store, self.name)
         key = frozenset((m.control_id, m.epoch) for m in found)
         again, self._failed = key == self._failed, key
-        if not found or not (suspects.is_crash(error) or again):
-            return False
+        crashed = suspects.is_crash(error)
         data_dir = self.store.data_dir
+        taking = bool(found) and crashed
+        # Taken at each failure: a status never names the member of a later one.
+        exits = suspects.take_exits(data_dir, self.name, EXIT_STATUS_WAIT_SECONDS if taking else 0)
+        if not found or not (crashed or again):
+            return False
         tasks = suspects.isolated_tasks(data_dir, self.name)  # the failed batch ran isolated
         index = suspects.failed_task(error)
         if tasks is not None and index is not None and index in tasks:
@@ -217,17 +224,22 @@ class QueryGroup:
                 "query group %s: a batch of %d members failed (%s); running it again isolated",
                 self.name,
                 len(found),
-                error.splitlines()[0][:200] if error else "no error",
+                short_error(error) if error else "no error",
             )
             return True
         else:
             chosen = suspects.to_take_out(found)
-        left = []
-        for member in chosen:
-            if members.leave(self.store, member.control_id, epoch=member.epoch):
-                left.append(member.control_id)
-        why = f"a batch it was in failed ({error.splitlines()[0][:200] if error else 'no error'})"
-        for cid in left:
+        left = [m for m in chosen if members.leave(self.store, m.control_id, epoch=m.epoch)]
+        for member in left:
+            cid = member.control_id
+            status = exits.get(cid)
+            if crashed and (status is not None or len(chosen) == 1):
+                # As a function's own query says it (lifecycle.poison), with the exit status.
+                kind = "sink" if cid.startswith("sink:") else "function"
+                said = f"Python worker {describe_exit(status)} while processing a message of "
+                why = f"a batch it was in failed: {said}{kind} {member.config.fqfn}"
+            else:
+                why = f"a batch it was in failed ({short_error(error) if error else 'no error'})"
             _LOG.warning("query group %s: member %s left: %s", self.name, cid, why)
             if self.on_hot is not None:
                 self.on_hot(cid, why, False)

@@ -15,13 +15,22 @@ only that one leaves the group, for a query of its own where its own failure
 handling finds the message (or the instance) at fault without holding anyone
 else. Where the index cannot be read, the suspects leave (half of them at a
 time when there are many).
+
+A member that leaves for a dead worker is said with the worker's exit status
+("Python worker exited with code 3 while processing a message of function
+f"), as a function's own query says it: each group task has the daemon
+write the status of a worker that dies in it (:func:`exit_file`,
+:func:`sparkfn.runtime.spark.daemon.note_exit_to`), named after the task's
+first member, which an isolated task's only member is.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 from sparkfn.runtime.group.members import Member, members
 from sparkfn.store.store import Store
@@ -108,3 +117,31 @@ def isolated_tasks(data_dir: str | Path, group: str) -> dict[int, str] | None:
     except (OSError, ValueError):
         return None
     return {int(k): v for k, v in found.items()}
+
+
+def exits_folder(data_dir: str | Path, group: str) -> Path:
+    """Where the group's tasks have the exit statuses of their dead workers written."""
+    return _folder(data_dir, group) / "exits"
+
+
+def exit_file(data_dir: str | Path, group: str, control_id: str) -> Path:
+    """The exit status file of a task whose first member is ``control_id``."""
+    return exits_folder(data_dir, group) / quote(control_id, safe="")
+
+
+def take_exits(data_dir: str | Path, group: str, wait: float = 0.0) -> dict[str, int]:
+    """The exit statuses written since the last call, by member (taken: read once);
+    waits up to ``wait`` seconds for the first (the daemon writes it as its worker ends)."""
+    folder = exits_folder(data_dir, group)
+    deadline = time.monotonic() + wait
+    found: dict[str, int] = {}
+    while True:
+        for path in folder.glob("[!.]*"):
+            try:
+                found[unquote(path.name)] = int(path.read_text())
+            except (OSError, ValueError):
+                continue
+            path.unlink(missing_ok=True)
+        if found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)

@@ -24,11 +24,12 @@ import pyarrow as pa
 from sparkfn.api.errors import FatalError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
-from sparkfn.runtime.group import overrun
+from sparkfn.runtime.group import overrun, suspects
 from sparkfn.runtime.group.plan import GroupTask, MemberSlice
 from sparkfn.runtime.lifecycle.workerctl import CancelledError
 from sparkfn.runtime.query.commit import FunctionBatch, FunctionBatchWriter
 from sparkfn.runtime.query.executor import make_run_function
+from sparkfn.runtime.spark import daemon
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.prefetch import SegmentPrefetch
@@ -142,10 +143,19 @@ def run_slice(
 
 def run_group_task(store_url: str, data_dir: str, task: GroupTask) -> Iterator[pa.RecordBatch]:
     """Every slice of ``task``, then one row: the pickled :class:`SliceResult` list."""
-    known = output_topics(store_url, data_dir, task)
-    # The index rows of every slice's ranges in one query, not a query per range.
-    ranges = TaskRows.ranges(p for s in task.slices for p in s.parts)
-    prefetch = SegmentPrefetch(Store.cached(store_url, data_dir), ranges)
-    results = [run_slice(store_url, data_dir, s, task, known, prefetch) for s in task.slices]
-    kill_after_stage_if_requested()  # crash tests only: see commit.KILL_AFTER_STAGE_ENV
+    # A worker that dies in the task has its exit status written (see suspects.exit_file).
+    first = task.slices[0].control_id if task.slices else ""
+    exit_file = suspects.exit_file(data_dir, task.group, first)
+    exit_file.parent.mkdir(parents=True, exist_ok=True)
+    note = daemon.note_exit_to(exit_file)
+    try:
+        known = output_topics(store_url, data_dir, task)
+        # The index rows of every slice's ranges in one query, not a query per range.
+        ranges = TaskRows.ranges(p for s in task.slices for p in s.parts)
+        prefetch = SegmentPrefetch(Store.cached(store_url, data_dir), ranges)
+        results = [run_slice(store_url, data_dir, s, task, known, prefetch) for s in task.slices]
+        kill_after_stage_if_requested()  # crash tests only: see commit.KILL_AFTER_STAGE_ENV
+    finally:
+        if note is not None:
+            note.unlink(missing_ok=True)
     yield pa.record_batch([pa.array([pickle.dumps(results)], pa.binary())], names=["payload"])

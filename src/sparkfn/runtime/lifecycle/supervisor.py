@@ -43,7 +43,7 @@ from sparkfn.api.errors import FunctionFailure, InstanceStoppingError
 from sparkfn.api.lifecycle import DeathCause, Response, RunState, StopMode
 from sparkfn.config.policy import FailurePolicy
 from sparkfn.runtime.lifecycle import control
-from sparkfn.runtime.lifecycle.causes import escalated, failure_of, fenced
+from sparkfn.runtime.lifecycle.causes import escalated, failure_of, fenced, user_text
 from sparkfn.runtime.lifecycle.lookout import Lookout
 from sparkfn.runtime.lifecycle.poison import PoisonHunter
 from sparkfn.runtime.lifecycle.policy import RestartHistory, decide, policy_handler
@@ -126,7 +126,7 @@ class Supervisor:
         try:
             self.target.launch(self.epoch, self._all())
         except Exception as exc:
-            self._set_all(control.ERROR, f"start failed: {exc}")
+            self._set_all(control.ERROR, f"start failed: {user_text(str(exc))}")
             self._move(RunState.ERROR)
             self._ended.set()
             raise
@@ -390,6 +390,8 @@ class Supervisor:
     ) -> None:
         live = record.live(self.target.parallelism)
         failure, failed = failure_of(self.fqfn, deaths, error, live)
+        if error is not None:  # Spark's own words (Py4J, Java): the operator's log, not the cause
+            _LOG.info("%s %s: its query failed:\n%s", self.target.kind, self.fqfn, error)
         cause = failure.cause
         self.failure = failure
         self.history = RestartHistory(self.history.times, time.monotonic())
@@ -499,7 +501,7 @@ class Supervisor:
         try:
             self.target.launch(self.epoch, revive)
         except Exception as exc:
-            self._set_all(control.ERROR, f"restart failed: {exc}")
+            self._set_all(control.ERROR, f"restart failed: {user_text(str(exc))}")
             self._finish(RunState.ERROR)
             return False
         return True

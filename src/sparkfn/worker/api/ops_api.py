@@ -41,6 +41,7 @@ from pydantic.alias_generators import to_camel
 from sqlalchemy import literal, select
 
 from sparkfn.api.errors import SparkfnError
+from sparkfn.runtime.lifecycle.causes import user_text
 from sparkfn.worker.api.metrics import metrics_registry, metrics_text
 from sparkfn.worker.http import ErrorBody, error_response
 from sparkfn.worker.service import Worker
@@ -111,7 +112,7 @@ def not_ready(worker: Worker) -> NotReady | None:
     try:
         spark.sparkContext.statusTracker().getActiveJobsIds()
     except Exception as exc:  # a stopped context, a JVM that is gone
-        return NotReady("spark_unavailable", f"Spark does not answer: {exc}")
+        return NotReady("spark_unavailable", f"Spark does not answer: {user_text(str(exc))}")
     return None
 
 
