@@ -38,6 +38,8 @@ from sparkfn.runtime.query.build import (
     trigger_ms,
 )
 from sparkfn.store.store import Store
+from sparkfn.topics import subscription
+from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.spark.reader import DEFAULT_MAX_BYTES_PER_BATCH, DEFAULT_MAX_RECORDS_PER_BATCH
 
 if TYPE_CHECKING:
@@ -76,7 +78,13 @@ def start_solo_query(
     """
     config = prepared.config
     control_id = control.control_id(kind, config.fqfn)
-    adopt_pattern_topics(store, config, prepared.current_inputs(store))
+    inputs = prepared.current_inputs(store)
+    adopt_pattern_topics(store, config, inputs)
+    # Subscribed as it starts, as a consumer subscribes: at "latest", a message produced
+    # once the start has returned is read even if the first batch comes seconds later.
+    topics = [TopicAdmin(store).get(name) for name in inputs]
+    with store.write() as conn:
+        subscription.ensure(conn, config.subscription, topics, config.subscription_position.value)
     apply_spark_conf(spark, config)
     group = solo_group(control_id)
     members.join(store, group, control_id, config, epoch=epoch, version=version)

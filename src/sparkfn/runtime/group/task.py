@@ -157,5 +157,5 @@ def run_group_task(store_url: str, data_dir: str, task: GroupTask) -> Iterator[p
         kill_after_stage_if_requested()  # crash tests only: see commit.KILL_AFTER_STAGE_ENV
     finally:
         if note is not None:
-            note.unlink(missing_ok=True)
+            daemon.forget_note(note)
     yield pa.record_batch([pa.array([pickle.dumps(results)], pa.binary())], names=["payload"])

@@ -243,7 +243,7 @@ def make_run_function(
                     _close_after_task(store, (cid, version, instance_id), inst)
                 inst.lock.release()
             if note is not None:
-                note.unlink(missing_ok=True)
+                daemon.forget_note(note)
 
     return run_function
 

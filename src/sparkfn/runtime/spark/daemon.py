@@ -110,11 +110,25 @@ def note_exit_to(target: Path) -> Path | None:
     parent = os.getppid()
     if os.environ.get(NOTES_ENV) != str(parent):
         return None  # only a sparkfn daemon reaps its workers' notes; it says so to them
+    # The folder lives only while it holds notes (see forget_note): a daemon that ends
+    # without its exit handlers, as pyspark's does when its Spark stops, leaves nothing.
     folder = notes_dir(parent)
-    folder.mkdir(parents=True, exist_ok=True)  # made by the first probe: most daemons never need it
     note = folder / str(os.getpid())
-    note.write_text(str(target))
-    return note
+    for _ in range(3):  # another worker may remove the folder between the two calls
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            note.write_text(str(target))
+        except FileNotFoundError:
+            continue
+        return note
+    return None
+
+
+def forget_note(note: Path) -> None:
+    """The work ``note`` covers is done: remove it, and its folder if it holds no other."""
+    note.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # another worker's note is there
+        note.parent.rmdir()
 
 
 # Set by a daemon that keeps notes (keep_notes) for the workers it forks: its pid.
@@ -125,10 +139,7 @@ def keep_notes() -> Path:
     """The daemon's notes folder (its workers make it when they first need it), removed
     when the daemon exits; folders of daemons that were killed are removed now."""
     folder = notes_dir(os.getpid())
-    for stale in folder.parent.glob("sparkfn-daemon-*"):
-        pid = stale.name.rpartition("-")[2]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(stale, ignore_errors=True)
+    sweep_notes()
     owner = os.getpid()
     os.environ[NOTES_ENV] = str(owner)  # its workers inherit it
 
@@ -138,6 +149,20 @@ def keep_notes() -> Path:
 
     atexit.register(remove)
     return folder
+
+
+def sweep_notes() -> None:
+    """Remove the notes folders of daemons that have ended.
+
+    A daemon removes its own as it exits, but pyspark's daemon ends without
+    running its exit handlers when its Spark stops: the driver's process
+    calls this at its exit too (:func:`sparkfn.runtime.spark.session.spark_session`),
+    and so does every daemon as it starts.
+    """
+    for stale in notes_dir(0).parent.glob("sparkfn-daemon-*"):
+        pid = stale.name.rpartition("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def reap(folder: Path) -> None:
@@ -154,7 +179,7 @@ def reap(folder: Path) -> None:
             target = Path(note.read_text())
         except OSError:
             continue
-        note.unlink(missing_ok=True)
+        forget_note(note)
         if status != 0:
             with contextlib.suppress(OSError):  # the data dir is gone: nobody asks any more
                 partial = target.with_name(f".{target.name}.{pid}")

@@ -32,6 +32,7 @@ to talk to:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -228,7 +229,7 @@ def spark_session(
     use_project_interpreter(zygote=fresh and master.startswith("local"))
     from pyspark.sql import SparkSession
 
-    from sparkfn.runtime.spark import jvm
+    from sparkfn.runtime.spark import daemon, jvm
     from sparkfn.runtime.spark.liveness import quiet_accumulators, quiet_py4j
     from sparkfn.topics.spark.source import SparkfnDataSource
 
@@ -240,6 +241,10 @@ def spark_session(
                 {"spark.master": master, "spark.app.name": app_name, **settings}
             )
             SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm  # noqa: SLF001
+    # Registered before Spark's own exit handlers, so it runs after them: its daemons have
+    # ended by then, and their notes folders go (see daemon.sweep_notes).
+    if not _SWEEP_AT_EXIT:
+        _SWEEP_AT_EXIT.append(atexit.register(daemon.sweep_notes))
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -251,6 +256,8 @@ def spark_session(
     spark.dataSource.register(SparkfnDataSource)
     return spark
 
+
+_SWEEP_AT_EXIT: list[object] = []  # registered once per process
 
 UNIX_SOCKETS_CONF = "spark.python.unix.domain.socket.enabled"
 SOCKET_DIR_CONF = "spark.python.unix.domain.socket.dir"
