@@ -17,6 +17,7 @@ from sparkfn.config.connector import SourceConfig
 from sparkfn.config.policy import FailurePolicy
 from sparkfn.connectors.source.instances import SourceInstances
 from sparkfn.runtime.lifecycle import control
+from sparkfn.runtime.lifecycle.records import row_of
 from sparkfn.runtime.lifecycle.states import (
     INSTANCE_TRANSITIONS,
     RETIRE,
@@ -57,7 +58,7 @@ def test_transition_allows_exactly_the_moves_of_its_table(name: str) -> None:
 
 def _put(store: Store, fqfn: str, instance_id: int, state: RunState) -> None:
     """Set a record's state as a test's starting point (not a move)."""
-    table, where = control._row(fqfn, instance_id)
+    table, where = row_of(fqfn, instance_id)
     with store.write() as conn:
         conn.execute(update(table).where(where).values(state=state.value))
 
