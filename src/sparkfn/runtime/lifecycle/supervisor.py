@@ -181,8 +181,9 @@ class Supervisor(FailureHandling, InstanceStops):
         # Asked before the record is read: a target that ended has recorded its deaths by then.
         ended = self.target.finished()
         record = control.read_control(self.store, self.control_id)
-        if record is None:
-            return
+        if record is None:  # deleted under a live run: nothing can be recorded any more
+            msg = f"{self.control_id}: the run's record is gone while it runs"
+            raise IllegalTransition(msg)
         if record.epoch > self.epoch:
             self._fenced(record.epoch)
             return
