@@ -191,23 +191,31 @@ class SupervisorCore:
         cause = DeathCause(type(exc).__name__, str(exc), text, "supervisor", thread)
         self.failure = FunctionFailure(self.fqfn, None, cause, False)
         try:
-            self.target.cancel(f"defect: {exc}", self.epoch)
-            self._close(self._all(), graceful=False)
-            # The record's states are what the refusal found wrong: only what may move
-            # to ERROR is moved (a record left as it was shows where the defect is).
-            record = control.read_control(self.store, self.control_id)
-            if record is not None:
-                ids = [
-                    i
-                    for i, r in record.instances.items()
-                    if can_move(RunState(r.state), RunState.ERROR, INSTANCE_TRANSITIONS)
-                ]
-                if can_move(RunState(record.state), RunState.ERROR):
-                    ids.insert(0, control.FUNCTION)
-                control.set_state(self.store, self.control_id, control.ERROR, f"defect: {exc}", ids)
-        except Exception:  # the run ends all the same: nobody waits for it for ever
-            _LOG.exception("%s %s: ending the run after the refused move failed", kind, name)
-        finally:
+            try:  # a stop's own record may be refused too (the same defect): it is said here
+                self.target.cancel(f"defect: {exc}", self.epoch)
+                self._close(self._all(), graceful=False)
+            except Exception:
+                _LOG.exception("%s %s: stopping after the refused move failed", kind, name)
+            try:
+                self._record_defect(f"defect: {exc}")
+            except Exception:
+                _LOG.exception("%s %s: recording the end after the refused move failed", kind, name)
+        finally:  # the run ends all the same: nobody waits for it for ever
             if can_move(self.state, RunState.ERROR):
                 self._move(RunState.ERROR)
             self._ended.set()
+
+    def _record_defect(self, cause: str) -> None:
+        """``ERROR`` in the record for what may move there; the records the refusal
+        found wrong are left as they were (they show where the defect is)."""
+        record = control.read_control(self.store, self.control_id)
+        if record is None:
+            return
+        ids = [
+            i
+            for i, r in record.instances.items()
+            if can_move(RunState(r.state), RunState.ERROR, INSTANCE_TRANSITIONS)
+        ]
+        if can_move(RunState(record.state), RunState.ERROR):
+            ids.insert(0, control.FUNCTION)
+        control.set_state(self.store, self.control_id, control.ERROR, cause, ids)
