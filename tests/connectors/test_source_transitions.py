@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from connector_probes import WAIT_SECONDS, ScriptedSource
-from sqlalchemy import update
+from sqlalchemy import delete, update
 
 from sparkfn.api.connector import END_OF_STREAM, Record
 from sparkfn.api.lifecycle import RunState
@@ -195,3 +195,29 @@ def test_a_stop_during_open_stands_and_the_runner_ends_as_asked(store: Store) ->
     assert runner.death is None and runner.state is RunState.STOPPED
     assert moves == [("CREATED", "STARTING"), ("STARTING", "STOPPING"), ("STOPPING", "STOPPED")]
     source.log.assert_closed_once_and_last()
+
+
+def test_a_run_whose_record_is_deleted_under_it_ends_instead_of_looking_on(store: Store) -> None:
+    # Its supervisor returned from every look without a word, for ever.
+    source = ScriptedSource(then=None)
+    run = _run(store, [source])
+    cid = run.instances.control_id
+    until(lambda: source.log.count("read") > 0, "the source read", WAIT_SECONDS)
+    with store.write() as conn:
+        conn.execute(delete(control.instance_runs).where(control.instance_runs.c.fqfn == cid))
+        conn.execute(delete(control.runs).where(control.runs.c.fqfn == cid))
+    raised: list[BaseException | None] = []
+    original, threading.excepthook = threading.excepthook, lambda a: raised.append(a.exc_value)
+    try:
+        run.supervisor.wake()
+        assert run.wait(WAIT_SECONDS)
+        assert run.join(WAIT_SECONDS)
+    finally:
+        threading.excepthook = original
+    failure = run.supervisor.failure
+    assert failure is not None and "the run's record is gone while it runs" in str(failure)
+    assert run.supervisor.state is RunState.ERROR
+    source.log.assert_closed_once_and_last()
+    # The runner's own report of its end is refused as well, and raised once it is done.
+    assert [type(e) for e in raised] == [IllegalTransition]
+    assert "instance 0: no record to move to STOPP" in str(raised[0])
