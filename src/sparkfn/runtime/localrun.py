@@ -26,10 +26,11 @@ from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.group.run import GroupMemberTarget
+from sparkfn.runtime.group.solo import start_solo_query
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.causes import short_error
 from sparkfn.runtime.lifecycle.function import FunctionSupervisor
-from sparkfn.runtime.query.build import PreparedRun, prepare, resolve_inputs, start_function_query
+from sparkfn.runtime.query.build import PreparedRun, prepare, resolve_inputs
 from sparkfn.runtime.spark.session import spark_session
 from sparkfn.runtime.status import function_stats, function_status
 from sparkfn.state.buffer import CommittedState
@@ -119,7 +120,7 @@ class LocalRun(Closing):
                 self.spark.sparkContext.setLocalProperty(
                     "spark.scheduler.pool", self.scheduler_pool
                 )
-            self.query = start_function_query(
+            self.query = start_solo_query(
                 self.spark,
                 self.store,
                 prepared,

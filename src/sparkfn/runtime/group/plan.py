@@ -26,6 +26,7 @@ class MemberSlice:
     config: FunctionConfig
     parts: tuple[InputPartition, ...]
     capped: bool = False  # its data in this batch was cut at its row budget
+    exit_note: str | None = None  # where a dead Python worker's exit status goes (a probe)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class MemberWork:
     ends: dict[str, int] = field(default_factory=dict)  # where its data in this batch ends
     final_seq: int | None = None  # its end-of-stream batch
     capped: bool = False  # it has more data than its row budget admits
+    tick: int | None = None  # its windows' clock tick, due in this batch
+    exit_note: str | None = None  # see MemberSlice
 
 
 def _part_rows(part: InputPartition) -> int:
@@ -98,6 +101,7 @@ def pack(
                 w.member.config,
                 tuple(ps),
                 w.capped,
+                w.exit_note,
             )
             for w, ps in by_member.values()
         )

@@ -33,25 +33,28 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from sparkfn.api.errors import ConfigError, SparkfnError
 from sparkfn.api.lifecycle import DeathCause
-from sparkfn.config.function import ProcessingGuarantee
+from sparkfn.config.function import FunctionConfig, ProcessingGuarantee
 from sparkfn.config.names import TopicName
 from sparkfn.config.settings import Settings
-from sparkfn.runtime.group import suspects
+from sparkfn.runtime.group import extras, suspects
 from sparkfn.runtime.group.members import Member, group_hint, members
 from sparkfn.runtime.group.plan import GroupTask, MemberWork, pack
 from sparkfn.runtime.lifecycle import control
 from sparkfn.store import signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
-from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.log import ends_of
+from sparkfn.topics.admin import TopicAdmin, TopicInfo
+from sparkfn.topics.log import ends_of, mean_stored_size
 from sparkfn.topics.plans import PlanRequest, plan_batches
 from sparkfn.topics.spark.options import positive_int
 from sparkfn.topics.spark.planning import (
     FinalMarker,
+    TickMarker,
     by_instance,
     cap,
+    ends_stream,
     offset_key,
+    record_budget,
     split_ranges,
     with_final,
 )
@@ -88,8 +91,13 @@ class GroupStreamReader(DataSourceStreamReader):
         self.slots = positive_int(opts, "taskSlots", 2) or 2
         self.budget = positive_int(opts, "memberBudget", DEFAULT_MEMBER_BUDGET)
         self.max_per_task = positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
+        self.bytes_budget = positive_int(opts, "memberBytes", None)
         seconds = opts.get("memberseconds")
         self.member_seconds = float(seconds) if seconds else None
+        self.probes = extras.parse_probes(opts.get("probes"))
+        self.exit_notes = extras.parse_notes(opts.get("exitnotes"))
+        self._patterns = extras.PatternInputs(self.store_url, self.data_dir)
+        self._ticking: list[Member] = []  # the members whose windows look at the clock
         # The work latestOffset found, and for which start: what partitions() plans.
         self._planned: tuple[dict[str, int], dict[str, MemberWork]] | None = None
         self._quiet = QuietWait(
@@ -118,13 +126,26 @@ class GroupStreamReader(DataSourceStreamReader):
                 m.control_id: [known.get(TopicName.parse(n)) for n in m.config.inputs]
                 for m in found
             }
-            topics = {t.id: t for ts in inputs.values() for t in ts if t is not None}
+        for m in found:  # a pattern's topics: listed when one was created, or now and then
+            if m.config.topics_pattern:
+                listed = {t.id for t in inputs[m.control_id] if t is not None}
+                more = self._patterns.topics(m.control_id, m.config)
+                inputs[m.control_id] += [t for t in more if t.id not in listed]
+        self._patterns.forget({m.control_id for m in found})
+        topics = {t.id: t for ts in inputs.values() for t in ts if t is not None}
+        with store.read() as conn:
             ends = ends_of(conn, topics)
             cursors = subscription.cursors_of(conn, {m.config.subscription for m in found})
         hints = [group_hint(self.group)]
         hints += [signals.topic_hint(t) for t in sorted(topics)]
         hints += [signals.control_hint(m.control_id) for m in found]
+        if any(m.config.topics_pattern for m in found):
+            hints.append(signals.TOPICS_HINT)
         self._quiet.hints = hints
+        self._ticking = [m for m in found if extras.tick_ms(m.config) is not None]
+        ticks = [t for m in self._ticking if (t := extras.tick_ms(m.config)) is not None]
+        if ticks:  # an idle call waits no longer than the shortest tick
+            self._quiet.wait = min(RUN_WAIT_SECONDS, min(ticks) / 1000)
         out: dict[str, MemberWork] = {}
         for m in found:
             record = records.get(m.control_id)
@@ -150,6 +171,17 @@ class GroupStreamReader(DataSourceStreamReader):
                 offset_key(t, p): ends.get((t.id, p), 0) for t in mine for p in range(t.partitions)
             }
             work = MemberWork(m, mine, live, base)
+            work.exit_note = self.exit_notes.get(m.control_id)
+            probe = extras.probe_ends(self.probes, m.control_id, mine)
+            if probe is not None and all(base.get(k, 0) >= e for k, e in probe.items()):
+                self.probes.pop(m.control_id, None)  # the probe is over: read as usual
+                probe = None
+            if probe is not None:
+                # Part of a batch that killed a Python worker, nothing else, no markers.
+                pending = {k: e for k, e in probe.items() if e > base.get(k, 0)}
+                work.ends, work.capped = pending, True
+                out[m.control_id] = work
+                continue
             if mode == "suspend":
                 work.final_seq = record.final_seq
                 out[m.control_id] = work
@@ -164,14 +196,46 @@ class GroupStreamReader(DataSourceStreamReader):
             # A partition without a cursor yet and with messages: its plan makes the
             # cursor (at the member's position); an empty one waits for a message.
             pending = {k: v for k, v in available.items() if v > base.get(k, 0)}
+            work.tick = extras.tick_due(m.config, m.control_id, start)
             if not pending:
+                if work.tick is not None:
+                    out[m.control_id] = work  # the clock's tick alone
                 continue
-            budget = m.config.max_records_per_batch or self.budget
             lows = {k: base.get(k, 0) for k in pending}
+            budget = self._budget(m.config, mine, lows)
             work.ends = cap(lows, pending, budget) if budget else pending
             work.capped = work.ends != pending
+            if mode == "drain" and not work.capped and self._ends_drain(work):
+                work.final_seq = record.final_seq  # its last data batch carries the markers
             out[m.control_id] = work
         return out, found
+
+    def _ends_drain(self, work: MemberWork) -> bool:
+        """Whether a drain's batch that reaches its target may end the stream itself: when
+        that costs no cores (:func:`~sparkfn.topics.spark.planning.ends_stream`); it saves
+        the end-of-stream batch's trigger."""
+        return ends_stream(
+            work.topics,
+            {k: (work.base.get(k, 0), hi) for k, hi in work.ends.items()},
+            work.live,
+            max_per_task=self.max_per_task,
+            assignment=work.member.config.subscription_type.value,
+            slots=self.slots,
+        )
+
+    def _budget(
+        self, config: FunctionConfig, topics: list[TopicInfo], lows: dict[str, int]
+    ) -> int | None:
+        """The member's row budget for this batch: its records cap, and its bytes cap over
+        the mean stored size of the records next in line."""
+        rows = config.max_records_per_batch or self.budget
+        max_bytes = config.max_bytes_per_batch or self.bytes_budget
+        if max_bytes is None:
+            return rows
+        keys = [(t, p, offset_key(t, p)) for t in topics for p in range(t.partitions)]
+        with self._store().read() as conn:
+            size = mean_stored_size(conn, [(t, p, lows[k]) for t, p, k in keys if k in lows])
+        return record_budget(rows, max_bytes, size)
 
     def latestOffset(self, start: dict[str, int], limit: object) -> dict[str, int]:  # noqa: N802
         """The next batch's offsets: the generation bumped if a member has work, else ``start``.
@@ -180,7 +244,7 @@ class GroupStreamReader(DataSourceStreamReader):
         record, the membership) and answer "nothing new" without asking the
         store while none changes.
         """
-        if self._quiet.nothing_new(start):
+        if not self._ticks_due(start) and self._quiet.nothing_new(start):
             return start
         work, found = self.work(start)
         end = dict(start)
@@ -189,14 +253,23 @@ class GroupStreamReader(DataSourceStreamReader):
             current = {m.control_id for m in found}
             end = {GEN_KEY: start.get(GEN_KEY, 0) + 1}
             for key, value in start.items():
-                if key.startswith(FINAL_PREFIX) and key[len(FINAL_PREFIX) :] in current:
-                    end[key] = value
+                for prefix in (FINAL_PREFIX, extras.TICK_PREFIX):
+                    if key.startswith(prefix) and key[len(prefix) :] in current:
+                        end[key] = value
             for cid, w in work.items():
                 if w.final_seq is not None:
                     end[FINAL_PREFIX + cid] = w.final_seq
+                if w.tick is not None:
+                    end[extras.TICK_PREFIX + cid] = w.tick
             end = dict(sorted(end.items()))
         self._quiet.answered(start, end)
         return end
+
+    def _ticks_due(self, start: Mapping[str, int]) -> bool:
+        """Whether a member's windows are due to look at the clock (they may have no input)."""
+        return any(
+            extras.tick_due(m.config, m.control_id, start) is not None for m in self._ticking
+        )
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         """Record each working member's plan and pack the members' ranges into tasks.
@@ -230,7 +303,7 @@ class GroupStreamReader(DataSourceStreamReader):
                     w.topics,
                     w.member.epoch,
                     cid,
-                    {} if final else ends,
+                    ends,  # none for the end-of-stream markers alone
                     config.processing_guarantees is ProcessingGuarantee.AT_MOST_ONCE,
                 )
                 asked.append((w, final, request))
@@ -283,6 +356,9 @@ class GroupStreamReader(DataSourceStreamReader):
                     )
                 elif ranges and config.subscription_type.value == "key_shared":
                     ranges = by_instance(ranges, w.live)
+                tick = end.get(extras.TICK_PREFIX + cid, 0) > start.get(extras.TICK_PREFIX + cid, 0)
+                if tick and not final:  # its windows look at the clock in each live instance
+                    ranges = [*ranges, *(TickMarker(i) for i in w.live)]
                 items += [(w, r) for r in ranges]
         for w, error in refused:
             self._refuse(w, error)

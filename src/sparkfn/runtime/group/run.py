@@ -29,11 +29,10 @@ from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.group import members, overrun, suspects
 from sparkfn.runtime.group.commit import GroupCommitter
-from sparkfn.runtime.group.reader import GROUP_FORMAT, GroupDataSource
+from sparkfn.runtime.group.start import start_group_query
 from sparkfn.runtime.lifecycle import objects
 from sparkfn.runtime.lifecycle.query_target import JVM_EXIT_SECONDS, QueryTarget
 from sparkfn.runtime.lifecycle.target import Ended
-from sparkfn.runtime.query.build import REGISTER_LOCK, activate
 from sparkfn.runtime.spark.liveness import jvm_death
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
@@ -123,40 +122,27 @@ class QueryGroup:
                 self._watching.start()
 
     def _start(self) -> StreamingQuery:
-        activate(self.spark)
-        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", f"group:{self.name}")
-        reader = (
-            self.spark.readStream.format(GROUP_FORMAT)
-            .option("storeUrl", self.store.url)
-            .option("dataDir", str(self.store.data_dir))
-            .option("group", self.name)
-            .option("taskSlots", str(self.spark.sparkContext.defaultParallelism))
-        )
+        options = {}
         if self.member_budget:
-            reader = reader.option("memberBudget", str(self.member_budget))
+            options["memberBudget"] = str(self.member_budget)
         if self.member_seconds:
-            reader = reader.option("memberSeconds", str(self.member_seconds))
-        with REGISTER_LOCK:  # a registration per query: see sparkfn.runtime.query.build
-            self.spark.dataSource.register(GroupDataSource)
-            frame = reader.load()
-        writer = (
-            frame.writeStream.foreachBatch(
-                GroupCommitter(
-                    self.store.url,
-                    str(self.store.data_dir),
-                    self.name,
-                    member_seconds=self.member_seconds,
-                    on_hot=self.on_hot,
-                )
-            )
-            .option("checkpointLocation", str(self.checkpoint))
-            .queryName(f"group_{self.name}")
+            options["memberSeconds"] = str(self.member_seconds)
+        query = start_group_query(
+            self.spark,
+            self.store,
+            self.name,
+            GroupCommitter(
+                self.store.url,
+                str(self.store.data_dir),
+                self.name,
+                member_seconds=self.member_seconds,
+                on_hot=self.on_hot,
+            ),
+            options=options,
+            checkpoint=self.checkpoint,
+            trigger_ms=round(self.trigger_interval * 1000),
+            pool=f"group:{self.name}",
         )
-        if self.trigger_interval > 0:
-            writer = writer.trigger(
-                processingTime=f"{round(self.trigger_interval * 1000)} milliseconds"
-            )
-        query = writer.start()
         threading.Thread(
             target=self._await, args=(query,), name=f"sparkfn-group-{self.name}", daemon=True
         ).start()

@@ -104,6 +104,7 @@ def run_slice(
         slice_.epoch,
         slice_.control_id,
         isolated=True,
+        exit_note=slice_.exit_note,
     )
     writer = SliceWriter(
         config,

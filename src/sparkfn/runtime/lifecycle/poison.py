@@ -287,4 +287,9 @@ def _forget(probe: Probe | None) -> None:
 def _ends_stream(plan: subscription.Plan) -> bool:
     """Whether the batch carried a drain's end-of-stream markers (not split: see the module)."""
     start, end = json.loads(plan.spark_start), json.loads(plan.spark_end)
-    return int(end.get(FINAL_KEY, 0)) > int(start.get(FINAL_KEY, 0))
+    # A query of its own counts them under "__final__", a group's per member "__final__/<id>".
+    return any(
+        int(value) > int(start.get(key, 0))
+        for key, value in end.items()
+        if key.startswith(FINAL_KEY)
+    )
