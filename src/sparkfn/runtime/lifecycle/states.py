@@ -32,7 +32,8 @@ records in ``function_transitions`` (``set_state``, ``begin_run``,
 missing record is refused too. No caller catches :class:`IllegalTransition`
 to go on: the supervisor's thread ends the run in ``ERROR`` with it as the
 cause (:meth:`~.supervisor_core.SupervisorCore._defect`), a runner thread
-dies of it. A mover that may race with another (a stop request meeting a run
+dies of it (its final move's refusal is raised once it is done), and a move
+asked from another thread raises to the one who asked. A mover that may race with another (a stop request meeting a run
 that ended, a late report of a source thread's own end) says so, and the race
 is an outcome it acts on, never a move silently dropped: it checks
 :data:`FINAL_STATES` itself, or names the records it leaves as they are
