@@ -38,7 +38,10 @@ supervisor's thread.
 **Moves.** Every move of the run's state is checked twice by the one
 :func:`~.states.transition`: the supervisor's own state by the run's
 table (:meth:`~.supervisor_core.SupervisorCore._move`) and the stored
-record by :mod:`.moves`, which records it. A move that either refuses
+record by :mod:`.moves`, which records it; a parked run is ``PARKED`` in
+both (the target parks its query and :mod:`.parking` moves the record; the
+supervisor's state follows at the same look, and back to ``RUNNING`` when
+the query starts again). A move that either refuses
 raises :class:`~.states.IllegalTransition`; the supervisor's thread never
 retries such a step (it would be refused again), it ends the run in
 ``ERROR`` with the refusal as its cause
@@ -216,4 +219,7 @@ class Supervisor(FailureHandling, InstanceStops):
             self._tend_leaves()
         elif mode is None and self.target.tend():  # parked, and its input has news
             _LOG.info("%s %s: input arrived; starting it again", self.target.kind, self.fqfn)
-            self._launch_again([])
+            if self._launch_again([]) and self.state is RunState.PARKED:
+                self._move(RunState.RUNNING)  # as its record (parking's move_run)
+        elif getattr(self.target, "parked", False) and self.state is RunState.RUNNING:
+            self._move(RunState.PARKED)  # the target parked its query: as its record
