@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import update
 from test_lifecycle import WAIT, _calls, _check_sequences, _config, _outputs, _produce
 
+from sparkfn.api.lifecycle import RunState
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.group import members
 from sparkfn.runtime.group.reader import GroupStreamReader
@@ -49,6 +50,11 @@ def _processed(store: Store, expected: int) -> bool:
     return len([o for o in _outputs(store) if not o.startswith("final:")]) >= expected
 
 
+def _supervised_state(run: LocalRun) -> RunState:
+    assert run.supervisor is not None
+    return run.supervisor.state
+
+
 def _parked(run: LocalRun) -> bool:
     assert run.supervisor is not None
     return run.supervisor.query_target.parked
@@ -73,6 +79,8 @@ def test_a_quiet_query_parks_and_wakes_on_input_losing_and_repeating_nothing(
         query = run.query
         assert query is not None and not query.isActive, "a parked query is stopped in Spark"
         assert run.run_state == "PARKED", "a parked run goes on"
+        # The supervisor's own state is the record's: one machine.
+        run.wait_for(lambda: _supervised_state(run) is RunState.PARKED, WAIT, "it PARKED too")
         assert [i.status.state for i in run.status().instances] == ["RUNNING", "RUNNING"]
     # Parking closed nothing and initialized nothing twice: the objects
     # created before the first park still process after it.
@@ -81,6 +89,7 @@ def test_a_quiet_query_parks_and_wakes_on_input_losing_and_repeating_nothing(
     # A drain of a parked run starts its query for the end-of-stream batch.
     assert run.drain(WAIT)
     assert run.run_state == "STOPPED"
+    assert run.supervisor is not None and run.supervisor.state is RunState.STOPPED
     outputs = _outputs(lstore)
     processed = [o.split(":", 1)[1] for o in outputs if not o.startswith("final:")]
     assert Counter(processed) == Counter(values)

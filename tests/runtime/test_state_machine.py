@@ -2,21 +2,28 @@
 :func:`~sparkfn.runtime.lifecycle.states.transition` and in the stored record,
 and an illegal move raises from every writer of a run's or an instance's state.
 
-The source runner's writers are in ``tests/connectors/test_source_transitions.py``.
+The source runner's writers, and the supervisor's thread meeting a refused move,
+are in ``tests/connectors/test_source_transitions.py``.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import Connection, update
 
-from sparkfn.api.lifecycle import RunState
+from sparkfn.api.lifecycle import DeathCause, RunState
 from sparkfn.config.connector import SourceConfig
 from sparkfn.config.policy import FailurePolicy
 from sparkfn.connectors.source.instances import SourceInstances
+from sparkfn.connectors.source.runner import SourceRunner
 from sparkfn.runtime.lifecycle import control
+from sparkfn.runtime.lifecycle.moves import Moves
+from sparkfn.runtime.lifecycle.records import row_of
 from sparkfn.runtime.lifecycle.states import (
     INSTANCE_TRANSITIONS,
     RETIRE,
@@ -57,7 +64,7 @@ def test_transition_allows_exactly_the_moves_of_its_table(name: str) -> None:
 
 def _put(store: Store, fqfn: str, instance_id: int, state: RunState) -> None:
     """Set a record's state as a test's starting point (not a move)."""
-    table, where = control._row(fqfn, instance_id)
+    table, where = row_of(fqfn, instance_id)
     with store.write() as conn:
         conn.execute(update(table).where(where).values(state=state.value))
 
@@ -154,3 +161,149 @@ def test_parking_is_a_recorded_move_of_the_run_and_refuses_an_illegal_one(store:
     record = control.read_control(store, fqfn)
     assert record is not None and record.state == control.STOPPED
     assert record.instances[0].state == control.RUNNING  # parking moves the run only
+
+
+# --- every writer raises on an illegal move, and nothing is written ------------------------
+
+_run_id = control.FUNCTION
+
+
+def _begun(store: Store, name: str) -> str:
+    fqfn = f"public/default/{name}-{store.dialect}"
+    control.begin_run(store, fqfn, "function", 1, "started")
+    return fqfn
+
+
+Write = Callable[[Store, str], object]
+WRITERS: dict[str, tuple[int, RunState, Write, str]] = {
+    # writer: (record moved, the state it is put in, the write, the refused move)
+    "set_state": (_run_id, RunState.STOPPED, lambda s, f: control.set_state(s, f, "RUNNING", "x"), "STOPPED -> RUNNING"),
+    "request_stop": (_run_id, RunState.SUSPENDED, lambda s, f: control.request_stop(s, f, "drain"), "SUSPENDED -> STOPPING"),
+    "record_death": (0, RunState.CREATED, lambda s, f: control.record_death(s, f, 0, DeathCause("E", "boom"), fatal=True, epoch=1), "CREATED -> ERROR"),
+    "revive": (0, RunState.STOPPING, lambda s, f: control.revive(s, f, [0], "again", 1), "STOPPING -> RUNNING"),
+    "move_run": (_run_id, RunState.STOPPED, lambda s, f: _in_one(s, lambda c: control.move_run(c, f, "PARKED", "quiet", only_from=frozenset({"STOPPED"}))), "STOPPED -> PARKED"),
+}  # fmt: skip
+
+
+def _in_one(store: Store, write: Callable[[Connection], object]) -> None:
+    with store.write() as conn:
+        write(conn)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_every_writer_of_the_stored_record_raises_on_an_illegal_move(
+    store: Store, writer: str
+) -> None:
+    instance_id, state, write, refused = WRITERS[writer]
+    fqfn = _begun(store, f"writer-{writer}")
+    _put(store, fqfn, instance_id, state)
+    before = control.read_control(store, fqfn)
+    moves = control.transitions_of(store, fqfn)
+    with pytest.raises(IllegalTransition, match=refused):
+        write(store, fqfn)
+    assert control.read_control(store, fqfn) == before  # the whole write rolled back
+    assert control.transitions_of(store, fqfn) == moves
+
+
+@pytest.mark.parametrize("writer", ["set_state", "request_stop", "revive", "move_run"])
+def test_every_writer_refuses_a_record_that_is_not_there(store: Store, writer: str) -> None:
+    _, _, write, _ = WRITERS[writer]
+    fqfn = f"public/default/never-{writer}-{store.dialect}"
+    with pytest.raises(IllegalTransition, match="no record to move"):
+        write(store, fqfn)
+    assert control.read_control(store, fqfn) is None
+
+
+def test_a_users_start_moves_from_every_state_and_records_it(store: Store) -> None:
+    # begin_run's tables (START_TRANSITIONS, RETIRE) allow every move by design: a
+    # start supersedes whatever its record says. What it must do is record them.
+    fqfn = _begun(store, "starts")
+    control.begin_run(store, fqfn, "function", 2, "wider")
+    for old in RunState:
+        if old is RunState.STARTING:
+            continue
+        _put(store, fqfn, control.FUNCTION, old)
+        _put(store, fqfn, 1, old if old is not RunState.PARKED else RunState.RUNNING)
+        before = len(control.transitions_of(store, fqfn))
+        control.begin_run(store, fqfn, "function", 1, f"from {old}")
+        new = control.transitions_of(store, fqfn)[before:]
+        assert (None, old.value, "STARTING") in [(m["instance"], m["from"], m["to"]) for m in new]
+        retired = [m for m in new if m["instance"] == 1]
+        ended_already = old is RunState.STOPPED
+        assert [m["to"] for m in retired] == ([] if ended_already else ["STOPPED"]), (old, new)
+        _put(store, fqfn, 1, RunState.RUNNING)
+        control.begin_run(store, fqfn, "function", 2, "wider")
+
+
+def test_the_runner_threads_own_machine_refuses_an_illegal_move(store: Store) -> None:
+    config = SourceConfig(name="runner-machine", classname="probes.Probe", output="out")
+    runner = SourceRunner(config, store)
+    with pytest.raises(IllegalTransition, match="CREATED -> RUNNING"):
+        runner._set_state(RunState.RUNNING, "never started")
+    assert runner.state is RunState.CREATED
+
+
+# --- a race is an outcome: set_state says what it left as it was ---------------------------
+
+
+def test_set_state_returns_the_records_its_race_rule_kept(store: Store) -> None:
+    fqfn = f"public/default/kept-{store.dialect}"
+    control.begin_run(store, fqfn, "function", 3, "started")
+    control.set_state(store, fqfn, control.RUNNING, "up", [control.FUNCTION, 0, 1, 2])
+    control.set_state(store, fqfn, control.STOPPED, "alone", [1])
+    control.set_state(store, fqfn, control.ERROR, "died", [2])
+
+    moves = control.set_state(store, fqfn, control.STOPPING, "late", [0, 1, 2], keep_ended=True)
+    assert moves == Moves((0,), {1: "STOPPED", 2: "ERROR"})
+
+    ended = control.set_state(store, fqfn, control.STOPPED, "end", [0, 1, 2], keep_other_ends=True)
+    assert ended == Moves((0, 1), {2: "ERROR"})  # one already STOPPED takes the cause
+
+    _put(store, fqfn, 0, RunState.RESTARTING)  # replaced after a death, say
+    opened = frozenset({"CREATED", "STARTING", "RESTARTING"})
+    assert control.set_state(store, fqfn, control.RUNNING, "opened", [0, 1], only_from=opened) == (
+        Moves((0,), {1: "STOPPED"})
+    )
+    record = control.read_control(store, fqfn)
+    assert record is not None
+    assert {i: r.state for i, r in record.instances.items()} == {
+        0: "RUNNING",
+        1: "STOPPED",
+        2: "ERROR",
+    }
+
+
+def test_the_runs_own_record_is_never_kept_by_a_race_rule(store: Store) -> None:
+    fqfn = f"public/default/strict-{store.dialect}"
+    control.begin_run(store, fqfn, "function", 1, "started")
+    control.set_state(store, fqfn, control.RUNNING, "up", [control.FUNCTION, 0])
+    control.set_state(store, fqfn, control.STOPPING, "stop")
+    control.set_state(store, fqfn, control.STOPPED, "stopped")
+    with pytest.raises(IllegalTransition, match="STOPPED -> STOPPING"):
+        control.set_state(store, fqfn, control.STOPPING, "late", keep_ended=True)
+    with pytest.raises(IllegalTransition, match="STOPPED -> RUNNING"):
+        control.set_state(store, fqfn, control.RUNNING, "late", only_from=frozenset({"CREATED"}))
+
+
+def test_the_table_in_docs_lifecycle_is_the_one_in_the_code() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md").read_text()
+    section = text[text.index("## States and transitions") :]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert rows, "the state machine table"
+    shown_run: dict[RunState, set[RunState]] = {}
+    shown_instance: dict[RunState, set[RunState]] = {}
+    for row in rows:
+        origin, run, instance = (cell.strip() for cell in row.strip("|").split("|"))
+        states = {RunState(s) for s in re.findall(r"`([A-Z]+)`", origin)}
+        run_moves = {RunState(s) for s in re.findall(r"`([A-Z]+)`", run)}
+        instance_moves = (
+            run_moves
+            if instance == "the same"
+            else {RunState(s) for s in re.findall(r"`([A-Z]+)`", instance)}
+        )
+        for state in states:
+            shown_run[state] = run_moves
+            if instance_moves:
+                shown_instance[state] = instance_moves
+    assert shown_run == {s: set(m) for s, m in RUN_TRANSITIONS.items()}
+    assert shown_instance == {s: set(m) for s, m in INSTANCE_TRANSITIONS.items()}

@@ -137,7 +137,7 @@ class SourceInstances:
                     # a start or an open does not undo a start recorded by whoever
                     # started it (begin_run, revive), a stop or a shutdown.
                     ending = new == RunState.STOPPING or RunState(new).final
-                    control.set_state(
+                    moves = control.set_state(
                         self.store,
                         self.control_id,
                         new,
@@ -146,6 +146,15 @@ class SourceInstances:
                         keep_ended=ending,
                         only_from=None if ending else _OPENING,
                     )
+                    if moves.kept:  # the record is ahead of this report: it stays, said once here
+                        logger.debug(
+                            "source %s instance %d: %s -> %s not recorded: the record is %s",
+                            self.name,
+                            instance_id,
+                            old,
+                            new,
+                            moves.kept[instance_id],
+                        )
                 if not self.supervised:
                     control.set_state(self.store, self.control_id, self.state, cause)
         except IllegalTransition:
@@ -175,8 +184,11 @@ class SourceInstances:
         return True
 
     def stopped(self, record: control.RunControl) -> bool:
-        """Every instance ended (``close()`` returned or the instance died)."""
-        return self.ended
+        """Every instance ended (``close()`` returned or the instance died) and its
+        final transition is recorded, a death included (as :meth:`finished`): a
+        death in ``prepare_to_shutdown()`` seen a moment early ended a drain
+        ``STOPPED``, its death recorded after the run's end."""
+        return all(runner.wait(0) for runner in self.runners)
 
     def cancel(self, cause: str, epoch: int) -> None:
         """Ask every instance to stop now."""

@@ -50,11 +50,8 @@ logger = logging.getLogger("sparkfn.connectors.runner")
 # The longest the runner waits before it looks at stop requests again, unwoken.
 WAKE_SECONDS = 0.5
 
-# An instance's states are the run's (RunState); the name stays for users of
-# this module. A runner lives once: CREATED -> STARTING -> RUNNING -> STOPPING
-# -> STOPPED | SUSPENDED | ERROR; the last three are final and every state
-# change is in RUNNER_TRANSITIONS. A supervisor replaces a dead runner by a
-# new one.
+# An instance's states are the run's (RunState): a runner lives once, by
+# RUNNER_TRANSITIONS; a supervisor replaces a dead runner by a new one.
 SourceState = RunState
 
 TransitionHook = Callable[[str, str, str], None]
@@ -97,8 +94,6 @@ class RunnerThread:
         """The runner thread's name: ``source-<tenant/namespace/name>-<instance>``."""
         return f"source-{self.config.fqn}-{self.instance_id}"
 
-    # --- state -----------------------------------------------------------------
-
     def _set_state(self, new: SourceState, cause: str) -> bool:
         with self._state_lock:
             old = self._state
@@ -131,6 +126,12 @@ class RunnerThread:
             if self._state not in FINAL_STATES:
                 self._set_state(SourceState.STOPPING, cause)
 
+    def _opened(self) -> None:
+        """``RUNNING``, unless a stop or death during ``open`` moved it on (a race: that stands)."""
+        with self._state_lock:
+            if self._state is SourceState.STARTING:
+                self._set_state(SourceState.RUNNING, "opened")
+
     def _ending(self) -> bool:
         """Whether the run must end now, without another source call but close()."""
         return self._death is not None or self._stop_mode is StopMode.CANCEL
@@ -149,7 +150,7 @@ class RunnerThread:
             appender = self._appender()
             opened = True
             self._call(source, "open", dict(self.config.configs), self.context)
-            self._set_state(SourceState.RUNNING, "opened")
+            self._opened()
             if isinstance(source, PushSource):
                 graceful = self._pump_push(source, appender)
             else:
@@ -318,8 +319,6 @@ class RunnerThread:
                 self.on_done()
             except Exception:
                 logger.exception("%s: on_done failed", self.name)
-
-    # --- helpers of the runner thread --------------------------------------------
 
     def _end_of_stream(self) -> None:
         with self._cond:

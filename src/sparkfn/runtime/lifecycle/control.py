@@ -8,105 +8,100 @@ sink (another runner) records end-of-stream commits and refuses batches of
 dead instances; Python worker processes record deaths (``context.fatal``)
 and the objects they create and close, and act on commands.
 
-Every transition is recorded in ``function_transitions`` with its cause and
-time; instance ``-1`` stands for the function as a whole.
+This module writes the record; :mod:`.records` names its tables and reads
+it, and :mod:`.moves` is the one checked move of a state that every writer
+here goes through (both are re-exported: ``control.read_control``,
+``control.set_state``). Every transition is recorded in
+``function_transitions`` with its cause and time; instance ``-1``
+(:data:`FUNCTION`) stands for the function as a whole.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
 
 from sqlalchemy import Connection, and_, insert, select, update
 
-from sparkfn.api.lifecycle import DeathCause, RunState
+from sparkfn.api.lifecycle import DeathCause
+from sparkfn.runtime.lifecycle.moves import Moves, move, set_state
+from sparkfn.runtime.lifecycle.records import (
+    CREATED,
+    ENDED,
+    ERROR,
+    FUNCTION,
+    KINDS,
+    PARKED,
+    RESTARTING,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    STOPPING,
+    SUSPENDED,
+    InstanceRecord,
+    RunControl,
+    commands,
+    control_id,
+    epochs_of,
+    instance_runs,
+    live_state,
+    objects,
+    read_control,
+    read_controls,
+    runs,
+    transitions,
+    transitions_of,
+)
 from sparkfn.runtime.lifecycle.states import (
     FINAL_STATES,
-    INSTANCE_TRANSITIONS,
     RETIRE,
-    RUN_TRANSITIONS,
     START_TRANSITIONS,
     IllegalTransition,
-    Table,
-    transition,
 )
-from sparkfn.store import schema, signals
+from sparkfn.store import signals
 from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 
-FUNCTION = -1  # instance id of the function as a whole in transitions
-
-# Function and instance states (DESIGN.md 2.3), as stored: RunState values.
-CREATED, STARTING, RUNNING = RunState.CREATED, RunState.STARTING, RunState.RUNNING
-RESTARTING, STOPPING, STOPPED = RunState.RESTARTING, RunState.STOPPING, RunState.STOPPED
-SUSPENDED, ERROR, PARKED = RunState.SUSPENDED, RunState.ERROR, RunState.PARKED
-ENDED = (STOPPED, SUSPENDED, ERROR)
-
-KINDS = ("function", "sink", "source")
-
-
-def control_id(kind: str, fqfn: str) -> str:
-    """The id under which a run's lifecycle records are kept.
-
-    A function's is its FQFN (so status lookups by FQFN keep working); a
-    sink's or a source's is qualified by its kind (``"sink:public/default/x"``),
-    so a function, a sink and a source of the same name never share records.
-    """
-    if kind not in KINDS:
-        msg = f"{fqfn}: kind must be one of {', '.join(KINDS)}; got {kind!r}"
-        raise ValueError(msg)
-    return fqfn if kind == "function" else f"{kind}:{fqfn}"
-
-
-runs = schema.function_runs
-instance_runs = schema.function_instance_runs
-transitions = schema.function_transitions
-commands = schema.function_commands
-objects = schema.function_objects
-
-
-@dataclass(frozen=True)
-class InstanceRecord:
-    """One instance's row."""
-
-    instance_id: int
-    state: str
-    cause: str
-    epoch: int
-    restarts: int
-    fatal_exceptions: int
-    dead: bool
-    handled: bool
-    fatal: bool
-    death: DeathCause | None
-    died_at: datetime | None
-
-
-@dataclass(frozen=True)
-class RunControl:
-    """What the reader and the sink need to know about a run, read in one go."""
-
-    state: str
-    cause: str
-    epoch: int
-    stop_mode: str | None
-    drain_target: dict[str, int] | None
-    final_seq: int
-    final_committed: int
-    instances: dict[int, InstanceRecord] = field(default_factory=dict)
-
-    def live(self, parallelism: int) -> list[int]:
-        """Instances that take input: not dead in this epoch, not shut down and not
-        stopping alone (an instance's own drain or suspend)."""
-        return [
-            i
-            for i in range(parallelism)
-            if (rec := self.instances.get(i)) is None
-            or not (rec.dead or rec.state in ENDED or rec.state == STOPPING)
-        ]
+__all__ = [
+    "CREATED",
+    "ENDED",
+    "ERROR",
+    "FUNCTION",
+    "KINDS",
+    "PARKED",
+    "RESTARTING",
+    "RUNNING",
+    "STARTING",
+    "STOPPED",
+    "STOPPING",
+    "SUSPENDED",
+    "InstanceRecord",
+    "Moves",
+    "RunControl",
+    "begin_run",
+    "clear_stop",
+    "commands",
+    "control_id",
+    "count_restart",
+    "epochs_of",
+    "instance_runs",
+    "live_state",
+    "mark_handled",
+    "move_run",
+    "next_epoch",
+    "objects",
+    "read_control",
+    "read_controls",
+    "record_death",
+    "record_final_commit",
+    "renew_final",
+    "request_stop",
+    "revive",
+    "runs",
+    "set_state",
+    "transitions",
+    "transitions_of",
+]
 
 
 # --- runs ---------------------------------------------------------------------------
@@ -141,7 +136,7 @@ def begin_run(store: Store, fqfn: str, kind: str, parallelism: int, cause: str) 
             and_(instance_runs.c.fqfn == fqfn, beyond, instance_runs.c.state != STOPPED)
         )
         for i in conn.execute(retired).scalars().all():  # the run shrank: they end with it
-            _transition(conn, fqfn, i, STOPPED, f"{cause} (parallelism {parallelism})", RETIRE)
+            move(conn, fqfn, i, STOPPED, f"{cause} (parallelism {parallelism})", RETIRE)
         conn.execute(
             update(instance_runs)
             .where(and_(instance_runs.c.fqfn == fqfn, beyond))
@@ -159,9 +154,9 @@ def begin_run(store: Store, fqfn: str, kind: str, parallelism: int, cause: str) 
             cause = (
                 f"{cause} (the run of epoch {row.epoch} was left {row.state}: its process ended)"
             )
-        _transition(conn, fqfn, FUNCTION, STARTING, cause, START_TRANSITIONS)
+        move(conn, fqfn, FUNCTION, STARTING, cause, START_TRANSITIONS)
         for i in range(parallelism):
-            _transition(conn, fqfn, i, STARTING, cause, START_TRANSITIONS)
+            move(conn, fqfn, i, STARTING, cause, START_TRANSITIONS)
     return epoch
 
 
@@ -201,87 +196,6 @@ def _ensure_instance(conn: Connection, fqfn: str, instance_id: int, epoch: int) 
         )
 
 
-def _transition(
-    conn: Connection,
-    fqfn: str,
-    instance_id: int,
-    state: str,
-    cause: str,
-    moves: Table | None = None,
-    current: str | None = None,
-) -> None:
-    """Move the function (``FUNCTION``) or an instance to ``state``; record it if it changed.
-
-    The move must be legal in ``moves`` (by default the run's table for the
-    function, the instance's for an instance), and the record must exist:
-    :class:`~.states.IllegalTransition` otherwise, and nothing is written.
-    ``current``: the state the caller read in this transaction.
-    """
-    table, where = _row(fqfn, instance_id)
-    what = fqfn if instance_id == FUNCTION else f"{fqfn} instance {instance_id}"
-    current = current or conn.execute(select(table.c.state).where(where)).scalar()
-    if current is None:
-        msg = f"{what}: no record to move to {state} (it was never started, or was deleted)"
-        raise IllegalTransition(msg)
-    if moves is None:
-        moves = RUN_TRANSITIONS if instance_id == FUNCTION else INSTANCE_TRANSITIONS
-    transition(current, state, moves, what)
-    conn.execute(update(table).where(where).values(state=state, cause=cause, updated_at=utc_now()))
-    if current != state:
-        conn.execute(
-            insert(transitions).values(
-                fqfn=fqfn,
-                instance_id=instance_id,
-                from_state=current,
-                to_state=state,
-                cause=cause,
-                at=utc_now(),
-            )
-        )
-
-
-def _row(fqfn: str, instance_id: int) -> tuple[Any, Any]:
-    """The table and the row of the function (``FUNCTION``) or of one instance."""
-    if instance_id == FUNCTION:
-        return runs, runs.c.fqfn == fqfn
-    return instance_runs, and_(
-        instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == instance_id
-    )
-
-
-def set_state(
-    store: Store,
-    fqfn: str,
-    state: str,
-    cause: str,
-    instance_ids: Iterable[int] = (FUNCTION,),
-    *,
-    keep_ended: bool = False,
-    only_from: frozenset[str] | None = None,
-) -> None:
-    """Record a transition of the function and/or some instances.
-
-    Every move goes through :func:`_transition`, which raises
-    :class:`~.states.IllegalTransition` on an illegal one. A writer that may
-    race with another says which records it leaves as they are, and they are
-    left out (not moved, and not returned):
-    ``keep_ended``: those already ended (a source thread's late report
-    of its own end does not overwrite the end its supervisor recorded).
-    ``only_from``: those in none of these states (a supervisor's late
-    record of a start does not undo what an instance's own thread recorded since).
-    """
-    with store.write() as conn:
-        signals.hint_on_commit(conn, signals.control_hint(fqfn))
-        for i in instance_ids:
-            table, where = _row(fqfn, i)
-            current = conn.execute(select(table.c.state).where(where)).scalar()
-            if current is not None and (
-                (keep_ended and current in ENDED) or (only_from and current not in only_from)
-            ):
-                continue
-            _transition(conn, fqfn, i, state, cause, current=current)
-
-
 def request_stop(
     store: Store, fqfn: str, mode: str, drain_target: dict[str, int] | None = None
 ) -> int:
@@ -292,7 +206,10 @@ def request_stop(
     """
     with store.write() as conn:
         signals.hint_on_commit(conn, signals.control_hint(fqfn))
-        row = conn.execute(select(runs).where(runs.c.fqfn == fqfn)).one()
+        row = conn.execute(select(runs).where(runs.c.fqfn == fqfn)).first()
+        if row is None:
+            msg = f"{fqfn}: no record to move to {STOPPING} (it was never started, or was deleted)"
+            raise IllegalTransition(msg)
         seq = row.final_seq + (0 if mode == "cancel" else 1)
         conn.execute(
             update(runs)
@@ -304,7 +221,7 @@ def request_stop(
                 updated_at=utc_now(),
             )
         )
-        _transition(conn, fqfn, FUNCTION, STOPPING, f"{mode} requested")
+        move(conn, fqfn, FUNCTION, STOPPING, f"{mode} requested")
     return int(seq)
 
 
@@ -343,92 +260,24 @@ def move_run(
     conn: Connection, fqfn: str, state: str, cause: str, *, only_from: frozenset[str]
 ) -> bool:
     """Move the run to ``state`` in the caller's transaction if it is in one of
-    ``only_from`` and no stop is asked; whether it moved (parking, waking)."""
+    ``only_from`` and no stop is asked; whether it moved (parking, waking).
+
+    ``False`` is the race parking meets, an outcome its caller acts on: a stop
+    was asked, or the run moved on (a drain of a parked run took it from
+    ``PARKED`` to ``STOPPING``). A move the run's table forbids, or of a
+    record that is not there, raises :class:`~.states.IllegalTransition`.
+    """
     query = select(runs.c.state, runs.c.stop_mode).where(runs.c.fqfn == fqfn)
     if conn.dialect.name == "postgresql":
         query = query.with_for_update()  # as the reader's read of it in its plan
     row = conn.execute(query).first()
-    if row is None or row.state not in only_from or row.stop_mode is not None:
+    if row is None:
+        msg = f"{fqfn}: no record to move to {state} (it was never started, or was deleted)"
+        raise IllegalTransition(msg)
+    if row.state not in only_from or row.stop_mode is not None:
         return False
-    _transition(conn, fqfn, FUNCTION, state, cause, current=row.state)
+    move(conn, fqfn, FUNCTION, state, cause, current=row.state)
     return True
-
-
-def live_state(conn: Connection, control_id: str) -> str | None:
-    """The state of ``control_id``'s run while it is live (not final); None otherwise."""
-    run = read_control(conn, control_id)
-    return None if run is None or RunState(run.state).final else run.state
-
-
-def read_control(store: Store | Connection, fqfn: str) -> RunControl | None:
-    """The run's control record, or ``None`` when nothing supervises ``fqfn``."""
-    if isinstance(store, Store):
-        with store.read() as conn:
-            return read_control(conn, fqfn)
-    return read_controls(store, [fqfn]).get(fqfn)
-
-
-def epochs_of(conn: Connection, ids: Iterable[str], *, lock: bool = False) -> dict[str, int]:
-    """``{control id: epoch}`` of many runs in one query (``lock``: for update, on
-    PostgreSQL, in id order: a new run's epoch bump waits for the caller's commit)."""
-    wanted = sorted(set(ids))
-    if not wanted:
-        return {}
-    query = select(runs.c.fqfn, runs.c.epoch).where(runs.c.fqfn.in_(wanted))
-    if lock and conn.dialect.name == "postgresql":
-        query = query.order_by(runs.c.fqfn).with_for_update()
-    return {r.fqfn: r.epoch for r in conn.execute(query)}
-
-
-def read_controls(conn: Connection, ids: Iterable[str]) -> dict[str, RunControl]:
-    """The control records of many runs in two queries (a group's reader, every trigger)."""
-    wanted = list(ids)
-    if not wanted:
-        return {}
-    rows = conn.execute(select(runs).where(runs.c.fqfn.in_(wanted))).all()
-    found: dict[str, dict[int, InstanceRecord]] = {}
-    for r in conn.execute(select(instance_runs).where(instance_runs.c.fqfn.in_(wanted))):
-        found.setdefault(r.fqfn, {})[r.instance_id] = _instance_record(r)
-    return {
-        row.fqfn: RunControl(
-            state=row.state,
-            cause=row.cause,
-            epoch=row.epoch,
-            stop_mode=row.stop_mode,
-            drain_target=json.loads(row.drain_target) if row.drain_target else None,
-            final_seq=row.final_seq,
-            final_committed=row.final_committed,
-            instances=found.get(row.fqfn, {}),
-        )
-        for row in rows
-    }
-
-
-def _instance_record(r: Any) -> InstanceRecord:
-    death = (
-        DeathCause(
-            r.death_type,
-            r.death_message or "",
-            r.death_traceback or "",
-            r.death_origin or "",
-            r.death_thread or "",
-        )
-        if r.death_type
-        else None
-    )
-    return InstanceRecord(
-        r.instance_id,
-        r.state,
-        r.cause,
-        r.epoch,
-        r.restarts,
-        r.fatal_exceptions,
-        bool(r.dead),
-        bool(r.handled),
-        bool(r.fatal),
-        death,
-        r.died_at,
-    )
 
 
 def record_final_commit(conn: Connection, fqfn: str) -> None:
@@ -477,7 +326,7 @@ def record_death(
         )
         what = "fatal" if fatal else "failed"
         if row.state not in (STOPPED, SUSPENDED):  # a death after its end does not reopen it
-            _transition(conn, fqfn, instance_id, ERROR, f"{what}: {cause} ({cause.origin})")
+            move(conn, fqfn, instance_id, ERROR, f"{what}: {cause} ({cause.origin})")
     return True
 
 
@@ -503,7 +352,7 @@ def revive(store: Store, fqfn: str, instance_ids: Iterable[int], cause: str, epo
                 .where(and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == i))
                 .values(dead=False, handled=False, epoch=epoch, updated_at=utc_now())
             )
-            _transition(conn, fqfn, i, RUNNING, cause)
+            move(conn, fqfn, i, RUNNING, cause)
 
 
 def count_restart(store: Store, fqfn: str, instance_ids: Iterable[int]) -> None:
@@ -516,21 +365,3 @@ def count_restart(store: Store, fqfn: str, instance_ids: Iterable[int]) -> None:
                 .where(and_(instance_runs.c.fqfn == fqfn, instance_runs.c.instance_id == i))
                 .values(restarts=instance_runs.c.restarts + 1)
             )
-
-
-def transitions_of(store: Store, fqfn: str) -> list[dict[str, Any]]:
-    """Every recorded transition of ``fqfn``, oldest first."""
-    with store.read() as conn:
-        rows = conn.execute(
-            select(transitions).where(transitions.c.fqfn == fqfn).order_by(transitions.c.id)
-        ).all()
-    return [
-        {
-            "instance": None if r.instance_id == FUNCTION else r.instance_id,
-            "from": r.from_state,
-            "to": r.to_state,
-            "cause": r.cause,
-            "at": r.at.isoformat() if r.at else None,
-        }
-        for r in rows
-    ]

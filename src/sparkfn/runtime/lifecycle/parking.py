@@ -110,9 +110,11 @@ class Parking:
         if self._flagged:
             with self.store.write() as conn:
                 signals.hint_on_commit(conn, signals.control_hint(self.control_id))
-                control.move_run(
+                woken = control.move_run(
                     conn, self.control_id, control.RUNNING, "input arrived", only_from=_PARKED
                 )
+            if not woken:  # a stop of the parked run moved it on (PARKED -> STOPPING): it stands
+                _LOG.debug("%s: started again while stopping; stays as it is", self.control_id)
             self._flagged = False
         self._topics = None  # a topics_pattern may match more topics now
         with self.store.read() as conn:

@@ -23,14 +23,22 @@ Three things carry a :class:`RunState`, each with its own table of legal moves:
   STARTING -> RUNNING -> STOPPING -> STOPPED | SUSPENDED | ERROR``; it never
   restarts, the supervisor replaces it: :data:`RUNNER_TRANSITIONS`.
 
-:func:`transition` raises :class:`IllegalTransition` on any other move: a mover
-that may race with the end of a run (a stop request arriving as the run ends)
-says so by checking :data:`FINAL_STATES` itself, never by a move that is
-silently dropped; a missing record is refused too. The stored record's
-writers (:func:`sparkfn.runtime.lifecycle.control.set_state` and the rest of
-:mod:`~sparkfn.runtime.lifecycle.control`) record every move in
-``function_transitions``; no caller catches :class:`IllegalTransition`. A move to the state already held is not a transition and is
-allowed everywhere.
+:func:`transition` raises :class:`IllegalTransition` on any other move, and
+every writer of a state goes through it: the supervisor's own state
+(:meth:`~.supervisor_core.SupervisorCore._move`), the runner thread's, and
+every write of the stored record, which :func:`~.moves.move` checks and
+records in ``function_transitions`` (``set_state``, ``begin_run``,
+``request_stop``, ``record_death``, ``revive``, ``move_run`` for parking); a
+missing record is refused too. No caller catches :class:`IllegalTransition`
+to go on: the supervisor's thread ends the run in ``ERROR`` with it as the
+cause (:meth:`~.supervisor_core.SupervisorCore._defect`), a runner thread
+dies of it (its final move's refusal is raised once it is done), and a move
+asked from another thread raises to the one who asked. A mover that may race with another (a stop request meeting a run
+that ended, a late report of a source thread's own end) says so, and the race
+is an outcome it acts on, never a move silently dropped: it checks
+:data:`FINAL_STATES` itself, or names the records it leaves as they are
+(:func:`~.moves.set_state` returns them). A move to the state already held is
+not a transition and is allowed everywhere.
 """
 
 from __future__ import annotations
