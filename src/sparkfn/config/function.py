@@ -120,10 +120,12 @@ class FunctionConfig(BaseModel):
     # What the provider's init(config) receives (Pulsar's --secrets-provider-config).
     secrets_provider_config: dict[str, Any] | None = None
     retain_ordering: bool = False
-    # Pulsar's forwardSourceMessageProperty: a returned value's message carries
-    # the input message's properties (as the key, always); a trigger finds its
-    # output by them.
-    forward_source_message_property: bool = True
+    # Pulsar's forwardSourceMessageProperty: whether a returned value's message
+    # carries the input message's key and properties. Unset: the code decides
+    # (runtime.function.pulsar_mode): not for a function with Pulsar's behaviour,
+    # as Pulsar's Python runtime forwards neither; yes for sparkfn's own. Every
+    # output carries Pulsar's __pfn_input_topic__ and __pfn_input_msg_id__ either way.
+    forward_source_message_property: bool | None = None
     cleanup_subscription: bool = True
     # Pulsar's autoAck: True acknowledges a message when process returns. False:
     # the function acknowledges it with context.ack during its call. A call that
