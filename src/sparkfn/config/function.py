@@ -294,13 +294,12 @@ class FunctionConfig(BaseModel):
 
     @property
     def late_data_target(self) -> str | None:
-        """Where an event-time window function's late messages go: ``lateDataTopic``,
-        else ``{tenant}/{namespace}/{name}-late`` (created on first use); None when
-        there is no event time or ``dropLateData`` says to drop them."""
+        """Where an event-time window function's late messages go: ``lateDataTopic``;
+        None without one (Pulsar drops them: logged and counted) or without event time."""
         window = self.window_config
         if window is None or not window.event_time or window.drop_late_data:
             return None
-        return window.late_data_topic or self.default_late_data_topic
+        return window.late_data_topic
 
     @property
     def default_late_data_topic(self) -> str:
