@@ -172,8 +172,8 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
     _produce(store, *SENTENCES)
 
     assert sparkfn.json("functions", "list") == ["wordcount"]
-    # As pulsar-admin prints them: a name a line as a JSON string; indented JSON.
-    assert sparkfn.ok("functions", "list").stdout == '"wordcount"\n'
+    # As pulsar-admin prints them: a name a line; indented JSON.
+    assert sparkfn.ok("functions", "list").stdout == "wordcount\n"
     assert "public/default/wordcount" in sparkfn.ok("functions", "list", "-o", "table").stdout
     info = sparkfn.json("functions", "get", "--name", "wordcount")
     assert (info["version"], info["inputs"]) == (1, ["persistent://public/default/sentences"])

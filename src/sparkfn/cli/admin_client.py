@@ -57,8 +57,8 @@ class OutputFormat(StrEnum):
 
     TABLE = "table"  # Rich tables, for people
     JSON = "json"  # the API's JSON, one document a line, for programs
-    # As pulsar-admin prints: the JSON indented, a list one JSON string a line
-    # (get, status, stats and list by default, as in Pulsar).
+    # As pulsar-admin prints: the JSON indented, a list one item a line, a text
+    # as it is (get, status, stats and list by default, as in Pulsar).
     PULSAR = "pulsar"
 
 
@@ -121,7 +121,7 @@ def output_flag(*names: str, default: OutputFormat = OutputFormat.TABLE) -> Flag
     return option(
         first,
         "table (Rich tables), json (the API's JSON, one line) or pulsar (as "
-        "pulsar-admin prints it: indented JSON, a list one name a line).",
+        "pulsar-admin prints it: indented JSON, a list one item a line).",
         "FORMAT",
         OutputFormat,
         default,
@@ -303,10 +303,14 @@ class Call:
 
 def show(call: Call, body: Any, render: Callable[[Any], RenderableType]) -> None:
     """``body`` as JSON with ``--output json`` (``pulsar``: indented, a list one item
-    a line, as pulsar-admin prints), else as ``render`` draws it."""
+    a line and a text as it is, as pulsar-admin prints), else as ``render`` draws it."""
     if call.output_format is OutputFormat.PULSAR:
         items = body if isinstance(body, list) else [body]
-        text = "".join(json.dumps(item, indent=2, ensure_ascii=False) + "\n" for item in items)
+        text = "".join(
+            (item if isinstance(item, str) else json.dumps(item, indent=2, ensure_ascii=False))
+            + "\n"
+            for item in items
+        )
         sys.stdout.write(text)
         sys.stdout.flush()
     elif call.json:
