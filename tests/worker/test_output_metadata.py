@@ -23,6 +23,14 @@ from waiting import until
 
 pytestmark = pytest.mark.slow
 
+
+def _cli(worker: SharedWorker) -> Sparkfn:
+    """The CLI on the worker, its topics commands on the worker's store."""
+    cli = Sparkfn(worker.url, worker.data_dir)
+    cli.env["SPARKFN_STORE_URL"] = worker.process.store_url
+    return cli
+
+
 FUNCS = Path(__file__).resolve().parent / "funcs"
 IN = "persistent://public/default/meta-in"
 OUT = "persistent://public/default/meta-out"
@@ -31,7 +39,7 @@ OUT = "persistent://public/default/meta-out"
 def test_outputs_name_their_input_partition_and_carry_nothing_else(
     shared_worker: SharedWorker,
 ) -> None:
-    cli = Sparkfn(shared_worker.url, shared_worker.data_dir)
+    cli = _cli(shared_worker)
     cli.ok("topics", "create-partitioned-topic", IN, "--partitions", "3")
     cli.ok(
         "functions", "create",
