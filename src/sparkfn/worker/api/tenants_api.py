@@ -5,14 +5,17 @@ verb        path                                           what
 ==========  =============================================  ==================================
 GET         ``/admin/v2/tenants``                          every tenant (a tenant admin: its own)
 GET         ``/admin/v2/tenants/{tenant}``                 ``TenantInfo``
-PUT         ``/admin/v2/tenants/{tenant}``                 create (superusers); 409 if it exists
-DELETE      ``/admin/v2/tenants/{tenant}``                 delete (superusers); 409 if not empty
+PUT         ``/admin/v2/tenants/{tenant}``                 create; 409 if it exists
+DELETE      ``/admin/v2/tenants/{tenant}``                 delete; 409 if not empty
 GET         ``/admin/v2/namespaces/{tenant}``              ``["tenant/namespace", ...]``
 PUT         ``/admin/v2/namespaces/{tenant}/{namespace}``  create; 404 without the tenant
 DELETE      ``/admin/v2/namespaces/{tenant}/{namespace}``  delete; 409 if not empty
 GET         ``/admin/v2/namespaces/{tenant}/{namespace}``  ``/topics``: the namespace's topics
             ``/topics``
 ==========  =============================================  ==================================
+
+As every route under ``{tenant}``, a tenant's routes are a superuser's or its
+tenant admin's (:mod:`sparkfn.worker.auth.access`).
 """
 
 from __future__ import annotations
@@ -24,12 +27,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from sparkfn.api.errors import ForbiddenError
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.worker import tenants as registry
 from sparkfn.worker.api.params import Namespace, Tenant
 from sparkfn.worker.auth.access import Caller
-from sparkfn.worker.auth.tokens import Principal
 from sparkfn.worker.service import Worker
 
 MAX_ROLES = 100  # entries of adminRoles or allowedClusters
@@ -46,12 +47,6 @@ class TenantInfo(BaseModel):
     allowed_clusters: list[Annotated[str, Field(max_length=256)]] = Field(
         default_factory=list, max_length=MAX_ROLES
     )
-
-
-def _superuser(principal: Principal, what: str) -> None:
-    if not principal.is_superuser:
-        msg = f"{what} is for superusers; {principal.describe()} is not one"
-        raise ForbiddenError(msg)
 
 
 def tenants_router(worker: Worker) -> APIRouter:
@@ -74,18 +69,16 @@ def tenants_router(worker: Worker) -> APIRouter:
 
     @router.put("/admin/v2/tenants/{tenant}", status_code=204, response_class=Response)
     def create_tenant(
-        tenant: Tenant, caller: Caller, info: Annotated[TenantInfo | None, Body()] = None
+        tenant: Tenant, info: Annotated[TenantInfo | None, Body()] = None
     ) -> Response:
         """Create a tenant with no namespace yet (409 ``tenant_already_exists``)."""
-        _superuser(caller, "creating a tenant")
         given = info or TenantInfo()
         registry.create_tenant(store, tenant, given.admin_roles, given.allowed_clusters)
         return Response(status_code=204)
 
     @router.delete("/admin/v2/tenants/{tenant}", status_code=204, response_class=Response)
-    def delete_tenant(tenant: Tenant, caller: Caller) -> Response:
+    def delete_tenant(tenant: Tenant) -> Response:
         """Delete an empty tenant (409 ``not_empty`` while it holds anything)."""
-        _superuser(caller, "deleting a tenant")
         registry.delete_tenant(store, tenant)
         return Response(status_code=204)
 
