@@ -252,8 +252,10 @@ class FunctionInstance:
             rows.column("key") if forward else [None] * rows.n,
             topics,
             None if output else _discard,
-            properties=rows.output_properties(forward) if output else None,
+            properties=range(rows.n) if output else None,  # resolved below, by Arrow
         )
+        if output:
+            self.out.resolve(rows.output_properties(forward))
         for i, error in failed:
             self._dead_letter(rows, i, error)
         self.stats.received += rows.n

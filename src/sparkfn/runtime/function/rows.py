@@ -165,31 +165,31 @@ class InputRows:
             "",
         )
 
-    def output_properties(self, forward: bool) -> list[str | None]:
+    def output_properties(self, forward: bool) -> pa.Array:
         """The properties each row's output carries (JSON object text), as Pulsar's
         runtime sets them: ``__pfn_input_topic__`` and ``__pfn_input_msg_id__``
         naming the row (:meth:`origin_properties`); with ``forward``, after the
         row's own (without :data:`TRIGGER_PROPERTY`)."""
         origin = self.origin_properties()
         if not forward:
-            return origin.to_pylist()  # type: ignore[no-any-return]
+            return origin
         own = properties_to_json(self._batch.column(self._batch.schema.names.index("properties")))
         if own.null_count == self.n:
-            return origin.to_pylist()  # type: ignore[no-any-return]
+            return origin
         if not pc.any(pc.match_substring(own, '"__')).as_py():
             # Two JSON objects as one: the row's own, then the origin's.
             joined = pc.binary_join_element_wise(
                 pc.utf8_slice_codeunits(own, 0, -1), ",", pc.utf8_slice_codeunits(origin, 1), ""
             )
             empty = pc.fill_null(pc.equal(own, "{}"), True)
-            return pc.if_else(empty, origin, joined).to_pylist()  # type: ignore[no-any-return]
-        out: list[str | None] = []
+            return pc.if_else(empty, origin, joined)
+        out: list[str] = []
         for text, mark in zip(own.to_pylist(), origin.to_pylist(), strict=True):
             props = json.loads(text) if text else {}
             props.pop(TRIGGER_PROPERTY, None)
             props.update(json.loads(mark))
             out.append(json.dumps(props, separators=(",", ":")))
-        return out
+        return pa.array(out, pa.string())
 
     def message_id(self, i: int) -> str:
         """Row ``i``'s message id, ``partition:offset``."""
