@@ -99,6 +99,7 @@ ROOMS: dict[str, list[tuple[str, ...]]] = {
             "runs",
             "placement",
             "versions",
+            "tenants",
             "service",
         ),
         ("packages",),

@@ -101,9 +101,14 @@ METRICS = {
     "deadLetteredTotal": 1,
     "1min": ONE_MIN,
     "lastInvocation": 1_700_000_000_500,
+    # Pulsar's flat map of doubles (user_metric_<name>_sum, _count), sparkfn's _min, _max.
     "userMetrics": {
-        "length": {"count": 2, "sum": 7.0, "min": 3.0, "max": 4.0},
-        "never": {"count": 0, "sum": 0.0, "min": None, "max": None},
+        "user_metric_length_sum": 7.0,
+        "user_metric_length_count": 2.0,
+        "user_metric_length_min": 3.0,
+        "user_metric_length_max": 4.0,
+        "user_metric_never_sum": 0.0,
+        "user_metric_never_count": 0.0,
     },
 }
 FUNCTION_STATS = {**METRICS, "instances": [{"instanceId": 0, "metrics": METRICS}]}

@@ -60,6 +60,8 @@ CONFIGS = {
         "output_serde": "m.S",
     },
     "dropping": {"name": "d", "py": "d.py", "inputs": ["in"], "drop_failed_messages": True},
+    "producing": {"name": "p", "py": "p.py", "inputs": ["in"], "output": "out",
+                  "producer_config": {"compressionType": "zstd"}},
     "windowed": {
         "name": "w", "py": "w.py", "inputs": ["in"], "timeout_ms": 100,
         "window_config": {"windowLengthDurationMs": 1000, "lateDataTopic": "late", "maxLagMs": 50,
@@ -103,7 +105,8 @@ def test_the_view_of_the_everything_config() -> None:
         "EFFECTIVELY_ONCE",
         "Earliest",
     )
-    assert view["resources"] == {"cpu": 2.0, "ram": 1024}
+    # Pulsar's default for what is unset, as pulsar-admin's get shows it.
+    assert view["resources"] == {"cpu": 2.0, "ram": 1024, "disk": 10 << 30}
     assert (view["autoAck"], view["autoCreateTopics"], view["subscriptionType"]) == (
         False,
         False,
@@ -122,3 +125,9 @@ def test_a_window_config_is_pulsars_window_config() -> None:
         "timestampExtractorClassName": "m.E",
         "dropLateData": False,
     }
+
+
+def test_producer_config_and_resources_as_pulsar_admin_shows_them() -> None:
+    view = pulsar_view(FunctionConfig.build(**CONFIGS["producing"]))
+    assert view["producerConfig"] == {"compressionType": "ZSTD"}
+    assert view["resources"] == {"cpu": 1.0, "ram": 1 << 30, "disk": 10 << 30}

@@ -128,7 +128,12 @@ def test_status_and_stats_are_pulsars_json_shapes(store: Store) -> None:
         "deadLetteredTotal": 1,
         "1min": counted,  # committed just now
         "lastInvocation": 1_700_000_000_500,
-        "userMetrics": {"length": {"count": 2, "sum": 8.0, "min": 3.0, "max": 5.0}},
+        "userMetrics": {
+            "user_metric_length_sum": 8.0,
+            "user_metric_length_count": 2.0,
+            "user_metric_length_min": 3.0,
+            "user_metric_length_max": 5.0,
+        },
     }
     stats = function_stats(store, FQFN, 2)
     assert stats.model_dump(by_alias=True, mode="json") == {

@@ -146,6 +146,9 @@ def test_committed_stats_are_exposed_per_instance_with_pulsar_names(store: Store
     for name, per_instance in expected.items():
         got = tuple(value(name, i) for i in range(3))
         assert got == per_instance, f"{name}: {got} != {per_instance}"
+        # The same under Pulsar's name, for dashboards made for Pulsar Functions.
+        pulsars = name.replace("sparkfn_function_", "pulsar_function_", 1)
+        assert tuple(value(pulsars, i) for i in range(3)) == per_instance, pulsars
 
     # A later batch shows on the next scrape: nothing is cached.
     with store.write() as conn:
@@ -160,7 +163,10 @@ def test_the_metric_types_and_other_functions_are_kept_apart(store: Store) -> No
     with store.write() as conn:
         commit_stats(conn, other.fqfn, [(0, _stats(9, 9, 0, 0, 0, 1.0, 1, {"x": [1.0]}))])
     families = {m.name: m.type for m in FunctionMetricsCollector(store, config).collect()}
-    assert families == {
+    ours = {k: v for k, v in families.items() if k.startswith("sparkfn_")}
+    pulsars = {k.replace("pulsar_", "sparkfn_", 1): v for k, v in families.items() if k not in ours}
+    assert pulsars == ours
+    assert ours == {
         "sparkfn_function_received": "counter",
         "sparkfn_function_processed_successfully": "counter",
         "sparkfn_function_user_exceptions": "counter",
@@ -206,7 +212,10 @@ def test_the_endpoint_serves_only_this_function_and_stops(store: Store) -> None:
         assert samples[("sparkfn_function_dead_lettered_total", "1")] == 1
         assert samples[("sparkfn_function_user_metric_n_max", "1")] == 2.0
         # A private registry: no process or platform collectors of the default one.
-        assert all(name.startswith("sparkfn_function_") for name, _ in samples)
+        assert all(
+            name.startswith(("sparkfn_function_", "pulsar_function_")) for name, _ in samples
+        )
+        assert samples[("pulsar_function_received_total", "1")] == 3
     finally:
         server.close()
     server.close()  # idempotent

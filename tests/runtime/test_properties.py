@@ -64,9 +64,18 @@ def _run(spark: Any, store: Store, classname: str) -> None:
 
 def test_a_function_sees_the_properties_and_publishes_its_own(spark: Any, store: Store) -> None:
     _run(spark, store, "properties_relay.process")
-    # A returned value carries its input's properties (Pulsar's forwardSourceMessageProperty);
-    # a published one carries what was given.
-    assert _received(store, "out") == SENT
+    # A returned value carries its input's properties (Pulsar's forwardSourceMessageProperty,
+    # for sparkfn's own function) and Pulsar's two naming its input; a published one
+    # carries what was given.
+    received = _received(store, "out")
+    origin = {"__pfn_input_topic__", "__pfn_input_msg_id__"}
+    assert {v: {k: x for k, x in p.items() if k not in origin} for v, p in received.items()} == SENT
+    for props in received.values():  # "in" has two partitions: Pulsar names each
+        partition = props["__pfn_input_msg_id__"].split(":")[0]
+        assert (
+            props["__pfn_input_topic__"] == f"persistent://public/default/in-partition-{partition}"
+        )
+    assert len({p["__pfn_input_msg_id__"] for p in received.values()}) == len(SENT)
     assert _received(store, "side") == {
         value: {**props, "seen": str(len(props))} for value, props in SENT.items()
     }

@@ -111,6 +111,7 @@ def test_event_time_windows_send_late_messages_to_the_late_topic(
         "timestampExtractorClassName": "windows.ValueTime",
         "maxLagMs": 3,
         "watermarkEmitIntervalMs": 1,
+        "lateDataTopic": "events-late",  # created on first use
     }
     run_until_drained(_config("events", window, max_records_per_batch=3), store)
 
@@ -124,14 +125,17 @@ def test_event_time_windows_send_late_messages_to_the_late_topic(
         "30:e,28:f|30",
         "30:e,28:f|35",
     ]
-    late = _messages(store, "events-late")  # the default late-data topic, made on first use
+    late = _messages(store, "events-late")
     assert [m.value for m in late] == [b"3:late", b"9:late2"]
     assert [m.properties["ORIGIN_MESSAGE_ID"] for m in late] == ["0:3", "0:6"]
     assert {m.properties["REAL_TOPIC"] for m in late} == {"persistent://public/default/in"}
     assert [h[1] for h in _pane(store, "events").held] == [b"50:g"]
 
 
-def test_late_messages_are_dropped_only_when_asked(run_until_drained: Any, store: Store) -> None:
+def test_late_messages_are_dropped_without_a_late_data_topic(
+    run_until_drained: Any, store: Store
+) -> None:
+    """As Pulsar drops them, logged and counted (tests/runtime/test_window_semantics.py)."""
     _topics(store, "out-dropping", "late-here", "out-routed")
     _produce(store, EVENTS)
     window = {
@@ -140,9 +144,7 @@ def test_late_messages_are_dropped_only_when_asked(run_until_drained: Any, store
         "maxLagMs": 3,
         "watermarkEmitIntervalMs": 1,
     }
-    run_until_drained(
-        _config("dropping", {**window, "dropLateData": True}, max_records_per_batch=3), store
-    )
+    run_until_drained(_config("dropping", window, max_records_per_batch=3), store)
     routed = {**window, "lateDataTopic": "late-here"}
     run_until_drained(_config("routed", routed, max_records_per_batch=3), store)
 

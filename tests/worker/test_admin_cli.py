@@ -172,7 +172,9 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
     _produce(store, *SENTENCES)
 
     assert sparkfn.json("functions", "list") == ["wordcount"]
-    assert "public/default/wordcount" in sparkfn.ok("functions", "list").stdout
+    # As pulsar-admin prints them: a name a line; indented JSON.
+    assert sparkfn.ok("functions", "list").stdout == "wordcount\n"
+    assert "public/default/wordcount" in sparkfn.ok("functions", "list", "-o", "table").stdout
     info = sparkfn.json("functions", "get", "--name", "wordcount")
     assert (info["version"], info["inputs"]) == (1, ["persistent://public/default/sentences"])
     # Pulsar's FunctionConfig JSON, as pulsar-admin functions get prints it.
@@ -186,16 +188,18 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
         "persistent://public/default/echo",
     )
     assert info["inputSpecs"] == {"persistent://public/default/sentences": {"regexPattern": False}}
-    assert (
-        "wordcount.WordCount"
-        in sparkfn.ok("functions", "get", "--fqfn", "public/default/wordcount").stdout
-    )
+    printed = sparkfn.ok("functions", "get", "--fqfn", "public/default/wordcount").stdout
+    assert printed.startswith('{\n  "tenant": "public",\n') and json.loads(printed) == info
 
     _wait_processed(worker.url, len(SENTENCES))
     status = sparkfn.json("functions", "status", "--name", "wordcount")
     assert (status["numRunning"], _processed(status)) == (1, len(SENTENCES))
     assert sum(i["status"]["numReceived"] for i in status["instances"]) == len(SENTENCES)
-    table = sparkfn.ok("functions", "status", "--name", "wordcount").stdout
+    assert (
+        json.loads(sparkfn.ok("functions", "status", "--name", "wordcount").stdout)["numRunning"]
+        == 1
+    )
+    table = sparkfn.ok("functions", "status", "--name", "wordcount", "-o", "table").stdout
     assert "RUNNING" in table and f"│ {len(SENTENCES)} " in table
     stats = sparkfn.json("functions", "stats", "--name", "wordcount")
     assert stats["processedSuccessfullyTotal"] == len(SENTENCES)

@@ -99,7 +99,7 @@ def test_a_pulsar_config_registers_with_the_warnings_localrun_gives(
                 "serdeClassName": "serde.IdentitySerDe",
             }
         }
-        assert info["resources"] == {"cpu": 2.0, "ram": 1073741824}
+        assert info["resources"] == {"cpu": 2.0, "ram": 1073741824, "disk": 10737418240}
         assert "sparkConf" not in info  # none: the worker's session decides
         assert info["pulsarCompat"] is True
         assert local.resources.cpu == 2.0

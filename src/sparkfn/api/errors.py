@@ -18,12 +18,17 @@ resembles, so callers may catch either::
     │   │   ├── SourceNotFoundError
     │   │   └── SinkNotFoundError
     │   ├── PackageNotFoundError
-    │   └── SubscriptionNotFoundError
+    │   ├── SubscriptionNotFoundError
+    │   ├── TenantNotFoundError
+    │   └── NamespaceNotFoundError
     ├── AlreadyExistsError     (ValueError)   a named object exists already
     │   ├── TopicExistsError
+    │   ├── TenantExistsError
+    │   ├── NamespaceExistsError
     │   └── FunctionExistsError
     │       ├── SourceExistsError
     │       └── SinkExistsError
+    ├── NotEmptyError          (ValueError)   a tenant or namespace to delete holds something (HTTP 409)
     ├── PackageError           (ValueError)   an uploaded function package cannot be used
     │   ├── PackageTooLargeError               over the upload or expansion limit
     │   └── UnsafeArchiveError                 a path escapes, is absolute or is a link
@@ -181,6 +186,36 @@ class AlreadyExistsError(SparkfnError, ValueError):
     """A named object exists already."""
 
     reason = "already_exists"
+
+
+class TenantNotFoundError(NotFoundError):
+    """No function, topic or ``tenants create`` made that tenant."""
+
+    reason = "tenant_not_found"
+
+
+class NamespaceNotFoundError(NotFoundError):
+    """No function, topic or ``namespaces create`` made that namespace."""
+
+    reason = "namespace_not_found"
+
+
+class TenantExistsError(AlreadyExistsError):
+    """The tenant exists already."""
+
+    reason = "tenant_already_exists"
+
+
+class NamespaceExistsError(AlreadyExistsError):
+    """The namespace exists already."""
+
+    reason = "namespace_already_exists"
+
+
+class NotEmptyError(SparkfnError, ValueError):
+    """A tenant or namespace to delete still holds functions, connectors or topics."""
+
+    reason = "not_empty"
 
 
 class TopicExistsError(AlreadyExistsError):

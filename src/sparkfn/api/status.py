@@ -22,7 +22,10 @@ in time). Every model is frozen: a status is a snapshot, read again for news.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 from pydantic.alias_generators import to_camel
 
 from sparkfn.api.lifecycle import DeathCause, RunState
@@ -42,6 +45,9 @@ __all__ = [
     "SourceStatus",
     "UserMetricSummary",
 ]
+
+
+_FLAT_METRIC = re.compile(r"user_metric_(.+)_(sum|count|min|max)")
 
 
 class _Shape(BaseModel):
@@ -167,7 +173,38 @@ class FunctionInstanceStatsData(FunctionInstanceStatsDataBase):
         serialization_alias="1min",
     )
     last_invocation: int = 0  # epoch ms; 0 before the first
+    # In JSON, Pulsar's flat map of doubles: user_metric_<name>_sum and _count (and
+    # sparkfn's _min and _max); in Python, a summary per name. Both shapes are read.
     user_metrics: dict[str, UserMetricSummary] = {}
+
+    @field_validator("user_metrics", mode="before")
+    @classmethod
+    def _from_flat(cls, value: Any) -> Any:
+        if not isinstance(value, dict) or not value:
+            return value
+        if not all(isinstance(v, int | float) or v is None for v in value.values()):
+            return value  # {name: summary}: as it is
+        found: dict[str, dict[str, Any]] = {}
+        for key, number in value.items():
+            matched = _FLAT_METRIC.fullmatch(str(key))
+            if matched is None:
+                msg = f"userMetrics key {key!r} is not user_metric_<name>_sum|count|min|max"
+                raise ValueError(msg)
+            name, part = matched.groups()
+            found.setdefault(name, {})[part] = int(number) if part == "count" else number
+        return found
+
+    @field_serializer("user_metrics", when_used="json")
+    def _to_flat(self, metrics: dict[str, UserMetricSummary]) -> dict[str, float]:
+        flat: dict[str, float] = {}
+        for name, summary in sorted(metrics.items()):
+            flat[f"user_metric_{name}_sum"] = summary.sum
+            flat[f"user_metric_{name}_count"] = float(summary.count)
+            if summary.min is not None:
+                flat[f"user_metric_{name}_min"] = summary.min
+            if summary.max is not None:
+                flat[f"user_metric_{name}_max"] = summary.max
+        return flat
 
 
 class FunctionInstanceStats(_Shape):

@@ -30,6 +30,7 @@ from rich.table import Table
 from sparkfn.api.errors import WorkerError
 from sparkfn.cli.admin_client import (
     CONNECTION,
+    CONNECTION_PULSAR,
     FUNCTIONS,
     INSTANCE_ID,
     TARGET,
@@ -201,8 +202,9 @@ def add_admin_commands(app: typer.Typer) -> None:
     from sparkfn.cli import admin_logs, admin_state, admin_status, admin_submit
 
     admin_submit.add_commands(app)
-    app.command("get")(takes("function", (*TARGET, VERSION, *CONNECTION))(get))
-    app.command("list")(takes("function", (*TARGET[:2], *CONNECTION))(list_functions))
+    # get and list print pulsar-admin's JSON by default (--output table: a table).
+    app.command("get")(takes("function", (*TARGET, VERSION, *CONNECTION_PULSAR))(get))
+    app.command("list")(takes("function", (*TARGET[:2], *CONNECTION_PULSAR))(list_functions))
     admin_status.add_commands(app)
     for action, done, doc, per_instance in ACTIONS:
         app.command(action)(_action(action, done, doc, per_instance))

@@ -21,6 +21,8 @@ on its one error line; a worker that does not answer is a
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -55,6 +57,9 @@ class OutputFormat(StrEnum):
 
     TABLE = "table"  # Rich tables, for people
     JSON = "json"  # the API's JSON, one document a line, for programs
+    # As pulsar-admin prints: the JSON indented, a list one item a line, a text
+    # as it is (get, status, stats and list by default, as in Pulsar).
+    PULSAR = "pulsar"
 
 
 def option(
@@ -109,15 +114,17 @@ TOKEN = option(
 )
 
 
-def output_flag(*names: str) -> Flag:
-    """``--output table|json`` under ``names`` (``create`` has ``--output`` for its topic)."""
+def output_flag(*names: str, default: OutputFormat = OutputFormat.TABLE) -> Flag:
+    """``--output table|json|pulsar`` under ``names`` (``create`` has ``--output`` for
+    its topic)."""
     first, *aliases = names
     return option(
         first,
-        "table (Rich tables) or json (the API's JSON).",
+        "table (Rich tables), json (the API's JSON, one line) or pulsar (as "
+        "pulsar-admin prints it: indented JSON, a list one item a line).",
         "FORMAT",
         OutputFormat,
-        OutputFormat.TABLE,
+        default,
         panel=WORKER_PANEL,
         aliases=tuple(aliases),
         dest="output_format",
@@ -126,6 +133,12 @@ def output_flag(*names: str) -> Flag:
 
 
 CONNECTION = (URL, TOKEN, output_flag("--output", "-o", "--output-format"))
+# What get, status, stats and list take: pulsar-admin's JSON unless told otherwise.
+CONNECTION_PULSAR = (
+    URL,
+    TOKEN,
+    output_flag("--output", "-o", "--output-format", default=OutputFormat.PULSAR),
+)
 
 # Which function: Pulsar's --tenant/--namespace/--name, or --fqfn.
 TARGET = (
@@ -276,7 +289,7 @@ class Call:
     @property
     def json(self) -> bool:
         """Whether to print JSON rather than tables."""
-        return self.output_format is OutputFormat.JSON
+        return self.output_format is not OutputFormat.TABLE
 
     @property
     def fqfn(self) -> str:
@@ -289,8 +302,18 @@ class Call:
 
 
 def show(call: Call, body: Any, render: Callable[[Any], RenderableType]) -> None:
-    """``body`` as JSON with ``--output json``, else as ``render`` draws it."""
-    if call.json:
+    """``body`` as JSON with ``--output json`` (``pulsar``: indented, a list one item
+    a line and a text as it is, as pulsar-admin prints), else as ``render`` draws it."""
+    if call.output_format is OutputFormat.PULSAR:
+        items = body if isinstance(body, list) else [body]
+        text = "".join(
+            (item if isinstance(item, str) else json.dumps(item, indent=2, ensure_ascii=False))
+            + "\n"
+            for item in items
+        )
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    elif call.json:
         emit_json(body)
     else:
         table_console().print(render(body))

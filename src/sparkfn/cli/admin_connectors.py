@@ -40,6 +40,7 @@ from rich.table import Table
 
 from sparkfn.cli.admin_client import (
     CONNECTION,
+    CONNECTION_PULSAR,
     INSTANCE_ID,
     TOKEN,
     URL,
@@ -277,11 +278,12 @@ def add_connector_commands(app: typer.Typer, kind: str) -> None:
     named, connection = target(kind), CONNECTION
     app.command("create")(takes(kind, submit)(_create(kind)))
     app.command("update")(takes(kind, (*submit, STOP_MODE))(_update(kind)))
-    app.command("get")(takes(kind, (*named, VERSION, *connection))(_get(kind)))
-    app.command("list")(takes(kind, (*named[:2], *connection))(_list(kind)))
+    # As pulsar-admin: get, list, status and stats print JSON unless --output table.
+    app.command("get")(takes(kind, (*named, VERSION, *CONNECTION_PULSAR))(_get(kind)))
+    app.command("list")(takes(kind, (*named[:2], *CONNECTION_PULSAR))(_list(kind)))
     app.command("delete")(takes(kind, (*named, *connection))(_delete(kind)))
     for what in ("status", "stats"):
-        flags = (*named, INSTANCE_ID, *connection)
+        flags = (*named, INSTANCE_ID, *CONNECTION_PULSAR)
         app.command(what)(takes(kind, flags)(status_command(kind, what)))
     for action, done, per_instance in ACTIONS:
         app.command(action)(action_command(kind, action, done, per_instance))

@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparkfn.cli.admin_client import (
-    CONNECTION,
+    CONNECTION_PULSAR,
     INSTANCE_ID,
     TARGET,
     AdminClient,
@@ -165,5 +165,7 @@ def _stats_view(call: Call, body: dict[str, Any], instance_id: int | None) -> Re
 
 def add_commands(app: typer.Typer) -> None:
     """Add ``status`` and ``stats`` to the ``functions`` group ``app``."""
-    app.command("status")(takes("function", (*TARGET, INSTANCE_ID, WATCH, *CONNECTION))(status))
-    app.command("stats")(takes("function", (*TARGET, INSTANCE_ID, *CONNECTION))(stats))
+    # As pulsar-admin, JSON by default (--output table: tables).
+    status_flags = (*TARGET, INSTANCE_ID, WATCH, *CONNECTION_PULSAR)
+    app.command("status")(takes("function", status_flags)(status))
+    app.command("stats")(takes("function", (*TARGET, INSTANCE_ID, *CONNECTION_PULSAR))(stats))

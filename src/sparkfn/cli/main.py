@@ -33,6 +33,7 @@ from sparkfn.cli.functions import functions_app
 from sparkfn.cli.packages import packages_app
 from sparkfn.cli.sinks import sinks_app
 from sparkfn.cli.sources import sources_app
+from sparkfn.cli.tenants import namespaces_app, tenants_app
 from sparkfn.cli.tokens import tokens_app
 from sparkfn.cli.topics import topics_app
 from sparkfn.cli.worker import worker_app
@@ -49,6 +50,8 @@ app = typer.Typer(
 app.add_typer(topics_app, name="topics")
 app.add_typer(functions_app, name="functions")
 app.add_typer(packages_app, name="packages")
+app.add_typer(tenants_app, name="tenants")
+app.add_typer(namespaces_app, name="namespaces")
 app.add_typer(sources_app, name="sources")
 app.add_typer(sinks_app, name="sinks")
 app.add_typer(worker_app, name="worker")

@@ -43,6 +43,7 @@ from sparkfn.cli.params import (
     parse_size,
 )
 from sparkfn.cli.produce import produce
+from sparkfn.cli.topics_pulsar import add_commands
 
 if TYPE_CHECKING:
     from sparkfn.topics.admin import PartitionStats, TopicInfo
@@ -147,6 +148,15 @@ def _schema_text(given: str | None) -> str | None:
 @topics_app.command("list")
 def list_topics(
     ctx: typer.Context,
+    in_namespace: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[TENANT/NAMESPACE]",
+            help="As pulsar-admin: this namespace's topics, one a line (a partitioned "
+            "topic's partitions as NAME-partition-N).",
+            show_default=False,
+        ),
+    ] = None,
     tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant.")] = None,
     namespace: Annotated[
         str | None, typer.Option("--namespace", help="Only this namespace.")
@@ -154,10 +164,16 @@ def list_topics(
     json_output: JsonOption = False,
 ) -> None:
     """List topics, sorted by name."""
+    from sparkfn.cli.topics_pulsar import namespace_parts, pulsar_names
     from sparkfn.topics.admin import TopicAdmin
 
+    if in_namespace is not None:
+        tenant, namespace = namespace_parts(in_namespace)
     with open_store(ctx) as store:
         topics = TopicAdmin(store).list(tenant=tenant, namespace=namespace)
+    if in_namespace is not None and not json_output:
+        sys.stdout.write("".join(f"{name}\n" for name in pulsar_names(topics)))
+        return
     if json_output:
         emit_json([_topic_json(info) for info in topics])
         return
@@ -379,3 +395,6 @@ def maintain(ctx: typer.Context, json_output: JsonOption = False) -> None:
     for label, value in fields.items():
         table.add_row(label.replace("_", " "), str(value))
     console().print(table)
+
+
+add_commands(topics_app)  # pulsar-admin's: create-partitioned-topic, stats, reset-cursor, ...

@@ -120,10 +120,12 @@ class FunctionConfig(BaseModel):
     # What the provider's init(config) receives (Pulsar's --secrets-provider-config).
     secrets_provider_config: dict[str, Any] | None = None
     retain_ordering: bool = False
-    # Pulsar's forwardSourceMessageProperty: a returned value's message carries
-    # the input message's properties (as the key, always); a trigger finds its
-    # output by them.
-    forward_source_message_property: bool = True
+    # Pulsar's forwardSourceMessageProperty: whether a returned value's message
+    # carries the input message's key and properties. Unset: the code decides
+    # (runtime.function.pulsar_mode): not for a function with Pulsar's behaviour,
+    # as Pulsar's Python runtime forwards neither; yes for sparkfn's own. Every
+    # output carries Pulsar's __pfn_input_topic__ and __pfn_input_msg_id__ either way.
+    forward_source_message_property: bool | None = None
     cleanup_subscription: bool = True
     # Pulsar's autoAck: True acknowledges a message when process returns. False:
     # the function acknowledges it with context.ack during its call. A call that
@@ -292,13 +294,12 @@ class FunctionConfig(BaseModel):
 
     @property
     def late_data_target(self) -> str | None:
-        """Where an event-time window function's late messages go: ``lateDataTopic``,
-        else ``{tenant}/{namespace}/{name}-late`` (created on first use); None when
-        there is no event time or ``dropLateData`` says to drop them."""
+        """Where an event-time window function's late messages go: ``lateDataTopic``;
+        None without one (Pulsar drops them: logged and counted) or without event time."""
         window = self.window_config
         if window is None or not window.event_time or window.drop_late_data:
             return None
-        return window.late_data_topic or self.default_late_data_topic
+        return window.late_data_topic
 
     @property
     def default_late_data_topic(self) -> str:

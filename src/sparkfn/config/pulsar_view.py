@@ -40,6 +40,9 @@ _IN_PULSARS = {
     "output_serde", "input_serdes", "auto_ack", "secrets_provider_classname",
     "secrets_provider_config",
 }  # fmt: skip
+# Pulsar's Resources defaults, shown for what a config leaves unset (as
+# pulsar-admin's get shows them) and read back as unset.
+PULSAR_RESOURCES: dict[str, Any] = {"cpu": 1.0, "ram": 1 << 30, "disk": 10 << 30}
 # Keys of the view that are no config field: what the registry says of a version.
 METADATA_KEYS = ("version", "packageDigest", "createdBy", "createdAt", "warnings", "runtime")
 
@@ -92,7 +95,7 @@ def pulsar_view(config: FunctionConfig) -> dict[str, Any]:
         "subName": config.subscription_name,
         "subscriptionPosition": config.subscription_position.value.title(),
         "parallelism": config.parallelism,
-        "resources": config.resources.model_dump(exclude_none=True),
+        "resources": {**PULSAR_RESOURCES, **config.resources.model_dump(exclude_none=True)},
         "cleanupSubscription": config.cleanup_subscription,
         "secretsProviderClassName": config.secrets_provider_classname,
         "secretsProviderConfig": config.secrets_provider_config,
@@ -113,6 +116,12 @@ def pulsar_view(config: FunctionConfig) -> dict[str, Any]:
             dumped = value.model_dump(mode="json", exclude_none=True)
             view["windowConfig"] = {to_camel(k): v for k, v in dumped.items()}
             continue
+        if field == "producer_config":  # Pulsar's ProducerConfig: camelCase, its spellings
+            dumped = value.model_dump(mode="json", exclude_none=True, by_alias=True)
+            if "compressionType" in dumped:
+                dumped["compressionType"] = dumped["compressionType"].upper()
+            view["producerConfig"] = dumped
+            continue
         view[to_camel(field)] = (
             value.model_dump(mode="json") if hasattr(value, "model_dump") else _plain(value)
         )
@@ -127,5 +136,10 @@ def _plain(value: Any) -> Any:
 
 def config_fields(view: dict[str, Any]) -> dict[str, Any]:
     """The config fields of a view (:func:`pulsar_view`, as ``functions get`` printed
-    it): the registry's keys and Pulsar's ``runtime`` left out."""
-    return {k: v for k, v in view.items() if k not in METADATA_KEYS}
+    it): the registry's keys and Pulsar's ``runtime`` left out, and a resource at
+    Pulsar's default (:data:`PULSAR_RESOURCES`) read as unset, as the view shows one."""
+    fields = {k: v for k, v in view.items() if k not in METADATA_KEYS}
+    resources = fields.get("resources")
+    if isinstance(resources, dict):
+        fields["resources"] = {k: v for k, v in resources.items() if PULSAR_RESOURCES.get(k) != v}
+    return fields

@@ -53,8 +53,8 @@ class WindowConfig(BaseModel):
     sliding_interval_count: int | None = Field(default=None, ge=1, le=10_000_000)
     sliding_interval_duration_ms: int | None = Field(default=None, ge=1)
     late_data_topic: str | None = None
-    # sparkfn's own: late messages are dropped (counted), by choice, instead of
-    # going to the late-data topic.
+    # sparkfn's own, from when late messages went to {name}-late by default: late
+    # messages are dropped (logged and counted), as they are without lateDataTopic.
     drop_late_data: bool = False
     max_lag_ms: int | None = Field(default=None, ge=0)
     watermark_emit_interval_ms: int | None = Field(default=None, ge=1)
@@ -138,11 +138,9 @@ class WindowConfig(BaseModel):
                 )
                 raise ValueError(msg)
         if duration is not None:
-            if self.sliding_interval_count is not None:
-                msg = (
-                    "slidingIntervalCount slides a counted window; this one is timed "
-                    "(windowLengthDurationMs): use slidingIntervalDurationMs"
-                )
+            # slidingIntervalCount with it: the last duration's messages, every N messages.
+            if self.sliding_interval_count and self.sliding_interval_duration_ms:
+                msg = "slidingIntervalCount and slidingIntervalDurationMs are both set; set one"
                 raise ValueError(msg)
             slide = self.sliding_interval_duration_ms
             if slide is not None and slide > duration:
@@ -174,6 +172,12 @@ class WindowConfig(BaseModel):
     def kind(self) -> Literal["count", "time"]:
         """``count``: windows of messages; ``time``: of milliseconds."""
         return "count" if self.window_length_count is not None else "time"
+
+    @property
+    def counted_slide(self) -> bool:
+        """A time window slid by count (``windowLengthDurationMs`` with
+        ``slidingIntervalCount``): it fires every that many messages."""
+        return self.kind == "time" and self.sliding_interval_count is not None
 
     @property
     def event_time(self) -> bool:
@@ -212,7 +216,7 @@ class WindowConfig(BaseModel):
     def ticks_ms(self) -> int | None:
         """How often the function's windows must be looked at without input (processing
         time windows fire on the clock); ``None``: only when messages arrive."""
-        if self.kind == "time" and not self.event_time:
+        if self.kind == "time" and not self.event_time and not self.counted_slide:
             return self.slide
         return None
 

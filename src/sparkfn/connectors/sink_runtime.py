@@ -71,6 +71,7 @@ from sparkfn.config.connector import SinkConfig
 from sparkfn.connectors.registry import load_sink
 from sparkfn.connectors.sink.sink_config import ADAPTER_CLASSNAME, SINK_CONFIG_KEY, embedded_sink
 from sparkfn.runtime.function.context import FunctionContext
+from sparkfn.runtime.function.rows import without_partition
 
 
 class _FunctionSinkContext(SinkContext):
@@ -202,7 +203,10 @@ class SinkFunction(Function, GracefulShutdown):
             key=context.get_message_key() or None,  # a sink's record has None for none
             properties=context.get_message_properties(),
             event_time=context.get_message_eventtime() or None,
-            topic=context.get_current_message_topic_name().removeprefix("persistent://"),
+            # The topic's own name: the partition is the record's partition, below.
+            topic=without_partition(context.get_current_message_topic_name()).removeprefix(
+                "persistent://"
+            ),
             message_id=None if message_id is None else str(message_id),
             partition=None if message_id is None else message_id.partition(),
         )

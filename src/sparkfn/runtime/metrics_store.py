@@ -184,6 +184,17 @@ def _load_metrics(text: str) -> dict[str, MetricSummary]:
     return {name: MetricSummary(**values) for name, values in json.loads(text or "{}").items()}
 
 
+def reset_stats(store: Store, fqfn: str, instance_id: int | None = None) -> None:
+    """Forget the stats of ``fqfn`` (one instance's, or all): a restart starts them
+    from zero, as Pulsar's restarted instances do."""
+    with store.write() as conn:
+        for table in (_TOTALS, _RECENT, _EXC):
+            where = table.c.fqfn == fqfn
+            if instance_id is not None:
+                where = and_(where, table.c.instance_id == instance_id)
+            conn.execute(delete(table).where(where))
+
+
 def instance_totals(store: Store, fqfn: str) -> dict[int, dict[str, Any]]:
     """Lifetime totals per instance id."""
     with store.read() as conn:

@@ -1,7 +1,9 @@
 """Prometheus metrics of one function, read from the store on every scrape.
 
-The names are Pulsar's, with ``sparkfn_`` for ``pulsar_``; every sample is
-labelled ``tenant``, ``namespace``, ``name`` and ``instance_id``::
+The names are Pulsar's, each served twice: with ``sparkfn_`` for ``pulsar_``,
+and as Pulsar names it (``pulsar_function_received_total``, ...), so a
+dashboard made for Pulsar Functions reads them; every sample is labelled
+``tenant``, ``namespace``, ``name`` and ``instance_id``::
 
     sparkfn_function_received_total                  counter
     sparkfn_function_processed_successfully_total    counter
@@ -47,6 +49,8 @@ from sparkfn.runtime.metrics_store import instance_recent, instance_totals
 from sparkfn.store.store import Store
 
 PREFIX = "sparkfn_function_"
+# The same metrics under Pulsar's names, for dashboards made for Pulsar Functions.
+PULSAR_PREFIX = "pulsar_function_"
 LABELS = ("tenant", "namespace", "name", "instance_id")
 
 # (metric suffix, column in the stats tables, help text)
@@ -83,7 +87,13 @@ class FunctionMetricsCollector:
         self.config = config
 
     def collect(self) -> Iterator[Metric]:
-        """The function's metrics as they are committed in the store now."""
+        """The function's metrics as they are committed in the store now, each under
+        sparkfn's name and Pulsar's (:data:`PULSAR_PREFIX`)."""
+        for family in self._families():
+            yield family
+            yield pulsar_twin(family)
+
+    def _families(self) -> Iterator[Metric]:
         cfg = self.config
         totals = instance_totals(self.store, cfg.fqfn)
         recent = instance_recent(self.store, cfg.fqfn)
@@ -171,6 +181,16 @@ class FunctionMetricsCollector:
             yield fatal
         for user_families in user.values():
             yield from user_families
+
+
+def pulsar_twin(family: Metric) -> Metric:
+    """``family`` under Pulsar's name (``pulsar_function_...``), samples and all."""
+    renamed = family.name.replace(PREFIX, PULSAR_PREFIX, 1)
+    twin = Metric(renamed, family.documentation, family.type, family.unit)
+    twin.samples = [
+        s._replace(name=s.name.replace(PREFIX, PULSAR_PREFIX, 1)) for s in family.samples
+    ]
+    return twin
 
 
 class MetricsServer:

@@ -119,6 +119,11 @@ class HarnessTopics:
         """The topic's schema definition, if it has one."""
         return self.schema(topic)[1]
 
+    def partitions_of(self, topic: str) -> int:
+        """The harness's topics have one partition each."""
+        self.schema(topic)
+        return 1
+
     def decoder(self, topic: str) -> Serde:
         """What decodes the topic's values, as its consumers read them."""
         serde = self._decoders.get(topic)

@@ -28,6 +28,7 @@ from sparkfn.api.errors import (
     ConfigError,
     ForbiddenError,
     FunctionNotRunningError,
+    NotEmptyError,
     NotFoundError,
     PackageError,
     PackageTooLargeError,
@@ -51,6 +52,7 @@ STATUS_OF: tuple[tuple[type[SparkfnError], int], ...] = (
     (PackageTooLargeError, 413),
     (NotFoundError, 404),
     (AlreadyExistsError, 409),
+    (NotEmptyError, 409),  # Pulsar's answer to deleting a tenant or namespace in use
     (StaleRunError, 409),
     (FunctionNotRunningError, 409),
     (SubscriptionInUseError, 409),  # before ConfigError: it conflicts with another function

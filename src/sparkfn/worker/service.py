@@ -1,5 +1,4 @@
-"""The worker: keeps submitted functions, sources and sinks running in one process,
-over one SparkSession.
+"""The worker: keeps submitted functions, sources and sinks running in one process, over one SparkSession.
 
 Every registered function has a :class:`~sparkfn.runtime.localrun.LocalRun`
 here (the same query and supervisor ``localrun`` uses), started on the
@@ -49,6 +48,7 @@ from sparkfn.connectors.source.instances import INPUT_ENDED
 from sparkfn.runtime.group.run import QueryGroup
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.metrics_store import reset_stats
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
 from sparkfn.store.sealed import reseal
@@ -317,16 +317,18 @@ class Worker:
             run.stop(mode or StopMode.SUSPEND, timeout=0)
 
     def restart(self, fqfn: str, instance_id: int | None = None, *, kind: str = "function") -> None:
-        """Suspend and start again (the whole run), or restart one instance."""
+        """Suspend and start again (the whole run), or restart one instance; the stats
+        start from zero, as Pulsar's restarted instances' do."""
         registry = self.registry_for(kind)
-        current = registry.get(fqfn)
-        key = registry.key(fqfn)
+        current, key = registry.get(fqfn), registry.key(fqfn)
         if instance_id is not None:
             run = self._runs.live(key, instance_id)
             run.stop_instance(instance_id, StopMode.CANCEL)  # at once: it starts again now
+            reset_stats(self.open_store(), key, instance_id)
             run.restart_instance(instance_id)
             return
         self._runs.end(key, StopMode.SUSPEND)
+        reset_stats(self.open_store(), key)
         registry.set_desired(fqfn, Desired.RUNNING)
         self._runs.start(current.config)
 

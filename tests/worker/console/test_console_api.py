@@ -124,9 +124,11 @@ def test_tenants_namespaces_lifecycle_record_and_worker_facts(
 ) -> None:
     _register(worker, "acme/orders/enrich")
     TopicAdmin(worker.open_store()).create("billing/invoices/sent")
-    assert client.get("/admin/v2/tenants").json() == ["acme", "billing"]
+    # public/default always exists, as in Pulsar.
+    assert client.get("/admin/v2/tenants").json() == ["acme", "billing", "public"]
     assert client.get("/admin/v2/namespaces/billing").json() == ["billing/invoices"]
-    assert client.get("/admin/v2/namespaces/nobody").json() == []
+    nobody = client.get("/admin/v2/namespaces/nobody")
+    assert (nobody.status_code, nobody.json()["reason"]) == (404, "tenant_not_found")
 
     assert client.get("/admin/v3/functions/acme/orders/enrich/transitions").json() == []
     with worker.open_store().write() as conn:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -16,7 +15,7 @@ from sparkfn.config.names import TopicName
 from sparkfn.config.topics_pattern import TopicsPattern
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.logs import FunctionLogFile, log_file
-from sparkfn.runtime.function.rows import TRIGGER_PROPERTY, InputRows
+from sparkfn.runtime.function.rows import TRIGGER_PROPERTY, InputRows, without_partition
 from sparkfn.runtime.function.secrets import secrets_provider
 
 if TYPE_CHECKING:
@@ -148,9 +147,11 @@ class FunctionContext(Context):
         return found
 
     def get_current_message_topic_name(self) -> str:
-        """``persistent://tenant/ns/topic`` of the current message."""
-        topic = self._field("topic")
-        return f"persistent://{topic}" if topic else ""
+        """``persistent://tenant/ns/topic`` of the current message, with
+        ``-partition-N`` for a topic of several partitions, as Pulsar names it."""
+        if self._rows is None or self.index < 0:
+            return ""
+        return self._rows.topic_name(self.index)
 
     def get_partition_key(self) -> str:
         """The current message's key; ``""`` for none."""
@@ -288,7 +289,7 @@ class FunctionContext(Context):
         The acknowledgement takes effect with the batch's commit.
         """
         config = self._inst.config
-        name = re.sub(r"-partition-\d+$", "", str(topic))
+        name = without_partition(str(topic))
         try:
             name = str(TopicName.parse(name))
         except ConfigError:

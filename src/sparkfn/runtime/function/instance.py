@@ -39,7 +39,7 @@ from sparkfn.runtime.function.instance_serdes import InstanceSerdes
 from sparkfn.runtime.function.loader import UserFunction
 from sparkfn.runtime.function.rows import InputRows
 from sparkfn.runtime.function.timeout import Watchdog, timed
-from sparkfn.runtime.function.topics import TopicCatalog
+from sparkfn.runtime.function.topics import PartitionCounts, TopicCatalog
 from sparkfn.runtime.function.vectorized import decode_batch, emit_batch_result
 from sparkfn.runtime.function.window import WindowRunner
 from sparkfn.runtime.stats import InstanceStats
@@ -105,6 +105,11 @@ class FunctionInstance:
         self.instance_id = instance_id
         self.user = user
         self.version = version
+        self.partitioned = PartitionCounts(topics)  # for Pulsar's -partition-N names
+        # Whether an output carries its input's key and properties: unset, not for
+        # Pulsar's behaviour (its Python runtime forwards neither), yes for sparkfn's own.
+        given = config.forward_source_message_property
+        self.forwards = (not user.pulsar) if given is None else given
         self.serdes = InstanceSerdes(config, topics, pulsar=user.pulsar)
         self.context = FunctionContext(self)
         self.state = StateBuffer(_no_state)
@@ -231,6 +236,7 @@ class FunctionInstance:
     def process_rows(self, rows: InputRows) -> None:
         """Run the per-message function over every row (see :func:`~.attempts.attempt_each`),
         or, for a window function, take the rows into its windows (:mod:`.window`)."""
+        rows.partitioned = self.partitioned
         self.context.bind(rows, -1)
         if self.window is not None:
             self.window.process_rows(rows)
@@ -239,14 +245,17 @@ class FunctionInstance:
             return
         output = self.config.output
         values, topics = rows.arguments(self.serdes.input_for)
+        forward = self.forwards
         failed = attempt_each(
             self,
             values,
-            rows.column("key"),
+            rows.column("key") if forward else [None] * rows.n,
             topics,
             None if output else _discard,
-            properties=rows.output_properties(self.config.forward_source_message_property),
+            properties=range(rows.n) if output else None,  # resolved below, by Arrow
         )
+        if output:
+            self.out.resolve(rows.output_properties(forward))
         for i, error in failed:
             self._dead_letter(rows, i, error)
         self.stats.received += rows.n

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,20 +24,50 @@ DLQ_EXCEPTION = "EXCEPTION"
 DLQ_ATTEMPTS = "ATTEMPTS"
 # The property ``trigger`` (sparkfn.worker.api.trigger) gives the value it sends. It
 # stays on the input message (and its dead letter) only: the function does not
-# see it, and an output of that message carries Pulsar's own correlation
-# properties instead, as Pulsar's runtime puts on outputs, which the trigger finds.
+# see it; the output of that message carries Pulsar's correlation properties
+# below, as every output does, and the trigger finds it by them.
 TRIGGER_PROPERTY = "__sparkfn_trigger_id__"
+# What Pulsar's Python runtime puts on every output of ``process``: the input's
+# topic (``persistent://``, ``-partition-N`` for a partitioned topic) and message id.
 INPUT_TOPIC_PROPERTY = "__pfn_input_topic__"
 INPUT_MESSAGE_PROPERTY = "__pfn_input_msg_id__"
+_PARTITION_SUFFIX = re.compile(r"-partition-\d+$")
+
+Partitioned = Callable[[str, int], bool]
+"""Whether a message of ``(topic, partition)`` is of a partitioned topic."""
+
+
+def by_index(topic: str, partition: int) -> bool:
+    """The :data:`Partitioned` that knows no partition count: a partition past 0 is one."""
+    return partition > 0
+
+
+def pulsar_topic_name(topic: str, partition: int, partitioned: bool) -> str:
+    """``topic`` as Pulsar names a message's topic: ``persistent://t/ns/topic``, and
+    ``-partition-N`` after it when the topic is partitioned (more than one partition)."""
+    suffix = f"-partition-{partition}" if partitioned else ""
+    return f"persistent://{topic}{suffix}"
+
+
+def without_partition(name: str) -> str:
+    """A Pulsar topic name without its ``-partition-N``."""
+    return _PARTITION_SUFFIX.sub("", name)
 
 
 class InputRows:
-    """Columns of an input batch as Python lists, read once per batch."""
+    """Columns of an input batch as Python lists, read once per batch.
 
-    def __init__(self, batch: pa.RecordBatch | pa.Table) -> None:
+    ``partitioned`` tells which topics are partitioned, for Pulsar's names of
+    them (:meth:`topic_name`); the function instance gives the store's counts.
+    """
+
+    def __init__(
+        self, batch: pa.RecordBatch | pa.Table, partitioned: Partitioned = by_index
+    ) -> None:
         self.n = batch.num_rows
         self._batch = batch
         self._cols: dict[str, list[Any]] = {}
+        self.partitioned = partitioned
 
     @functools.cached_property
     def values(self) -> list[bytes | None]:
@@ -94,26 +125,71 @@ class InputRows:
         array = self._batch.column(self._batch.schema.names.index("properties"))
         return properties_to_json(array).to_pylist()  # type: ignore[no-any-return]
 
-    def output_properties(self, forward: bool) -> list[str | None] | None:
-        """The properties each row's output carries (JSON object text): the row's
-        own with ``forward`` (else none), and for a triggered row, without
-        :data:`TRIGGER_PROPERTY` but with Pulsar's ``__pfn_input_topic__`` and
-        ``__pfn_input_msg_id__`` naming the row. ``None``: no row's carries any."""
-        array = properties_to_json(self._batch.column(self._batch.schema.names.index("properties")))
-        if not pc.any(pc.match_substring(array, TRIGGER_PROPERTY)).as_py():
-            return array.to_pylist() if forward else None
-        out: list[str | None] = []
-        topics = self.column("topic")
-        for i, text in enumerate(array.to_pylist()):
-            if text is None or TRIGGER_PROPERTY not in text:
-                out.append(text if forward else None)
-                continue
-            props = json.loads(text) if forward else {}
+    def topic_name(self, i: int) -> str:
+        """Row ``i``'s topic as Pulsar names it (:func:`pulsar_topic_name`); ``""``: none."""
+        topic = self.column("topic")[i]
+        if not topic:
+            return ""
+        partition = self.column("partition")[i]
+        return pulsar_topic_name(topic, partition, self.partitioned(topic, partition))
+
+    def origin_properties(self) -> pa.Array:
+        """Each row's ``__pfn_input_topic__`` and ``__pfn_input_msg_id__`` as JSON object
+        text, made by Arrow (no Python per row)."""
+        names = self._batch.schema.names
+        topics = self._batch.column(names.index("topic"))
+        partitions = self._batch.column(names.index("partition"))
+        offsets = self._batch.column(names.index("offset"))
+        if isinstance(topics, pa.ChunkedArray):
+            topics, partitions, offsets = (
+                c.combine_chunks() for c in (topics, partitions, offsets)
+            )
+        parts = partitions.cast(pa.string())
+        # Partitioned rows: a partition past 0, or a topic of more than one partition.
+        mask = pc.greater(partitions, 0)
+        for topic in pc.unique(topics.fill_null("")).to_pylist():
+            if topic and self.partitioned(topic, 0):
+                mask = pc.or_(mask, pc.equal(topics, topic))
+        suffix = pc.if_else(
+            mask, pc.binary_join_element_wise("-partition-", parts, ""), pa.scalar("", pa.string())
+        )
+        return pc.binary_join_element_wise(
+            f'{{"{INPUT_TOPIC_PROPERTY}":"persistent://',
+            topics.fill_null(""),
+            suffix,
+            f'","{INPUT_MESSAGE_PROPERTY}":"',
+            parts,
+            ":",
+            offsets.cast(pa.string()),
+            '"}',
+            "",
+        )
+
+    def output_properties(self, forward: bool) -> pa.Array:
+        """The properties each row's output carries (JSON object text), as Pulsar's
+        runtime sets them: ``__pfn_input_topic__`` and ``__pfn_input_msg_id__``
+        naming the row (:meth:`origin_properties`); with ``forward``, after the
+        row's own (without :data:`TRIGGER_PROPERTY`)."""
+        origin = self.origin_properties()
+        if not forward:
+            return origin
+        own = properties_to_json(self._batch.column(self._batch.schema.names.index("properties")))
+        if own.null_count == self.n:
+            return origin
+        if not pc.any(pc.match_substring(own, '"__')).as_py():
+            # Two JSON objects as one: the row's own, then the origin's.
+            joined = pc.binary_join_element_wise(
+                pc.utf8_slice_codeunits(own, 0, -1), ",", pc.utf8_slice_codeunits(origin, 1), ""
+            )
+            empty = pc.fill_null(pc.equal(own, "{}"), True)
+            return pc.if_else(empty, origin, joined)
+        out: list[str] = []
+        for text, mark in zip(own.to_pylist(), origin.to_pylist(), strict=True):
+            props = json.loads(text) if text else {}
             props.pop(TRIGGER_PROPERTY, None)
-            props[INPUT_TOPIC_PROPERTY] = f"persistent://{topics[i]}"
-            props[INPUT_MESSAGE_PROPERTY] = self.message_id(i)
+            props.update(json.loads(mark))
             out.append(json.dumps(props, separators=(",", ":")))
-        return out
+        return pa.array(out, pa.string())
 
     def message_id(self, i: int) -> str:
         """Row ``i``'s message id, ``partition:offset``."""
@@ -125,7 +201,7 @@ class InputRows:
         props.update(
             {
                 DLQ_ORIGIN_MESSAGE_ID: self.message_id(i),
-                DLQ_REAL_TOPIC: f"persistent://{self.column('topic')[i]}",
+                DLQ_REAL_TOPIC: self.topic_name(i),
                 DLQ_EXCEPTION: f"{type(exc).__name__}: {exc}",
                 DLQ_ATTEMPTS: str(attempts),
             }

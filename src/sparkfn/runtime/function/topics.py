@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from sparkfn.api.errors import TopicNotFoundError
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.autocreate import TopicCreation, ensure_topic
@@ -35,6 +36,35 @@ class TopicCatalog(Protocol):
         """An ``avro`` topic's schema definition (Avro JSON); ``None`` for other types."""
         ...
 
+    def partitions_of(self, topic: str) -> int:
+        """How many partitions ``topic`` has; raises :class:`~sparkfn.api.errors.TopicNotFoundError`."""
+        ...
+
+
+class PartitionCounts:
+    """Which input topics are partitioned (more than one partition), for Pulsar's
+    ``-partition-N`` names (:data:`~sparkfn.runtime.function.rows.Partitioned`).
+
+    A topic's count is read once; a partition past 0 says so by itself, so a
+    topic that grew is named right from its new partitions on.
+    """
+
+    def __init__(self, topics: TopicCatalog) -> None:
+        self._topics = topics
+        self._counts: dict[str, int] = {}
+
+    def __call__(self, topic: str, partition: int) -> bool:
+        if partition > 0:
+            return True
+        count = self._counts.get(topic)
+        if count is None:
+            try:
+                count = self._topics.partitions_of(topic)
+            except TopicNotFoundError:
+                count = 1  # deleted under the batch: named as a one-partition topic
+            self._counts[topic] = count
+        return count > 1
+
 
 class StoreTopicCatalog:
     """The topics of a store; schema types are cached, for the life of the instance."""
@@ -57,6 +87,10 @@ class StoreTopicCatalog:
     def definition_of(self, topic: str) -> str | None:
         """An ``avro`` topic's schema definition."""
         return self._info(topic).schema_definition
+
+    def partitions_of(self, topic: str) -> int:
+        """How many partitions ``topic`` had when first asked about."""
+        return self._info(topic).partitions
 
     def create(self, topic: str) -> SchemaType:
         """Create ``topic`` unless it exists (another task may create it at the same

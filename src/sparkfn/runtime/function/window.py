@@ -16,24 +16,28 @@ messages.
   since the epoch; one fires when ``end`` is reached (the clock in
   processing time; the watermark in event time) and holds at least one
   message (empty windows are skipped, as Pulsar does).
+* **Time length, counted slide** (``windowLengthDurationMs`` L,
+  ``slidingIntervalCount`` S): after every S-th message the function gets
+  the messages of the last L ms before it, as Pulsar's count trigger over a
+  time eviction does.
 * **Event time** (``timestampExtractorClassName``): a message's time is what
-  the extractor gives; the watermark is the latest time seen less
-  ``maxLagMs``, advanced at the end of each batch. A message older than the
-  watermark, or whose every window has fired, is *late*: it goes to the
-  late-data topic, or is dropped when ``dropLateData`` says so.
+  the extractor gives; the watermark, as Pulsar's, is the least across the
+  input topics of the latest time seen on each, less ``maxLagMs``, and there
+  is none until every input topic has given a message; it advances at the
+  end of each batch. A message older than the watermark is *late*: it goes
+  to ``lateDataTopic`` or, without one, is dropped as Pulsar drops it, and
+  never silently: a warning in the function's log and the
+  :data:`LATE_DROPPED_METRIC` count say so. A message at the watermark is on
+  time; if its window fired already, it joins the first one that has not.
 """
 
 from __future__ import annotations
 
-import pickle
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sparkfn._usercode import resolve_classname
-from sparkfn.api.errors import FunctionLoadError
-from sparkfn.api.window import MessageEventTime, Window, WindowRecord
+from sparkfn.api.window import Window, WindowRecord
 from sparkfn.runtime.function.attempts import attempt_each
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.rows import (
@@ -43,52 +47,24 @@ from sparkfn.runtime.function.rows import (
     DLQ_REAL_TOPIC,
     InputRows,
 )
+from sparkfn.runtime.function.window_pane import (
+    LATE_DROPPED_METRIC,
+    MAX_INSTANCES,
+    MESSAGE_EVENT_TIME,
+    Held,
+    Pane,
+    load_extractor,
+    state_key,
+)
 from sparkfn.runtime.stats import ExceptionInfo
+
+__all__ = ["LATE_DROPPED_METRIC", "Pane", "WindowRunner", "load_extractor", "state_key"]
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sparkfn.config.function import FunctionConfig
     from sparkfn.config.window import WindowConfig
     from sparkfn.runtime.function.instance import FunctionInstance
-
-# One buffered message: (timestamp ms, value, key, properties, event time ms, topic, message id).
-Held = tuple[int, bytes | None, str | None, tuple[tuple[str, str], ...], int | None, str, str]
-_PANE_VERSION = 1
-MAX_INSTANCES = 256  # FunctionConfig.parallelism's bound: the instance ids a pane may belong to
-
-
-def state_key(instance_id: int) -> str:
-    """The state key of one instance's pane (shown by ``querystate`` like any key)."""
-    return f"__sparkfn.window.{instance_id}"
-
-
-@dataclass
-class Pane:
-    """An instance's window state: the messages it holds and where its windows are."""
-
-    held: list[Held] = field(default_factory=list)
-    since_fire: int = 0  # count windows: messages since the last window fired
-    done_end: int | None = None  # time windows: the end of the last window looked at
-    watermark: int | None = None  # event time: the last watermark
-    max_seen: int | None = None  # event time: the latest message time seen
-
-    def dump(self) -> bytes:
-        """The pane as its state value."""
-        body = (self.held, self.since_fire, self.done_end, self.watermark, self.max_seen)
-        return pickle.dumps((_PANE_VERSION, body), protocol=pickle.HIGHEST_PROTOCOL)
-
-    @classmethod
-    def load(cls, data: bytes | None) -> Pane:
-        """A pane from its state value (``None``: a new one)."""
-        if data is None:
-            return cls()
-        version, body = pickle.loads(data)  # noqa: S301 - sparkfn's own state value
-        if version != _PANE_VERSION:
-            msg = f"window state of version {version} is not readable by this sparkfn"
-            raise ValueError(msg)
-        held, since_fire, done_end, watermark, max_seen = body
-        return cls(list(held), since_fire, done_end, watermark, max_seen)
 
 
 def _ceil_to(value: int, step: int) -> int:
@@ -160,23 +136,37 @@ class WindowRunner:
         pane = self._pane()
         window = self.window
         now = int(time.time() * 1000)
+        dropped: list[str] = []
         for i in range(rows.n):
-            held = self._hold(rows, i, now, pane)
+            held = self._hold(rows, i, now, pane, dropped)
             if held is None:
                 continue
             if window.kind == "count":
                 self._count(pane, held)
+            elif window.counted_slide:
+                self._count_timed(pane, held)
             else:
                 pane.held.append(held)
-        if window.kind == "time":
-            if window.event_time:
-                if pane.max_seen is not None:
-                    mark = pane.max_seen - window.max_lag
-                    pane.watermark = max(mark, pane.watermark or mark)
+        if dropped:
+            self._log_dropped(dropped, pane.watermark)
+        if window.event_time:
+            mark = self._watermark(pane)
+            if mark is not None:
+                pane.watermark = max(mark, pane.watermark or mark)
+                if not window.counted_slide:
                     self._fire_until(pane, pane.watermark)
-            else:
-                self._fire_until(pane, int(time.time() * 1000))
+        elif window.kind == "time" and not window.counted_slide:
+            self._fire_until(pane, int(time.time() * 1000))
         self._save(pane)
+
+    def _watermark(self, pane: Pane) -> int | None:
+        """Pulsar's watermark: the least, across the input topics, of the latest time
+        seen on each, less ``maxLagMs``; none until every named input has a message
+        (the topics of ``topics_pattern`` count once they have given one)."""
+        seen = pane.max_seen
+        if not seen or any(topic not in seen for topic in self.inst.config.inputs):
+            return None
+        return min(seen.values()) - self.window.max_lag
 
     def _count(self, pane: Pane, held: Held) -> None:
         """One more message of a count window; the window fires every slide's worth."""
@@ -191,9 +181,21 @@ class WindowRunner:
             keep = window.length - window.sliding_count
             del pane.held[: max(0, len(pane.held) - keep)]
 
+    def _count_timed(self, pane: Pane, held: Held) -> None:
+        """One more message of a time window slid by count: every slide's worth of
+        messages, the function gets those of the last ``length`` ms before the last."""
+        window = self.window
+        pane.held.append(held)
+        pane.since_fire += 1
+        end = max(h[0] for h in pane.held)
+        pane.held = [h for h in pane.held if h[0] > end - window.length]
+        if pane.since_fire >= window.sliding_count:
+            pane.since_fire = 0
+            self._fire(sorted(pane.held, key=lambda h: h[0]), end - window.length, end)
+
     def tick(self) -> None:
         """The clock moved (a processing-time window's tick): fire what is due."""
-        if self.window.kind != "time" or self.window.event_time:
+        if self.window.kind != "time" or self.window.event_time or self.window.counted_slide:
             return
         pane = self._pane()
         before = pane.done_end
@@ -201,8 +203,11 @@ class WindowRunner:
         if pane.done_end != before:
             self._save(pane)
 
-    def _hold(self, rows: InputRows, i: int, now: int, pane: Pane) -> Held | None:
-        """Row ``i`` as a held message with its time; ``None`` when it failed or is late."""
+    def _hold(
+        self, rows: InputRows, i: int, now: int, pane: Pane, dropped: list[str]
+    ) -> Held | None:
+        """Row ``i`` as a held message with its time; ``None`` when it failed or is late
+        (the ids of late messages dropped are added to ``dropped``)."""
         window = self.window
         event = rows.column("event_time")[i]
         event_ms = None if event is None else int(event.timestamp() * 1000)
@@ -213,9 +218,6 @@ class WindowRunner:
                 self._dead_letter_row(rows, i, stamp_or_error)
                 return None
             stamp = stamp_or_error
-        elif window.kind == "time" and pane.done_end is not None:
-            # The clock went back: a message still joins a window not looked at yet.
-            stamp = max(stamp, pane.done_end + window.slide - window.length + 1)
         topic = rows.column("topic")[i] or ""
         held: Held = (
             stamp,
@@ -227,22 +229,17 @@ class WindowRunner:
             rows.message_id(i),
         )
         if window.event_time:
-            if self._late(pane, stamp):
-                self._late_message(held)
+            if pane.watermark is not None and stamp < pane.watermark:  # late, as in Pulsar
+                if not self._late_message(held):
+                    dropped.append(held[6])
                 return None
-            pane.max_seen = stamp if pane.max_seen is None else max(pane.max_seen, stamp)
+            seen = pane.max_seen.get(topic)
+            pane.max_seen[topic] = stamp if seen is None else max(seen, stamp)
+        if window.kind == "time" and pane.done_end is not None:
+            # The clock went back, or (event time) a message at the watermark whose
+            # window fired: it joins the first window not looked at yet.
+            held = (max(stamp, pane.done_end + window.slide - window.length + 1), *held[1:])
         return held
-
-    def _late(self, pane: Pane, stamp: int) -> bool:
-        """Whether a message timed ``stamp`` comes after its windows: older than the
-        watermark, or its last window already looked at."""
-        if pane.watermark is not None and stamp < pane.watermark:
-            return True
-        if pane.done_end is None:
-            return False
-        window = self.window
-        last_end = (stamp + window.length - 1) // window.slide * window.slide
-        return last_end <= pane.done_end
 
     def _timestamp(self, rows: InputRows, i: int, event_ms: int | None) -> int | Exception:
         """Row ``i``'s event time from the extractor, or why it has none."""
@@ -252,7 +249,7 @@ class WindowRunner:
         error: Exception | None = None
         for _ in range(1 + inst.config.max_message_retries):
             try:
-                if self._extract is _MESSAGE_EVENT_TIME:
+                if self._extract is MESSAGE_EVENT_TIME:
                     if event_ms is None:
                         msg = "the message has no event time (MessageEventTime needs one)"
                         raise ValueError(msg)
@@ -315,14 +312,29 @@ class WindowRunner:
         )
 
     # --- messages that leave the window ----------------------------------------------
-    def _late_message(self, held: Held) -> None:
+    def _late_message(self, held: Held) -> bool:
+        """A late message to the late-data topic; ``False``: there is none, so it is
+        dropped, as Pulsar drops it (counted in :data:`LATE_DROPPED_METRIC`)."""
         target = self.inst.config.late_data_target
         if target is None:
-            return  # dropLateData: the user's choice
+            self.inst.stats.record_metric(LATE_DROPPED_METRIC, 1)
+            return False
         _, raw, key, props, event_ms, topic, message_id = held
         properties = {**dict(props), "ORIGIN_MESSAGE_ID": message_id}
         properties["REAL_TOPIC"] = f"persistent://{topic}"
         self.inst.out.append(Emitted("late", target, raw, key, properties, _when(event_ms)))
+        return True
+
+    def _log_dropped(self, ids: list[str], watermark: int | None) -> None:
+        """One warning in the function's log for the late messages a batch dropped."""
+        shown = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
+        self.inst.context.get_logger().warning(
+            "%d late message(s) dropped, older than the watermark %s (no lateDataTopic "
+            "to send them to): %s",
+            len(ids),
+            watermark,
+            shown,
+        )
 
     def _dead_letter(self, held: Held, exc: Exception) -> None:
         dlq = self.inst.config.dead_letter_target
@@ -351,42 +363,8 @@ class WindowRunner:
         self.inst.stats.dead_lettered += 1
 
 
-def load_extractor(config: FunctionConfig) -> Callable[[Any], Any]:
-    """The function's timestamp extractor as ``f(value) -> ms``; :class:`FunctionLoadError`
-    naming ``timestampExtractorClassName`` when it cannot be loaded or used."""
-    window = config.window_config
-    name = window.timestamp_extractor_class_name if window is not None else None
-    what = f"function {config.fqfn}: windowConfig.timestampExtractorClassName"
-    if not name:
-        msg = f"{what} is not set"
-        raise FunctionLoadError(msg)
-    target = resolve_classname(what, None, name, FunctionLoadError)
-    if target is MessageEventTime:
-        return _MESSAGE_EVENT_TIME
-    try:
-        obj = target() if isinstance(target, type) else target
-    except Exception as exc:
-        msg = f"{what}: creating {name}() failed: {type(exc).__name__}: {exc}"
-        raise FunctionLoadError(msg) from exc
-    method = getattr(obj, "extract_timestamp", None)
-    if callable(method):
-        return method  # type: ignore[no-any-return]
-    if callable(obj):
-        return obj  # type: ignore[no-any-return]
-    msg = f"{what}: {name} has no extract_timestamp(value) and is not callable"
-    raise FunctionLoadError(msg)
-
-
 def _when(ms: int | None) -> datetime | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def _message_event_time(value: Any) -> int:
-    msg = "not called: the runner reads the message's event time"
-    raise AssertionError(msg)
-
-
-_MESSAGE_EVENT_TIME: Callable[[Any], Any] = _message_event_time
 
 
 def _discard(result: Any, key: str | None) -> None:

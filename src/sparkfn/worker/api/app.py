@@ -24,8 +24,10 @@ from sparkfn.worker.api.openapi import complete_openapi
 from sparkfn.worker.api.ops_api import ops_router
 from sparkfn.worker.api.packages_api import BodyLimit, packages_router
 from sparkfn.worker.api.produce_api import produce_router
+from sparkfn.worker.api.tenants_api import tenants_router
 from sparkfn.worker.api.topics_api import topics_router
 from sparkfn.worker.api.trigger import trigger_router
+from sparkfn.worker.api.worker_stats_api import worker_stats_router
 from sparkfn.worker.auth.access import AUTH_RESPONSES, app_dependencies, install_auth
 from sparkfn.worker.auth.origins import RequestOrigins, default_hosts
 from sparkfn.worker.http import ErrorBody, NoNulCharacters, install_error_handlers
@@ -76,6 +78,8 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     # Before the function routes: GET /admin/v3/functions/{tenant}/{namespace}/{name}/transitions
     # is the console's, and it and /admin/v3/functions must not be taken for other routes.
     app.include_router(console_router(worker))
+    app.include_router(tenants_router(worker))
+    app.include_router(worker_stats_router(worker))  # before /admin/v3/functions/{tenant}/...
     app.include_router(functions_router(worker), prefix="/admin/v3/functions")
     app.include_router(trigger_router(worker), prefix="/admin/v3/functions")
     app.include_router(logs_router(worker), prefix="/admin/v3/functions")

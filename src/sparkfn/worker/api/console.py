@@ -17,12 +17,11 @@ GET         ``/admin/v3/functions``                                a page of eve
 GET         ``/admin/v3/functions/{tenant}/{namespace}/{name}/``   the lifecycle record: each
             ``transitions``                                        transition, its cause and time
 GET         ``/admin/v3/worker``                                   version, Spark, uptime, states
-GET         ``/admin/v2/tenants``                                  tenants with functions or topics
-GET         ``/admin/v2/namespaces/{tenant}``                      a tenant's namespaces
 ==========  =====================================================  ==================================
 
 A tenant admin's listings show its own tenant only; ``/admin/v3/worker`` spans
-every tenant and is for superusers.
+every tenant and is for superusers. Tenants and namespaces are
+:mod:`sparkfn.worker.api.tenants_api`.
 """
 
 from __future__ import annotations
@@ -201,32 +200,7 @@ def console_router(worker: Worker) -> APIRouter:
             functions_by_state=_state_counts(worker, None),
         )
 
-    @router.get("/admin/v2/tenants", response_model=list[str], tags=["console"])
-    def tenants(caller: Caller) -> list[str]:
-        """Pulsar's tenant list: every tenant with a function or a topic, sorted."""
-        found = {t for t, _ in _namespaces(worker)}
-        return sorted(found if caller.is_superuser else found & {caller.tenant or ""})
-
-    @router.get("/admin/v2/namespaces/{tenant}", response_model=list[str], tags=["console"])
-    def namespaces(tenant: Tenant) -> list[str]:
-        """Pulsar's namespace list of ``tenant``: ``["tenant/namespace", ...]``, sorted."""
-        return sorted(f"{t}/{ns}" for t, ns in _namespaces(worker) if t == tenant)
-
     return router
-
-
-def _namespaces(worker: Worker) -> set[tuple[str, str]]:
-    """(tenant, namespace) of every function and topic."""
-    with worker.open_store().read() as conn:
-        topics = conn.execute(
-            select(schema.topics.c.tenant, schema.topics.c.namespace).distinct()
-        ).all()
-        fqfns = conn.execute(select(registry_schema.functions.c.fqfn)).scalars().all()
-    found = {(str(t), str(ns)) for t, ns in topics}
-    for fqfn in fqfns:
-        tenant, namespace, _ = fqfn.split("/", 2)
-        found.add((tenant, namespace))
-    return found
 
 
 def _state_column() -> Any:

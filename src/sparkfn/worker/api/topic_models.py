@@ -18,7 +18,7 @@ from pydantic.alias_generators import to_camel
 
 from sparkfn.topics.admin import MAX_PARTITIONS, PartitionStats, TopicInfo
 from sparkfn.topics.message import ReceivedMessage, SchemaType
-from sparkfn.worker.api.params import MAX_INT64
+from sparkfn.worker.api.params import MAX_INT32, MAX_INT64
 
 # Messages one produce request may carry: it is one atomic append, held in memory.
 MAX_PRODUCE_MESSAGES = 10_000
@@ -145,6 +145,18 @@ class PartitionedTopicStats(TopicStats):
                 for s in stats
             },
         )
+
+
+class ResetCursorData(ApiModel):
+    """Pulsar's ``ResetCursorData``: the message a cursor moves to. sparkfn's ids are
+    ``partition:offset``: ``entryId`` is the offset, ``partitionIndex`` the partition
+    (-1: the topic's only one); ``ledgerId`` and ``batchIndex`` are accepted, unused."""
+
+    ledger_id: int = Field(default=0, ge=-1, le=MAX_INT64)
+    entry_id: int = Field(ge=0, le=MAX_INT64)
+    partition_index: int = Field(default=-1, ge=-1, le=MAX_INT32)
+    batch_index: int = Field(default=-1, ge=-1, le=MAX_INT32)
+    is_excluded: bool = False
 
 
 class TopicMessage(ApiModel):

@@ -14,6 +14,8 @@ GET         ``/{tenant}/{namespace}/{topic}/stats``                             
 GET         ``/{tenant}/{namespace}/{topic}/partitioned-stats``                  and each partition's
 GET         ``/{tenant}/{namespace}/{topic}/subscriptions``                      subscription names
 GET         ``/{tenant}/{namespace}/{topic}/subscription/{sub}/position/{n}``    peek: n-th after a cursor
+POST        ``/{tenant}/{namespace}/{topic}/subscription/{sub}/resetcursor/{ms}``  cursors to a time
+POST        ``/{tenant}/{namespace}/{topic}/subscription/{sub}/resetcursor``       to a message id
 DELETE      ``/{tenant}/{namespace}/{topic}/subscription/{sub}``                 unsubscribe (``?force``)
 GET         ``/{tenant}/{namespace}/{topic}/examinemessage``                     n-th from either end
 ==========  ===================================================================  ==========================
@@ -25,8 +27,8 @@ Producing is :mod:`sparkfn.worker.api.produce_api` (Pulsar's REST producer path)
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Annotated, Literal
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
@@ -40,12 +42,14 @@ from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
 from sparkfn.topics.log import read_range
 from sparkfn.topics.message import ReceivedMessage, messages_from_table
 from sparkfn.topics.subscription import unsubscribe
+from sparkfn.topics.subscription.reset import offsets_at, offsets_of_id, reset_cursors
 from sparkfn.worker.api.params import MAX_INT32, Namespace, Tenant, Topic
 from sparkfn.worker.api.topic_models import (
     MAX_NAME_LENGTH,
     PartitionedTopicMetadata,
     PartitionedTopicSettings,
     PartitionedTopicStats,
+    ResetCursorData,
     TopicMessage,
     TopicSettings,
     TopicStats,
@@ -57,6 +61,7 @@ from sparkfn.worker.service import Worker
 TOPIC = "/{tenant}/{namespace}/{topic}"
 # How far a peek may reach: each position up to it is a message read past.
 MAX_POSITION = 1_000_000
+MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last time Python's datetime holds
 
 Position = Annotated[int, Path(ge=1, le=MAX_POSITION, description="1 is the first message.")]
 Subscription = Annotated[str, Path(min_length=1, max_length=MAX_NAME_LENGTH)]
@@ -159,8 +164,10 @@ def topics_router(worker: Worker) -> APIRouter:
         """The names of the topic's subscriptions (a function's is its subscription name)."""
         return list(admin.subscriptions(topic_name(tenant, namespace, topic)))
 
+    # ``:path``: a function's subscription is named tenant/namespace/name by default.
     @router.get(
-        TOPIC + "/subscription/{subscription}/position/{position}", response_model=TopicMessage
+        TOPIC + "/subscription/{subscription:path}/position/{position}",
+        response_model=TopicMessage,
     )
     def peek(
         tenant: Tenant,
@@ -189,6 +196,62 @@ def topics_router(worker: Worker) -> APIRouter:
             f"{subscription!r}'s position; there is no message {position}"
         )
         raise NotFoundError(msg)
+
+    busy: dict[int | str, dict[str, Any]] = {
+        412: {"model": ErrorBody, "description": "A live run owns it."}
+    }
+
+    @router.post(
+        TOPIC + "/subscription/{subscription:path}/resetcursor/{timestamp}",
+        status_code=204,
+        response_class=Response,
+        responses=busy,
+    )
+    def reset_to_time(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: Topic,
+        subscription: Subscription,
+        timestamp: Annotated[int, Path(ge=0, le=MAX_MS, description="ms since the epoch")],
+    ) -> Response:
+        """Move the subscription's cursors to each partition's first message published
+        at or after ``timestamp`` (Pulsar's reset-cursor ``-t``). Refused (412
+        ``subscription_busy``) while a running function or sink reads it."""
+        info = admin.get(topic_name(tenant, namespace, topic))
+        when = datetime.fromtimestamp(timestamp / 1000, UTC)
+        return _reset(info, subscription, offsets_at(store, info, when))
+
+    @router.post(
+        TOPIC + "/subscription/{subscription:path}/resetcursor",
+        status_code=204,
+        response_class=Response,
+        responses=busy,
+    )
+    def reset_to_message(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: Topic,
+        subscription: Subscription,
+        position: Annotated[ResetCursorData, Body()],
+    ) -> Response:
+        """Move the cursor of partition ``partitionIndex`` (-1: the only one) so that
+        message ``entryId`` (its offset) comes next; ``isExcluded``: the one after it."""
+        info = admin.get(topic_name(tenant, namespace, topic))
+        partition = position.partition_index
+        if partition < 0:
+            if info.partitions > 1:
+                msg = f"topic {info.name} has {info.partitions} partitions; give partitionIndex"
+                raise ConfigError(msg)
+            partition = 0
+        wanted = offsets_of_id(
+            store, info, f"{partition}:{position.entry_id}", position.is_excluded
+        )
+        return _reset(info, subscription, wanted)
+
+    def _reset(info: TopicInfo, subscription: str, offsets: dict[int, int]) -> Response:
+        with store.write() as conn:
+            reset_cursors(conn, subscription, info, offsets, live_run=live_state)
+        return Response(status_code=204)
 
     # ``:path``: a function's subscription is named tenant/namespace/name by default.
     @router.delete(

@@ -49,6 +49,7 @@ from sparkfn.runtime.function.rows import (
     INPUT_MESSAGE_PROPERTY,
     INPUT_TOPIC_PROPERTY,
     TRIGGER_PROPERTY,
+    without_partition,
 )
 from sparkfn.runtime.query.build import resolve_inputs
 from sparkfn.store.store import Store
@@ -118,7 +119,8 @@ def trigger(
             props = message.properties
             if (
                 props.get(INPUT_MESSAGE_PROPERTY) == message_id
-                and props.get(INPUT_TOPIC_PROPERTY) == f"persistent://{input_topic.name}"
+                and without_partition(props.get(INPUT_TOPIC_PROPERTY, ""))
+                == f"persistent://{input_topic.name}"
             ):
                 return Triggered(input_topic, message_id, output_topic, message)
         failed = dead_letters.find(trigger_id)

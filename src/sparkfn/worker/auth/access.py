@@ -74,6 +74,7 @@ ANY_ROLE: frozenset[tuple[str, str]] = frozenset(
         # The built-in connectors and their config fields: no tenant's data.
         ("GET", "/admin/v3/sources/builtinsources"),
         ("GET", "/admin/v3/sinks/builtinsinks"),
+        ("GET", "/admin/v3/functions/connectors"),
         ("GET", "/admin/v3/sources/{type_name}/configdefinition"),
         ("GET", "/admin/v3/sinks/{type_name}/configdefinition"),
     }
