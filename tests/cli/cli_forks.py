@@ -2,14 +2,16 @@
 
 A cold ``python -m sparkfn.cli.main`` spends about 1.5 s of CPU importing
 (typer, pydantic, SQLAlchemy, pyarrow) before it does anything, and the CLI
-tests run hundreds of commands. A :class:`ForkServer` imports the command once
-and forks a child per command: the child gets the test's arguments,
+tests run hundreds of commands. A :class:`ForkServer` imports the command, and
+the modules its commands import as they run, once and forks a child per command: the child gets the test's arguments,
 environment, working directory and stdin/stdout/stderr (passed as file
 descriptors over a Unix socket), runs ``main()`` and exits with its code. So
 each command is still a process of its own with real file descriptors, exit
 code and signals, as a user's is, minus the import.
 
 Commands that a test drives while they run (``Cli.popen``) are started cold.
+Tests outside ``tests/cli`` (the worker's admin commands) use :func:`run_sparkfn`,
+``subprocess.run`` of the command with the same result, forked the same way.
 """
 
 from __future__ import annotations
@@ -24,12 +26,33 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 # The server: imports the command, then forks one child per request.
 _SERVER = r"""
-import json, os, signal, socket, struct, sys, traceback
+import importlib, json, os, signal, socket, struct, sys, traceback
 import sparkfn.cli.main as cli
+
+# What nearly every command imports once it runs (the store, topics, the worker's
+# client; pyarrow imports pandas on its first array), or pydantic's plugin scan on
+# the first model: in each child, about 0.5 s of CPU on the two-core machine.
+# Never pyspark: a topics command must not import it (test_topics_cli.py checks,
+# in a cold process).
+for name in (
+    "sparkfn.store.store", "sparkfn.topics.admin", "sparkfn.topics.producer",
+    "sparkfn.topics.consumer", "sqlalchemy.dialects.postgresql.psycopg", "httpx",
+    "pandas", "typer._adapters",
+):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+try:
+    from pydantic.plugin._loader import get_plugins
+    get_plugins()
+except ImportError:
+    pass
 
 def child(request, fds):
     for target, fd in enumerate(fds):
@@ -108,9 +131,15 @@ class ForkServer:
         return self._path
 
     def run(
-        self, argv: list[str], env: dict[str, str], stdin: bytes | None, timeout: float
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        stdin: bytes | None,
+        timeout: float,
+        cwd: str | os.PathLike[str] | None = None,
     ) -> tuple[int, bytes, bytes]:
-        """Run ``sparkfn argv`` in a forked child: its exit code, stdout and stderr.
+        """Run ``sparkfn argv`` in a forked child (in ``cwd``, default this process's):
+        its exit code, stdout and stderr.
 
         Raises :class:`subprocess.TimeoutExpired` (the child killed) after ``timeout``.
         """
@@ -124,7 +153,8 @@ class ForkServer:
             read_end, write_end = os.pipe()
             feeder: threading.Thread | None = None
             try:
-                request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
+                folder = os.fspath(cwd) if cwd is not None else os.getcwd()
+                request = json.dumps({"argv": argv, "env": env, "cwd": folder}).encode()
                 fds = [read_end, out.fileno(), err.fileno()]
                 socket.send_fds(conn, [struct.pack("!I", len(request))], fds)
                 conn.sendall(request)
@@ -157,6 +187,23 @@ class ForkServer:
             self._proc.kill()
             self._proc.wait(10)
         self._proc = None
+
+
+def run_sparkfn(
+    args: Sequence[str],
+    env: dict[str, str],
+    timeout: float,
+    cwd: str | os.PathLike[str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run([python, -m, sparkfn.cli.main, *args], capture_output=True,
+    text=True, ...)``, the command forked from the server instead of started cold."""
+    code, out, err = SERVER.run(list(args), env, None, timeout, cwd)
+    return subprocess.CompletedProcess(
+        [sys.executable, "-m", "sparkfn.cli.main", *args],
+        code,
+        out.decode("utf-8", errors="replace"),
+        err.decode("utf-8", errors="replace"),
+    )
 
 
 def _feed(fd: int, data: bytes) -> None:

@@ -2,14 +2,19 @@
 
 Mistakes (bad fields, bad code, missing topics) are caught before Spark
 starts, so those tests are cheap. Four tests start Spark, ~20-60 s each on
-a busy machine: a drained run, a run from a YAML file with a dead letter
-topic, a function that fails, and a long run watched through Prometheus and
-stopped with Ctrl+C.
+a busy machine: a drained run and a second one with nothing to do (which
+also check what localrun prints quietly and with ``--verbose``, and that a
+second run counts only its own messages), a run from a YAML file with a
+dead letter topic, a function that fails, and a long run watched through
+Prometheus and stopped with Ctrl+C to its process group (which also checks
+that such a stop leaves no process behind). Each JVM a test starts costs
+seconds of CPU, so a test checks every promise its runs can show.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -21,6 +26,7 @@ from typing import Any
 import pytest
 from cli_runner import Cli
 from prometheus_client.parser import text_string_to_metric_families
+from test_localrun_ending import NOT_SAID, nothing_left, session_processes
 
 REPO = Path(__file__).resolve().parents[2]
 EXCLAMATION = str(REPO / "examples" / "exclamation.py")
@@ -289,14 +295,8 @@ def test_a_busy_metrics_port_is_one_error_line(cli: Cli) -> None:
 # --- with Spark ---------------------------------------------------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.long_running(25)
-def test_localrun_until_drained_processes_everything_and_reports_status(cli: Cli) -> None:
-    _topics(cli, "in", "out")
-    values = [f"hello {i}" for i in range(30)]
-    _produce(cli, "in", values)
-
-    done = _run_spark(
+def _drain_exclaim(cli: Cli, *extra: str) -> subprocess.CompletedProcess[str]:
+    return _run_spark(
         cli,
         "--py", EXCLAMATION,
         "--classname", "exclamation.process",
@@ -307,7 +307,38 @@ def test_localrun_until_drained_processes_everything_and_reports_status(cli: Cli
         "--subscription-position", "earliest",
         "--until-drained",
         "--json-status",
+        *extra,
     )  # fmt: skip
+
+
+def _noise(stderr: str) -> list[str]:
+    """What the JVM and Spark print unasked on a start: none of it is sparkfn's."""
+    marks = ("WARNING: Using incubator modules", "log4j", " WARN ", "setLogLevel", "\tat ")
+    return [line for line in stderr.splitlines() if any(mark in line for mark in marks)]
+
+
+def _final_progress(stderr: str) -> str:
+    return [line for line in stderr.splitlines() if "public/default/exclaim STOPPED" in line][-1]
+
+
+@pytest.mark.slow
+@pytest.mark.long_running(40)
+def test_localrun_until_drained_processes_everything_then_a_second_run_counts_only_its_own(
+    cli: Cli,
+) -> None:
+    """Two runs of one function, each a JVM of its own: three promises on them.
+
+    * A drained run processes everything and reports its status (the first run).
+    * ``localrun`` says only what sparkfn says, none of the JVM's or log4j's
+      output, unless ``--verbose`` (the first run quiet, the second verbose).
+    * A second run with nothing to do counts nothing and labels the totals
+      of every run, which the store keeps (the second run).
+    """
+    _topics(cli, "in", "out")
+    values = [f"hello {i}" for i in range(30)]
+    _produce(cli, "in", values)
+
+    done = _drain_exclaim(cli)
 
     assert done.returncode == 0, _describe(done)
     _assert_no_traceback_of_ours(done.stderr)
@@ -322,13 +353,27 @@ def test_localrun_until_drained_processes_everything_and_reports_status(cli: Cli
     # Both instances got work (2 partitions, shared subscription).
     assert all(i["status"]["numReceived"] > 0 for i in status["instances"])
     # stderr is not a terminal here: plain progress lines, the last one final.
-    progress = [line for line in done.stderr.splitlines() if "public/default/exclaim" in line]
-    assert progress[-1].endswith(
+    first = _final_progress(done.stderr)
+    assert first.endswith(
         "public/default/exclaim STOPPED: received 30, processed 30, user exceptions 0, "
-        "system exceptions 0, dead-lettered 0, avg latency "
-        + progress[-1].rsplit("avg latency ", 1)[1]
-    )
+        "system exceptions 0, dead-lettered 0, avg latency " + first.rsplit("avg latency ", 1)[1]
+    ), first
+    assert "totals" not in first, first
     assert sorted(m["value"] for m in _consume(cli, "out")) == sorted(f"{v}!" for v in values)
+    # Quiet: nothing of the JVM's, Spark's or log4j's; sparkfn's first line first.
+    assert _noise(done.stderr) == [], done.stderr
+    assert done.stderr.splitlines()[0].startswith("starting function public/default/exclaim")
+
+    again = _drain_exclaim(cli, "--verbose")
+
+    assert again.returncode == 0, _describe(again)
+    assert _noise(again.stderr) != [], again.stderr
+    second = _final_progress(again.stderr)
+    assert "received 0, processed 0," in second, second
+    assert second.endswith(
+        "(this run; totals of every run: received 30, processed 30, user exceptions 0, "
+        "system exceptions 0, dead-lettered 0)"
+    ), second
 
 
 @pytest.mark.slow
@@ -435,6 +480,9 @@ def _scrape(port: int) -> dict[tuple[str, str], float]:
 @pytest.mark.slow
 @pytest.mark.long_running(25)
 def test_a_long_run_serves_metrics_and_stops_cleanly_on_ctrl_c(cli: Cli) -> None:
+    """Metrics while it runs; then Ctrl+C to its process group ends it STOPPED, exit 0,
+    without a traceback of any process, and leaves no process of its session behind
+    (the SIGINT case of ``test_localrun_ending.py``)."""
     _topics(cli, "in", "out")
     _produce(cli, "in", [f"m{i}" for i in range(12)])
     port = _free_port()
@@ -452,6 +500,7 @@ def test_a_long_run_serves_metrics_and_stops_cleanly_on_ctrl_c(cli: Cli) -> None
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, which a terminal's Ctrl+C reaches
     )  # fmt: skip
     try:
         samples: dict[tuple[str, str], float] = {}
@@ -477,16 +526,22 @@ def test_a_long_run_serves_metrics_and_stops_cleanly_on_ctrl_c(cli: Cli) -> None
         assert processed == 12
         assert {i for (n, i) in samples if n == "sparkfn_function_received_total"} == {"0", "1"}
 
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl+C in a terminal reaches every process
         stdout, stderr = proc.communicate(timeout=STOP_TIMEOUT)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+        stopped = proc.returncode == 0
+        for pid in session_processes(proc.pid) if not stopped else ():  # what a failure left
+            os.kill(pid, signal.SIGKILL)
     errors = stderr.decode()
     assert proc.returncode == 0, errors
-    _assert_no_traceback_of_ours(errors)
+    # Ended STOPPED, and no process of sparkfn's said a traceback or a query failure.
+    assert not any(word in errors for word in NOT_SAID), errors
+    assert "STOPPED" in errors.splitlines()[-1], errors
     assert "stopped function public/default/watched (SIGINT)" in errors
+    nothing_left(proc.pid)
     status = _status(stdout.decode())
     assert _total(status, "numReceived") == 12
     assert [i["status"]["state"] for i in status["instances"]] == ["STOPPED", "STOPPED"]

@@ -8,9 +8,11 @@ waits until the function has processed a message, then:
 * SIGKILLs its JVM (as the kernel's OOM killer would): the command ends
   within 30 s, non-zero, with one error line naming the cause, and nothing of
   its tree is left running;
-* sends SIGINT to its process group (Ctrl+C in a terminal) or SIGTERM to the
-  command (a service manager's stop): the run ends ``STOPPED``, exit 0, and
-  no process of sparkfn's prints a traceback or a query failure.
+* sends SIGTERM to the command (a service manager's stop): the run ends
+  ``STOPPED``, exit 0, and no process of sparkfn's prints a traceback or a
+  query failure. The same for SIGINT to its process group (Ctrl+C in a
+  terminal) is checked on the long run of ``test_functions_cli.py``, which
+  starts a JVM only to stop it, with this module's helpers.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ START_SECONDS = 180.0  # a cold JVM on a loaded two-core machine
 # What a normal stop must not print: a traceback, an interrupt, a query failure, Py4J's names.
 NOT_SAID = ("Traceback", "KeyboardInterrupt", "QueryFailed", "STREAM_FAILED", "py4j")
 
-pytestmark = pytest.mark.long_running(60)
+# slow: a Spark test, so on one backend each but the JVM kill (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.long_running(60)]
 
 
 @pytest.fixture
@@ -97,7 +100,7 @@ def _ended(proc: subprocess.Popen[bytes], within: float) -> tuple[int, str]:
     return proc.returncode, err.decode(errors="replace")
 
 
-def _nothing_left(sid: int) -> None:
+def nothing_left(sid: int) -> None:
     """No process of the command's session outlives it (a moment for the last to go)."""
     deadline = time.monotonic() + 10
     while (left := session_processes(sid)) and time.monotonic() < deadline:
@@ -117,19 +120,17 @@ def test_localrun_whose_jvm_is_killed_ends_with_one_line_and_nothing_left(
     assert "function public/default/bang failed" in errors[0], stderr
     assert "killed by SIGKILL" in errors[0], stderr
     assert not any(word in stderr for word in NOT_SAID), stderr
-    _nothing_left(localrun.pid)
+    nothing_left(localrun.pid)
 
 
-@pytest.mark.parametrize("how", ["SIGINT to the group", "SIGTERM"])
-def test_a_stop_signal_ends_localrun_stopped_without_a_traceback(
-    localrun: subprocess.Popen[bytes], how: str
+def test_sigterm_ends_localrun_stopped_without_a_traceback(
+    localrun: subprocess.Popen[bytes],
 ) -> None:
-    if how == "SIGTERM":
-        localrun.send_signal(signal.SIGTERM)
-    else:
-        os.killpg(localrun.pid, signal.SIGINT)  # a terminal's Ctrl+C reaches every process
+    """A service manager's stop. (Ctrl+C, SIGINT to the process group: the long run of
+    ``test_functions_cli.py``, which starts a JVM to be stopped anyway.)"""
+    localrun.send_signal(signal.SIGTERM)
     code, stderr = _ended(localrun, 60)
     assert code == 0, stderr
     assert "STOPPED" in stderr.splitlines()[-1], stderr
     assert not any(word in stderr for word in NOT_SAID), stderr
-    _nothing_left(localrun.pid)
+    nothing_left(localrun.pid)

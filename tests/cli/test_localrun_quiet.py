@@ -4,7 +4,9 @@ A bad ``--user-config`` is one usage error naming the flag, for a local run
 and a submission alike; a ``spark://`` master that is not there is one error
 line in seconds, not a minute of Spark's retries and Java stack traces; and
 a run that works says only what sparkfn says, unless ``--verbose`` (or
-``SPARKFN_VERBOSE=1``, for Python code such as the README's snippets).
+``SPARKFN_VERBOSE=1``, for Python code such as the README's snippets). The
+quiet and the ``--verbose`` localrun are checked on the two runs of
+``test_functions_cli.py``'s drained-run test, which start a JVM each anyway.
 """
 
 from __future__ import annotations
@@ -21,12 +23,6 @@ from cli_runner import Cli
 REPO = Path(__file__).resolve().parents[2]
 EXCLAMATION = str(REPO / "examples" / "exclamation.py")
 SPARK_RUN_TIMEOUT = 240.0  # a cold JVM on a loaded two-core machine, plus the run
-# What the JVM and Spark print unasked on a start: none of it is sparkfn's.
-NOISE = ("WARNING: Using incubator modules", "log4j", " WARN ", "setLogLevel", "\tat ")
-
-
-def _noise(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if any(mark in line for mark in NOISE)]
 
 
 @pytest.mark.parametrize("command", ["localrun", "create"])
@@ -64,33 +60,6 @@ def test_an_unreachable_spark_master_is_one_line_in_seconds(cli: Cli) -> None:
     assert len(lines) == 2 and lines[0].startswith("starting function"), result.describe()
     assert lines[1].startswith("error [") and f"no Spark master answers at {master}" in lines[1]
     assert took < 30, f"took {took:.1f} s"
-
-
-def _localrun(cli: Cli, *extra: str) -> subprocess.CompletedProcess[str]:
-    args = ["--py", EXCLAMATION, "--name", "quiet", "--inputs", "in", "--until-drained", *extra]
-    return subprocess.run(
-        cli.command(["functions", "localrun", *args]),
-        capture_output=True,
-        text=True,
-        env=cli.env,
-        stdin=subprocess.DEVNULL,
-        timeout=SPARK_RUN_TIMEOUT,
-        check=False,
-    )
-
-
-@pytest.mark.slow
-@pytest.mark.long_running(40)
-def test_localrun_hides_the_jvms_output_unless_verbose(cli: Cli) -> None:
-    cli.ok("topics", "create", "in")
-    quiet = _localrun(cli)
-    assert quiet.returncode == 0, quiet.stderr
-    assert _noise(quiet.stderr) == [], quiet.stderr
-    assert quiet.stderr.splitlines()[0].startswith("starting function public/default/quiet")
-
-    verbose = _localrun(cli, "--verbose")
-    assert verbose.returncode == 0, verbose.stderr
-    assert _noise(verbose.stderr) != [], verbose.stderr
 
 
 @pytest.mark.slow

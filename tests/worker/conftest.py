@@ -42,6 +42,8 @@ NAMESPACE = "public/default"
 # The broker helpers (tests/connectors/brokers.py), for the worker tests that reach a broker:
 # the connectors' folder is on the path only when a test of theirs is collected.
 sys.path.append(str(Path(__file__).resolve().parents[1] / "connectors"))
+# The CLI tests' fork server (tests/cli/cli_forks.py), for the tests that run sparkfn commands.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "cli"))
 
 
 @pytest.fixture

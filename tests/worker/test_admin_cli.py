@@ -1,8 +1,10 @@
 """The admin CLI over REST: ``sparkfn functions ...`` and ``sparkfn packages ...`` against a real worker.
 
 The shared worker process (both stores) serves every check of a test; each
-command runs as a user runs it, ``python -m sparkfn.cli.main`` in a child
-process, so what is tested includes the one-line errors and exit codes.
+command runs as a user runs it, ``sparkfn`` in a child process of its own
+(forked from one that imported the command, ``tests/cli/cli_forks.py``; the
+``--watch`` commands, driven while they run, are started cold), so what is
+tested includes the one-line errors and exit codes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cli_forks import run_sparkfn
 from worker_process import SharedWorker
 
 from sparkfn.store.store import Store
@@ -55,9 +58,9 @@ class Sparkfn:
         return [sys.executable, "-m", "sparkfn.cli.main", *args]
 
     def run(self, *args: str) -> Ran:
-        return subprocess.run(
-            self.command(args), capture_output=True, text=True, env=self.env, timeout=WAIT_S
-        )
+        """Run to its end in a process of its own, forked from one that imported the
+        command (``tests/cli/cli_forks.py``: what runs is the same, without a cold import)."""
+        return run_sparkfn(args, self.env, WAIT_S)
 
     def ok(self, *args: str) -> Ran:
         ran = self.run(*args)

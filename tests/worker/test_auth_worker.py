@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
+from cli_forks import run_sparkfn
 from test_tokens import forge
 from worker_process import WorkerProcess
 
@@ -24,13 +24,7 @@ EXCLAIM = Path(__file__).resolve().parents[2] / "examples" / "exclamation.py"
 
 
 def _sparkfn(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sparkfn.cli.main", *args],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_sparkfn(args, {**os.environ, **env}, 120)  # forked: tests/cli/cli_forks.py
 
 
 def _cli_token(data_dir: Path, *args: str) -> dict[str, str]:
@@ -45,6 +39,7 @@ def _refusal(response: httpx.Response, status: int) -> str:
     return str(response.json()["message"])
 
 
+@pytest.mark.slow  # a worker process running a function on Spark: one backend (tests/conftest.py)
 @pytest.mark.long_running(60)
 def test_a_worker_with_auth_on_serves_tokens_by_role_and_tenant(
     store_url: str, data_dir: Path, store: Store

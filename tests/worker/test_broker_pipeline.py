@@ -29,7 +29,6 @@ import functools
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -41,6 +40,7 @@ import pika
 import pytest
 import redis
 from brokers import HOST, require, unique
+from cli_forks import run_sparkfn
 from worker_process import SharedWorker
 
 from sparkfn.topics.admin import TopicAdmin
@@ -200,14 +200,7 @@ class Cli:
         self.env |= {"SPARKFN_URL": url, "COLUMNS": "200"}
 
     def run(self, *args: str) -> Ran:
-        ran = subprocess.run(
-            [sys.executable, "-m", "sparkfn.cli.main", *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            cwd=REPO,
-            timeout=WAIT_S,
-        )
+        ran = run_sparkfn(args, self.env, WAIT_S, cwd=REPO)  # forked: tests/cli/cli_forks.py
         said = f"sparkfn {' '.join(args)} exited {ran.returncode}\n{ran.stdout}{ran.stderr}"
         assert ran.returncode == 0, said
         assert "Traceback" not in ran.stdout + ran.stderr, said

@@ -9,12 +9,11 @@ served over HTTP (the function is registered without being run: no Spark).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from cli_forks import run_sparkfn
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.worker.service import Worker
@@ -24,14 +23,7 @@ TRICKY = (":four:", "[red]x[/red]", "4:four:prev=x", "[link=http://x]y[/link]")
 
 
 def _sparkfn(env: dict[str, str], *args: str) -> str:
-    ran = subprocess.run(
-        [sys.executable, "-m", "sparkfn.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    ran = run_sparkfn(args, env, 120)  # forked from a warm server: tests/cli/cli_forks.py
     assert ran.returncode == 0 and not ran.stderr.startswith("error"), (
         f"sparkfn {' '.join(args)} exited {ran.returncode}\n{ran.stdout}{ran.stderr}"
     )

@@ -1,7 +1,8 @@
 """A source and a sink hosted by the shared worker process (both stores), driven by the CLI.
 
-``sparkfn sources|sinks ...`` run as a user runs them (``python -m
-sparkfn.cli.main`` in a child process, ``SPARKFN_URL`` at the worker): a
+``sparkfn sources|sinks ...`` run as a user runs them (each in a child
+process, forked from one that imported the command, ``tests/cli/cli_forks.py``;
+``SPARKFN_URL`` at the worker): a
 generator source feeds a file sink through a topic; the sink is stopped,
 started, drained, restarted and rescaled while the source runs; at the end
 every message of the topic is in the sink's files (the file sink is
@@ -13,13 +14,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_forks import run_sparkfn
 from worker_process import SharedWorker, topic_counts
 
 from sparkfn.topics.admin import TopicAdmin
@@ -44,13 +45,7 @@ class Cli:
         self.env |= {"SPARKFN_URL": url, "COLUMNS": "200"}
 
     def run(self, *args: str, ok: bool = True) -> Ran:
-        ran = subprocess.run(
-            [sys.executable, "-m", "sparkfn.cli.main", *args],
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=WAIT_S,
-        )
+        ran = run_sparkfn(args, self.env, WAIT_S)  # forked: tests/cli/cli_forks.py
         if ok:
             assert ran.returncode == 0, f"{args}: {ran.returncode}\n{ran.stdout}\n{ran.stderr}"
         return ran

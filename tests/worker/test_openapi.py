@@ -28,7 +28,10 @@ from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 
 # Generated requests per operation: enough to reach each error path, bounded for the suite's time.
-EXAMPLES = 12
+# Measured on the sqlite case (derandomized, so each count makes the same requests every run):
+# 10 reaches every (operation, mode, status) that 12 does, 221 in all; 8 misses four (a 404 of
+# trigger and of sources/sinks PUT, a 200 of the listing with a bad query); 6 misses seven.
+EXAMPLES = 10
 
 pytestmark = pytest.mark.long_running(60)
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from app_server import served
+from cli_forks import run_sparkfn
 
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.worker.api.app import create_app
@@ -144,13 +143,7 @@ def test_sparkfn_sinks_create_with_a_pattern_into_another_tenant_is_refused(
         "--sink-type", "file", "--topics-pattern", SPY,
         "--sink-config", json.dumps({"path": f"{tmp_path}/s-{{instance}}.jsonl"}),
     ]  # fmt: skip
-    ran = subprocess.run(
-        [sys.executable, "-m", "sparkfn.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    ran = run_sparkfn(args, env, 120)  # forked from a warm server: tests/cli/cli_forks.py
     assert ran.returncode != 0, ran.stdout
     assert "could match topics outside tenant 'acme'" in ran.stderr
     assert "Traceback" not in ran.stderr

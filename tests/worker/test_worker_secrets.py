@@ -11,12 +11,12 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 from brokers import require, unique
+from cli_forks import run_sparkfn
 from sqlalchemy import select
 from worker_process import SharedWorker
 
@@ -33,14 +33,7 @@ NAME = "vault"
 
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKFN_")}
-    return subprocess.run(
-        [sys.executable, "-m", "sparkfn.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "SPARKFN_URL": url, "COLUMNS": "200"},
-        timeout=180,
-        check=False,
-    )
+    return run_sparkfn(args, {**env, "SPARKFN_URL": url, "COLUMNS": "200"}, 180)  # forked
 
 
 @pytest.mark.backend("sqlite")
