@@ -155,7 +155,8 @@ def test_failing_messages_are_retried_then_dead_lettered(
             "origin": f"test-{i}",
             DLQ_EXCEPTION: f"ValueError: cannot handle {value}",
             DLQ_ORIGIN_MESSAGE_ID: bad[value],
-            DLQ_REAL_TOPIC: "persistent://public/default/in",
+            # Pulsar's name of the partition it came from ("in" has two).
+            DLQ_REAL_TOPIC: "persistent://public/default/in-partition-" + bad[value].split(":")[0],
             DLQ_ATTEMPTS: "3",
         }
 

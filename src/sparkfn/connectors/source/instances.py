@@ -277,7 +277,10 @@ class SourceInstances:
         the first of ``STOPPING``, ``STARTING``, ``CREATED`` that any is in.
         ``RUNNING`` comes first so that one instance's end (a bounded source
         done before the others) does not move the run to ``STOPPING`` and
-        back, which the state machine refuses.
+        back, which the state machine refuses; for the same reason an instance
+        still being started while another one has ended already counts as
+        running (the instances start one after the other, and the first may be
+        done before the last starts).
         """
         states = [r.state for r in self.runners]
         if SourceState.ERROR in states:
@@ -286,6 +289,10 @@ class SourceInstances:
             if all(s is SourceState.SUSPENDED for s in states):
                 return SourceState.SUSPENDED
             return SourceState.STOPPED
+        starting = {SourceState.CREATED, SourceState.STARTING}
+        ended = any(s is SourceState.STOPPING or s in FINAL_STATES for s in states)
+        if ended and any(s in starting for s in states):
+            return SourceState.RUNNING
         for state in (SourceState.RUNNING, SourceState.STOPPING, SourceState.STARTING):
             if state in states:
                 return state

@@ -14,7 +14,8 @@ message before it applies the failure policy:
    to crash a batch (:class:`Hunt`).
 2. The query is started again (a new epoch, the objects closed as after any
    failure) as a **probe**: its reader reads only the first half of those
-   ``bad`` messages (reader option ``probeEnds``), then goes on as usual.
+   ``bad`` messages (the group reader's option ``probes``,
+   :mod:`sparkfn.runtime.group.extras`), then goes on as usual.
    If the probe's batch commits, those messages were good and are done,
    exactly once, by the usual commit; when the query then fails again, the
    message is among the rest. If the probe's batch crashes, it is in that
@@ -87,7 +88,7 @@ class Probe:
     exit_file: Path  # where the daemon writes the exit status of a worker that dies in it
 
     def option(self) -> str:
-        """The reader's ``probeEnds`` option."""
+        """The probe's ends as JSON ``[[topic id, partition, end], ...]``."""
         return json.dumps([list(e) for e in self.ends])
 
 

@@ -70,6 +70,24 @@ def _forked(path: str, args: list[str]) -> int | None:
     fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))  # struct int[3]
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     replies = _Lines(sock)
+    # Handlers from the start: a signal that comes before the zygote named the child (the
+    # child may already run, and print) is held, and passed on once the pid is known.
+    child: list[int] = []
+    held: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if not child:
+            held.append(signum)
+            return
+        try:
+            os.kill(child[0], signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {
+        sig: _signal.signal(sig, forward)
+        for sig in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
+    }
     try:
         sock.connect(socket_address(path))
         sent = sock.sendmsg([line], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
@@ -77,19 +95,14 @@ def _forked(path: str, args: list[str]) -> int | None:
         first = replies.readline()
     except OSError:
         sock.close()
+        _restore(previous, held)
         return None
     if not first.strip():
+        _restore(previous, held)
         return None  # refused before forking: nothing runs
-    pid = int(first)
-
-    def forward(signum: int, _frame: object) -> None:
-        try:
-            os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
-
-    for sig in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
-        _signal.signal(sig, forward)
+    child.append(int(first))
+    for signum in held:
+        forward(signum, None)
     try:
         status = replies.readline()
     except OSError:
@@ -99,6 +112,15 @@ def _forked(path: str, args: list[str]) -> int | None:
         return 1
     code = int(status)
     return 128 - code if code < 0 else code
+
+
+def _restore(previous: dict[int, object], held: list[int]) -> None:
+    """Nothing was forked: the handlers as they were, and a held signal acts on this
+    process (the runner then runs here, as without a zygote)."""
+    for sig, handler in previous.items():
+        _signal.signal(sig, handler)
+    for signum in held:
+        os.kill(os.getpid(), signum)
 
 
 class _Lines:

@@ -20,7 +20,7 @@ from sparkfn.topics.log import key_partitions
 
 FINAL_KEY = "__final__"  # end-of-stream batches planned so far
 RESUME_KEY = "__resume__"  # bumped when a batch must differ from Spark's start (see reader)
-TICK_KEY = "__tick__"  # the clock's ticks so far (option tickMs; see reader)
+TICK_KEY = "__tick__"  # a window's clock ticks so far (a group member's: "__tick__/<id>")
 ASSIGNMENTS = ("shared", "failover", "key_shared")
 INSTANCE_FIELD = pa.field("instance_id", pa.int32())
 

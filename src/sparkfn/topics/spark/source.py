@@ -15,8 +15,7 @@ topic, partition, offset``). ``Trigger.AvailableNow`` is supported.
 a map (null when a message has none): Spark converts a string column several
 times faster, which the function runtime uses between its Python stages.
 The reader's other options (subscriptions, instances) are in
-:mod:`.reader`; ``taskFunction`` and ``taskSchema``, which run a function
-over each task's rows inside the reader, in :mod:`.tasks`.
+:mod:`.reader`.
 
 Writing::
 
