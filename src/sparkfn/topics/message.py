@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkfn.api.errors import PayloadError
 from sparkfn.api.records import Record, record_to_dict
@@ -93,7 +95,57 @@ def properties_from_json(column: pa.Array | pa.ChunkedArray) -> pa.Array:
         return column
     if column.null_count == n:
         return pa.nulls(n, PROPERTIES)
+    fast = _flat_properties(column)
+    if fast is not None:
+        return fast
     return pa.array([properties_list(text) for text in column.to_pylist()], PROPERTIES)
+
+
+def _flat_properties(column: pa.Array) -> pa.Array | None:
+    """:func:`properties_from_json` by Arrow and numpy, without a Python call per row,
+    when every text is a flat object of strings, as sparkfn writes them, without a
+    backslash (every output of a function carries Pulsar's two origin properties);
+    ``None`` otherwise.
+
+    Without a backslash every ``"`` in such a text delimits a string, so split at
+    ``"`` an object of ``m`` pairs is ``{``, then per pair its key, ``:``, its value
+    and ``,`` (``}`` after the last): ``4m + 1`` parts. Any other text (spaces
+    between the parts, a value that is not a string) falls back to ``json``.
+    """
+    texts = column.fill_null("{}")
+    if pc.any(pc.match_substring(texts, "\\")).as_py():
+        return None
+    split = pc.split_pattern(texts, '"')
+    parts = pc.list_flatten(split)
+    starts = np.asarray(split.offsets)[:-1].astype(np.int64)
+    sizes = np.asarray(pc.list_value_length(split)).astype(np.int64)
+    if ((sizes - 1) % 4).any():
+        return None
+    pairs = (sizes - 1) // 4
+    total = int(pairs.sum())
+    row = np.repeat(np.arange(len(sizes)), pairs)
+    nth = np.arange(total) - np.repeat(np.cumsum(pairs) - pairs, pairs)
+    base = starts[row] + 4 * nth  # each pair's opening part: "{" or ","
+    last = nth == pairs[row] - 1
+    firsts = parts.take(pa.array(starts))
+    expected = np.where(pairs == 0, "{}", "{")
+    if not pc.all(pc.equal(firsts, pa.array(expected))).as_py():
+        return None
+    colons = parts.take(pa.array(base + 2))
+    closes = parts.take(pa.array(base + 4))
+    if total and not (
+        pc.all(pc.equal(colons, ":")).as_py()
+        and pc.all(pc.equal(closes, pa.array(np.where(last, "}", ",")))).as_py()
+    ):
+        return None
+    offsets = np.concatenate([[0], np.cumsum(pairs)]).astype(np.int32)
+    return pa.MapArray.from_arrays(
+        pa.array(offsets),
+        parts.take(pa.array(base + 1)),
+        parts.take(pa.array(base + 3)),
+        type=PROPERTIES,
+        mask=pc.is_null(column),
+    )
 
 
 def properties_list(text: str | None) -> list[tuple[str, str]] | None:

@@ -32,7 +32,7 @@ def attempt_each(
     topics: Sequence[str | None],
     emit: EmitResult | None,
     messages: int = 1,
-    properties: Sequence[str | int | None] | None = None,
+    properties: Sequence[str | None] | None = None,
 ) -> list[tuple[int, Exception]]:
     """Call the function on each of ``values``, up to ``1 + max_message_retries``
     times each, until an attempt succeeds; returns ``(index, last exception)``
@@ -42,8 +42,7 @@ def attempt_each(
     ``None`` topic: given to the function as it is). What the function
     returns goes to ``emit`` with the value's key or, when ``emit`` is
     ``None``, to the output topic through its serde, with the value's key
-    and ``properties[i]`` (JSON object text; ``None``: none; a row number
-    the caller resolves: :meth:`~.emit.EmitBuffer.resolve`).
+    and ``properties[i]`` (JSON object text; ``None``: none).
 
     With ``auto_ack`` false, a call that returned without acknowledging its
     message (``context.ack``) keeps its outputs and state, as in Pulsar, and

@@ -53,9 +53,7 @@ class EmitBuffer:
         # bytes, or str of an output whose serde is UTF-8 (encoded when sealed, in Arrow)
         self.value: list[bytes | str | None] = []
         self.key: list[str | None] = []
-        # JSON object text; the per-record loop's outputs: their input row's number,
-        # until resolve() turns it into that row's text
-        self.properties: list[str | int | None] = []
+        self.properties: list[str | None] = []  # JSON object text
         self.event_time: list[datetime | None] = []
 
     def __len__(self) -> int:
@@ -109,33 +107,6 @@ class EmitBuffer:
                 schema=EMIT_SCHEMA,
             )
         )
-
-    def resolve(self, column: pa.Array) -> None:
-        """Seal what is buffered, the properties given as row numbers turned into
-        ``column``'s texts (by Arrow, not one by one).
-
-        The per-record loop appends the number of its input row as an output's
-        properties (:func:`~.attempts.attempt_each`), and its caller resolves
-        them against that batch's output properties before anything else reads
-        the buffer: a JSON text per output made in Python cost more than the
-        function call it came from.
-        """
-        props = self.properties
-        if not props:
-            return
-        rows: list[int | None] = []
-        texts: list[str | None] = []
-        for p in props:
-            if isinstance(p, int):
-                rows.append(p)
-                texts.append(None)
-            else:
-                rows.append(None)
-                texts.append(p)
-        taken = column.take(pa.array(rows, pa.int64()))
-        if texts.count(None) != len(texts):
-            taken = pc.coalesce(taken, pa.array(texts, pa.string()))
-        self._seal(taken)
 
     def truncate(self, length: int) -> None:
         """Drop everything appended after ``length`` (a failed message's outputs)."""
