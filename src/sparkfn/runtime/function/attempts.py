@@ -15,6 +15,7 @@ from sparkfn.api.errors import FatalError
 from sparkfn.runtime.stats import ExceptionInfo
 
 if TYPE_CHECKING:
+    from sparkfn.runtime.function.emit import Properties
     from sparkfn.runtime.function.instance import FunctionInstance
 
 _LOG = logging.getLogger("sparkfn.function")
@@ -32,7 +33,7 @@ def attempt_each(
     topics: Sequence[str | None],
     emit: EmitResult | None,
     messages: int = 1,
-    properties: Sequence[str | None] | None = None,
+    properties: Sequence[Properties] | None = None,
 ) -> list[tuple[int, Exception]]:
     """Call the function on each of ``values``, up to ``1 + max_message_retries``
     times each, until an attempt succeeds; returns ``(index, last exception)``
@@ -42,7 +43,8 @@ def attempt_each(
     ``None`` topic: given to the function as it is). What the function
     returns goes to ``emit`` with the value's key or, when ``emit`` is
     ``None``, to the output topic through its serde, with the value's key
-    and ``properties[i]`` (JSON object text; ``None``: none).
+    and ``properties[i]`` (see :data:`~.emit.Properties`: pairs, ``None`` for none,
+    or a row number the caller resolves with :meth:`~.emit.EmitBuffer.resolve`).
 
     With ``auto_ack`` false, a call that returned without acknowledging its
     message (``context.ack``) keeps its outputs and state, as in Pulsar, and

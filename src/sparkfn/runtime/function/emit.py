@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkfn.topics.message import TIMESTAMP, properties_to_json
+from sparkfn.topics.message import PROPERTIES, TIMESTAMP
+
+# A message's properties while buffered: its pairs, none, or (the per-record loop's
+# outputs) the number of its input row, until resolve() takes that row's properties.
+Properties = list[tuple[str, str]] | int | None
 
 
 @dataclass
@@ -31,7 +35,7 @@ EMIT_SCHEMA = pa.schema(
         pa.field("topic", pa.string()),
         pa.field("key", pa.string()),
         pa.field("value", pa.binary()),
-        pa.field("properties", pa.string()),  # JSON object text, null for none
+        pa.field("properties", PROPERTIES),  # null for none
         pa.field("event_time", TIMESTAMP),
     ]
 )
@@ -53,7 +57,7 @@ class EmitBuffer:
         # bytes, or str of an output whose serde is UTF-8 (encoded when sealed, in Arrow)
         self.value: list[bytes | str | None] = []
         self.key: list[str | None] = []
-        self.properties: list[str | None] = []  # JSON object text
+        self.properties: list[Properties] = []
         self.event_time: list[datetime | None] = []
 
     def __len__(self) -> int:
@@ -65,9 +69,7 @@ class EmitBuffer:
         self.topic.append(item.topic)
         self.value.append(item.value)
         self.key.append(item.key)
-        self.properties.append(
-            json.dumps(item.properties, separators=(",", ":")) if item.properties else None
-        )
+        self.properties.append(list(item.properties.items()) if item.properties else None)
         self.event_time.append(item.event_time)
 
     def add(self, kind: str, topic: str, value: bytes | None, key: str | None) -> None:
@@ -99,14 +101,31 @@ class EmitBuffer:
                     pa.repeat(pa.scalar(topic, pa.string()), n),
                     keys if keys is not None else pa.nulls(n, pa.string()),
                     values,
-                    properties_to_json(properties)
+                    properties.cast(PROPERTIES)
                     if properties is not None
-                    else pa.nulls(n, pa.string()),
+                    else pa.nulls(n, PROPERTIES),
                     pa.nulls(n, TIMESTAMP),
                 ],
                 schema=EMIT_SCHEMA,
             )
         )
+
+    def resolve(self, origin: pa.Array) -> None:
+        """Seal what is buffered, an output's properties given as its input row's number
+        taken from ``origin`` (the batch's properties per row, a map column made by
+        Arrow): a properties object made per output in Python cost more than the
+        function call it came from, and JSON text more again at staging.
+        """
+        props = self.properties
+        if not any(isinstance(p, int) for p in props):
+            return
+        others = [p for p in props if not isinstance(p, int)]
+        picked = iter(range(len(origin), len(origin) + len(others)))
+        index = np.fromiter(
+            (p if isinstance(p, int) else next(picked) for p in props), np.int64, len(props)
+        )
+        pool = origin if not others else pa.concat_arrays([origin, pa.array(others, PROPERTIES)])
+        self._seal(pool.take(pa.array(index)))
 
     def truncate(self, length: int) -> None:
         """Drop everything appended after ``length`` (a failed message's outputs)."""
@@ -150,7 +169,7 @@ class EmitBuffer:
                 row["topic"],
                 row["value"],
                 row["key"],
-                json.loads(row["properties"]) if row["properties"] else {},
+                dict(row["properties"]) if row["properties"] else {},
                 row["event_time"],
             )
             for row in self.to_batch().to_pylist()
@@ -175,7 +194,7 @@ class EmitBuffer:
                     _column(self.topic, pa.string()),
                     _column(self.key, pa.string()),
                     _binary_column(self.value),
-                    properties if properties is not None else _column(self.properties, pa.string()),
+                    properties if properties is not None else _properties(self.properties),
                     _column(self.event_time, TIMESTAMP),
                 ],
                 schema=EMIT_SCHEMA,
@@ -183,6 +202,13 @@ class EmitBuffer:
         )
         for col in self._columns():
             col.clear()
+
+
+def _properties(values: list[Properties]) -> pa.Array:
+    """The buffered messages' properties as a map column (none resolved by row number)."""
+    if values.count(None) == len(values):
+        return pa.nulls(len(values), PROPERTIES)
+    return pa.array(values, PROPERTIES)
 
 
 def _column(values: list[Any], type_: pa.DataType) -> pa.Array:

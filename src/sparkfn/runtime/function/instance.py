@@ -252,10 +252,10 @@ class FunctionInstance:
             rows.column("key") if forward else [None] * rows.n,
             topics,
             None if output else _discard,
-            # Made by Arrow for the whole batch (a JSON text per output made in Python
-            # cost more than the call it came from), handed over as Python strings.
-            properties=rows.output_properties(forward).to_pylist() if output else None,
+            properties=range(rows.n) if output else None,  # resolved below, by Arrow
         )
+        if output:
+            self.out.resolve(rows.output_properties_map(forward))
         for i, error in failed:
             self._dead_letter(rows, i, error)
         self.stats.received += rows.n

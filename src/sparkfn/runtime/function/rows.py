@@ -8,11 +8,17 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkfn.runtime.function.emit import Emitted
-from sparkfn.topics.message import properties_list, properties_to_json
+from sparkfn.topics.message import (
+    PROPERTIES,
+    properties_from_json,
+    properties_list,
+    properties_to_json,
+)
 
 if TYPE_CHECKING:
     from sparkfn.runtime.function.serde import Serde
@@ -133,9 +139,8 @@ class InputRows:
         partition = self.column("partition")[i]
         return pulsar_topic_name(topic, partition, self.partitioned(topic, partition))
 
-    def origin_properties(self) -> pa.Array:
-        """Each row's ``__pfn_input_topic__`` and ``__pfn_input_msg_id__`` as JSON object
-        text, made by Arrow (no Python per row)."""
+    def _origin(self) -> tuple[pa.Array, pa.Array]:
+        """Each row's Pulsar topic name and message id (``partition:offset``), by Arrow."""
         names = self._batch.schema.names
         topics = self._batch.column(names.index("topic"))
         partitions = self._batch.column(names.index("partition"))
@@ -153,17 +158,38 @@ class InputRows:
         suffix = pc.if_else(
             mask, pc.binary_join_element_wise("-partition-", parts, ""), pa.scalar("", pa.string())
         )
+        name = pc.binary_join_element_wise("persistent://", topics.fill_null(""), suffix, "")
+        return name, pc.binary_join_element_wise(parts, offsets.cast(pa.string()), ":")
+
+    def origin_properties(self) -> pa.Array:
+        """Each row's ``__pfn_input_topic__`` and ``__pfn_input_msg_id__`` as JSON object
+        text, made by Arrow (no Python per row)."""
+        name, message = self._origin()
         return pc.binary_join_element_wise(
-            f'{{"{INPUT_TOPIC_PROPERTY}":"persistent://',
-            topics.fill_null(""),
-            suffix,
-            f'","{INPUT_MESSAGE_PROPERTY}":"',
-            parts,
-            ":",
-            offsets.cast(pa.string()),
-            '"}',
-            "",
+            f'{{"{INPUT_TOPIC_PROPERTY}":"', name, f'","{INPUT_MESSAGE_PROPERTY}":"', message,
+            '"}', "",
+        )  # fmt: skip
+
+    def output_properties_map(self, forward: bool) -> pa.Array:
+        """:meth:`output_properties` as a map column; with no own properties to forward
+        (the usual case) made by Arrow from the origin alone, never as JSON text."""
+        own = self._batch.column(self._batch.schema.names.index("properties"))
+        if forward and own.null_count < self.n:
+            if isinstance(own, pa.ChunkedArray):
+                own = own.combine_chunks()
+            # A map column: its offsets say whether any row has a property at all.
+            if not pa.types.is_map(own.type) or own.offsets[-1] != own.offsets[0]:
+                return properties_from_json(self.output_properties(forward))
+        name, message = self._origin()
+        n = self.n
+        keys = pa.array([INPUT_TOPIC_PROPERTY, INPUT_MESSAGE_PROPERTY]).take(
+            pa.array(np.tile(np.arange(2), n))
         )
+        items = pa.concat_arrays([name, message]).take(
+            pa.array(np.stack([np.arange(n), np.arange(n) + n], axis=1).ravel())
+        )
+        offsets = pa.array(np.arange(0, 2 * n + 1, 2, dtype=np.int32))
+        return pa.MapArray.from_arrays(offsets, keys, items, type=PROPERTIES)
 
     def output_properties(self, forward: bool) -> pa.Array:
         """The properties each row's output carries (JSON object text), as Pulsar's
