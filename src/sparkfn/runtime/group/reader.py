@@ -126,14 +126,13 @@ class GroupStreamReader(DataSourceStreamReader):
                 m.control_id: [known.get(TopicName.parse(n)) for n in m.config.inputs]
                 for m in found
             }
-        for m in found:  # a pattern's topics: listed when one was created, or now and then
-            if m.config.topics_pattern:
-                listed = {t.id for t in inputs[m.control_id] if t is not None}
-                more = self._patterns.topics(m.control_id, m.config)
-                inputs[m.control_id] += [t for t in more if t.id not in listed]
-        self._patterns.forget({m.control_id for m in found})
-        topics = {t.id: t for ts in inputs.values() for t in ts if t is not None}
-        with store.read() as conn:
+            for m in found:  # a pattern's topics: listed when one was created, or now and then
+                if m.config.topics_pattern:
+                    listed = {t.id for t in inputs[m.control_id] if t is not None}
+                    more = self._patterns.topics(m.control_id, m.config)
+                    inputs[m.control_id] += [t for t in more if t.id not in listed]
+            self._patterns.forget({m.control_id for m in found})
+            topics = {t.id: t for ts in inputs.values() for t in ts if t is not None}
             ends = ends_of(conn, topics)
             cursors = subscription.cursors_of(conn, {m.config.subscription for m in found})
         hints = [group_hint(self.group)]
@@ -142,10 +141,10 @@ class GroupStreamReader(DataSourceStreamReader):
         if any(m.config.topics_pattern for m in found):
             hints.append(signals.TOPICS_HINT)
         self._quiet.hints = hints
-        self._ticking = [m for m in found if extras.tick_ms(m.config) is not None]
-        ticks = [t for m in self._ticking if (t := extras.tick_ms(m.config)) is not None]
+        ticks = {m.control_id: t for m in found if (t := extras.tick_ms(m.config)) is not None}
+        self._ticking = [m for m in found if m.control_id in ticks]
         if ticks:  # an idle call waits no longer than the shortest tick
-            self._quiet.wait = min(RUN_WAIT_SECONDS, min(ticks) / 1000)
+            self._quiet.wait = min(RUN_WAIT_SECONDS, min(ticks.values()) / 1000)
         out: dict[str, MemberWork] = {}
         for m in found:
             record = records.get(m.control_id)
