@@ -140,10 +140,7 @@ def _action(action: str, done: str, doc: str, per_instance: bool) -> Callable[..
             what = f"instance {instance_id} of {what}"
         body: dict[str, Any] = {"fqfn": call.fqfn, "instanceId": instance_id, "action": action}
         with call.client() as client:
-            client.request("POST", f"{where}/{action}")
-            if waits and wait is not False:
-                body["state"] = _wait_stopped(client, where, what, timeout)
-        said = f"{done} {what}" + (f" ({body['state']})" if "state" in body else "")
+            said = post_action(client, where, what, action, done, body, wait=wait, timeout=timeout)
         if waits and wait is False:
             said = f"asked {what} to stop; not waiting (--no-wait)"
         show(call, body, lambda _: said)
@@ -154,6 +151,26 @@ def _action(action: str, done: str, doc: str, per_instance: bool) -> Callable[..
     if waits:
         flags = (*flags, WAIT, STOP_TIMEOUT)
     return takes("function", flags)(act)
+
+
+def post_action(
+    client: AdminClient,
+    where: str,
+    what: str,
+    action: str,
+    done: str,
+    body: dict[str, Any],
+    *,
+    wait: bool | None,
+    timeout: float,
+) -> str:
+    """POST ``action`` to ``where`` (a function, source or sink, or one instance); a
+    ``stop`` then waits for it to have stopped unless ``wait`` is False, its state put
+    in ``body``. Returns the line that says what was done."""
+    client.request("POST", f"{where}/{action}")
+    if action == "stop" and wait is not False:
+        body["state"] = _wait_stopped(client, where, what, timeout)
+    return f"{done} {what}" + (f" ({body['state']})" if "state" in body else "")
 
 
 def _wait_stopped(client: AdminClient, where: str, what: str, timeout: float) -> str:

@@ -16,7 +16,7 @@ import typer
 from rich.console import RenderableType
 from rich.table import Table
 
-from sparkfn.cli.admin import STOP_TIMEOUT, WAIT, _wait_stopped
+from sparkfn.cli.admin import STOP_TIMEOUT, WAIT, post_action
 from sparkfn.cli.admin_client import CONNECTION, INSTANCE_ID, Call, option, show
 from sparkfn.cli.flags import takes
 
@@ -111,10 +111,7 @@ def action_command(kind: str, action: str, done: str, per_instance: bool) -> Any
         what = f"{kind} {fqn}" if instance_id is None else f"instance {instance_id} of {kind} {fqn}"
         body: dict[str, Any] = {"name": fqn, "instanceId": instance_id, "action": action}
         with call.client() as client:
-            client.request("POST", f"{where}/{action}")
-            if waits and wait is not False:
-                body["state"] = _wait_stopped(client, where, what, timeout)
-        said = f"{done} {what}" + (f" ({body['state']})" if "state" in body else "")
+            said = post_action(client, where, what, action, done, body, wait=wait, timeout=timeout)
         show(call, body, lambda _: said)
 
     act.__name__ = f"{action}_{kind}"
