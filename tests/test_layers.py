@@ -100,6 +100,7 @@ ROOMS: dict[str, list[tuple[str, ...]]] = {
             "placement",
             "versions",
             "tenants",
+            "assigned",
             "service",
         ),
         ("packages",),

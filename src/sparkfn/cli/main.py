@@ -37,6 +37,7 @@ from sparkfn.cli.tenants import namespaces_app, tenants_app
 from sparkfn.cli.tokens import tokens_app
 from sparkfn.cli.topics import topics_app
 from sparkfn.cli.worker import worker_app
+from sparkfn.cli.worker_drain import drain_worker
 from sparkfn.config.settings import DATA_DIR_ENV, STORE_URL_ENV
 from sparkfn.store.failures import storage_failure
 
@@ -54,6 +55,7 @@ app.add_typer(tenants_app, name="tenants")
 app.add_typer(namespaces_app, name="namespaces")
 app.add_typer(sources_app, name="sources")
 app.add_typer(sinks_app, name="sinks")
+worker_app.command("drain")(drain_worker)
 app.add_typer(worker_app, name="worker")
 app.add_typer(tokens_app, name="tokens")
 

@@ -12,6 +12,7 @@ worker runs.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -65,10 +66,11 @@ class Placement:
                 return None
             group = self._groups.get(DEFAULT_GROUP)
             if group is None:
+                store = self._open_store()
                 group = self._groups[DEFAULT_GROUP] = QueryGroup(
                     self._spark(),
-                    self._open_store(),
-                    DEFAULT_GROUP,
+                    store,
+                    group_name(store, self._settings.worker_id),
                     member_budget=self._settings.group_member_budget,
                     member_seconds=self._settings.group_member_seconds,
                     trigger_interval=self._settings.group_trigger_interval,
@@ -100,3 +102,13 @@ class Placement:
             groups = list(self._groups.values())
             self._groups.clear()
         return groups
+
+
+def group_name(store: Store, worker_id: str) -> str:
+    """The name of a worker's query group: ``default`` on a SQLite store (its one worker);
+    in a cluster, one per worker (``default-<worker id>``), since its members, its
+    checkpoint and its overrun records are kept by name in the shared store and data
+    directory, and each worker's group reads only its own members."""
+    if store.dialect != "postgresql":
+        return DEFAULT_GROUP
+    return f"{DEFAULT_GROUP}-{re.sub(r'[^A-Za-z0-9_.-]', '_', worker_id)}"

@@ -72,6 +72,8 @@ def _start_again(worker: Worker, run: LocalRun) -> None:
         if registry.record(fqn).desired is not Desired.RUNNING:
             return
         started = worker.start_run(registry.get(fqn).config)
+        if started is None:  # in a cluster, no longer this worker's: its owner starts it
+            return
     except Exception as exc:  # noqa: BLE001 - one run that cannot start must not keep the others down
         log.error("%s %s could not start again after its session was lost: %s", run.kind, fqn, exc)
         return

@@ -379,3 +379,11 @@ def _record(conn: Connection, fqfn: str, *, lock: bool = False) -> FunctionRecor
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
+
+
+def desired_states(store: Store) -> dict[str, tuple[int, Desired]]:
+    """Every registered run's current version and desired state, by registry key (which
+    is its control id): one light read, for the cluster's rounds."""
+    with store.read() as conn:
+        rows = conn.execute(select(_functions.c.fqfn, _functions.c.version, _functions.c.desired))
+        return {row.fqfn: (int(row.version), Desired(row.desired)) for row in rows}

@@ -70,6 +70,11 @@ class Runs:
         self._starting = threading.Lock()
         self.closing = False
         self.starts = 0  # runs this worker started: restore, create, start, ...
+        # In a cluster: whether this worker may run the registry key (it is assigned
+        # to it); a start of one it may not is skipped (its owner starts it).
+        self.gate: Callable[[str], bool] | None = None
+        # In a cluster: the id of the worker a registry key is assigned to (status shows it).
+        self.owner_of: Callable[[str], str | None] | None = None
 
     def registry_for(self, kind: str) -> Registry[Any]:
         """The registry of ``kind`` (``function``, ``source`` or ``sink``)."""
@@ -116,20 +121,18 @@ class Runs:
             run.stop(StopMode.CANCEL, timeout=until(deadline))
         log.info("worker stopped %d run(s) (%s)", len(runs), mode)
 
-    def start(self, config: HostedConfig, prepared: PreparedRun | None = None) -> Run:
-        """Start ``config``'s run unless the same config runs already; returns the run."""
+    def start(self, config: HostedConfig, prepared: PreparedRun | None = None) -> Run | None:
+        """Start ``config``'s run unless the same config runs already; returns the run, or
+        None in a cluster when the run is another worker's (:attr:`gate`)."""
         allow = self._settings.allow_auto_topic_creation
-        if isinstance(config, FunctionConfig):
-            config = preparing.as_run(config, auto_create_topics=allow)
         # One start at a time: the restore at startup and a request may both
         # want a run started, and two queries must never share it.
         kind, fqn = kind_of(config), fqn_of(config)
         key = registry_key(kind, fqn)
-        query_config = (
-            preparing.as_run(sink_function_config(config), auto_create_topics=allow)
-            if isinstance(config, SinkConfig)
-            else config
-        )
+        query_config = self._query_config(config)
+        if self.gate is not None and not self.gate(key):
+            log.info("%s %s is not assigned to this worker; its owner runs it", kind, fqn)
+            return None
         with self._starting:
             with self.lock:
                 current = self._runs.get(key)
@@ -166,6 +169,20 @@ class Runs:
                 self.starts += 1
             run.start()
             return run
+
+    def _query_config(self, config: HostedConfig) -> FunctionConfig | SourceConfig:
+        """What the run of ``config`` runs: a function's or sink's config as its query takes it."""
+        allow = self._settings.allow_auto_topic_creation
+        if isinstance(config, SinkConfig):
+            return preparing.as_run(sink_function_config(config), auto_create_topics=allow)
+        if isinstance(config, FunctionConfig):
+            return preparing.as_run(config, auto_create_topics=allow)
+        return config
+
+    def runs_config(self, key: str, config: HostedConfig) -> bool:
+        """Whether the run under ``key`` is live and runs ``config`` (not an older version)."""
+        run = self.get(key)
+        return run is not None and not ended(run) and run.config == self._query_config(config)
 
     def end(self, key: str, mode: StopMode) -> None:
         """Stop the run under ``key`` by ``mode`` and wait until it has ended."""
@@ -212,9 +229,9 @@ class Runs:
             return HostedSource(config, self._open_store())
         if isinstance(config, SinkConfig):
             config = sink_function_config(config)
-        return LocalRun(
-            config, store=self._open_store(), kind=kind, worker_id=self._settings.worker_id
-        )
+        owner = self.owner_of(registry.key(fqfn)) if self.owner_of is not None else None
+        worker_id = owner or self._settings.worker_id
+        return LocalRun(config, store=self._open_store(), kind=kind, worker_id=worker_id)
 
 
 def until(deadline: float) -> float:

@@ -42,17 +42,15 @@ from typing import TYPE_CHECKING, Any
 from sparkfn.api.errors import FunctionFailure
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus, SourceStatus
-from sparkfn.config.connector import SourceConfig
 from sparkfn.config.function import FunctionConfig
-from sparkfn.connectors.source.instances import INPUT_ENDED
 from sparkfn.runtime.group.run import QueryGroup
-from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.metrics_store import reset_stats
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
 from sparkfn.store.sealed import reseal
 from sparkfn.store.store import Store
+from sparkfn.worker.assigned import ClusterWork, input_ended, join_cluster
 from sparkfn.worker.cluster.membership import Membership
 from sparkfn.worker.placement import Placement
 from sparkfn.worker.recovery import recover
@@ -85,6 +83,8 @@ class Worker:
         self.session = WorkerSession(settings.spark_master, spark=spark, on_death=self._lost)
         # This worker's place in its store's cluster, from open() to shutdown().
         self.membership: Membership | None = None
+        # A PostgreSQL store's: the leader's loop and what is assigned here (docs/cluster.md).
+        self.cluster: ClusterWork | None = None
         # Keyed by registry key: a function's FQFN, source:<fqn>, sink:<fqn>.
         self._runs = Runs(
             settings,
@@ -127,24 +127,18 @@ class Worker:
             raise
         if resealed:
             log.info("sealed the secrets of %d stored config versions", resealed)
-        settings = self.settings
-        membership = Membership(
-            store, settings.worker_id, host=settings.host, port=settings.port,
-            capacity=settings.capacity, lease=settings.lease, on_fenced=self._fenced,
-        )  # fmt: skip
         try:
-            membership.start()
+            self.membership, self.cluster = join_cluster(
+                store, self.settings, self._runs, ready=self.restored, start=self._start_assigned
+            )
         except BaseException:
             store.close()
             raise
-        self.store, self.membership = store, membership
+        self.store = store
 
-    def _fenced(self) -> None:
-        # Nothing is assigned by the leader yet (docs/cluster.md: not built), so
-        # there is no work to give up; the membership already stopped leading.
-        log.error(
-            "worker %s is out of its cluster until a heartbeat is written", self.settings.worker_id
-        )
+    def _start_assigned(self, config: HostedConfig) -> bool:
+        """Start a run assigned here; False: a source that read its input to the end."""
+        return not input_ended(self.open_store(), config) and self._runs.start(config) is not None
 
     def restore(self) -> list[str]:
         """Start Spark and every function that should run; returns their FQFNs.
@@ -159,9 +153,11 @@ class Worker:
             except Exception as exc:
                 log.error("Spark did not start (master %s): %s", self.settings.spark_master, exc)
                 return started
+            if self.cluster is not None:  # the assignment says what runs here
+                return started
             for kind in MODELS:
                 for version in self.registry_for(kind).wanted_running():
-                    if kind == "source" and self._finished(version.config):
+                    if input_ended(self.open_store(), version.config):
                         continue
                     try:
                         self._runs.start(version.config)
@@ -173,17 +169,6 @@ class Worker:
             self.restored_connectors = [k for k in started if key_kind(k) != "function"]
             self.restored.set()
         return started
-
-    def _finished(self, config: HostedConfig) -> bool:
-        """Whether a bounded source's last run read its input to the end (a drain of its
-        own): it is recorded as stopped instead of being started to read it all again."""
-        assert isinstance(config, SourceConfig)
-        record = control.read_control(self.open_store(), control.control_id("source", config.fqn))
-        if record is None or record.state != control.STOPPED or record.cause != INPUT_ENDED:
-            return False
-        self.registry_for("source").set_desired(config.fqn, Desired.STOPPED)
-        log.info("source %s read its input to the end before; not started again", config.fqn)
-        return True
 
     @property
     def registry(self) -> Registry[FunctionConfig]:
@@ -240,6 +225,8 @@ class Worker:
 
         What should run stays recorded, so the next worker starts them again.
         """
+        if self.cluster is not None:  # the next leader moves its work elsewhere
+            self.cluster.close()
         self._runs.close(mode or self.settings.shutdown_mode)
         self.session.close()
         for group in self._placement.take_groups():
@@ -371,8 +358,9 @@ class Worker:
             raise RuntimeError(msg)
         return self.store
 
-    def start_run(self, config: HostedConfig) -> Run:
-        """Start ``config``'s run unless it runs already (a recovery's start)."""
+    def start_run(self, config: HostedConfig) -> Run | None:
+        """Start ``config``'s run unless it runs already (a recovery's start); None in a
+        cluster when another worker owns it."""
         return self._runs.start(config)
 
     def _move_out(self, fqfn: str, mode: StopMode) -> None:

@@ -337,7 +337,8 @@ class GroupMemberTarget(QueryTarget):
 
     def _leave(self) -> None:
         if self._member:
-            members.leave(self.store, self.control_id)
+            # In its own epoch only: the row of a newer run (on another worker) stays.
+            members.leave(self.store, self.control_id, epoch=self._epoch)
             self._member = False
 
     def finished(self) -> Ended | None:

@@ -142,6 +142,12 @@ class Supervisor(FailureHandling, InstanceStops):
         mode, point, cause = requested
         if self._stopping is StopMode.CANCEL:
             return
+        # A run that a newer one replaced (in a cluster: its instance was given to another
+        # worker) stops without writing the record, which is the newer run's now.
+        record = control.read_control(self.store, self.control_id)
+        if record is not None and record.epoch > self.epoch:
+            self._fenced(record.epoch)
+            return
         self._stopping = mode
         self._move(RunState.STOPPING)
         if mode is StopMode.CANCEL:

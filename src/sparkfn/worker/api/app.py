@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from sparkfn.worker.api.cluster_api import cluster_router
 from sparkfn.worker.api.connectors_api import connectors_router
 from sparkfn.worker.api.console import console_router
+from sparkfn.worker.api.forward import Forward
 from sparkfn.worker.api.functions_api import functions_router
 from sparkfn.worker.api.logs_api import logs_router
 from sparkfn.worker.api.openapi import complete_openapi
@@ -69,6 +70,8 @@ def create_app(worker: Worker, *, shutdown_worker: bool = False) -> FastAPI:
     app.add_middleware(NoNulCharacters)
     keys = worker.settings.token_keys() if worker.settings.auth_enabled else None
     install_auth(app, keys)  # every route, including those included below
+    # Before auth (the owner checks the token) and after the Host and Origin check below.
+    app.add_middleware(Forward, worker=worker)
     settings = worker.settings
     # Added last, so it runs first: a foreign Host or Origin reaches nothing, auth on or off.
     app.add_middleware(

@@ -8,16 +8,24 @@ A leader writes in its own term only: the write locks the ``cluster_leader``
 row and finds its term there, or raises :class:`StaleLeaderError` and
 writes nothing, so a leader that was replaced while paused never overwrites
 its successor's plan.
+
+The same transaction **fences the runs** an instance leaves: for every
+instance given to a new worker, the run epoch of its control id
+(``function_runs``) grows by one, so a batch of the run on the worker it
+left (paused, partitioned, or just slow to notice) is refused by the commit's
+epoch check (``StaleRunError``) from the moment the plan is written, before
+the new worker has started anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import delete, insert, select, tuple_
+from sqlalchemy import delete, insert, select, tuple_, update
 
 from sparkfn.api.errors import StaleLeaderError
 from sparkfn.store.cluster_schema import cluster_assignments, cluster_leader
+from sparkfn.store.schema import function_runs
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.assignment import Assignment, InstanceKey, Plan
 from sparkfn.worker.cluster.clock import store_now
@@ -39,11 +47,29 @@ def read_assignments(store: Store, worker_id: str | None = None) -> list[Assignm
     ]
 
 
-def write_plan(store: Store, before: Iterable[Assignment], plan: Plan, *, term: int) -> int:
-    """Write the assignments ``plan`` changed from ``before`` in one transaction; returns
-    how many rows it wrote. Raises :class:`StaleLeaderError` outside ``term``."""
+def write_plan(
+    store: Store,
+    before: Iterable[Assignment],
+    plan: Plan,
+    *,
+    term: int,
+    removed: Iterable[InstanceKey] = (),
+) -> int:
+    """Write the assignments ``plan`` changed from ``before`` (and delete those of
+    ``removed``) in one transaction; returns how many rows it wrote or deleted. Raises
+    :class:`StaleLeaderError` outside ``term``. The runs of instances given to a new
+    worker are fenced in the same transaction (the module docstring)."""
     was = {item.instance: item for item in before}
     changed = [item for key, item in plan.assignments.items() if was.get(key) != item]
+    gone = sorted(set(removed))
+    moved = sorted(
+        {
+            item.instance.control_id
+            for item in changed
+            if item.worker_id is not None
+            and (was.get(item.instance) is None or was[item.instance].worker_id != item.worker_id)
+        }
+    )
     with store.write() as conn:
         found = conn.execute(
             select(cluster_leader.c.term).where(cluster_leader.c.id == 1).with_for_update()
@@ -51,16 +77,25 @@ def write_plan(store: Store, before: Iterable[Assignment], plan: Plan, *, term: 
         if found != term:
             msg = f"leader of term {term} may not write the assignment: the term is now {found}"
             raise StaleLeaderError(msg)
-        if not changed:
+        if not changed and not gone:
             return 0
         table = cluster_assignments
         keys = [(item.instance.control_id, item.instance.instance_id) for item in changed]
+        keys += [(key.control_id, key.instance_id) for key in gone]
         # In slices: one IN list of 10,000 pairs overflows PostgreSQL's parser stack.
         for start in range(0, len(keys), DELETE_SLICE):
             pairs = keys[start : start + DELETE_SLICE]
             conn.execute(
                 delete(table).where(tuple_(table.c.control_id, table.c.instance_id).in_(pairs))
             )
+        for start in range(0, len(moved), DELETE_SLICE):
+            conn.execute(
+                update(function_runs)
+                .where(function_runs.c.fqfn.in_(moved[start : start + DELETE_SLICE]))
+                .values(epoch=function_runs.c.epoch + 1)
+            )
+        if not changed:
+            return len(gone)
         now = store_now(conn)
         # An instance waiting for room has the worker id "" (the column is not nullable).
         conn.execute(
@@ -71,4 +106,4 @@ def write_plan(store: Store, before: Iterable[Assignment], plan: Plan, *, term: 
                 for item in changed
             ],
         )  # fmt: skip
-    return len(changed)
+    return len(changed) + len(gone)

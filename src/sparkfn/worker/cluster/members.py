@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select, update
 
-from sparkfn.store.cluster_schema import cluster_leader, cluster_workers
+from sparkfn.store.cluster_schema import cluster_assignments, cluster_leader, cluster_workers
+from sparkfn.store.schema import function_runs
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.clock import store_now
 
@@ -52,3 +53,73 @@ def current_leader(store: Store) -> tuple[WorkerInfo, int] | None:
     if row is None:
         return None
     return WorkerInfo(row.worker_id, row.host, row.port), int(row.term)
+
+
+def owner(store: Store, control_id: str) -> tuple[str, WorkerInfo | None] | None:
+    """Who runs ``control_id`` (instance 0: a run is one instance of the assignment):
+    its worker id and, while that worker's lease runs, where it serves; None when
+    the run is assigned to nobody (stopped, never placed, or waiting for room)."""
+    table, workers = cluster_assignments, cluster_workers
+    with store.read() as conn:
+        now = store_now(conn)
+        row = conn.execute(
+            select(table.c.worker_id, workers.c.host, workers.c.port, workers.c.lease_expires_at)
+            .select_from(
+                table.outerjoin(
+                    workers,
+                    (workers.c.worker_id == table.c.worker_id) & (workers.c.lease_expires_at > now),
+                )
+            )
+            .where(table.c.control_id == control_id, table.c.instance_id == 0)
+        ).first()
+    if row is None or not row.worker_id:
+        return None
+    live = WorkerInfo(row.worker_id, row.host, row.port) if row.host is not None else None
+    return row.worker_id, live
+
+
+def assignments(store: Store) -> dict[str, list[str]]:
+    """Each worker's assigned instances, Pulsar's way: ``{worker id: ["t/n/f:0", ...]}``
+    (a source's or sink's with its kind first, ``sink:t/n/s:0``: names are per kind)."""
+    table, runs = cluster_assignments, function_runs
+    with store.read() as conn:
+        rows = conn.execute(
+            select(table.c.worker_id, table.c.control_id, func.coalesce(runs.c.parallelism, 1))
+            .select_from(table.outerjoin(runs, runs.c.fqfn == table.c.control_id))
+            .where(table.c.worker_id != "")
+            .order_by(table.c.worker_id, table.c.control_id)
+        ).all()
+    found: dict[str, list[str]] = {}
+    for worker_id, control_id, parallelism in rows:
+        found.setdefault(worker_id, []).extend(f"{control_id}:{i}" for i in range(parallelism))
+    return found
+
+
+def drain(store: Store, worker_id: str) -> bool:
+    """Give ``worker_id`` no more room (capacity 0): the leader's next round moves its
+    instances to the others. False if no such worker is a member."""
+    with store.write() as conn:
+        done = conn.execute(
+            update(cluster_workers)
+            .where(cluster_workers.c.worker_id == worker_id)
+            .values(capacity=0)
+        )
+    return done.rowcount == 1
+
+
+def drain_status(store: Store, worker_id: str) -> str:
+    """Pulsar's drain status of ``worker_id``: ``NOT_RUN`` (not drained), ``RUNNING``
+    (instances still assigned to it) or ``SUCCESS`` (none left)."""
+    table = cluster_workers
+    with store.read() as conn:
+        capacity = conn.execute(
+            select(table.c.capacity).where(table.c.worker_id == worker_id)
+        ).scalar_one_or_none()
+        left = conn.execute(
+            select(func.count())
+            .select_from(cluster_assignments)
+            .where(cluster_assignments.c.worker_id == worker_id)
+        ).scalar_one()
+    if capacity is not None and capacity > 0:
+        return "NOT_RUN"
+    return "RUNNING" if left else "SUCCESS"

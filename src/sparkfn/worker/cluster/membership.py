@@ -185,7 +185,10 @@ class Membership:
                 "host": self.host,
                 "port": self.port,
                 "incarnation": incarnation,
-                "capacity": self.capacity,
+                # A drained worker (capacity 0) stays drained when it rejoins.
+                "capacity": 0
+                if row is not None and row.incarnation == self.incarnation and row.capacity == 0
+                else self.capacity,
                 "lock_pid": None,
                 "joined_at": now,
                 "heartbeat_at": now,

@@ -1,0 +1,301 @@
+"""A cluster worker runs exactly what the leader assigned to it.
+
+>>> assigned = Assigned(worker_id, store, runs, membership, ready=restored, start=start)
+>>> runs.gate = assigned.owns        # a start of another worker's run is skipped
+>>> assigned.start()                 # a thread: every round, start and stop runs to match
+
+Every round (``lease / 3`` seconds, and at once when woken) the worker reads
+its own assignment rows (control id and epoch) and the registry's desired
+states, then
+
+* ends (``suspend``) each run it hosts that is no longer assigned to it;
+* starts each assigned run that should run and that it has not started in
+  the assignment's epoch (a run that ended by itself in that epoch, in
+  ``ERROR`` for instance, stays ended, as on a single worker);
+* starts again (after a ``drain``) a run whose registry version changed,
+  so an update received by any worker reaches the owner.
+
+Fenced (its lease ran out: paused, partitioned), the worker cancels every
+run at once and starts nothing until it is a member again; the leader has
+given its work to others meanwhile, and their runs' newer epochs refuse
+whatever its runs still try to commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from sparkfn.api.errors import NotFoundError
+from sparkfn.api.lifecycle import StopMode
+from sparkfn.config.connector import SourceConfig
+from sparkfn.connectors.source.instances import INPUT_ENDED
+from sparkfn.runtime.lifecycle import control
+from sparkfn.store.store import Store
+from sparkfn.worker.cluster.assignment_store import read_assignments
+from sparkfn.worker.cluster.leader_loop import LeaderLoop
+from sparkfn.worker.cluster.members import owner
+from sparkfn.worker.cluster.membership import Membership, MemberState
+from sparkfn.worker.registry import Desired, HostedConfig, Registry, desired_states
+from sparkfn.worker.runs import Runs, ended, key_kind
+from sparkfn.worker.settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+# How many leader rounds a start waits for its run to be placed.
+PLACE_WAIT = 2
+
+
+class Assigned:
+    """The loop that keeps a cluster worker's runs equal to its assignment."""
+
+    def __init__(
+        self,
+        store: Store,
+        runs: Runs,
+        membership: Membership,
+        *,
+        ready: threading.Event,
+        start: Callable[[HostedConfig], bool],
+    ) -> None:
+        self.store = store
+        self.runs = runs
+        self.membership = membership
+        self.worker_id = membership.worker_id
+        self.ready = ready
+        # Starts a run (False: it should not start, a source whose input ended).
+        self._start = start
+        self.interval = membership.lease / 3
+        # control id -> (assignment epoch, registry version) this worker started it in
+        self.started: dict[str, tuple[int, int]] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._round_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def owns(self, key: str) -> bool:
+        """Whether run ``key`` (its registry key: its control id) is assigned to this
+        worker now, read from the store (and the worker is a member)."""
+        if self.membership.state is not MemberState.MEMBER:
+            return False
+        found = owner(self.store, key)
+        return found is not None and found[0] == self.worker_id
+
+    def start(self) -> None:
+        """Start the loop's thread."""
+        self._thread = threading.Thread(
+            target=self._loop, name=f"sparkfn-assigned-{self.worker_id}", daemon=True
+        )
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Look at the assignment now rather than at the next round."""
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop the loop (idempotent); the runs are the worker's to stop."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    def fenced(self) -> None:
+        """The membership's fencing hook: cancel every run now (the membership's thread:
+        no waiting here), the loop ends them."""
+        for key in self.runs.running(None):
+            run = self.runs.get(key)
+            if run is not None:
+                run.stop(StopMode.CANCEL, timeout=0)
+        self.wake()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set() or not self.ready.is_set() or self.runs.closing:
+                continue
+            try:
+                self.round()
+            except Exception:  # the store failed: the next round tries again
+                log.exception("worker %s: its assignment round failed", self.worker_id)
+
+    def round(self) -> None:
+        """Start and stop runs to match this worker's assignment (the module docstring)."""
+        with self._round_lock:
+            if self.membership.state is not MemberState.MEMBER:
+                self._end_all()
+                return
+            mine = {
+                item.instance.control_id: item.epoch
+                for item in read_assignments(self.store, self.worker_id)
+            }
+            for key in self.runs.running(None):
+                if key not in mine:
+                    log.info("worker %s: %s is no longer assigned to it", self.worker_id, key)
+                    self.runs.end(key, StopMode.SUSPEND)
+            for key in list(self.started):
+                if key not in mine:
+                    del self.started[key]
+            states = desired_states(self.store)
+            for key, epoch in sorted(mine.items()):
+                if key in states and not self._stop.is_set():
+                    self._keep(key, epoch, *states[key])
+
+    def _keep(self, key: str, epoch: int, version: int, desired: Desired) -> None:
+        """Start, or start again after an update, the assigned run ``key``."""
+        done = self.started.get(key)
+        run = self.runs.get(key)
+        running = run is not None and not ended(run)
+        if done is None and running:  # started by a request here (create, start, restart)
+            self.started[key] = (epoch, version)
+            return
+        if done is not None and done[0] == epoch and (done[1] == version or not running):
+            self.started[key] = (epoch, version)  # ended by itself or stopped: it stays so
+            return
+        kind = key_kind(key)
+        fqn = key.removeprefix(f"{kind}:")
+        try:
+            config = self.runs.registry_for(kind).get(fqn).config
+        except NotFoundError:  # deleted meanwhile: the leader drops its assignment
+            return
+        if done is not None and done[0] == epoch:  # a new version, updated at another worker
+            if self.runs.runs_config(key, config):  # or here: it runs already
+                self.started[key] = (epoch, version)
+                return
+            log.info("worker %s: %s has a new version %d", self.worker_id, key, version)
+            self.runs.end(key, StopMode.DRAIN)
+        elif running:  # started in another epoch: its run was fenced, or will be
+            self.runs.end(key, StopMode.CANCEL)
+        self.started[key] = (epoch, version)
+        if desired is not Desired.RUNNING:
+            return
+        try:
+            if self._start(config):
+                log.info("worker %s runs %s (assignment epoch %d)", self.worker_id, key, epoch)
+        except Exception as exc:  # one broken run must not keep the others down
+            log.error("worker %s: %s %s could not start: %s", self.worker_id, kind, fqn, exc)
+
+    def _end_all(self) -> None:
+        """Out of the cluster: end every run, start nothing."""
+        keys = self.runs.running(None)
+        for key in keys:
+            self.runs.end(key, StopMode.CANCEL)
+        if keys:
+            log.warning(
+                "worker %s is out of its cluster: ended %d run(s)", self.worker_id, len(keys)
+            )
+        self.started.clear()
+
+
+def wanted(store: Store) -> tuple[set[str], set[str]]:
+    """What the leader places: the control ids whose desired state is running, and every
+    registered control id (the others' assignments are deleted)."""
+    states = desired_states(store)
+    return {key for key, (_, desired) in states.items() if desired is Desired.RUNNING}, set(states)
+
+
+class ClusterWork:
+    """A PostgreSQL worker's part in its cluster: the leader's loop (which plans only
+    while this worker leads) and the loop that runs what is assigned to it."""
+
+    def __init__(
+        self,
+        store: Store,
+        runs: Runs,
+        membership: Membership,
+        *,
+        ready: threading.Event,
+        start: Callable[[HostedConfig], bool],
+    ) -> None:
+        self.assigned = Assigned(store, runs, membership, ready=ready, start=start)
+        self.leader = LeaderLoop(store, membership, lambda: wanted(store))
+        self.runs = runs
+
+    def start(self) -> None:
+        """Gate the worker's starts by the assignment and start both loops."""
+        self.runs.gate = self._gate
+        self.runs.owner_of = self.owner_of
+        self.leader.start()
+        self.assigned.start()
+
+    def _gate(self, key: str) -> bool:
+        """Whether this worker may start run ``key``. One not placed yet (a create, a start
+        of a stopped run) is placed first: the leader is woken (at once, if it is this
+        worker) and waited for, up to a few rounds, so a request that lands on the worker
+        it is placed on starts it itself and answers its start's errors as ever."""
+        if self.assigned.owns(key):
+            return True
+        if owner(self.assigned.store, key) is None:  # not placed yet: the leader places it now
+            self.changed()
+            deadline = time.monotonic() + PLACE_WAIT * self.leader.interval
+            while owner(self.assigned.store, key) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return self.assigned.owns(key)
+        return False
+
+    def owner_of(self, key: str) -> str | None:
+        """The id of the worker assigned run ``key``, or None."""
+        found = owner(self.assigned.store, key)
+        return found[0] if found is not None else None
+
+    def changed(self) -> None:
+        """Something to place changed here (a create, a start, a stop): plan now if this
+        worker leads, and look at its own assignment now."""
+        self.leader.wake()
+        self.assigned.wake()
+
+    def on_leader(self, leading: bool) -> None:
+        """The membership's leader hook: a new leader plans at once."""
+        if leading:
+            self.leader.wake()
+
+    def fenced(self) -> None:
+        """The membership's fencing hook (its thread): every run is cancelled."""
+        log.error("worker %s is out of its cluster: its runs end", self.assigned.worker_id)
+        self.assigned.fenced()
+
+    def close(self) -> None:
+        """Stop both loops (the worker stops its runs)."""
+        self.leader.close()
+        self.assigned.close()
+
+
+def input_ended(store: Store, config: HostedConfig) -> bool:
+    """Whether ``config`` is a bounded source whose last run read its input to the end (a
+    drain of its own): it is recorded as stopped instead of being started to read it all
+    again."""
+    if not isinstance(config, SourceConfig):
+        return False
+    record = control.read_control(store, control.control_id("source", config.fqn))
+    if record is None or record.state != control.STOPPED or record.cause != INPUT_ENDED:
+        return False
+    Registry(store, SourceConfig).set_desired(config.fqn, Desired.STOPPED)
+    log.info("source %s read its input to the end before; not started again", config.fqn)
+    return True
+
+
+def join_cluster(
+    store: Store,
+    settings: WorkerSettings,
+    runs: Runs,
+    *,
+    ready: threading.Event,
+    start: Callable[[HostedConfig], bool],
+) -> tuple[Membership, ClusterWork | None]:
+    """Join ``store``'s cluster (:class:`~sparkfn.api.errors.ConfigError` if the id, or a
+    SQLite store, is taken); on PostgreSQL, with the loops of :class:`ClusterWork`
+    started. A SQLite store's one worker runs everything, as ever (no assignment)."""
+    membership = Membership(
+        store, settings.worker_id, host=settings.host, port=settings.port,
+        capacity=settings.capacity, lease=settings.lease,
+    )  # fmt: skip
+    work = None
+    if store.dialect == "postgresql":
+        work = ClusterWork(store, runs, membership, ready=ready, start=start)
+        membership.on_fenced, membership.on_leader = work.fenced, work.on_leader
+    membership.start()
+    if work is not None:
+        work.start()
+    return membership, work

@@ -1,0 +1,325 @@
+"""Three ``sparkfn worker start`` processes over one PostgreSQL database: a real cluster.
+
+The module starts three workers (``w0``, ``w1``, ``w2``; ``local[1]``, a
+3 s lease) on a database of its own, created here and dropped after, and a
+shared data directory, and its tests run in order on that one cluster, each
+leaving it smaller: a REST call to one worker stops, starts and restarts a
+function that runs on another; a worker paused past its lease (SIGSTOP) loses
+its function to another and, resumed, commits nothing and stops its stale
+run; a worker SIGKILLed mid-stream has its function run elsewhere within
+30 s; the leader SIGKILLed is replaced within 10 s with the assignment
+intact. Under ``effectively_once`` every input has exactly one output
+throughout. The measured failover times are printed (``-s``).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from worker_process import SHARED_ENV, WorkerProcess, topic_counts
+
+from sparkfn.store.schema import function_runs
+from sparkfn.store.store import Store
+from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
+from sparkfn.worker.cluster.members import owner
+from waiting import until
+
+SERVER = "postgresql://postgres@127.0.0.1:5432"
+ECHO = Path(__file__).resolve().parents[2] / "runtime" / "funcs" / "named_echo.py"
+LEASE = 3.0
+WORKERS = 3
+
+pytestmark = pytest.mark.long_running(600)
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[str]:
+    """A PostgreSQL database of this module's own, dropped after it."""
+    name = f"sparkfn_cluster_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{SERVER}/{name}"
+    finally:
+        with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@dataclass
+class Cluster:
+    """The module's workers by id, and a store of the test's own on their database."""
+
+    workers: dict[str, WorkerProcess]
+    store: Store
+    gone: set[str] = field(default_factory=set)
+
+    def live(self) -> dict[str, WorkerProcess]:
+        return {k: w for k, w in self.workers.items() if k not in self.gone}
+
+    def get(self, path: str, via: str | None = None) -> Any:
+        worker = self.live()[via] if via else next(iter(self.live().values()))
+        response = httpx.get(worker.url + path, timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    def owner(self, name: str) -> str | None:
+        found = owner(self.store, f"public/default/{name}")
+        return found[0] if found is not None else None
+
+    def running_on(self, worker_id: str) -> list[str]:
+        """What the worker's own process runs (not the assignment: its runs)."""
+        url = self.workers[worker_id].url + "/admin/v2/worker-stats/functionsmetrics"
+        return [m["name"].rsplit(":", 1)[0] for m in httpx.get(url, timeout=30).json()]
+
+    def leader(self) -> str | None:
+        try:
+            return str(self.get("/admin/v2/worker/cluster/leader")["workerId"])
+        except httpx.HTTPStatusError:
+            return None
+
+
+@pytest.fixture(scope="module")
+def cluster(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    data_dir = tmp_path_factory.mktemp("cluster") / "data"
+    data_dir.mkdir()
+    env = {
+        **SHARED_ENV,
+        "SPARKFN_WORKER_LEASE": str(LEASE),
+        "SPARKFN_WORKER_PARK_IDLE_AFTER": "0",
+        "SPARKFN_WORKER_SHUTDOWN_TIMEOUT": "10",
+    }
+    workers = {
+        f"w{i}": WorkerProcess(data_dir, database, env={**env, "SPARKFN_WORKER_WORKER_ID": f"w{i}"})
+        for i in range(WORKERS)
+    }
+    try:
+        for worker in workers.values():
+            worker.start(timeout=180)
+        for worker in workers.values():
+            worker.wait_ready(timeout=300)
+        store = Store.open(database, data_dir)
+        yield Cluster(workers, store)
+        store.close()
+    finally:
+        for worker in workers.values():
+            if worker.proc is not None:
+                worker.proc.send_signal(signal.SIGCONT)
+                worker.stop(signal.SIGKILL)
+
+
+def _create(worker: WorkerProcess, name: str, topic: str) -> None:
+    config = {
+        "inputs": [topic],
+        "output": f"{topic}-out",
+        "className": "named_echo.NamedEcho",
+        "processingGuarantees": "EFFECTIVELY_ONCE",
+        "subscriptionPosition": "Earliest",
+    }
+    with ECHO.open("rb") as code, worker.client() as client:
+        response = client.post(
+            f"/public/default/{name}",
+            data={"functionConfig": json.dumps(config)},
+            files={"data": (ECHO.name, code, "text/x-python")},
+        )
+    assert response.status_code == 200, response.text
+
+
+class Feed:
+    """A steady producer of ``m0, m1, ...`` to a topic, on a thread."""
+
+    def __init__(self, store: Store, topic: str) -> None:
+        self.producer = Producer(store, topic)
+        self.sent: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._feed, daemon=True)
+        self._thread.start()
+
+    def _feed(self) -> None:
+        while not self._stop.is_set():
+            values = [f"m{i}" for i in range(len(self.sent), len(self.sent) + 5)]
+            self.producer.send_batch([Message(v.encode()) for v in values])
+            self.sent.extend(values)
+            time.sleep(0.1)
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        self._thread.join(30)
+        return self.sent
+
+
+def _outputs(cluster: Cluster, topic: str) -> int:
+    return sum(topic_counts(cluster.store, f"{topic}-out").values())
+
+
+def _stream(cluster: Cluster, name: str) -> tuple[str, Feed]:
+    """A function ``name`` running on some worker over a steady feed; returns its owner."""
+    topic = f"in-{name}"
+    admin = TopicAdmin(cluster.store)
+    admin.create(topic, schema_type="string")
+    admin.create(f"{topic}-out", schema_type="string")
+    _create(next(iter(cluster.live().values())), name, topic)
+    feed = Feed(cluster.store, topic)
+    until(lambda: _outputs(cluster, topic) >= 20, f"{name}'s first outputs", 180)
+    found = cluster.owner(name)
+    assert found is not None
+    return found, feed
+
+
+def _exactly_once(cluster: Cluster, name: str, feed: Feed) -> None:
+    """Every input the feed sent has exactly one output, in the end."""
+    sent = feed.stop()
+    topic = f"in-{name}"
+    expected = {f"{name}:{v}" for v in sent}
+
+    def said() -> str:
+        status = _status(cluster, name, next(iter(cluster.live())))
+        return f"{len(sent)} outputs of {name}: {_outputs(cluster, topic)} so far; {status}"
+
+    until(lambda: _outputs(cluster, topic) >= len(sent), said, 180)
+    counts = topic_counts(cluster.store, f"{topic}-out")
+    assert set(counts) == expected
+    repeated = {v: n for v, n in counts.items() if n != 1}
+    assert not repeated, f"repeated outputs: {sorted(repeated.items())[:10]}"
+
+
+def _status(cluster: Cluster, name: str, via: str) -> dict[str, Any]:
+    found: dict[str, Any] = cluster.get(f"/admin/v3/functions/public/default/{name}/status", via)
+    return found
+
+
+def _running(cluster: Cluster, name: str, via: str) -> bool:
+    return bool(_status(cluster, name, via)["numRunning"] == 1)
+
+
+def test_a_rest_call_to_one_worker_controls_a_function_on_another(cluster: Cluster) -> None:
+    wait = partial(until, timeout=120)
+    topic = "in-ctl"
+    TopicAdmin(cluster.store).create(topic, schema_type="string")
+    _create(cluster.workers["w0"], "ctl", topic)
+    runner = wait(lambda: cluster.owner("ctl"), "ctl assigned")
+    wait(lambda: "public/default/ctl" in cluster.running_on(runner), f"ctl running on {runner}")
+    other = next(w for w in cluster.live() if w != runner)
+    # Any worker shows the owner as each instance's worker.
+    for via in cluster.live():
+        instances = _status(cluster, "ctl", via)["instances"]
+        assert [i["status"]["workerId"] for i in instances] == [runner]
+    assignments = cluster.get("/admin/v2/worker/assignments", other)
+    assert "public/default/ctl:0" in assignments[runner]
+
+    base = f"{cluster.workers[other].url}/admin/v3/functions/public/default/ctl"
+    assert httpx.post(f"{base}/stop", timeout=120).status_code == 204
+    wait(lambda: "public/default/ctl" not in cluster.running_on(runner), f"ctl stopped on {runner}")
+    wait(lambda: not _running(cluster, "ctl", other), "ctl stopped in its status")
+
+    assert httpx.post(f"{base}/start", timeout=120).status_code == 204
+    started = wait(lambda: cluster.owner("ctl"), "ctl placed again")
+    wait(lambda: "public/default/ctl" in cluster.running_on(started), f"ctl running on {started}")
+    epoch = _run_epoch(cluster, "public/default/ctl")
+    caller = next(w for w in cluster.live() if w != started)
+    restart = f"{cluster.workers[caller].url}/admin/v3/functions/public/default/ctl/restart"
+    assert httpx.post(restart, timeout=120).status_code == 204
+    wait(lambda: _run_epoch(cluster, "public/default/ctl") > epoch, "ctl restarted: a new run")
+    wait(lambda: _running(cluster, "ctl", caller), "ctl running after its restart")
+    assert cluster.owner("ctl") == started  # restarted where it runs, not moved
+    with cluster.workers[caller].client() as client:
+        assert client.delete("/public/default/ctl").status_code == 200
+    wait(lambda: cluster.owner("ctl") is None, "ctl's assignment gone")
+
+
+def _run_epoch(cluster: Cluster, control_id: str) -> int:
+    with cluster.store.read() as conn:
+        found = conn.execute(
+            function_runs.select().where(function_runs.c.fqfn == control_id)
+        ).first()
+    return int(found.epoch) if found is not None else 0
+
+
+def test_a_paused_worker_loses_its_function_commits_nothing_and_rejoins(cluster: Cluster) -> None:
+    paused, feed = _stream(cluster, "paused")
+    process = cluster.workers[paused]
+    assert process.proc is not None
+    topic = "in-paused"
+    process.proc.send_signal(signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        taker = until(
+            lambda: (found := cluster.owner("paused")) != paused and found,
+            "the paused worker's function assigned to another",
+            60,
+        )
+        before = _outputs(cluster, topic)
+        until(lambda: _outputs(cluster, topic) > before, f"outputs from {taker}", 60)
+        print(
+            f"\nSIGSTOP: the function ran again on {taker} {time.monotonic() - stopped_at:.1f} s later"
+        )
+    finally:
+        process.proc.send_signal(signal.SIGCONT)
+    # Resumed: it finds itself out, ends its stale run and rejoins.
+    until(
+        lambda: "public/default/paused" not in cluster.running_on(paused), "its stale run ended", 60
+    )
+    until(
+        lambda: paused in {w["workerId"] for w in cluster.get("/admin/v2/worker/cluster")},
+        "the paused worker back in the cluster",
+        60,
+    )
+    assert "out of its cluster" in process.output()
+    assert cluster.owner("paused") == taker
+    _exactly_once(cluster, "paused", feed)
+
+
+def test_a_killed_workers_function_runs_elsewhere_within_30_s(cluster: Cluster) -> None:
+    victim, feed = _stream(cluster, "moved")
+    topic = "in-moved"
+    cluster.workers[victim].stop(signal.SIGKILL)
+    killed_at = time.monotonic()
+    cluster.gone.add(victim)
+    taker = until(
+        lambda: (found := cluster.owner("moved")) != victim and found,
+        "the killed worker's function assigned to another",
+        30,
+    )
+    before = _outputs(cluster, topic)
+    until(lambda: _outputs(cluster, topic) > before, f"outputs from {taker}", 30)
+    took = time.monotonic() - killed_at
+    print(f"\nSIGKILL: the function ran again on {taker} {took:.1f} s later")
+    assert took < 30
+    _exactly_once(cluster, "moved", feed)
+
+
+def test_a_killed_leader_is_replaced_within_10_s_and_the_assignment_stays(
+    cluster: Cluster,
+) -> None:
+    leader = until(cluster.leader, "a leader", 30)
+    kept = {
+        name: found
+        for name in ("paused", "moved")
+        if (found := cluster.owner(name)) is not None and found != leader
+    }
+    cluster.workers[leader].stop(signal.SIGKILL)
+    killed_at = time.monotonic()
+    cluster.gone.add(leader)
+    until(lambda: (found := cluster.leader()) is not None and found != leader, "a new leader", 10)
+    print(f"\nSIGKILL of the leader: a new leader {time.monotonic() - killed_at:.1f} s later")
+    for name, worker_id in kept.items():
+        assert cluster.owner(name) == worker_id
+    survivor = next(iter(cluster.live()))
+    until(
+        lambda: all(cluster.owner(n) == survivor for n in ("paused", "moved")),
+        "every function on the last worker",
+        30,
+    )
