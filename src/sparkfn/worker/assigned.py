@@ -34,7 +34,7 @@ from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.source.instances import INPUT_ENDED
 from sparkfn.runtime.lifecycle import control
 from sparkfn.store.store import Store
-from sparkfn.worker.cluster.assignment_store import read_assignments
+from sparkfn.worker.cluster.assignment_store import assignment_of, read_assignments
 from sparkfn.worker.cluster.leader_loop import LeaderLoop
 from sparkfn.worker.cluster.members import owner
 from sparkfn.worker.cluster.membership import Membership, MemberState
@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 # How many leader rounds a start waits for its run to be placed.
 PLACE_WAIT = 2
+# The version of a run a request started (the loop compares its config instead).
+UNKNOWN_VERSION = -1
 
 
 class Assigned:
@@ -80,8 +82,12 @@ class Assigned:
         worker now, read from the store (and the worker is a member)."""
         if self.membership.state is not MemberState.MEMBER:
             return False
-        found = owner(self.store, key)
-        return found is not None and found[0] == self.worker_id
+        found = assignment_of(self.store, key)
+        if found is None or found.worker_id != self.worker_id:
+            return False
+        # Started (by the caller) in this epoch: the loop keeps it, checking its version.
+        self.started[key] = (found.epoch, UNKNOWN_VERSION)
+        return True
 
     def start(self) -> None:
         """Start the loop's thread."""
@@ -121,12 +127,13 @@ class Assigned:
             except Exception:  # the store failed: the next round tries again
                 log.exception("worker %s: its assignment round failed", self.worker_id)
 
-    def round(self) -> None:
-        """Start and stop runs to match this worker's assignment (the module docstring)."""
+    def round(self) -> list[str]:
+        """Start and stop runs to match this worker's assignment (the module docstring);
+        returns the keys of the runs it started."""
         with self._round_lock:
             if self.membership.state is not MemberState.MEMBER:
                 self._end_all()
-                return
+                return []
             mine = {
                 item.instance.control_id: item.epoch
                 for item in read_assignments(self.store, self.worker_id)
@@ -139,43 +146,49 @@ class Assigned:
                 if key not in mine:
                     del self.started[key]
             states = desired_states(self.store)
-            for key, epoch in sorted(mine.items()):
-                if key in states and not self._stop.is_set():
-                    self._keep(key, epoch, *states[key])
+            return [
+                key
+                for key, epoch in sorted(mine.items())
+                if key in states
+                and not self._stop.is_set()
+                and self._keep(key, epoch, *states[key])
+            ]
 
-    def _keep(self, key: str, epoch: int, version: int, desired: Desired) -> None:
-        """Start, or start again after an update, the assigned run ``key``."""
+    def _keep(self, key: str, epoch: int, version: int, desired: Desired) -> bool:
+        """Start, or start again after an update, the assigned run ``key``; True if started."""
         done = self.started.get(key)
         run = self.runs.get(key)
         running = run is not None and not ended(run)
         if done is None and running:  # started by a request here (create, start, restart)
             self.started[key] = (epoch, version)
-            return
+            return False
         if done is not None and done[0] == epoch and (done[1] == version or not running):
             self.started[key] = (epoch, version)  # ended by itself or stopped: it stays so
-            return
+            return False
         kind = key_kind(key)
         fqn = key.removeprefix(f"{kind}:")
         try:
             config = self.runs.registry_for(kind).get(fqn).config
         except NotFoundError:  # deleted meanwhile: the leader drops its assignment
-            return
+            return False
         if done is not None and done[0] == epoch:  # a new version, updated at another worker
             if self.runs.runs_config(key, config):  # or here: it runs already
                 self.started[key] = (epoch, version)
-                return
+                return False
             log.info("worker %s: %s has a new version %d", self.worker_id, key, version)
             self.runs.end(key, StopMode.DRAIN)
         elif running:  # started in another epoch: its run was fenced, or will be
             self.runs.end(key, StopMode.CANCEL)
         self.started[key] = (epoch, version)
         if desired is not Desired.RUNNING:
-            return
+            return False
         try:
             if self._start(config):
                 log.info("worker %s runs %s (assignment epoch %d)", self.worker_id, key, epoch)
+                return True
         except Exception as exc:  # one broken run must not keep the others down
             log.error("worker %s: %s %s could not start: %s", self.worker_id, kind, fqn, exc)
+        return False
 
     def _end_all(self) -> None:
         """Out of the cluster: end every run, start nothing."""
@@ -245,6 +258,14 @@ class ClusterWork:
         worker leads, and look at its own assignment now."""
         self.leader.wake()
         self.assigned.wake()
+
+    def restore(self) -> list[str]:
+        """The worker's start, once Spark is up: plan now if this worker leads (a worker
+        alone places everything on itself), then start what is assigned here; returns
+        the keys started."""
+        if self.leader.member.is_leader:
+            self.leader.round()
+        return self.assigned.round()
 
     def on_leader(self, leading: bool) -> None:
         """The membership's leader hook: a new leader plans at once."""

@@ -154,6 +154,7 @@ class Worker:
                 log.error("Spark did not start (master %s): %s", self.settings.spark_master, exc)
                 return started
             if self.cluster is not None:  # the assignment says what runs here
+                started.extend(self.cluster.restore())
                 return started
             for kind in MODELS:
                 for version in self.registry_for(kind).wanted_running():

@@ -71,3 +71,21 @@ def test_a_second_worker_on_a_sqlite_store_says_so_and_exits(data_dir: Path) -> 
     again = Worker(settings)  # the first gone, the store takes a worker again
     again.open()
     again.shutdown()
+
+
+def test_the_assignments_and_a_drain_answer_in_pulsars_shapes(
+    worker: Worker, client: httpx.Client
+) -> None:
+    base = str(client.base_url).rstrip("/") + "/admin/v2/worker"
+    assert httpx.get(base + "/assignments").json() == {}
+    drain = httpx.put(base + "/drain")
+    if worker.open_store().dialect == "sqlite":
+        assert (drain.status_code, drain.json()["reason"]) == (409, "not_a_cluster")
+        return
+    assert drain.status_code == 204
+    assert httpx.get(base + "/drain").json() == {"status": "SUCCESS", "lastError": ""}
+    assert httpx.get(base + "/leader/drain", params={"workerId": "nobody"}).json()["status"] == (
+        "SUCCESS"
+    )
+    missing = httpx.put(base + "/leader/drain", params={"workerId": "nobody"})
+    assert (missing.status_code, missing.json()["reason"]) == (404, "worker_not_found")

@@ -55,6 +55,10 @@ class PulsarWorkerInfo(BaseModel):
         return cls(worker_id=info.worker_id, worker_hostname=info.host, port=info.port)
 
 
+# A worker's id in a query (the worker drained; default: the one asked).
+WorkerId = Annotated[str | None, Query(alias="workerId", max_length=256)]
+
+
 class DrainStatus(BaseModel):
     """Pulsar's ``LongRunningProcessStatus``: ``NOT_RUN``, ``RUNNING`` or ``SUCCESS``."""
 
@@ -98,7 +102,6 @@ def cluster_router(worker: Worker) -> APIRouter:
     def target(worker_id: str | None) -> str:
         return worker_id or worker.settings.worker_id
 
-    WorkerId = Annotated[str | None, Query(alias="workerId", max_length=256)]
     not_member: dict[int | str, dict[str, Any]] = {
         404: {"model": ErrorBody, "description": "No such worker is a member."}
     }

@@ -47,6 +47,20 @@ def read_assignments(store: Store, worker_id: str | None = None) -> list[Assignm
     ]
 
 
+def assignment_of(store: Store, control_id: str) -> Assignment | None:
+    """The assignment of run ``control_id`` (instance 0: a run is placed whole), or None."""
+    table = cluster_assignments
+    with store.read() as conn:
+        row = conn.execute(
+            select(table.c.worker_id, table.c.epoch).where(
+                table.c.control_id == control_id, table.c.instance_id == 0
+            )
+        ).first()
+    if row is None:
+        return None
+    return Assignment(InstanceKey(control_id, 0), row.worker_id or None, row.epoch)
+
+
 def write_plan(
     store: Store,
     before: Iterable[Assignment],

@@ -102,6 +102,7 @@ class LeaderLoop:
         self.rounds = 0  # rounds this worker planned as the leader
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._round_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -129,9 +130,14 @@ class LeaderLoop:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            member = self.member
-            if not member.is_leader or member.state is not MemberState.MEMBER:
-                continue
+            self.round()
+
+    def round(self) -> None:
+        """One round, if this worker leads; a failure is logged (the next round tries again)."""
+        member = self.member
+        if not member.is_leader or member.state is not MemberState.MEMBER:
+            return
+        with self._round_lock:
             try:
                 plan_round(self.store, self.wanted, term=member.term)
                 self.rounds += 1
