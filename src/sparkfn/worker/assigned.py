@@ -1,6 +1,6 @@
 """A cluster worker runs exactly what the leader assigned to it.
 
->>> assigned = Assigned(worker_id, store, runs, membership, ready=restored, start=start)
+>>> assigned = Assigned(store, runs, membership, ready=restored, start=start)
 >>> runs.gate = assigned.owns        # a start of another worker's run is skipped
 >>> assigned.start()                 # a thread: every round, start and stop runs to match
 
@@ -15,10 +15,12 @@ states, then
 * starts again (after a ``drain``) a run whose registry version changed,
   so an update received by any worker reaches the owner.
 
-Fenced (its lease ran out: paused, partitioned), the worker cancels every
-run at once and starts nothing until it is a member again; the leader has
-given its work to others meanwhile, and their runs' newer epochs refuse
-whatever its runs still try to commit.
+Fenced (its lease ran out: paused, partitioned, starved), the worker starts
+nothing until it is a member again, then ends what is no longer assigned to
+it. Its runs are not cancelled at the fence itself: the leader bumped the
+run epoch of each run it moved away, so their commits are refused and their
+supervisors stop on the newer epoch meanwhile, while a run still assigned to
+it (a lapse too short for the leader to act on) goes on undisturbed.
 """
 
 from __future__ import annotations
@@ -108,12 +110,8 @@ class Assigned:
             self._thread.join(timeout=60)
 
     def fenced(self) -> None:
-        """The membership's fencing hook: cancel every run now (the membership's thread:
-        no waiting here), the loop ends them."""
-        for key in self.runs.running(None):
-            run = self.runs.get(key)
-            if run is not None:
-                run.stop(StopMode.CANCEL, timeout=0)
+        """The membership's fencing hook: look again at once (the loop acts on nothing
+        while the worker is out, and on its assignment once it has rejoined)."""
         self.wake()
 
     def _loop(self) -> None:
@@ -132,8 +130,7 @@ class Assigned:
         returns the keys of the runs it started."""
         with self._round_lock:
             if self.membership.state is not MemberState.MEMBER:
-                self._end_all()
-                return []
+                return []  # out: start nothing; what was moved away is fenced by its epoch
             mine = {
                 item.instance.control_id: item.epoch
                 for item in read_assignments(self.store, self.worker_id)
@@ -189,17 +186,6 @@ class Assigned:
         except Exception as exc:  # one broken run must not keep the others down
             log.error("worker %s: %s %s could not start: %s", self.worker_id, kind, fqn, exc)
         return False
-
-    def _end_all(self) -> None:
-        """Out of the cluster: end every run, start nothing."""
-        keys = self.runs.running(None)
-        for key in keys:
-            self.runs.end(key, StopMode.CANCEL)
-        if keys:
-            log.warning(
-                "worker %s is out of its cluster: ended %d run(s)", self.worker_id, len(keys)
-            )
-        self.started.clear()
 
 
 def wanted(store: Store) -> tuple[set[str], set[str]]:
@@ -273,8 +259,12 @@ class ClusterWork:
             self.leader.wake()
 
     def fenced(self) -> None:
-        """The membership's fencing hook (its thread): every run is cancelled."""
-        log.error("worker %s is out of its cluster: its runs end", self.assigned.worker_id)
+        """The membership's fencing hook (its thread)."""
+        log.error(
+            "worker %s is out of its cluster: it starts nothing until it rejoins, then ends "
+            "what was moved away (whose commits the newer run epochs refuse meanwhile)",
+            self.assigned.worker_id,
+        )
         self.assigned.fenced()
 
     def close(self) -> None:
