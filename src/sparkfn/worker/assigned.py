@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 # How many leader rounds a start waits for its run to be placed.
 PLACE_WAIT = 2
+# Seconds the worker's shutdown waits for the loop's round (the runs' own stop is bounded).
+CLOSE_WAIT = 5.0
 # The version of a run a request started (the loop compares its config instead).
 UNKNOWN_VERSION = -1
 
@@ -107,7 +109,7 @@ class Assigned:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=60)
+            self._thread.join(timeout=CLOSE_WAIT)  # a start under way fails once runs close
 
     def fenced(self) -> None:
         """The membership's fencing hook: look again at once (the loop acts on nothing
