@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,15 +27,12 @@ from pathlib import Path
 import pytest
 from cli_runner import Cli, cli_env
 
+from sessions import session_processes
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-
-# The crash tests' reader of a session's processes (tests/runtime/sessions.py).
-sys.path.append(str(Path(__file__).resolve().parents[1] / "runtime"))
-from sessions import session_processes  # noqa: E402
 
 EXCLAMATION = str(Path(__file__).resolve().parents[2] / "examples" / "exclamation.py")
 START_SECONDS = 180.0  # a cold JVM on a loaded two-core machine

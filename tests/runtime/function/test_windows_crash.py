@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions import session_processes
 
+from sessions import session_processes
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.window import Pane, state_key
 from sparkfn.state.store import get_state
@@ -42,7 +42,7 @@ from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.topics.spark.commit import KILL_AFTER_COMMIT_ENV
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/runtime: the child and the functions
 CHILD = HERE / "localrun_child.py"
 FUNCS = HERE / "funcs" / "windows.py"
 TOTAL, LENGTH, PER_BATCH = 60, 5, 7

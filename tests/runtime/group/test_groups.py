@@ -30,7 +30,7 @@ from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 from waiting import until
 
-FUNCS = Path(__file__).parent / "funcs"
+FUNCS = Path(__file__).resolve().parents[1] / "funcs"
 WAIT = 180
 
 

@@ -57,9 +57,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions import session_processes
 from sqlalchemy import select
 
+from sessions import session_processes
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
@@ -75,7 +75,7 @@ from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.topics.spark.commit import KILL_AFTER_STAGE_ENV
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/runtime: the child and the functions
 CHILD = HERE / "localrun_child.py"
 FUNCTION = HERE / "funcs" / "slow_echo_counter.py"
 NAME = "echo"

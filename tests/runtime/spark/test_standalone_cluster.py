@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions import session_processes
 
+from sessions import session_processes
 from sparkfn.runtime.spark.session import use_project_interpreter
 from sparkfn.runtime.status import function_status
 from sparkfn.state.store import all_state
@@ -48,7 +48,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/runtime: the child and the functions
 CHILD = HERE / "localrun_child.py"
 COUNTER = HERE / "funcs" / "guarantee_counter.py"
 
