@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -301,12 +300,14 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
     )
     assert _wait_running(sparkfn, 1)["instances"][0]["status"]["state"] == "RUNNING"
     _produce(store, "zebra zebra")
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+
+    def answered() -> Ran | None:
         ran = sparkfn.run("functions", "querystate", "--name", "wordcount", "--key", "zebra")
-        if ran.returncode == 0:
-            break
-        time.sleep(0.5)
+        return ran if ran.returncode == 0 else None
+
+    ran = until(
+        answered, "the restarted instance to answer querystate for zebra", WAIT_S, every=0.5
+    )
     assert ran.stdout == "zebra = counter 2\n", _described(ran)
     sparkfn.ok("functions", "start", *one)
     _wait_running(sparkfn, 2)
