@@ -33,7 +33,7 @@ import pytest
 
 from sparkfn.store.store import Store
 from sparkfn.topics.consumer import Consumer
-from waiting import until
+from waiting import WAIT, until
 
 HOST = "127.0.0.1"
 PORTS = {"rabbitmq": 5672, "mqtt": 1883, "nats": 4222, "redis": 6379, "postgresql": 5432}
@@ -210,7 +210,7 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def start_worker(
-    store: Store, log: Path, port: int, timeout: float = 180.0
+    store: Store, log: Path, port: int, timeout: float = WAIT
 ) -> subprocess.Popen[bytes]:
     """``sparkfn worker start`` on ``port`` over ``store``, in a process group of its own
     (see :func:`kill_group`); returns once ``/ready`` says it restored its runs, failing at

@@ -24,7 +24,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from waiting import until
+from waiting import WAIT, until
 
 ECHO = Path(__file__).resolve().parents[1] / "runtime" / "funcs" / "named_echo.py"
 CONFIG = {
@@ -98,7 +98,7 @@ def test_fifty_grouped_functions_lose_and_repeat_nothing_across_a_sigkill(
         gone = expected - found
         return f"every output once; {len(gone)} missing: {sorted(gone)[:10]}"
 
-    until(complete, missing, 180, every=0.5)
+    until(complete, missing, WAIT, every=0.5)
     # Done: a graceful stop of fifty functions (about 30 s) is not what this test is
     # about, and the fixture's stop asserts nothing. Killed as in the test, the
     # worker's JVM and Spark's workers go with it.

@@ -21,7 +21,7 @@ from worker_process import WorkerProcess, topic_counts
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from waiting import until
+from waiting import WAIT, until
 
 COUNT = 20_000
 
@@ -86,11 +86,11 @@ def test_a_sigkilled_worker_restarts_its_source_and_sink_and_loses_nothing(
         gone = expected - set(found)
         return f"every record appended; {len(gone)} missing: {sorted(gone)[:10]}"
 
-    until(appended, missing, 180, every=0.5)
+    until(appended, missing, WAIT, every=0.5)
     assert max(topic_counts(store).values()) == 1
 
     def unwritten() -> str:
         gone = expected - _written(tmp_path)
         return f"the sink to write every record; {len(gone)} missing: {sorted(gone)[:5]}"
 
-    until(lambda: _written(tmp_path) >= expected, unwritten, 180, every=0.5)
+    until(lambda: _written(tmp_path) >= expected, unwritten, WAIT, every=0.5)

@@ -24,7 +24,7 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from waiting import until
+from waiting import WAIT, until
 
 EXCLAIM = Path(__file__).resolve().parents[2] / "examples" / "exclamation.py"
 FUNCTIONS = "/admin/v3/functions/public/default"
@@ -44,7 +44,7 @@ def _register(client: httpx.Client, name: str, *, file: Path | None = None, **mo
 
 
 def _wait_processed(
-    client: httpx.Client, worker: SharedWorker, counts: dict[str, int], timeout: float = 180
+    client: httpx.Client, worker: SharedWorker, counts: dict[str, int], timeout: float = WAIT
 ) -> None:
     def lagging() -> list[str]:
         return [n for n, count in counts.items() if _processed(client, n) < count]

@@ -18,7 +18,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from waiting import until
+from waiting import WAIT, until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BASE = {"inputs": ["in"], "output": "out", "processingGuarantees": "EFFECTIVELY_ONCE"}
@@ -37,7 +37,7 @@ def _send(client: httpx.Client, verb: str, name: str, code: Path, **config: Any)
 
 
 def _awaittopic_counts(
-    store: Store, expected: collections.Counter[str], timeout: float = 180
+    store: Store, expected: collections.Counter[str], timeout: float = WAIT
 ) -> None:
     found = topic_counts(store)
 

@@ -28,10 +28,9 @@ from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from waiting import until
+from waiting import WAIT, until
 
 FUNCS = Path(__file__).resolve().parents[1] / "funcs"
-WAIT = 180
 
 
 @pytest.fixture

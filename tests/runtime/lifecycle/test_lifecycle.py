@@ -30,10 +30,9 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from waiting import until
+from waiting import WAIT, until
 
 FUNCS = Path(__file__).resolve().parents[1] / "funcs"
-WAIT = 180
 
 pytestmark = pytest.mark.slow
 
