@@ -44,11 +44,10 @@ from sparkfn.topics.autocreate import TopicCreation
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from waiting import until
+from waiting import WAIT, until
 
 SINKS = Path(__file__).resolve().parent / "sinks"
 RECORDING = str(SINKS / "recording_sink.py")
-WAIT = 180
 EVENT_MS = 1_714_564_800_123  # 2024-05-01T12:00:00.123Z
 EVENT_TIME = datetime.fromtimestamp(EVENT_MS / 1000, UTC)
 

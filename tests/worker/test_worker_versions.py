@@ -20,6 +20,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import WAIT, until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BASE = {"inputs": ["in"], "output": "out", "processingGuarantees": "EFFECTIVELY_ONCE"}
@@ -38,16 +39,22 @@ def _send(client: httpx.Client, verb: str, name: str, code: Path, **config: Any)
 
 
 def _awaittopic_counts(
-    store: Store, expected: collections.Counter[str], timeout: float = 180
+    store: Store, expected: collections.Counter[str], timeout: float = WAIT
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while (found := topic_counts(store)) != expected:
-        missing, extra = expected - found, found - expected
+    found = topic_counts(store)
+
+    def arrived() -> bool:
+        nonlocal found
+        found = topic_counts(store)
+        extra = found - expected
         assert not extra, f"outputs no input asked for, or repeated: {dict(extra)}"
-        assert time.monotonic() < deadline, (
-            f"{len(missing)} outputs missing: {sorted(missing)[:10]}"
-        )
-        time.sleep(0.5)
+        return found == expected
+
+    def said() -> str:
+        missing = expected - found
+        return f"every output; {len(missing)} missing: {sorted(missing)[:10]}"
+
+    until(arrived, said, timeout, every=0.5)
 
 
 def _setup(store: Store) -> None:

@@ -286,7 +286,7 @@ def test_the_runs_own_record_is_never_kept_by_a_race_rule(store: Store) -> None:
 
 
 def test_the_table_in_docs_lifecycle_is_the_one_in_the_code() -> None:
-    text = (Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "lifecycle.md").read_text()
     section = text[text.index("## States and transitions") :]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     assert rows, "the state machine table"

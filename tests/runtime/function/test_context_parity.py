@@ -54,7 +54,7 @@ PULSAR_CONTEXT_METHODS = [
     "put_state",
     "get_state",
 ]
-FUNCS = Path(__file__).resolve().parent / "funcs"
+FUNCS = Path(__file__).resolve().parents[1] / "funcs"
 EVENT_TIME = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
 EXPECTED = {
     "message_id": "0:0",

@@ -8,7 +8,7 @@ sparkfn's own functions, or ``forwardSourceMessageProperty: true``, carry
 the input's key and properties too.
 
 The harness runs the same attempt code as a Spark task, so this holds on Spark
-too (tests/runtime/test_properties.py checks it there, and
+too (tests/runtime/function/test_properties.py checks it there, and
 tests/worker/test_output_metadata.py on a worker).
 """
 
@@ -20,7 +20,7 @@ from sparkfn.config.function import FunctionConfig, snake_fields
 from sparkfn.runtime.function.rows import INPUT_MESSAGE_PROPERTY, INPUT_TOPIC_PROPERTY
 from sparkfn.testing import FunctionHarness
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 EXCLAIM = EXAMPLES / "exclamation.py"
 ORIGIN_IN = {INPUT_TOPIC_PROPERTY: "persistent://public/default/in"}
 
@@ -60,7 +60,7 @@ def test_forwarding_turned_on_carries_the_key_and_properties_too() -> None:
 
 
 def test_a_sparkfn_function_forwards_unless_told_not_to() -> None:
-    relay = Path(__file__).resolve().parent / "funcs" / "properties_relay.py"
+    relay = Path(__file__).resolve().parents[1] / "funcs" / "properties_relay.py"
     with FunctionHarness(_config(relay, classname="properties_relay.process")) as harness:
         harness.send("a", key="k", properties={"trace": "t-1"})
         [forwarded] = _outputs(harness)

@@ -21,7 +21,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
-RELAY = Path(__file__).resolve().parent / "funcs" / "properties_relay.py"
+RELAY = Path(__file__).resolve().parents[1] / "funcs" / "properties_relay.py"
 SENT = {
     "plain": {},
     "one": {"a": "1"},

@@ -30,9 +30,9 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import WAIT, until
 
-FUNCS = Path(__file__).resolve().parent / "funcs"
-WAIT = 180
+FUNCS = Path(__file__).resolve().parents[1] / "funcs"
 
 pytestmark = pytest.mark.slow
 
@@ -124,18 +124,16 @@ def _check_sequences(log: Path, *, graceful: bool) -> dict[str, list[str]]:
 
 
 def _wait_processed(log: Path, count: int, run: LocalRun, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def processed() -> bool:
         calls = [c for cs in _calls(log).values() for c in cs if c["call"] == "process"]
-        if len(calls) >= count:
-            return
-        time.sleep(0.2)
-    query = run.query
-    progress = (query.status, query.lastProgress) if query is not None else None
-    pytest.fail(
-        f"fewer than {count} messages processed within {timeout} s: "
-        f"{run.run_state} {run.transitions()} {progress}"
-    )
+        return len(calls) >= count
+
+    def said() -> str:
+        query = run.query
+        progress = (query.status, query.lastProgress) if query is not None else None
+        return f"{count} messages processed: {run.run_state} {run.transitions()} {progress}"
+
+    until(processed, said, timeout, every=0.2)
 
 
 def test_drain_processes_everything_pending_then_shuts_down_gracefully(

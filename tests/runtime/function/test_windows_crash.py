@@ -25,13 +25,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions import session_processes
 
+from sessions import session_processes
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.window import Pane, state_key
 from sparkfn.state.store import get_state
@@ -41,8 +40,9 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.topics.spark.commit import KILL_AFTER_COMMIT_ENV
+from waiting import until
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/runtime: the child and the functions
 CHILD = HERE / "localrun_child.py"
 FUNCS = HERE / "funcs" / "windows.py"
 TOTAL, LENGTH, PER_BATCH = 60, 5, 7
@@ -135,11 +135,12 @@ def test_windows_survive_sigkill_exactly_once(
     # Run 1: killed while the window m-20..m-24 is being processed.
     hold = tmp_path / "hold-1"
     proc = _child(tmp_path, store, 1, {"hold_value": _value(23), "hold_file": str(hold)}, {})
-    deadline = time.monotonic() + CHILD_TIMEOUT
-    while not hold.exists():
+
+    def holding() -> bool:
         assert proc.poll() is None, _log(tmp_path, 1)
-        assert time.monotonic() < deadline, _log(tmp_path, 1)
-        time.sleep(0.1)
+        return hold.exists()
+
+    until(holding, lambda: f"the child to hold m-23:\n{_log(tmp_path, 1)}", CHILD_TIMEOUT)
     assert _end(proc, kill=True) == -signal.SIGKILL
     assert _windows(store) == expected[:4]
     pane = Pane.load(get_state(store, "public/default/crashing", state_key(0)).value)  # type: ignore[union-attr]

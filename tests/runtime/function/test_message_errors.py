@@ -29,7 +29,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message, ReceivedMessage
 from sparkfn.topics.producer import Producer
 
-FLAKY = Path(__file__).resolve().parent / "funcs" / "flaky_function.py"
+FLAKY = Path(__file__).resolve().parents[1] / "funcs" / "flaky_function.py"
 TOTAL = 40
 BAD_EVERY = 5  # inputs 0, 5, 10, ... are bad
 

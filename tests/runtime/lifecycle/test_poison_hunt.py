@@ -35,6 +35,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.topics.subscription import Span
+from waiting import until
 
 # What pyspark 4 said when a function's os._exit(3) ended its worker (trimmed frames).
 CRASHED = (
@@ -162,9 +163,7 @@ def test_the_daemon_writes_the_status_of_a_worker_that_left_a_note(tmp_path: Pat
                     os.write(ready_w, b"x")
                     os._exit(exit_code)
                 os.read(ready_r, 1)
-            deadline = time.monotonic() + 10
-            while not target.exists() and time.monotonic() < deadline:
-                time.sleep(0.01)
+            until(target.exists, f"the exit note {target}", 10, every=0.01)
             time.sleep(0.2)  # the second worker's end too
             code = 0
         finally:

@@ -31,8 +31,8 @@ from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.topics.spark.commit import KILL_AFTER_COMMIT_ENV
 
-ROOT = Path(__file__).resolve().parents[2]
-CHILD = Path(__file__).with_name("localrun_child.py")
+ROOT = Path(__file__).resolve().parents[3]
+CHILD = Path(__file__).resolve().parents[1] / "localrun_child.py"
 EXCLAIM = str(ROOT / "examples" / "exclamation.py")
 
 pytestmark = pytest.mark.slow

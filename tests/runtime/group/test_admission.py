@@ -22,7 +22,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
-PROBE = Path(__file__).with_name("funcs") / "rss_probe.py"
+PROBE = Path(__file__).resolve().parents[1] / "funcs" / "rss_probe.py"
 VALUE = 200 * 1024
 COUNT = 400  # 80 MB
 CAP = 4 * 1024 * 1024

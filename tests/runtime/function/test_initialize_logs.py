@@ -15,7 +15,7 @@ import pytest
 from sparkfn import Consumer, FunctionConfig, Message, Producer, Store, TopicAdmin
 from sparkfn.testing import FunctionHarness
 
-FUNCS = Path(__file__).resolve().parent / "funcs"
+FUNCS = Path(__file__).resolve().parents[1] / "funcs"
 
 
 def _config() -> FunctionConfig:

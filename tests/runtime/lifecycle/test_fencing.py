@@ -33,7 +33,7 @@ from sparkfn.topics.log import stage
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.slow
 
 

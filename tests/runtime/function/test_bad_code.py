@@ -24,7 +24,7 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.producer import Producer
 
-FUNCS = Path(__file__).resolve().parent / "funcs"
+FUNCS = Path(__file__).resolve().parents[1] / "funcs"
 SPARK_NOISE = ("Traceback", "py4j", "org.apache.spark", "Py4JJavaError", "at java.")
 
 

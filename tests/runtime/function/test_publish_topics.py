@@ -26,7 +26,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
-FUNCS = Path(__file__).resolve().parent / "funcs"
+FUNCS = Path(__file__).resolve().parents[1] / "funcs"
 TOTAL = 6
 MISSING = "public/default/nowhere"
 

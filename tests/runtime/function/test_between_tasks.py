@@ -16,7 +16,7 @@ import pytest
 from sparkfn import FunctionConfig
 from sparkfn.testing import FunctionHarness
 
-FUNCS = Path(__file__).resolve().parent / "funcs"
+FUNCS = Path(__file__).resolve().parents[1] / "funcs"
 
 
 def _in_thread(action: object) -> BaseException | None:

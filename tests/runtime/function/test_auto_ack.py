@@ -28,7 +28,7 @@ from sparkfn.runtime.function.rows import DLQ_ATTEMPTS, DLQ_EXCEPTION
 from sparkfn.state.store import get_state
 from sparkfn.topics.message import Message
 
-FUNCS = Path(__file__).resolve().parent / "funcs"
+FUNCS = Path(__file__).resolve().parents[1] / "funcs"
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.window import LATE_DROPPED_METRIC
 from sparkfn.testing import FunctionHarness
 
-FUNCS = Path(__file__).resolve().parent / "funcs" / "windows.py"
+FUNCS = Path(__file__).resolve().parents[1] / "funcs" / "windows.py"
 EVENT_TIME = {"timestampExtractorClassName": "windows.ValueTime", "watermarkEmitIntervalMs": 1}
 
 

@@ -24,7 +24,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
-PROBE = Path(__file__).resolve().parent / "funcs" / "instance_probe.py"
+PROBE = Path(__file__).resolve().parents[1] / "funcs" / "instance_probe.py"
 
 pytestmark = pytest.mark.slow
 

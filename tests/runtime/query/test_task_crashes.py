@@ -57,9 +57,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions import session_processes
 from sqlalchemy import select
 
+from sessions import session_processes
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
@@ -74,8 +74,9 @@ from sparkfn.topics.maintenance import run_maintenance
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.topics.spark.commit import KILL_AFTER_STAGE_ENV
+from waiting import until
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/runtime: the child and the functions
 CHILD = HERE / "localrun_child.py"
 FUNCTION = HERE / "funcs" / "slow_echo_counter.py"
 NAME = "echo"
@@ -343,10 +344,12 @@ def _kill_busy_workers(child: Child, busy_dir: Path) -> int:
     """SIGKILL Python workers in the middle of a task until :data:`FAILED_TASKS` tasks
     failed or the child ended; returns how many workers were killed."""
     killed = 0
-    deadline = time.monotonic() + CHILD_TIMEOUT
-    while child.proc.poll() is None and _failed_tasks(child) < FAILED_TASKS:
-        if time.monotonic() > deadline:
-            break
+
+    def enough_failed() -> bool:
+        """Kill one busy worker, if any; true once the child ended or enough tasks failed."""
+        nonlocal killed
+        if child.proc.poll() is not None or _failed_tasks(child) >= FAILED_TASKS:
+            return True
         now = time.time()
         for pid in child.python_workers():
             marker = busy_dir / str(pid)
@@ -356,8 +359,14 @@ def _kill_busy_workers(child: Child, busy_dir: Path) -> int:
                     killed += 1
                     time.sleep(KILL_SPACING)
                     break
-        else:
-            time.sleep(0.02)
+        return False
+
+    until(
+        enough_failed,
+        lambda: f"{FAILED_TASKS} tasks failed by killed Python workers ({killed} killed)",
+        CHILD_TIMEOUT,
+        every=0.02,
+    )
     return killed
 
 
@@ -405,11 +414,20 @@ SOURCE_RUNNER = [b"-m", b"pyspark.sql.streaming.python_streaming_source_runner"]
 def _wait_for_batch(child: Child, batch: int) -> None:
     """Wait until the child has printed that ``batch`` completed."""
     line = f" {NAME} batch {batch}\n"
-    deadline = time.monotonic() + CHILD_TIMEOUT
-    while line not in child.log.read_text(errors="replace"):
-        if child.proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"the child printed no {line.strip()!r}:\n{child.output()}")
-        time.sleep(0.05)
+
+    def printed() -> bool:
+        if line in child.log.read_text(errors="replace"):
+            return True
+        if child.proc.poll() is not None:
+            pytest.fail(f"the child ended without printing {line.strip()!r}:\n{child.output()}")
+        return False
+
+    until(
+        printed,
+        lambda: f"the child to print {line.strip()!r}:\n{child.output()}",
+        CHILD_TIMEOUT,
+        every=0.05,
+    )
 
 
 def _source_runners(child: Child) -> list[int]:

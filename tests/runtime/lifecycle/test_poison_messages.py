@@ -33,7 +33,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message, ReceivedMessage
 from sparkfn.topics.producer import Producer
 
-KILLER = Path(__file__).resolve().parent / "funcs" / "worker_killer.py"
+KILLER = Path(__file__).resolve().parents[1] / "funcs" / "worker_killer.py"
 
 pytestmark = pytest.mark.slow
 

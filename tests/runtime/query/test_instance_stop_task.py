@@ -27,7 +27,7 @@ from sparkfn.topics.producer import Producer
 from sparkfn.topics.spark.planning import TopicRange
 from sparkfn.topics.spark.rows import TaskRows
 
-FUNCS = Path(__file__).resolve().parent / "funcs"
+FUNCS = Path(__file__).resolve().parents[1] / "funcs"
 
 
 def _rows(store: Store, instance: int, lo: int, hi: int) -> list[pa.RecordBatch]:

@@ -26,7 +26,7 @@ from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message, ReceivedMessage
 from sparkfn.topics.producer import Producer
 
-FUNCS = Path(__file__).resolve().parent / "funcs" / "windows.py"
+FUNCS = Path(__file__).resolve().parents[1] / "funcs" / "windows.py"
 
 pytestmark = pytest.mark.slow
 
@@ -135,7 +135,7 @@ def test_event_time_windows_send_late_messages_to_the_late_topic(
 def test_late_messages_are_dropped_without_a_late_data_topic(
     run_until_drained: Any, store: Store
 ) -> None:
-    """As Pulsar drops them, logged and counted (tests/runtime/test_window_semantics.py)."""
+    """As Pulsar drops them, logged and counted (tests/runtime/function/test_window_semantics.py)."""
     _topics(store, "out-dropping", "late-here", "out-routed")
     _produce(store, EVENTS)
     window = {

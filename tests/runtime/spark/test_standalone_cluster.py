@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions import session_processes
 
+from sessions import session_processes
 from sparkfn.runtime.spark.session import use_project_interpreter
 from sparkfn.runtime.status import function_status
 from sparkfn.state.store import all_state
@@ -47,8 +47,9 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import until
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/runtime: the child and the functions
 CHILD = HERE / "localrun_child.py"
 COUNTER = HERE / "funcs" / "guarantee_counter.py"
 
@@ -156,9 +157,10 @@ class StandaloneCluster:
         return state
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + CLUSTER_TIMEOUT
         seen = "no answer from the master's web UI"
-        while time.monotonic() < deadline:
+
+        def registered() -> bool:
+            nonlocal seen
             for proc, log in zip(self.procs, self.logs, strict=True):
                 if proc.poll() is not None:
                     pytest.fail(f"{log.stem} exited with {proc.returncode}:\n{self.output()}")
@@ -169,12 +171,17 @@ class StandaloneCluster:
             except ValueError as exc:  # JSON not served yet: the UI answers its HTML page first
                 seen = f"the master's web UI answered no JSON yet: {exc}"
             else:
-                alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
-                if alive:
-                    return
+                if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
+                    return True
                 seen = f"master state {state.get('status')}, workers {state.get('workers')}"
-            time.sleep(0.5)
-        pytest.fail(f"no worker registered within {CLUSTER_TIMEOUT} s ({seen}):\n{self.output()}")
+            return False
+
+        until(
+            registered,
+            lambda: f"a worker registered ({seen}):\n{self.output()}",
+            CLUSTER_TIMEOUT,
+            every=0.5,
+        )
 
     def output(self) -> str:
         return "\n".join(_tail(log) for log in self.logs)

@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sessions import session_processes
 
+from sessions import session_processes
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.status import function_status
@@ -63,7 +63,7 @@ from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.topics.spark.commit import KILL_AFTER_COMMIT_ENV
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/runtime: the child and the functions
 CHILD = HERE / "localrun_child.py"
 COUNTER = HERE / "funcs" / "guarantee_counter.py"
 

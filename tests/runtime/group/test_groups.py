@@ -28,10 +28,9 @@ from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
-from waiting import until
+from waiting import WAIT, until
 
-FUNCS = Path(__file__).parent / "funcs"
-WAIT = 180
+FUNCS = Path(__file__).resolve().parents[1] / "funcs"
 
 
 @pytest.fixture
@@ -69,15 +68,20 @@ def _values(store: Store, topic: str = "out") -> collections.Counter[str]:
 def _await_values(
     store: Store, expected: collections.Counter[str], topic: str = "out", timeout: float = WAIT
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while (found := _values(store, topic)) != expected:
+    found = _values(store, topic)
+
+    def arrived() -> bool:
+        nonlocal found
+        found = _values(store, topic)
         extra = found - expected
         assert not extra, f"outputs no input asked for, or repeated: {dict(extra)}"
+        return found == expected
+
+    def said() -> str:
         missing = expected - found
-        assert time.monotonic() < deadline, (
-            f"{sum(missing.values())} outputs missing: {sorted(missing)[:10]}"
-        )
-        time.sleep(0.3)
+        return f"every output on {topic}; {sum(missing.values())} missing: {sorted(missing)[:10]}"
+
+    until(arrived, said, timeout, every=0.3)
 
 
 def _send(store: Store, values: list[str], topic: str = "in") -> None:
@@ -175,12 +179,12 @@ def _state(worker: Worker, name: str) -> str:
 
 
 def _await_state(worker: Worker, name: str, state: str, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while (found := _state(worker, name)) != state:
-        assert time.monotonic() < deadline, (
-            f"function {name} is {found}, not {state}, after {timeout} s"
-        )
-        time.sleep(0.2)
+    until(
+        lambda: _state(worker, name) == state,
+        lambda: f"function {name} {state}, still {_state(worker, name)}",
+        timeout,
+        every=0.2,
+    )
 
 
 def _outputs_of(found: collections.Counter[str], name: str) -> collections.Counter[str]:
@@ -216,17 +220,22 @@ def test_each_lifecycle_operation_applies_to_one_member_while_the_others_flow(
     sent = feeder.sent_now()
     every = collections.Counter(sent)
     running = ["f1", "f2", "f3", "f5", "f6", "f7"]
-    deadline = time.monotonic() + WAIT
-    while True:
+    found = _values(store)
+
+    def all_out() -> bool:
+        nonlocal found
         found = _values(store)
-        if all(_outputs_of(found, n) == every for n in running):
-            break
         for n in running:
             assert not _outputs_of(found, n) - every, (
                 f"{n} repeated: {_outputs_of(found, n) - every}"
             )
-        assert time.monotonic() < deadline, {n: len(every - _outputs_of(found, n)) for n in running}
-        time.sleep(0.3)
+        return all(_outputs_of(found, n) == every for n in running)
+
+    def missing() -> str:
+        counts = {n: len(every - _outputs_of(found, n)) for n in running}
+        return f"every output of {running}; missing: {counts}"
+
+    until(all_out, missing, WAIT, every=0.3)
     drained = _outputs_of(found, "f0")
     assert max(drained.values()) == 1
     assert set(before_drain) <= set(drained) <= set(sent)
@@ -257,12 +266,19 @@ def test_a_failing_member_is_kept_to_itself_while_the_others_flow(group_worker: 
     )
     assert _state(group_worker, "raiser") == "RUNNING"
     dead_letters = _values(store, "public/default/raiser-DLQ")
-    deadline = time.monotonic() + WAIT
-    while dead_letters != every:
-        assert not dead_letters - every
-        assert time.monotonic() < deadline, f"{len(every - dead_letters)} dead letters missing"
-        time.sleep(0.3)
+
+    def all_dead_lettered() -> bool:
+        nonlocal dead_letters
         dead_letters = _values(store, "public/default/raiser-DLQ")
+        assert not dead_letters - every
+        return dead_letters == every
+
+    until(
+        all_dead_lettered,
+        lambda: f"every dead letter; {len(every - dead_letters)} missing",
+        WAIT,
+        every=0.3,
+    )
     status = group_worker.status("public/default/dier")
     assert status.instances[0].status.death_exception is not None
     assert "was told to die" in str(status.instances[0].status.death_exception)
@@ -291,12 +307,12 @@ def budget_worker(spark: Any, store_url: str, data_dir: Path) -> Iterator[Worker
 
 
 def _await_queries(worker: Worker, count: int, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while len(worker.spark.streams.active) != count:
-        assert time.monotonic() < deadline, (
-            f"{len(worker.spark.streams.active)} queries, not {count}"
-        )
-        time.sleep(0.2)
+    until(
+        lambda: len(worker.spark.streams.active) == count,
+        lambda: f"{count} queries, still {len(worker.spark.streams.active)}",
+        timeout,
+        every=0.2,
+    )
 
 
 @pytest.mark.long_running(120)
@@ -311,17 +327,16 @@ def test_a_member_blocked_in_process_holds_the_others_for_its_budget_only(
     slow = _config("sleeper", user_config={"sleep_on": "m10", "sleep": 60, "sleep_flag": str(flag)})
     budget_worker.create(slow, package_digest=None, who="test")
     with Feeder(store) as feeder:
-        deadline = time.monotonic() + WAIT
-        while "m10" not in feeder.sent_now():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        until(lambda: "m10" in feeder.sent_now(), "the feeder to send m10", WAIT, every=0.05)
         stalled_at = time.monotonic()  # the sleeper's group batch holds m10 from about now
         time.sleep(1.0)
         later = feeder.sent_now()[-1]
         expected = collections.Counter(f"{n}:{later}" for n in good)
-        while (_values(store) & expected) != expected:
-            assert time.monotonic() - stalled_at < 30, "the others waited for the sleeper"
-            time.sleep(0.1)
+        until(
+            lambda: (_values(store) & expected) == expected,
+            f"the others' outputs of {later} while the sleeper stalls (they waited for it)",
+            30 - (time.monotonic() - stalled_at),
+        )
         _await_queries(budget_worker, 2)  # the sleeper in a query of its own, and the group
         time.sleep(1.0)
     every = collections.Counter(feeder.sent_now())
@@ -369,13 +384,12 @@ def test_a_member_that_kills_its_python_worker_is_taken_out_and_the_others_flow(
     with Feeder(store) as feeder:
         time.sleep(1.0)
         _send(store, ["exit"], "bomb")
-        deadline = time.monotonic() + WAIT
-        while True:
-            in_group = _in_group(store)
-            if "public/default/crasher" not in in_group:
-                break
-            assert time.monotonic() < deadline, "the crasher is still in the group"
-            time.sleep(0.2)
+        until(
+            lambda: "public/default/crasher" not in _in_group(store),
+            "the crasher to leave the group",
+            WAIT,
+            every=0.2,
+        )
         time.sleep(2.0)
     every = collections.Counter(feeder.sent_now())
     _await_values(

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from sparkfn.runtime.spark import launch, zygote
+from waiting import until
 
 HERE = Path(__file__).parent
 PROBE = "zygote_probe"
@@ -47,11 +48,11 @@ def _zygote(path: Path, module: str, **kwargs: Any) -> subprocess.Popen[bytes]:
 
 
 def _wait_listening(path: Path, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while not path.exists():
+    def listening() -> bool:
         assert proc.poll() is None, "the zygote ended"
-        assert time.monotonic() < deadline, "the zygote did not listen within 60 s"
-        time.sleep(0.05)
+        return path.exists()
+
+    until(listening, f"the zygote to listen on {path}", 60, every=0.05)
 
 
 def _end(proc: subprocess.Popen[bytes]) -> None:
@@ -138,10 +139,12 @@ def test_the_child_ends_with_its_launcher(
     launcher.send_signal(how)  # SIGTERM is forwarded; a SIGKILL is seen as the launcher's end
     code = launcher.wait(timeout=30)
     assert code == (128 + signal.SIGTERM if how == signal.SIGTERM else -signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{child}").exists() and _state(child) != "Z":
-        assert time.monotonic() < deadline, f"child {child} outlived its launcher"
-        time.sleep(0.05)
+    until(
+        lambda: not Path(f"/proc/{child}").exists() or _state(child) == "Z",
+        f"child {child} to end with its launcher",
+        10,
+        every=0.05,
+    )
 
 
 def test_a_child_lives_as_long_as_its_launcher(
@@ -257,13 +260,11 @@ def _runners() -> list[int]:
 
 
 def _wait_for_runners(query: Any, before: set[int] | None = None) -> list[int]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        runners = [pid for pid in _runners() if pid not in (before or set())]
-        if runners and query.lastProgress is not None:
-            return runners
-        time.sleep(0.1)
-    pytest.fail("no source runner of the query was found")
+    def runners() -> list[int]:
+        found = [pid for pid in _runners() if pid not in (before or set())]
+        return found if query.lastProgress is not None else []
+
+    return until(runners, "a new source runner of the query and its first progress", 60)
 
 
 def _argv(pid: int) -> list[str]:
