@@ -249,9 +249,9 @@ class GroupStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         """Record each working member's plan and pack the members' ranges into tasks.
 
-        The work :meth:`latestOffset` found for ``start`` is planned, not looked
-        up again (nothing commits in between: the group's members commit only in
-        its batches); a batch Spark runs again after a restart looks it up anew.
+        The work :meth:`latestOffset` found for ``start`` is planned (nothing commits in
+        between), its live instances read again as the plans are recorded
+        (:func:`~.extras.narrow_live`); a batch run again after a restart looks it up anew.
         """
         planned = self._planned
         self._planned = None
@@ -261,11 +261,12 @@ class GroupStreamReader(DataSourceStreamReader):
         items: list[tuple[MemberWork, InputPartition]] = []
         refused: list[tuple[MemberWork, Exception]] = []
         with self._store().write() as conn:
-            parked = extras.parked(conn, list(work)) if self.parking else set()
+            skip = extras.parked(conn, list(work)) if self.parking else set()
+            skip |= extras.narrow_live(conn, work)  # the instances that take input now
             asked: list[tuple[MemberWork, bool, PlanRequest]] = []
             for cid, w in sorted(work.items()):
-                if cid in parked:
-                    continue  # data seen just before its run parked: read from the cursors later
+                if cid in skip:
+                    continue  # its run parked, or none of its instances takes input: data waits
                 final = w.final_seq is not None
                 if final and end.get(FINAL_PREFIX + cid) != w.final_seq:
                     continue  # asked since this batch's offsets were taken: the next batch has it
