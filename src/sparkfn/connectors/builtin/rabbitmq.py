@@ -38,8 +38,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pika
+import pika.exceptions
 
 from sparkfn.api.connector import Record, Source, SourceContext, _EndOfStream
+from sparkfn.connectors.builtin._broker import lost_broker
 from sparkfn.connectors.builtin._config import describe, parse_configs
 from sparkfn.connectors.builtin.rabbitmq_connection import (
     RabbitMQSourceConfig,
@@ -48,6 +50,9 @@ from sparkfn.connectors.builtin.rabbitmq_connection import (
     connect,
     source_channel,
 )
+
+# pika's errors that mean the broker or the channel went away (a restart, a network cut).
+LOST = (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError)
 
 
 @dataclass
@@ -94,6 +99,10 @@ class RabbitMQSource(Source):
             self.close()
             raise
 
+    @property
+    def _host(self) -> str:
+        return f"{self.config.host}:{self.config.port}" if self.config else "?"
+
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
         props = {"exchange": str(method.exchange)}
         if method.redelivered:
@@ -118,9 +127,10 @@ class RabbitMQSource(Source):
         if self.connection is None or self.config is None:
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
-        self.connection.process_data_events(time_limit=0)
-        if not self.buffer:
-            self.connection.process_data_events(time_limit=self.config.readTimeoutMs / 1000)
+        with lost_broker(self.what, "RabbitMQ", self._host, "consume", LOST):
+            self.connection.process_data_events(time_limit=0)
+            if not self.buffer:
+                self.connection.process_data_events(time_limit=self.config.readTimeoutMs / 1000)
         taken, self.buffer = self.buffer, []
         return taken or None
 
@@ -132,7 +142,8 @@ class RabbitMQSource(Source):
     def commit(self) -> None:
         """Ack every delivery up to the batch's last (``multiple``)."""
         if self.ack_tag is not None and self.channel is not None:
-            self.channel.basic_ack(self.ack_tag, multiple=True)
+            with lost_broker(self.what, "RabbitMQ", self._host, "basic.ack", LOST):
+                self.channel.basic_ack(self.ack_tag, multiple=True)
             self.ack_tag = None
 
     def close(self) -> None:

@@ -65,7 +65,7 @@ from redis.retry import Retry
 
 from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
 from sparkfn.api.errors import BrokerUnreachableError, ConfigError
-from sparkfn.connectors.builtin._broker import BrokerCheck, run_check
+from sparkfn.connectors.builtin._broker import BrokerCheck, lost_broker, run_check
 from sparkfn.connectors.builtin._config import (
     BuiltinConfig,
     Count,
@@ -76,6 +76,9 @@ from sparkfn.connectors.builtin._config import (
     parse_configs,
     payload,
 )
+
+# The client's errors that mean the server went away (a restart, a network cut).
+LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
 class RedisConfig(BuiltinConfig):
@@ -255,13 +258,14 @@ class RedisStreamSource(Source):
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
         pending = self.cursor != ">"
-        reply: Any = client.xreadgroup(
-            cfg.groupName,
-            self.consumer,
-            {cfg.streamName: self.cursor},
-            count=cfg.batchSize,
-            block=None if pending else cfg.blockMs,
-        )
+        with lost_broker(self.what, "Redis", cfg.redisHosts, "XREADGROUP", LOST):
+            reply: Any = client.xreadgroup(
+                cfg.groupName,
+                self.consumer,
+                {cfg.streamName: self.cursor},
+                count=cfg.batchSize,
+                block=None if pending else cfg.blockMs,
+            )
         entries = reply[0][1] if reply else []
         if pending:
             # Our pending entries come back until they are acked: read on
@@ -303,8 +307,10 @@ class RedisStreamSource(Source):
 
     def commit(self) -> None:
         """XACK the batch's entries."""
-        if self.to_ack and self.client is not None and self.config is not None:
-            self.client.xack(self.config.streamName, self.config.groupName, *self.to_ack)
+        cfg = self.config
+        if self.to_ack and self.client is not None and cfg is not None:
+            with lost_broker(self.what, "Redis", cfg.redisHosts, "XACK", LOST):
+                self.client.xack(cfg.streamName, cfg.groupName, *self.to_ack)
         self.to_ack = []
 
     def close(self) -> None:
