@@ -30,8 +30,9 @@ broker bounds what it keeps for a session (Mosquitto: ``max_queued_messages``,
 bound are dropped by the broker, not by sparkfn, when the source falls
 behind or is down; raise the bound on the broker. A persistent session
 survives a broker restart only with the broker's persistence on. A lost
-connection is fatal for the instance (no silent reconnect that could mix
-acks of two connections); the source's failure policy decides what follows.
+connection ends the instance (no silent reconnect that could mix acks of
+two connections) with a ``BrokerUnreachableError``: a failure, which the
+source's failure policy answers (by default a new instance after a backoff).
 
 **Sink guarantee.** Each record is published with ``qos`` to ``topic``;
 ``flush()`` waits until the broker acknowledged every publish (PUBACK, or

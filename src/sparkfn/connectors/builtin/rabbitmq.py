@@ -74,6 +74,8 @@ class RabbitMQSource(Source):
         self.channel: Any = None
         self.buffer: list[Record] = []
         self.ack_tag: int | None = None
+        # Delivery tags count up per channel: the last one received and the last acked.
+        self.delivered = self.acked = 0
 
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
@@ -112,6 +114,7 @@ class RabbitMQSource(Source):
         for name, value in (properties.headers or {}).items():
             props[str(name)] = value.decode() if isinstance(value, bytes) else str(value)
         event_time = properties.timestamp * 1000 if properties.timestamp else None
+        self.delivered = method.delivery_tag
         self.buffer.append(
             RabbitMQRecord(
                 value=body,
@@ -127,9 +130,13 @@ class RabbitMQSource(Source):
         if self.connection is None or self.config is None:
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
+        prefetch = self.config.prefetchCount
+        # Every delivery the prefetch allows is unacked (its batch is being appended): the
+        # broker sends nothing before the ack, so waiting for a message would only delay it.
+        starved = prefetch > 0 and self.delivered - self.acked >= prefetch
         with lost_broker(self.what, "RabbitMQ", self._host, "consume", LOST):
             self.connection.process_data_events(time_limit=0)
-            if not self.buffer:
+            if not self.buffer and not starved:
                 self.connection.process_data_events(time_limit=self.config.readTimeoutMs / 1000)
         taken, self.buffer = self.buffer, []
         return taken or None
@@ -144,7 +151,7 @@ class RabbitMQSource(Source):
         if self.ack_tag is not None and self.channel is not None:
             with lost_broker(self.what, "RabbitMQ", self._host, "basic.ack", LOST):
                 self.channel.basic_ack(self.ack_tag, multiple=True)
-            self.ack_tag = None
+            self.acked, self.ack_tag = self.ack_tag, None
 
     def close(self) -> None:
         """Close the connection: what is not acked goes back to the queue."""

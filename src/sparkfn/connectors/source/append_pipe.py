@@ -158,16 +158,17 @@ class Appending:
         if wait:
             self._settle(source)
 
-    def _settle(self, source: Source) -> None:
-        """Wait for the transaction in flight, if any, and ack its records."""
+    def _settle(self, source: Source) -> bool:
+        """Wait for the transaction in flight, if any, and ack its records; whether there was one."""
         pipe = self._pipe
         if pipe is None or not pipe.busy:
-            return
+            return False
         try:
             chunk, ids = pipe.take()
         except Exception as exc:
             raise self._append_failed(exc) from exc
         self._appended(source, chunk, ids)
+        return True
 
     def _append_failed(self, exc: Exception) -> Died:
         """Record the death an append's failure is: a bad record the connector's, else ours."""

@@ -231,8 +231,9 @@ class RunnerThread(Appending):
             ):
                 self._flush(source, appender, pending, wait=False)
                 pending = []
-            if result is None:
-                self._settle(source)  # nothing more to read now: ack without waiting for it
+            # Nothing to read now: ack what is appended, at once. A broker that hands out
+            # only so many unacked messages (a prefetch) has more once they are acked.
+            if result is None and not self._settle(source):
                 self._sleep(self.config.poll_interval)
 
     def _pump_push(self, source: Source, appender: TopicAppender) -> bool:
