@@ -62,6 +62,9 @@ HOST = "127.0.0.1"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BATCH = 1000
 AHEAD = 600
+# RabbitMQ's prefetch, for both: two batches, so that the next one arrives while one is
+# appended (the client acks every BATCH too).
+PREFETCH = 2 * BATCH
 # A run that moves nothing more for this long is reported as stalled, not waited on.
 STALL_SECONDS = 30
 
@@ -213,7 +216,7 @@ def rabbitmq(store: Store, n: int) -> tuple[float, float, float, float]:
 
     def consume() -> None:
         cch = conn.channel()  # not the transactional one: its acks would wait for a commit
-        cch.basic_qos(prefetch_count=BATCH)
+        cch.basic_qos(prefetch_count=PREFETCH)
         for i, (method, _, _) in enumerate(cch.consume(queue), start=1):
             if i % BATCH == 0 or i == n:
                 cch.basic_ack(method.delivery_tag, multiple=True)
@@ -227,7 +230,7 @@ def rabbitmq(store: Store, n: int) -> tuple[float, float, float, float]:
         base_in = timed(consume)
         publish()
         ours_in = run_source(
-            store, "rabbitmq", {"host": HOST, "queueName": queue, "prefetchCount": BATCH}, n
+            store, "rabbitmq", {"host": HOST, "queueName": queue, "prefetchCount": PREFETCH}, n
         )
         ch.queue_purge(queue)
         ours_out = run_sink("rabbitmq", {"host": HOST, "exchangeName": "", "routingKey": queue}, n)

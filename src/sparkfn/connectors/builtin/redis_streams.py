@@ -233,6 +233,7 @@ class RedisStreamSource(Source):
         self.consumer = ""
         self.cursor = "0"  # our pending entries after this id first; then ">": new ones
         self.to_ack: list[bytes] = []
+        self._value_field = b"value"
 
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
@@ -247,6 +248,7 @@ class RedisStreamSource(Source):
         self.consumer = cfg.consumerName or f"{name}-{context.get_instance_id()}"
         if cfg.consumerName and context.get_num_instances() > 1:
             self.consumer = f"{cfg.consumerName}-{context.get_instance_id()}"
+        self._value_field = cfg.valueField.encode()
         self.client = connect(cfg, self.what)
         _prepare_group(self.client, cfg, self.what)
         self.cursor = "0"
@@ -280,6 +282,15 @@ class RedisStreamSource(Source):
     def _record(self, entry_id: bytes, fields: dict[bytes, bytes]) -> Record:
         cfg = self.config
         assert cfg is not None
+        if len(fields) == 1 and self._value_field in fields:
+            # The common entry, a value alone: no field names to decode, no other properties.
+            text_id = entry_id.decode()
+            return RedisRecord(
+                value=fields[self._value_field],
+                properties={"redisStream": cfg.streamName, "redisId": text_id},
+                event_time=int(text_id.partition("-")[0]),
+                entry_id=entry_id,
+            )
         decoded = {k.decode(errors="replace"): v for k, v in fields.items()}
         key_bytes = decoded.pop(cfg.keyField, None)
         value: Any
