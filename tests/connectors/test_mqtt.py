@@ -32,6 +32,9 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from waiting import until
 
+# They share the brokers test_broker_restart.py restarts: one xdist worker for them all.
+pytestmark = pytest.mark.xdist_group("brokers")
+
 AHEAD = 300
 
 
