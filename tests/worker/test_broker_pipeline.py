@@ -47,7 +47,8 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from waiting import WAIT, until
 
-pytestmark = pytest.mark.slow
+# One xdist worker with the tests that restart the brokers (tests/connectors).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("brokers")]
 
 REPO = Path(__file__).resolve().parents[2]
 EXCLAMATION = "examples/pulsar_exclamation.py"  # as a user types it, in the checkout
