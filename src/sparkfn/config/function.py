@@ -105,6 +105,13 @@ class FunctionConfig(BaseModel):
     # Numbers are strict: JSON's true or 2.0 or "2" is an error, not 1 or 2 (the CLI
     # turns its flags' text into numbers first: sparkfn.cli.configs).
     max_message_retries: int = Field(default=0, ge=0, le=100, strict=True)
+    # Pulsar's negativeAckRedeliveryDelayMs: with max_message_retries, a message
+    # whose call raised is negative-acked and delivered again after this delay,
+    # durably, through the function's retry topic (sparkfn.runtime.function.redelivery),
+    # while the messages behind it go on.
+    negative_ack_redelivery_delay_ms: int = Field(
+        default=60_000, ge=0, le=7 * 24 * 3600 * 1000, strict=True
+    )
     processing_guarantees: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
     subscription_type: SubscriptionType = SubscriptionType.SHARED
     subscription_position: SubscriptionPosition = SubscriptionPosition.LATEST
@@ -315,6 +322,29 @@ class FunctionConfig(BaseModel):
     def default_dead_letter_topic(self) -> str:
         """``{tenant}/{namespace}/{name}-DLQ``, Pulsar's dead-letter topic name."""
         return f"{self.tenant}/{self.namespace}/{self.name}-DLQ"
+
+    @property
+    def retry_topic(self) -> str:
+        """Where a negative-acked message waits for its redelivery: Pulsar's
+        ``{subscription}-RETRY`` in the function's namespace (``{tenant}/{ns}/{name}-RETRY``
+        for the default subscription; a sink's ``sink:`` subscription is spelled with
+        ``_`` for its ``:`` and ``/``)."""
+        sub = self.subscription
+        if sub == self.fqfn:
+            return f"{self.fqfn}-RETRY"
+        return f"{self.tenant}/{self.namespace}/{re.sub(r'[^A-Za-z0-9_.-]', '_', sub)}-RETRY"
+
+    @property
+    def negative_acks(self) -> bool:
+        """Whether a failed message is negative-acked and redelivered after
+        ``negative_ack_redelivery_delay_ms`` (its retries): with ``max_message_retries``,
+        not at-most-once (its cursor moved before the call: nothing is redelivered) and
+        not a window function (a window's messages are retried in place)."""
+        return (
+            self.max_message_retries > 0
+            and self.processing_guarantees is not ProcessingGuarantee.AT_MOST_ONCE
+            and self.window_config is None
+        )
 
     @property
     def dead_letter_target(self) -> str | None:

@@ -46,9 +46,11 @@ def dead_letter_topic(admin: TopicAdmin, config: FunctionConfig, name: str) -> T
     the inputs' schema when they share one (dead letters are the inputs'
     values as received), else ``BYTES``. Any other topic must exist. A window
     function's default late-data topic (``{tenant}/{namespace}/{name}-late``)
-    is made the same way.
+    and the retry topic of its negative acks (``config.retry_topic``) are made
+    the same way.
     """
-    if name not in (config.default_dead_letter_topic, config.default_late_data_topic):
+    made = (config.default_dead_letter_topic, config.default_late_data_topic, config.retry_topic)
+    if name not in made:
         return admin.get(name)
     try:
         return admin.get(name)
