@@ -35,7 +35,7 @@ from sparkfn.runtime.function.rows import (
     InputRows,
     without_partition,
 )
-from sparkfn.topics.message import PROPERTIES
+from sparkfn.topics.message import PROPERTIES, properties_list
 
 if TYPE_CHECKING:
     from sparkfn.runtime.function.instance import FunctionInstance
@@ -110,9 +110,16 @@ def retry_letter(rows: InputRows, i: int, config: FunctionConfig, exc: BaseExcep
     )
 
 
-def deliver_at(properties: list[tuple[str, str]] | None) -> int:
+def pairs(properties: list[tuple[str, str]] | str | None) -> list[tuple[str, str]]:
+    """A message's properties as pairs, whether Arrow gave a map's pairs or JSON text."""
+    if isinstance(properties, str):
+        return properties_list(properties) or []
+    return list(properties or ())
+
+
+def deliver_at(properties: list[tuple[str, str]] | str | None) -> int:
     """When a retry-topic message is due (ms since the epoch); 0 without a time."""
-    for key, value in properties or ():
+    for key, value in pairs(properties):
         if key == DELIVER_AT:
             return int(value) if value.isdigit() else 0
     return 0
@@ -134,15 +141,16 @@ def _original(batch: pa.RecordBatch) -> pa.RecordBatch:
     names = batch.schema.names
     props = batch.column(names.index("properties")).to_pylist()
     topics, parts, offsets, own, counts = [], [], [], [], []
-    for pairs in props:
-        found = dict(pairs or [])
+    for given in props:
+        own_pairs = pairs(given)
+        found = dict(own_pairs)
         real = without_partition(found.get(DLQ_REAL_TOPIC, "")).removeprefix("persistent://")
         part, _, offset = found.get(DLQ_ORIGIN_MESSAGE_ID, "0:-1").partition(":")
         topics.append(real)
         parts.append(int(part))
         offsets.append(int(offset))
         counts.append(int(found.get(RECONSUMETIMES, "1")))
-        kept = [(k, v) for k, v in pairs or [] if k not in _OURS]
+        kept = [(k, v) for k, v in own_pairs if k not in _OURS]
         own.append(kept or None)
     columns = {
         "topic": pa.array(topics, pa.string()),

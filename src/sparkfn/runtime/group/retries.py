@@ -13,8 +13,9 @@ order with one delay, so their times rise along a partition (near enough:
 a batch's instances stage a little apart), and :meth:`RetryAdmission.cap`
 admits a partition up to its first message not yet due; what is not due
 waits there, and the messages behind the failed one in its input went on
-long ago. The first not-yet-due offset and its time are kept, so an idle
-reader reads no message to know, and :meth:`RetryAdmission.due` tells it
+long ago. What is known due stays so, and the first not-yet-due offset and
+its time are kept, so each message is read here once and an idle reader
+reads none to know, and :meth:`RetryAdmission.due` tells it
 to look again (and shortens its quiet wait) when that time comes.
 
 A drain finishes what the member has: its retry topic is read to its live
@@ -57,8 +58,10 @@ class RetryAdmission:
     def __init__(self, quiet: QuietWait) -> None:
         self._quiet = quiet
         self._wait: float | None = None  # the quiet wait before a retry shortened it
-        # (topic id, partition) -> (offset looked from, first offset not due, its time in ms)
-        self._next: dict[tuple[int, int], tuple[int, int, int]] = {}
+        # (topic id, partition) -> every offset below this one is due (it stays so)
+        self._due: dict[tuple[int, int], int] = {}
+        # (topic id, partition) -> (its first offset not due yet, when it is due, in ms)
+        self._next: dict[tuple[int, int], tuple[int, int]] = {}
 
     @staticmethod
     def names(config: FunctionConfig) -> list[str]:
@@ -106,20 +109,24 @@ class RetryAdmission:
     def _due_end(self, store: Store, topic: TopicInfo, part: int, low: int, end: int) -> int:
         now = int(time.time() * 1000)
         ident = (topic.id, part)
-        known = self._next.get(ident)
-        if known is not None and known[0] <= low <= known[1] and known[2] > now:
-            return known[1]
+        due = max(low, self._due.get(ident, 0))  # a message once due stays due
+        waiting = self._next.get(ident)
+        if waiting is not None and waiting[0] >= due and waiting[1] > now:
+            return waiting[0]
         self._next.pop(ident, None)
-        seen = 0
-        for batch in read_range(store, topic, part, low, min(end, low + SCAN_ROWS)):
+        if due >= end:
+            return end
+        limit = min(end, due + SCAN_ROWS)
+        for batch in read_range(store, topic, part, due, limit):
             offsets = batch.column("offset").to_pylist()
             for offset, props in zip(offsets, batch.column("properties").to_pylist(), strict=True):
                 at = deliver_at(props)
                 if at > now:
-                    self._next[ident] = (low, int(offset), at)
+                    self._due[ident] = int(offset)
+                    self._next[ident] = (int(offset), at)
                     return int(offset)
-                seen = int(offset) + 1
-        return max(seen, low) if seen else min(end, low + SCAN_ROWS)
+        self._due[ident] = limit
+        return limit
 
     def due(self) -> bool:
         """Whether a retry message waiting to be due is due now; else the quiet wait is
@@ -129,12 +136,12 @@ class RetryAdmission:
                 self._quiet.wait, self._wait = self._wait, None
             return False
         now = time.time() * 1000
-        due = [ident for ident, (_, _, at) in self._next.items() if at <= now]
+        due = [ident for ident, (_, at) in self._next.items() if at <= now]
         for ident in due:  # looked at again by the plan this asks for
             del self._next[ident]
         if due:
             return True
-        left = min(at for _, _, at in self._next.values()) / 1000 - now / 1000
+        left = min(at for _, at in self._next.values()) / 1000 - now / 1000
         if self._wait is None:
             self._wait = self._quiet.wait
         self._quiet.wait = max(_MIN_WAIT, min(self._wait, left))
