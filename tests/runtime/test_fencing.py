@@ -8,21 +8,28 @@ Its next commit must fail, be recorded, and leave no output behind.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from sparkfn.api.errors import StaleRunError
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.group import members
+from sparkfn.runtime.group.commit import GroupCommitter
+from sparkfn.runtime.group.task import SliceResult
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.localrun import LocalRun
-from sparkfn.runtime.query.commit import FunctionBatch, FunctionBatchWriter
+from sparkfn.runtime.query.staging import FunctionBatch
 from sparkfn.runtime.status import function_status
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.append import MessageColumns
 from sparkfn.topics.consumer import Consumer
+from sparkfn.topics.log import stage
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
@@ -71,7 +78,7 @@ def test_an_older_run_cannot_commit_after_a_newer_one_began(spark: Any, store: S
 
 
 def test_the_commit_of_a_stale_epoch_fails_and_is_recorded(store: Store) -> None:
-    """The sink's own check, in its transaction: whatever the supervisor noticed or not."""
+    """The commit's own check, in its transaction: whatever the supervisor noticed or not."""
     admin = TopicAdmin(store)
     admin.create("in", schema_type="string")
     admin.create("out", schema_type="string")
@@ -79,6 +86,7 @@ def test_the_commit_of_a_stale_epoch_fails_and_is_recorded(store: Store) -> None
         name="stale", py="f.py", inputs=["in"], output="out", subscription_position="earliest"
     )
     old = control.begin_run(store, config.fqfn, "function", 1, "first run")
+    members.join(store, "fencing", config.fqfn, config, epoch=old, version="v1")
     Producer(store, "in").send_batch([Message(b"x")])
     with store.write() as conn:
         subscription.plan_batch(
@@ -90,13 +98,26 @@ def test_the_commit_of_a_stale_epoch_fails_and_is_recorded(store: Store) -> None
             spark_start="{}",
             spark_end="{}",
             ends={(admin.get("in").id, 0): 1},
+            owner=config.fqfn,
         )
     newer = control.begin_run(store, config.fqfn, "function", 1, "second run")
-    writer = FunctionBatchWriter(config, store.url, str(store.data_dir), epoch=old)
-    with pytest.raises(StaleRunError, match=f"a newer run \\(epoch {newer}\\)"):
-        writer.commit([FunctionBatch()], 0)
+    staged = stage(store, admin.get("out"), 0, _one_message())
+    part = SliceResult(config.fqfn, old, config, FunctionBatch([("out", staged)], []))
+    GroupCommitter(store.url, str(store.data_dir), "fencing").commit(
+        {(config.fqfn, old): [part]}, 0
+    )
+
     with store.read() as conn:
         assert subscription.cursors(conn, config.subscription) == {(admin.get("in").id, 0): 0}
+    assert _count(store, "out") == 0
     status = function_status(store, config.fqfn, 1).instances[0].status
     assert status.num_system_exceptions == 1
-    assert status.latest_system_exceptions[0].type == "StaleRunError"
+    refusal = status.latest_system_exceptions[0]
+    assert refusal.type == "StaleRunError"
+    assert f"a newer run (epoch {newer})" in refusal.message
+
+
+def _one_message() -> pa.Table:
+    columns = MessageColumns()
+    columns.add(b"late", None, None, None, None)
+    return columns.table(None, datetime.now(UTC))

@@ -40,7 +40,7 @@ from sparkfn.topics.subscription import Span
 # What pyspark 4 said when a function's os._exit(3) ended its worker (trimmed frames).
 CRASHED = (
     "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call "
-    'last):\n  File ".../sparkfn/runtime/query/commit.py", line 230, in __call__\n'
+    'last):\n  File ".../sparkfn/runtime/query/staging.py", line 230, in __call__\n'
     "py4j.protocol.Py4JJavaError: An error occurred while calling o86.collectToPython.\n"
     ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 "
     "failed 1 times, most recent failure: Lost task 0.0 in stage 0.0 (TID 0) (192.0.2.2 executor "

@@ -85,6 +85,9 @@ def test_a_hosted_sink_fed_by_a_hosted_source_loses_nothing_across_its_lifecycle
     assert (status["numInstances"], status["state"]) == (1, "RUNNING")
     assert status["instances"][0]["status"]["numWrittenToSink"] > 0
 
+    # --no-wait says what it did: asked, not stopped (the stop after it waits, asking twice)
+    said = cli.run("sinks", "stop", "--name", "arch", "--no-wait").stdout
+    assert said == "asked sink public/default/arch to stop; not waiting (--no-wait)\n"
     for action, final in (("stop", "SUSPENDED"), ("drain", "STOPPED")):
         stopped = cli.json("sinks", action, "--name", "arch")
         assert stopped["action"] == action

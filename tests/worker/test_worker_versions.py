@@ -11,9 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 from worker_process import SharedWorker, topic_counts
 
 from sparkfn.state.store import all_state
+from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
@@ -89,6 +91,15 @@ def test_an_update_to_a_new_parallelism_under_load_loses_and_repeats_nothing(
         old = client.get("/public/default/exclaim", params={"version": 1}).json()
         assert (old["version"], old["parallelism"]) == (1, 1)
         assert client.get("/public/default/exclaim").json()["parallelism"] == 2
+    # The run is the version it was prepared from: its group membership (the key its tasks'
+    # objects are made under) says 2, so no object of version 1 serves it.
+    with store.read() as conn:
+        row = conn.execute(
+            select(schema.group_members.c.version).where(
+                schema.group_members.c.control_id == "public/default/exclaim"
+            )
+        ).one()
+    assert row.version == "2"
 
 
 @pytest.mark.long_running(90)

@@ -2,7 +2,7 @@
 
 A slice is run exactly as a function's own query runs its task
 (:func:`~sparkfn.runtime.query.executor.make_run_function` over the slice's
-rows, then :meth:`~sparkfn.runtime.query.commit.FunctionBatchWriter.write`), with
+rows, then :meth:`~sparkfn.runtime.query.staging.FunctionStager.write`), with
 one difference: a member's failure (its code raises out of the runtime,
 ``context.fatal``, a cancel) is recorded as that member's death, closes
 only that member's objects in this process, and the task goes on with the
@@ -29,8 +29,8 @@ from sparkfn.runtime.group import overrun, suspects
 from sparkfn.runtime.group.plan import GroupTask, MemberSlice
 from sparkfn.runtime.lifecycle.deadletter import dead_letter_topic
 from sparkfn.runtime.lifecycle.workerctl import CancelledError
-from sparkfn.runtime.query.commit import FunctionBatch, FunctionBatchWriter
 from sparkfn.runtime.query.executor import make_run_function
+from sparkfn.runtime.query.staging import FunctionBatch, FunctionStager
 from sparkfn.runtime.spark import daemon
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
@@ -67,7 +67,7 @@ def _instance_of(slice_: MemberSlice) -> int:
     return 0
 
 
-class SliceWriter(FunctionBatchWriter):
+class SliceWriter(FunctionStager):
     """A member's stager in a group's task: its output topics looked up once per task."""
 
     def __init__(self, *args: Any, known: Mapping[TopicName, TopicInfo], **kwargs: Any) -> None:

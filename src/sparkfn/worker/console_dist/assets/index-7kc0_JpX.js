@@ -276,7 +276,18 @@
           ${e.properties&&Object.keys(e.properties).length>0&&K`<span class="muted"> · ${Object.entries(e.properties).map(([e,t])=>`${e}=${t}`).join(`, `)}</span>`}</header>
         <${Ot} message=${e} schemaType=${a&&a.schemaType} /></article>`)}
     </section>
-  </section>`}async function jt(){try{return await U(`/ready`)}catch(e){if(e.status===401)throw e;return{status:`not ready`,reason:e.reason,message:e.message}}}function Mt(){let[e,t]=q(()=>U(`/admin/v3/worker`),[],2e3),[n]=q(jt,[],5e3),r=e?Object.entries(e.functionsByState).sort():[],i=r.reduce((e,[,t])=>e+t,0);return K`<section aria-labelledby="worker-title">
+  </section>`}async function jt(){try{return await U(`/ready`)}catch(e){if(e.status===401)throw e;return{status:`not ready`,reason:e.reason,message:e.message}}}async function Mt(){let[e,t,n]=await Promise.all([U(`/admin/v2/worker/cluster`),U(`/admin/v2/worker/cluster/leader`).catch(e=>{if(e.status===401)throw e;return null}),U(`/admin/v2/worker/assignments`).catch(e=>{if(e.status===401)throw e;return null})]);return{workers:e,leader:t,assignments:n}}function Nt({self:e}){let[t,n]=q(Mt,[],3e3);if(n)return K`<section class="card"><h2>Cluster</h2><${J} error=${n} /></section>`;if(!t)return null;let{workers:r,leader:i,assignments:a}=t,o=e=>a&&a[e]||[];return K`<section class="card" aria-labelledby="cluster-title"><h2 id="cluster-title">Cluster</h2>
+    <p class="muted">${r.length} live worker${r.length===1?``:`s`}; leader:
+      ${i?K` <code>${i.workerId}</code>`:` none this moment (one takes over within seconds)`}</p>
+    <table class="list" data-testid="cluster"><thead><tr><th>Worker</th><th>Address</th><th>Role</th>
+      ${a&&K`<th>Instances</th>`}</tr></thead>
+      <tbody>${r.map(t=>K`<tr data-worker=${t.workerId}>
+        <td><code>${t.workerId}</code>${t.workerId===e?K` <span class="muted">(this one)</span>`:``}</td>
+        <td>${t.workerHostname}:${t.port}</td>
+        <td>${i&&i.workerId===t.workerId?K`<span class="badge tone-ok">leader</span>`:`member`}</td>
+        ${a&&K`<td title=${o(t.workerId).join(`
+`)}>${o(t.workerId).length}</td>`}
+      </tr>`)}</tbody></table></section>`}function Pt(){let[e,t]=q(()=>U(`/admin/v3/worker`),[],2e3),[n]=q(jt,[],5e3),r=e?Object.entries(e.functionsByState).sort():[],i=r.reduce((e,[,t])=>e+t,0);return K`<section aria-labelledby="worker-title">
     <div class="page-head"><h1 id="worker-title">Worker ${e&&K`<code>${e.workerId}</code>`}</h1>
       ${n&&K`<span class=${`badge ${n.status===`ready`?`tone-ok`:`tone-warn`}`}>${n.status}</span>`}</div>
     <${J} error=${t} />
@@ -299,15 +310,16 @@
           <span class="bar"><span style=${`width:${100*t/Math.max(1,i)}%`} class="tone-${e}"></span></span>
           <strong>${t}</strong></li>`)}</ul>
       </section></div>`}
-  </section>`}function Nt(){let[e,t]=z(location.hash||`#/functions`);return B(()=>{let e=()=>t(location.hash||`#/functions`);return addEventListener(`hashchange`,e),()=>removeEventListener(`hashchange`,e)},[]),e}var Pt=[[`#/functions`,`Functions`,`f`],[`#/new`,`New function`,`n`],[`#/topics`,`Topics`,`t`],[`#/worker`,`Worker`,`w`]];function Ft(e){let[t,...n]=e.replace(/^#\/?/,``).split(`/`).map(decodeURIComponent),r=n.join(`/`);return t===`functions`&&n.length===3?K`<${ft} key=${r} fqfn=${r} />`:t===`update`&&n.length===3?K`<${Ct} key=${r} fqfn=${r} />`:t===`new`?K`<${Ct} key="new" />`:t===`topics`&&n.length===3?K`<${At} key=${r} parts=${n} />`:t===`topics`?K`<${Dt} />`:t===`worker`?K`<${Mt} />`:K`<${$e} />`}function It(e){let t=e.target;return t&&(t.isContentEditable||[`INPUT`,`TEXTAREA`,`SELECT`].includes(t.tagName))}function Lt(){return B(()=>{let e=e=>{if(e.ctrlKey||e.metaKey||e.altKey||It(e))return;if(e.key===`/`){let t=document.querySelector(`[data-search]`);t&&(e.preventDefault(),t.focus());return}if(e.key===`?`){document.getElementById(`shortcuts`)?.toggleAttribute(`open`);return}let t=Pt.find(([,,t])=>t===e.key);t&&(location.hash=t[0])};return addEventListener(`keydown`,e),()=>removeEventListener(`keydown`,e)},[]),K`<details id="shortcuts" class="shortcuts">
+    ${e&&K`<${Nt} self=${e.workerId} />`}
+  </section>`}function Ft(){let[e,t]=z(location.hash||`#/functions`);return B(()=>{let e=()=>t(location.hash||`#/functions`);return addEventListener(`hashchange`,e),()=>removeEventListener(`hashchange`,e)},[]),e}var It=[[`#/functions`,`Functions`,`f`],[`#/new`,`New function`,`n`],[`#/topics`,`Topics`,`t`],[`#/worker`,`Worker`,`w`]];function Lt(e){let[t,...n]=e.replace(/^#\/?/,``).split(`/`).map(decodeURIComponent),r=n.join(`/`);return t===`functions`&&n.length===3?K`<${ft} key=${r} fqfn=${r} />`:t===`update`&&n.length===3?K`<${Ct} key=${r} fqfn=${r} />`:t===`new`?K`<${Ct} key="new" />`:t===`topics`&&n.length===3?K`<${At} key=${r} parts=${n} />`:t===`topics`?K`<${Dt} />`:t===`worker`?K`<${Pt} />`:K`<${$e} />`}function Rt(e){let t=e.target;return t&&(t.isContentEditable||[`INPUT`,`TEXTAREA`,`SELECT`].includes(t.tagName))}function zt(){return B(()=>{let e=e=>{if(e.ctrlKey||e.metaKey||e.altKey||Rt(e))return;if(e.key===`/`){let t=document.querySelector(`[data-search]`);t&&(e.preventDefault(),t.focus());return}if(e.key===`?`){document.getElementById(`shortcuts`)?.toggleAttribute(`open`);return}let t=It.find(([,,t])=>t===e.key);t&&(location.hash=t[0])};return addEventListener(`keydown`,e),()=>removeEventListener(`keydown`,e)},[]),K`<details id="shortcuts" class="shortcuts">
     <summary>Keyboard</summary>
     <dl>
       <dt><kbd>/</kbd></dt><dd>search</dd>
-      ${Pt.map(([,e,t])=>K`<dt><kbd>${t}</kbd></dt><dd>${e}</dd>`)}
+      ${It.map(([,e,t])=>K`<dt><kbd>${t}</kbd></dt><dd>${e}</dd>`)}
       <dt><kbd>Tab</kbd></dt><dd>next control</dd>
       <dt><kbd>?</kbd></dt><dd>this list</dd>
     </dl>
-  </details>`}function Rt(){let e=je(Pe),[t,n]=z(``),[r,i]=z(!1),a=xe(null);return B(()=>a.current?.focus(),[]),K`<div class="token-screen">
+  </details>`}function Bt(){let e=je(Pe),[t,n]=z(``),[r,i]=z(!1),a=xe(null);return B(()=>a.current?.focus(),[]),K`<div class="token-screen">
     <form class="card token-card" onSubmit=${async e=>{e.preventDefault(),i(!0),Le(t.trim());try{await H(`GET`,`/ready`,void 0,{raw:!0}).catch(e=>{if(e.status===401)throw e}),Pe.set(``),Ne.set(!1)}catch{Le(``)}finally{i(!1)}}} aria-labelledby="token-title">
       <h1 id="token-title">This worker asks for a token</h1>
       <p class="muted">
@@ -319,18 +331,18 @@
       ${e&&K`<p class="error" role="alert" data-testid="token-error">${e}</p>`}
       <button type="submit" class="primary" disabled=${r}>Sign in</button>
     </form>
-  </div>`}function zt(){let e=Nt();if(je(Ne))return K`<${Rt} />`;let t=e.split(`/`)[1]||`functions`,n=e=>e.split(`/`)[1]===t||t===`update`&&e===`#/new`;return K`<div class="shell">
+  </div>`}function Vt(){let e=Ft();if(je(Ne))return K`<${Bt} />`;let t=e.split(`/`)[1]||`functions`,n=e=>e.split(`/`)[1]===t||t===`update`&&e===`#/new`;return K`<div class="shell">
     <a class="skip" href="#main" onClick=${e=>{e.preventDefault(),document.getElementById(`main`).focus()}}>Skip to content</a>
     <header class="top">
       <a class="brand" href="#/functions"><span class="logo" aria-hidden="true">ϟ</span> sparkfn</a>
       <nav aria-label="Sections">
-        ${Pt.map(([e,t,r])=>K`<a href=${e} aria-current=${n(e)?`page`:void 0}
+        ${It.map(([e,t,r])=>K`<a href=${e} aria-current=${n(e)?`page`:void 0}
             aria-keyshortcuts=${r}>${t}</a>`)}
       </nav>
       <div class="spacer"></div>
-      <${Lt} />
+      <${zt} />
       ${Ie()&&K`<button class="ghost" onClick=${()=>{Le(``),Pe.set(``),Ne.set(!0)}}
         title="Forget the token">Sign out</button>`}
     </header>
-    <main id="main" tabindex="-1">${Ft(e)}</main>
-  </div>`}F(K`<${zt} />`,document.getElementById(`app`));
+    <main id="main" tabindex="-1">${Lt(e)}</main>
+  </div>`}F(K`<${Vt} />`,document.getElementById(`app`));
