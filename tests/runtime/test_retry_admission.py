@@ -88,12 +88,19 @@ def test_a_redelivered_message_is_given_as_its_original(sqlite_store: Store) -> 
     config = _config()
     admin = TopicAdmin(sqlite_store)
     retry = admin.create(config.retry_topic)
-    Producer(sqlite_store, config.retry_topic).send_batch([_letter(b"a", 0)])
-    [batch] = list(read_range(sqlite_store, retry, 0, 0, 1))
+    producer = Producer(sqlite_store, config.retry_topic)
+    producer.send_batch([_letter(b"a", 0), Message(b"by hand")])
+    [batch] = list(read_range(sqlite_store, retry, 0, 0, 2))
     [delivered] = list(as_delivered(iter([batch]), config.retry_topic))
-    row = delivered.to_pylist()[0]
+    row, other_row = delivered.to_pylist()
     assert (row["topic"], row["partition"], row["offset"]) == ("public/default/in", 1, 7)
     assert (row["value"], row["key"], row["properties"]) == (b"a", "k", [("origin", "web")])
     assert row[REDELIVERY_COLUMN] == 1
+    # No retry letter (written there by hand): given as a message of the retry topic.
+    assert (other_row["topic"], other_row["offset"], other_row[REDELIVERY_COLUMN]) == (
+        config.retry_topic,
+        1,
+        0,
+    )
     other = pa.RecordBatch.from_pylist([{"topic": "public/default/in", "value": b"x"}])
     assert list(as_delivered(iter([other]), config.retry_topic)) == [other]

@@ -30,6 +30,7 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.attempts import NotAcknowledgedError
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.rows import (
+    DLQ_EXCEPTION,
     DLQ_ORIGIN_MESSAGE_ID,
     DLQ_REAL_TOPIC,
     InputRows,
@@ -43,10 +44,11 @@ if TYPE_CHECKING:
 # Pulsar's retry-letter properties, and the time the message is due again (ms since the epoch).
 RECONSUMETIMES = "RECONSUMETIMES"
 DELAY_TIME = "DELAY_TIME"
-EXCEPTION = "EXCEPTION"
 DELIVER_AT = "DELIVER_AT"
-_OURS = frozenset({RECONSUMETIMES, DELAY_TIME, DELIVER_AT, EXCEPTION, DLQ_REAL_TOPIC})
-_OURS |= {DLQ_ORIGIN_MESSAGE_ID}
+# What a retry letter adds to the message's own properties (taken off again at its redelivery).
+_OURS = frozenset(
+    {RECONSUMETIMES, DELAY_TIME, DELIVER_AT, DLQ_EXCEPTION, DLQ_REAL_TOPIC, DLQ_ORIGIN_MESSAGE_ID}
+)
 REDELIVERY_COLUMN = "redelivery"
 
 
@@ -97,7 +99,7 @@ def retry_letter(rows: InputRows, i: int, config: FunctionConfig, exc: BaseExcep
             DELIVER_AT: str(int(time.time() * 1000) + delay),
             DLQ_REAL_TOPIC: rows.topic_name(i),
             DLQ_ORIGIN_MESSAGE_ID: rows.message_id(i),
-            EXCEPTION: f"{type(exc).__name__}: {exc}",
+            DLQ_EXCEPTION: f"{type(exc).__name__}: {exc}",
         }
     )
     return Emitted(
@@ -138,18 +140,25 @@ def as_delivered(batches: Iterator[pa.RecordBatch], retry_topic: str) -> Iterato
 
 
 def _original(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch's retry letters as their originals; a message there that is no retry
+    letter (written by hand) is given as it is, a message of the retry topic."""
     names = batch.schema.names
     props = batch.column(names.index("properties")).to_pylist()
+    where = [batch.column(names.index(n)).to_pylist() for n in ("topic", "partition", "offset")]
+    here = zip(*where, strict=True)
     topics, parts, offsets, own, counts = [], [], [], [], []
-    for given in props:
+    for given, (topic, partition, position) in zip(props, here, strict=True):
         own_pairs = pairs(given)
         found = dict(own_pairs)
         real = without_partition(found.get(DLQ_REAL_TOPIC, "")).removeprefix("persistent://")
-        part, _, offset = found.get(DLQ_ORIGIN_MESSAGE_ID, "0:-1").partition(":")
+        part, _, offset = found.get(DLQ_ORIGIN_MESSAGE_ID, "").partition(":")
+        if not (real and part.isdigit() and offset.isdigit()):
+            real, part, offset = topic, str(partition), str(position)
         topics.append(real)
         parts.append(int(part))
         offsets.append(int(offset))
-        counts.append(int(found.get(RECONSUMETIMES, "1")))
+        count = found.get(RECONSUMETIMES, "")
+        counts.append(int(count) if count.isdigit() else 0)
         kept = [(k, v) for k, v in own_pairs if k not in _OURS]
         own.append(kept or None)
     columns = {
