@@ -262,9 +262,8 @@ PULSAR_FUNCTION_CONFIG = (
 
 # --- a connector's: pulsar-admin sinks and sources ---------------------------------------
 
-# Pulsar's sink flags: --max-redeliver-count, --negative-ack-redelivery-delay-ms and
-# --dead-letter-topic act as for a function (a message whose write fails); the rest is
-# warned about (config/pulsar_connector.py).
+# Pulsar's sink flags: --max-redeliver-count, --negative-ack-redelivery-delay-ms, --dead-letter-
+# topic act as for a function (a failed write); the rest is warned about (pulsar_connector.py).
 _NO_EFFECT = "Pulsar's; no effect here (docs/pulsar-migration.md)."
 PULSAR_SINK_CONFIG = (
     _flag(
