@@ -413,9 +413,9 @@ def test_localrun_from_a_yaml_file_with_a_dead_letter_topic(cli: Cli, tmp_path: 
     assert done.returncode == 0, _describe(done)
     status = _status(done.stdout)
     instance = status["instances"][0]["status"]
-    assert instance["numReceived"] == 5
+    assert instance["numReceived"] == 7  # each bad message delivered twice (negative-acked)
     assert instance["numSuccessfullyProcessed"] == 3
-    # Each bad message: one attempt and one retry, then the dead letter topic.
+    # Each bad message: one attempt and one redelivery, then the dead letter topic.
     assert instance["numUserExceptions"] == 4
     assert instance["numDeadLettered"] == 2
     assert {e["type"] for e in instance["latestUserExceptions"]} == {"ValueError"}

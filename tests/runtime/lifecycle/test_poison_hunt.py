@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function.redelivery import DELIVER_AT, RECONSUMETIMES
 from sparkfn.runtime.function.rows import (
     DLQ_ATTEMPTS,
     DLQ_EXCEPTION,
@@ -303,6 +304,54 @@ def test_dead_letter_input_passes_one_message_in_one_transaction(store: Store) -
     assert (totals["received"], totals["system_exceptions"], totals["dead_lettered"]) == (1, 1, 1)
     (info,) = latest_exceptions(store, config.fqfn)[(0, "system")]
     assert (info.exception_string, info.message_id) == (f"PythonWorkerCrashed: {cause}", ids[1])
+
+
+def test_a_redelivery_that_killed_its_worker_is_dead_lettered_as_its_original(
+    store: Store,
+) -> None:
+    config, ids, epoch = _function(store, max_message_retries=3)
+    admin = TopicAdmin(store)
+    retry = admin.create(config.retry_topic)
+    Producer(store, config.retry_topic).send_batch(
+        [
+            Message(
+                b"exit",
+                key="k",
+                properties={
+                    "origin": "exit",
+                    RECONSUMETIMES: "2",
+                    DELIVER_AT: "1",
+                    DLQ_REAL_TOPIC: "persistent://public/default/in-partition-1",
+                    DLQ_ORIGIN_MESSAGE_ID: ids[1],
+                },
+            )
+        ]
+    )
+    with store.write() as conn:
+        subscription.ensure(conn, config.subscription, [retry], "earliest")
+    cause = "Python worker exited with code 3 while processing message 1:1 of public/default/in"
+    assert dead_letter_input(
+        store,
+        config,
+        control_id=config.fqfn,
+        epoch=epoch,
+        topic=config.retry_topic,
+        partition=0,
+        offset=0,
+        cause=cause,
+    )
+    (letter,) = Consumer(
+        store, config.default_dead_letter_topic, initial_position="earliest"
+    ).receive()
+    assert letter.properties == {
+        "origin": "exit",
+        DLQ_ORIGIN_MESSAGE_ID: ids[1],
+        DLQ_REAL_TOPIC: "persistent://public/default/in-partition-1",
+        DLQ_EXCEPTION: f"PythonWorkerCrashed: {cause}",
+        DLQ_ATTEMPTS: "3",  # its third delivery
+    }
+    with store.read() as conn:
+        assert subscription.cursors(conn, config.subscription)[(retry.id, 0)] == 1
 
 
 def test_dead_letter_input_drops_when_the_function_drops_failed_messages(store: Store) -> None:

@@ -196,7 +196,10 @@ def row_budget(
 def ends_drain(work: MemberWork, max_per_task: int | None, slots: int) -> bool:
     """Whether a drain's batch that reaches its target may end the stream itself: when that
     costs no cores (:func:`~sparkfn.topics.spark.planning.ends_stream`); it saves the
-    end-of-stream batch's trigger."""
+    end-of-stream batch's trigger. Not for a member that negative-acks: a message of that
+    batch may fail and be delivered again after it."""
+    if work.member.config.negative_acks:
+        return False
     return ends_stream(
         work.topics,
         {k: (work.base.get(k, 0), hi) for k, hi in work.ends.items()},
