@@ -12,9 +12,8 @@ behind its inputs' ends (capped by a drain's target; a retry topic's by what is 
 :mod:`.retries`) or its drain or suspend needs its end-of-stream batch.
 
 :meth:`~GroupStreamReader.partitions` records each working member's plan
-in its subscription (the same plan a function's own query records: every
-member in its steady state in a few statements, :func:`sparkfn.topics.plans.plan_batches`,
-the others by :func:`sparkfn.topics.subscription.plan_batch`), at most the member's row budget
+in its subscription (members in their steady state in a few statements,
+:func:`sparkfn.topics.plans.plan_batches`, the others one by one), at most the member's row budget
 (``max_records_per_batch``, else the group's ``memberBudget``), then packs
 the members' ranges into at most ``taskSlots`` tasks by their rows: a batch
 costs what its work costs, not what the number of members does.
