@@ -546,3 +546,23 @@ def test_one_instance_drained_processes_the_input_as_of_the_drain_then_leaves(
     step = [t for t in run.transitions() if t["instance"] == 1 and t["to"] == "STOPPED"][0]
     assert step["cause"].startswith("drained"), step
     _check_sequences(log, graceful=True)
+
+
+def test_a_drain_of_the_run_while_every_instance_stops_alone_ends(
+    spark: Any, lstore: Store, tmp_path: Path
+) -> None:
+    """Every instance stopping alone leaves the reader nothing to plan for them; a drain
+    of the whole run asked meanwhile must still end (nothing left to drain), not wait for
+    an end-of-stream batch that is never planned."""
+    log = tmp_path / "calls.jsonl"
+    values = [f"m{i}" for i in range(100)]
+    _produce(lstore, values)
+    config = _config(log, parallelism=2, user_config={"sleep": 0.01})
+    run = LocalRun(config, store=lstore, spark=spark).start()
+    _wait_processed(log, 10, run)
+    run.suspend_instance(0)
+    run.suspend_instance(1)
+    assert run.drain(WAIT), "the drain of a run whose instances stopped alone did not end"
+    assert run.run_state == "STOPPED"
+    _check_sequences(log, graceful=True)
+    assert run.status().unclosed_objects == []
