@@ -188,6 +188,12 @@ def test_a_worker_on_a_standalone_cluster_processes_every_message_exactly_once(
             _exactly_once(store, sent, worker)
 
             _post(client, "stop")
+            # A stop answers before the run has ended, and a start meanwhile finds the
+            # run still there and does nothing: wait for the stop, as the CLI does.
+            wait(
+                lambda: client.get(f"/public/default/{NAME}/status").json()["numRunning"] == 0,
+                "the function stopped",
+            )
             more = _values(200, 100)
             producer.send_batch([Message(v.encode()) for v in more])
             _post(client, "start")
