@@ -185,10 +185,16 @@ class Chaos:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
         pause = LEASE * 1.5
-        time.sleep(pause)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+
+        def resume() -> None:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+        # On a timer: the run's sampling goes on meanwhile (the stall is measured).
+        timer = threading.Timer(pause, resume)
+        timer.daemon = True
+        timer.start()
         return f"{worker.name} for {pause:g} s"
 
     def _kill_child(self, worker: Worker, word: str) -> str:

@@ -5,8 +5,9 @@ Run it with ``make demo-cluster`` (PostgreSQL on 127.0.0.1:5432, database
 directory and a fresh schema it does what an operator does, printing each
 command:
 
-1. ``sparkfn cluster up``: a Spark standalone master and three Spark
-   workers of one core each, every application capped at one core;
+1. ``sparkfn cluster up``: a Spark standalone master and a Spark worker of
+   three cores, every application (each sparkfn worker) capped at one, so
+   each sparkfn worker gets an executor of its own;
 2. three ``sparkfn worker start --spark-master spark://...`` (a, b, c) on the
    one PostgreSQL store and the one data directory;
 3. ``sparkfn functions create`` on worker a (``effectively_once``), and a
@@ -46,6 +47,8 @@ from urllib.parse import quote
 
 import httpx
 import psycopg
+
+from sparkfn.store.store import Store
 
 HERE = Path(__file__).resolve().parent
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -149,12 +152,10 @@ class Demo:
 
 
 def run(demo: Demo) -> bool:
-    from sparkfn.store.store import Store
-    from sparkfn.topics.consumer import Consumer
     from sparkfn.topics.producer import Producer
 
     up = demo.sparkfn(
-        "cluster", "up", "--workers", "3", "--cores", "1", "--memory", "1g", "--app-cores", "1",
+        "cluster", "up", "--workers", "1", "--cores", "3", "--memory", "3g", "--app-cores", "1",
         "--port", str(free_port()), "--webui-port", str(free_port()), capture=True,
     )  # fmt: skip
     print(up, end="")
@@ -192,11 +193,15 @@ def run(demo: Demo) -> bool:
             raise DemoError(msg)
         demo.kill(owner)
         asking = next(n for n in demo.workers if n != owner)
+        # Moved: another worker's id in the status, and outputs growing again. (A
+        # status alone is not enough: a dead worker's run stays RUNNING in the store.)
+        time.sleep(2.0)
+        at_kill = len(outputs(store))
         deadline = time.monotonic() + MOVE_S
         moved = False
         while time.monotonic() < deadline and not moved:
             now, running = demo.owner(asking)
-            moved = running and now not in ("", owner)
+            moved = running and now not in ("", owner) and len(outputs(store)) > at_kill + 10
             time.sleep(1.0)
         if not moved:
             print(f"\nthe function did not move off worker {owner} within {MOVE_S:g} s:")
@@ -209,10 +214,7 @@ def run(demo: Demo) -> bool:
     expected = collections.Counter(v + "!" for v in sent)
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
-        consumer = Consumer(store, "out", initial_position="earliest")
-        got: collections.Counter[str] = collections.Counter()
-        while batch := consumer.receive(max_messages=10_000):
-            got.update(m.value.decode() for m in batch if m.value is not None)
+        got = outputs(store)
         if got == expected or got - expected:
             break
         time.sleep(1.0)
@@ -220,6 +222,17 @@ def run(demo: Demo) -> bool:
     lost, repeated = len(expected - got), sum((got - expected).values())
     print(f"\n{len(sent)} messages sent across the kill: {lost} lost, {repeated} repeated")
     return lost == 0 and repeated == 0
+
+
+def outputs(store: Store) -> collections.Counter[str]:
+    """Every value of the output topic, counted."""
+    from sparkfn.topics.consumer import Consumer
+
+    consumer = Consumer(store, "out", initial_position="earliest")
+    got: collections.Counter[str] = collections.Counter()
+    while batch := consumer.receive(max_messages=10_000):
+        got.update(m.value.decode() for m in batch if m.value is not None)
+    return got
 
 
 def main() -> int:
