@@ -39,7 +39,7 @@ import httpx
 import pytest
 from worker_process import WorkerProcess, free_port, topic_counts
 
-from sparkfn.runtime.spark.standalone import Cluster
+from sparkfn.runtime.spark.standalone import Cluster, Daemon
 from sparkfn.state.store import all_state
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
@@ -271,3 +271,37 @@ def test_bad_settings_are_refused_before_anything_starts(
     assert result.returncode == 1, _said(result)
     assert said in result.stderr, _said(result)
     assert not (tmp_path / "spark-cluster" / "cluster.json").exists()
+
+
+def test_down_and_status_without_a_cluster(tmp_path: Path) -> None:
+    down = _sparkfn(tmp_path, "cluster", "down")
+    assert down.returncode == 0, _said(down)
+    assert "no Spark cluster is up" in down.stderr
+    shown = _sparkfn(tmp_path, "cluster", "status", "--json")
+    assert shown.returncode == 3, _said(shown)
+    assert json.loads(shown.stdout)["up"] is False
+
+
+def test_down_never_signals_a_pid_that_is_no_longer_the_daemon(tmp_path: Path) -> None:
+    """A recorded pid now naming another process (its start time differs) is left alone."""
+    bystander = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    try:
+        root = tmp_path / "spark-cluster"
+        root.mkdir()
+        record = Cluster(
+            root=str(root), token="0123456789abcdef", host="127.0.0.1", port=7077,
+            webui_port=8080, workers=1, cores=1, memory="1g", python=sys.executable,
+            daemons=[Daemon("master", bystander.pid, 1, 7077, 8080, str(root / "master.log"))],
+        )  # fmt: skip
+        record.save()
+        shown = _sparkfn(tmp_path, "cluster", "status")
+        assert shown.returncode == 3, _said(shown)
+        assert "NOT RUNNING" in shown.stdout, _said(shown)
+        down = _sparkfn(tmp_path, "cluster", "down")
+        assert down.returncode == 0, _said(down)
+        assert "had stopped already" in down.stderr, _said(down)
+        assert bystander.poll() is None, "down signalled a process it did not start"
+        assert not (root / "cluster.json").exists()
+    finally:
+        bystander.kill()
+        bystander.wait()
