@@ -235,7 +235,7 @@ def start(
     for folder in (root / "logs", cluster.work_dir):
         folder.mkdir(exist_ok=True)
     env = cluster.env()
-    spark_class = Path(env["SPARK_HOME"]) / "bin" / "spark-class"
+    spark_class = _spark_home(env) / "bin" / "spark-class"
     try:
         cluster.daemons.append(
             _launch(
@@ -262,6 +262,16 @@ def start(
         stop(root)
         raise
     return cluster
+
+
+def _spark_home(env: dict[str, str]) -> Path:
+    """The user's ``SPARK_HOME``, the unzipped copy of pyspark, or the installed pyspark itself."""
+    if env.get("SPARK_HOME"):
+        return Path(env["SPARK_HOME"])
+    import pyspark
+
+    env["SPARK_HOME"] = str(Path(pyspark.__file__).resolve().parent)
+    return Path(env["SPARK_HOME"])
 
 
 def refuse_if_up(root: Path) -> None:
