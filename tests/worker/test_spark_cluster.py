@@ -146,7 +146,7 @@ def _exactly_once(store: Store, sent: list[str], worker: WorkerProcess) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.long_running(240)
+@pytest.mark.long_running(90)
 @pytest.mark.backend("postgresql")
 def test_a_worker_on_a_standalone_cluster_processes_every_message_exactly_once(
     cluster_data: Path, store: Store, data_dir: Path, spark_conf: Path
