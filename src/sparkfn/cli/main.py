@@ -28,6 +28,7 @@ from typing import Annotated, Any
 import typer
 
 from sparkfn.api.errors import SparkfnError
+from sparkfn.cli.cluster import cluster_app
 from sparkfn.cli.context import StoreOptions, report_error
 from sparkfn.cli.functions import functions_app
 from sparkfn.cli.packages import packages_app
@@ -56,6 +57,7 @@ app.add_typer(sources_app, name="sources")
 app.add_typer(sinks_app, name="sinks")
 app.add_typer(worker_app, name="worker")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(cluster_app, name="cluster")
 
 
 @app.callback()

@@ -3,7 +3,8 @@
 Every other runtime test runs Spark in ``local`` mode, where the driver and
 the executors share one JVM and the Python workers are the driver's
 children. Here the module starts a standalone master and one worker from
-the installed pyspark (``bin/spark-class``), once for both stores, and the
+the installed pyspark (:mod:`sparkfn.runtime.spark.standalone`, as ``sparkfn
+cluster up`` does), once for both stores, and the
 function's driver runs in a child process (``localrun_child.py``: this
 process already hosts the session's local SparkContext, and a process can
 hold only one) with ``master=spark://...``. The executor is then a JVM the
@@ -30,16 +31,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sessions import session_processes
-from sparkfn.runtime.spark.session import use_project_interpreter
+from sparkfn.runtime.spark import standalone
 from sparkfn.runtime.status import function_status
 from sparkfn.state.store import all_state
 from sparkfn.store.store import Store
@@ -47,7 +46,6 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from waiting import until
 
 HERE = Path(__file__).resolve().parents[1]  # tests/runtime: the child and the functions
 CHILD = HERE / "localrun_child.py"
@@ -58,9 +56,7 @@ PER_PARTITION = 200
 PER_BATCH = 100
 PARALLELISM = 2
 NAME = "cluster-eo"
-CLUSTER_TIMEOUT = 90.0  # for the master and the worker to come up
 CHILD_TIMEOUT = 300.0
-STOP_TIMEOUT = 20.0  # for a daemon to end after SIGTERM, before SIGKILL
 
 pytestmark = [pytest.mark.slow, pytest.mark.long_running(35)]
 
@@ -89,129 +85,39 @@ def _tail(path: Path, chars: int = 4000) -> str:
         return f"--- {path.name}: {exc} ---"
 
 
+@dataclass
 class StandaloneCluster:
-    """A standalone master and one worker on 127.0.0.1, each in a session of its own."""
+    """The module's cluster (:mod:`sparkfn.runtime.spark.standalone`) and the driver's environment."""
 
-    def __init__(self, root: Path) -> None:
-        # SPARK_HOME (spark-class) and PYSPARK_PYTHON for the cluster's
-        # processes only: left in this process's environment, PYSPARK_PYTHON
-        # would keep the session this (xdist) process makes later from
-        # starting its zygote, as pytest_configure notes.
-        saved = os.environ.copy()
-        use_project_interpreter()
-        inherited = os.environ.copy()
-        os.environ.clear()
-        os.environ.update(saved)
-        self.root = root
-        self.work_dir = root / "worker-work"
-        self.work_dir.mkdir()
-        self.port = _free_port()
-        self.webui_port = _free_port()
-        self.url = f"spark://127.0.0.1:{self.port}"
-        jvm_options = inherited.get("SPARK_SUBMIT_OPTS", "")
-        self.env = {
-            **inherited,
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_MASTER_HOST": "127.0.0.1",
-            "SPARK_DAEMON_MEMORY": "512m",
-            # Daemons take their JVM options from here, not from SPARK_SUBMIT_OPTS.
-            "SPARK_DAEMON_JAVA_OPTS": jvm_options,
-            "SPARK_LOG_DIR": str(root / "logs"),
-            "SPARK_WORKER_DIR": str(self.work_dir),
-        }
-        spark_class = Path(inherited["SPARK_HOME"]) / "bin" / "spark-class"
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.logs: list[Path] = []
-        self._start(
-            "master",
-            [str(spark_class), "org.apache.spark.deploy.master.Master"]
-            + ["-h", "127.0.0.1", "-p", str(self.port), "--webui-port", str(self.webui_port)],
-        )
-        self._start(
-            "worker",
-            [str(spark_class), "org.apache.spark.deploy.worker.Worker", self.url]
-            + ["-h", "127.0.0.1", "-p", str(_free_port())]
-            + ["--webui-port", str(_free_port()), "--cores", "2", "--memory", "1g"]
-            + ["--work-dir", str(self.work_dir)],
-        )
+    started: standalone.Cluster
+    env: dict[str, str]
 
-    def _start(self, name: str, command: list[str]) -> None:
-        log = self.root / f"{name}.log"
-        with log.open("wb") as out:
-            self.procs.append(
-                subprocess.Popen(
-                    command,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=self.env,
-                    start_new_session=True,
-                )
-            )
-        self.logs.append(log)
-
-    def state(self) -> dict[str, Any]:
-        """The master's web UI JSON (workers, running and completed applications)."""
-        url = f"http://127.0.0.1:{self.webui_port}/json/"
-        with urllib.request.urlopen(url, timeout=5) as response:
-            state: dict[str, Any] = json.load(response)
-        return state
-
-    def wait_ready(self) -> None:
-        seen = "no answer from the master's web UI"
-
-        def registered() -> bool:
-            nonlocal seen
-            for proc, log in zip(self.procs, self.logs, strict=True):
-                if proc.poll() is not None:
-                    pytest.fail(f"{log.stem} exited with {proc.returncode}:\n{self.output()}")
-            try:
-                state = self.state()
-            except OSError as exc:
-                seen = f"the master's web UI: {exc}"
-            except ValueError as exc:  # JSON not served yet: the UI answers its HTML page first
-                seen = f"the master's web UI answered no JSON yet: {exc}"
-            else:
-                if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
-                    return True
-                seen = f"master state {state.get('status')}, workers {state.get('workers')}"
-            return False
-
-        until(
-            registered,
-            lambda: f"a worker registered ({seen}):\n{self.output()}",
-            CLUSTER_TIMEOUT,
-            every=0.5,
-        )
+    @property
+    def url(self) -> str:
+        return self.started.master_url
 
     def output(self) -> str:
-        return "\n".join(_tail(log) for log in self.logs)
+        return "\n".join(_tail(Path(d.log)) for d in self.started.daemons)
 
     def app_dirs(self) -> set[Path]:
         """The worker's application directories (``app-<id>``), one per driver it served."""
-        return {p for p in self.work_dir.iterdir() if p.is_dir()}
-
-    def stop(self) -> None:
-        """Terminate both daemons' process groups, then kill whatever is left of them."""
-        for proc in reversed(self.procs):  # the worker first, so it ends its executors
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        for proc in self.procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        for proc in self.procs:
-            _kill_session(proc)
+        return set(self.started.work_dir.glob("worker-1/app-*"))
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     """One standalone master and worker for the module (both stores' runs)."""
-    started = StandaloneCluster(tmp_path_factory.mktemp("standalone"))
+    root = tmp_path_factory.mktemp("standalone")
     try:
-        started.wait_ready()
-        yield started
+        started = standalone.start(
+            root, workers=1, cores=2, memory="1g", port=_free_port(), webui_port=_free_port()
+        )
+    except standalone.SparkClusterError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield StandaloneCluster(started, started.env())
     finally:
-        started.stop()
+        standalone.stop(root)
 
 
 # --- the function's input, outputs and counters ----------------------------------
