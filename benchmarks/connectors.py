@@ -29,14 +29,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import os
 import shutil
+import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -49,11 +55,16 @@ from sparkfn.connectors.registry import SINKS
 from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from sparkfn.topics.message import Message
+from sparkfn.topics.producer import Producer
 
 HOST = "127.0.0.1"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BATCH = 1000
 AHEAD = 600
+# RabbitMQ's prefetch, for both: two batches, so that the next one arrives while one is
+# appended (the client acks every BATCH too).
+PREFETCH = 2 * BATCH
 # A run that moves nothing more for this long is reported as stalled, not waited on.
 STALL_SECONDS = 30
 
@@ -120,6 +131,17 @@ def timed(action: Callable[[], None]) -> float:
     start = time.perf_counter()
     action()
     return time.perf_counter() - start
+
+
+def warm_up(work: Path) -> None:
+    """Append once before timing: the store's first append imports pyarrow's pandas glue
+    (a second or so), which a worker has done long before its sources run."""
+    store = Store.open(f"sqlite:///{work}/warm-up.db", work / "warm-up")
+    try:
+        TopicAdmin(store).create("warm-up", schema_type="bytes")
+        Producer(store, "warm-up").send_batch([Message(b"x")])
+    finally:
+        store.close()
 
 
 def run_source(store: Store, source_type: str, configs: dict[str, Any], n: int,
@@ -194,7 +216,7 @@ def rabbitmq(store: Store, n: int) -> tuple[float, float, float, float]:
 
     def consume() -> None:
         cch = conn.channel()  # not the transactional one: its acks would wait for a commit
-        cch.basic_qos(prefetch_count=BATCH)
+        cch.basic_qos(prefetch_count=PREFETCH)
         for i, (method, _, _) in enumerate(cch.consume(queue), start=1):
             if i % BATCH == 0 or i == n:
                 cch.basic_ack(method.delivery_tag, multiple=True)
@@ -208,7 +230,7 @@ def rabbitmq(store: Store, n: int) -> tuple[float, float, float, float]:
         base_in = timed(consume)
         publish()
         ours_in = run_source(
-            store, "rabbitmq", {"host": HOST, "queueName": queue, "prefetchCount": BATCH}, n
+            store, "rabbitmq", {"host": HOST, "queueName": queue, "prefetchCount": PREFETCH}, n
         )
         ch.queue_purge(queue)
         ours_out = run_sink("rabbitmq", {"host": HOST, "exchangeName": "", "routingKey": queue}, n)
@@ -396,14 +418,74 @@ CONNECTORS: dict[str, Callable[[Store, int], tuple[float, float, float, float]]]
 }
 
 
+def soak_one(store: Store, name: str, before: float, after: float) -> SoakResult:
+    """One source alone: ``before`` s of a steady stream, its broker restarted, ``after`` s more."""
+    lane = SoakLane(store, name)
+    try:
+        lane.start()
+        time.sleep(before)
+        lane.restart_broker()
+        time.sleep(after)
+    except BaseException:
+        lane.quit.set()
+        lane.run.stop("cancel")
+        raise
+    return lane.finish()
+
+
+def soak(store: Store, names: list[str], minutes: float) -> list[SoakResult]:
+    """Every source in ``names`` at once for ``minutes``; their brokers restarted in turn,
+    each in the middle of its share of the time."""
+    lanes = [SoakLane(store, name) for name in names]
+    share = minutes * 60 / len(lanes)
+    began = time.monotonic()
+    try:
+        for lane in lanes:
+            lane.start()
+        for k, lane in enumerate(lanes):
+            time.sleep(max(0.0, began + (k + 0.5) * share - time.monotonic()))
+            print(f"  {time.monotonic() - began:6.0f} s: restarting {lane.name}", flush=True)
+            lane.restart_broker()
+        time.sleep(max(0.0, began + minutes * 60 - time.monotonic()))
+    except BaseException:
+        for lane in lanes:
+            lane.quit.set()
+            lane.run.stop("cancel")
+        raise
+    return [lane.finish() for lane in lanes]
+
+
+def print_soak(results: list[SoakResult], minutes: float) -> None:
+    print(
+        f"soak, {minutes:g} min, {SOAK_RATE} msg/s into each source; load average {load_average()}"
+    )
+    print(f"{'source':<10} {'fed':>7} {'moved':>7} {'lost':>5} {'unread':>6} {'dups':>5} "
+          f"{'restart s':>9} {'gap s':>6} {'restarts':>8}  verdict")  # fmt: skip
+    for r in results:
+        wrong = r.verdict()
+        print(f"{r.name:<10} {r.fed:>7} {r.moved:>7} {r.lost:>5} {r.unread_at_restart:>6} "
+              f"{r.duplicates:>5} {r.restart_seconds:>9.1f} {r.longest_gap:>6.1f} {r.restarts:>8}  "
+              f"{'; '.join(wrong) or 'ok'}", flush=True)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--connectors", default=",".join(CONNECTORS))
     parser.add_argument("--repeats", type=int, default=3, help="runs per connector (medians)")
+    parser.add_argument("--soak", type=float, metavar="MINUTES",
+                        help="instead: every source at once this long, each broker restarted once")  # fmt: skip
     args = parser.parse_args()
     n = args.messages
     work = Path(tempfile.mkdtemp(prefix="sparkfn-bench-connectors-"))
+    if args.soak is not None:
+        store = Store.open(f"sqlite:///{work}/soak.db", work / "soak")
+        try:
+            print_soak(soak(store, args.connectors.split(","), args.soak), args.soak)
+        finally:
+            store.close()
+            shutil.rmtree(work, ignore_errors=True)
+        return
     print(
         f"connectors, {n} messages of 100 bytes each, medians of {args.repeats} runs; "
         f"load average {load_average()}"
@@ -412,6 +494,7 @@ def main() -> None:
         f"{'connector':<10} {'in msg/s':>10} {'client':>10} {'ratio':>6}   {'out msg/s':>10} {'client':>10} {'ratio':>6}"
     )
     try:
+        warm_up(work)
         for name in args.connectors.split(","):
             runs = []
             try:
@@ -440,6 +523,473 @@ def main() -> None:
             )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --- soak: a steady stream through every source, each broker restarted in turn -------------
+#
+# ``--soak MINUTES``: one process (as one worker hosts them), every broker source run
+# as a worker runs it (``SourceRun``: its instance under the supervisor and the
+# default failure policy), each fed a steady stream of numbered messages. In the
+# middle of each connector's share of the time its broker is restarted (stopped by
+# its pid, started again, waited for). Per connector: the longest gap between two
+# outputs against the broker's restart, what was lost, the duplicates.
+
+SOAK_RATE = 200  # messages a second into each source
+RESTART_SLACK = 10.0  # a connector must move again within the restart plus this
+
+
+def _run(*command: str, timeout: float = 120) -> None:
+    subprocess.run(command, check=True, timeout=timeout, capture_output=True)
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _await(what: str, check: Callable[[], bool], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            msg = f"{what} did not come back within {timeout:g} s"
+            raise RuntimeError(msg)
+        time.sleep(0.2)
+
+
+def _stop_pid(binary: str) -> None:
+    """SIGTERM the one daemon whose executable is ``binary`` (``pgrep -x``) and wait for its end."""
+    found = subprocess.run(["pgrep", "-x", binary], capture_output=True, text=True, check=False)
+    pids = [int(p) for p in found.stdout.split()]
+    if len(pids) != 1:
+        msg = f"expected one {binary} process, found {pids}"
+        raise RuntimeError(msg)
+    os.kill(pids[0], signal.SIGTERM)
+    _await(f"{binary} ending", lambda: not Path(f"/proc/{pids[0]}").exists(), 60)
+
+
+def _redis_start() -> None:
+    _run("redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379",
+         "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis",
+         "--logfile", "/var/log/redis/ci.log")  # fmt: skip
+
+
+def _nats_start() -> None:
+    _run("start-stop-daemon", "--start", "--oknodo", "--background",
+         "--exec", "/usr/sbin/nats-server", "--", "-a", "127.0.0.1", "-p", "4222", "-js",
+         "-sd", "/var/lib/nats-server", "-l", "/var/log/nats-server.log")  # fmt: skip
+
+
+def _nats_answers() -> bool:
+    import nats
+
+    async def jetstream() -> bool:
+        nc = await nats.connect("nats://127.0.0.1:4222", connect_timeout=1, allow_reconnect=False)
+        try:
+            await nc.jetstream().account_info()
+            return True
+        finally:
+            await nc.close()
+
+    try:
+        return asyncio.run(asyncio.wait_for(jetstream(), 3))
+    except Exception:
+        return False
+
+
+def _pg_cluster() -> str:
+    return sorted(os.listdir("/etc/postgresql"))[-1]
+
+
+# Per broker: stop it, then start it (always, in a finally), then wait until it answers.
+BROKERS: dict[str, tuple[Callable[[], None], Callable[[], None], Callable[[], bool]]] = {
+    "rabbitmq": (
+        lambda: _run("rabbitmqctl", "stop"),
+        lambda: _run("rabbitmq-server", "-detached"),
+        lambda: (
+            subprocess.run(
+                ["rabbitmqctl", "await_startup", "--timeout", "5"], capture_output=True, check=False
+            ).returncode
+            == 0
+        ),  # fmt: skip
+    ),
+    "redis": (lambda: _stop_pid("redis-server"), _redis_start, lambda: _answers(6379)),
+    "nats": (lambda: _stop_pid("nats-server"), _nats_start, _nats_answers),
+    "mqtt": (
+        lambda: _stop_pid("mosquitto"),
+        lambda: _run("mosquitto", "-d", "-c", "/etc/mosquitto/mosquitto.conf"),
+        lambda: _answers(1883),
+    ),
+    "postgres": (
+        lambda: None,  # pg_ctlcluster restarts in one step
+        lambda: _run(
+            "pg_ctlcluster", "--skip-systemctl-redirect", _pg_cluster(), "main", "restart"
+        ),  # fmt: skip
+        lambda: _answers(5432),
+    ),
+}
+
+
+def restart_broker(name: str, stopped: Callable[[], None] | None = None) -> float:
+    """Stop the broker ``name`` serves, call ``stopped``, start it again and wait until it
+    answers; the seconds from the stop to its first answer. The start runs whatever the
+    stop (or ``stopped``) did."""
+    stop, start, answers = BROKERS[name]
+    began = time.monotonic()
+    try:
+        stop()
+        if stopped is not None:
+            stopped()
+    finally:
+        start()
+        _await(f"broker {name}", answers)
+    return time.monotonic() - began
+
+
+@dataclass
+class Feed:
+    """How a soak puts numbered values into a source's broker."""
+
+    configs: dict[str, Any]  # the source's
+    connect: Callable[
+        [], Callable[[list[str]], None]
+    ]  # a sender; it raises while the broker is down
+    cleanup: Callable[[], None]
+    guarantee: str = "ATLEAST_ONCE"
+    # Values the broker itself may drop in its restart (it keeps nothing: Redis here).
+    lost_with_the_broker: bool = False
+    # The value fed, from the value the source appended (postgres: a JSON object of the row).
+    fed_as: Callable[[str], str] = str
+
+
+def _feed_rabbitmq(queue: str) -> Feed:
+    import pika
+
+    admin = pika.BlockingConnection(pika.ConnectionParameters(HOST))
+    admin.channel().queue_declare(queue, durable=True)
+    admin.close()
+
+    def connect() -> Callable[[list[str]], None]:
+        conn = pika.BlockingConnection(pika.ConnectionParameters(HOST, heartbeat=0))
+        channel = conn.channel()
+        channel.confirm_delivery()  # a value counts as fed once the broker confirmed it
+        props = pika.BasicProperties(delivery_mode=2)
+
+        def send(chunk: list[str]) -> None:
+            for value in chunk:
+                channel.basic_publish("", queue, value.encode(), props)
+
+        return send
+
+    def cleanup() -> None:
+        conn = pika.BlockingConnection(pika.ConnectionParameters(HOST))
+        conn.channel().queue_delete(queue)
+        conn.close()
+
+    configs = {"host": HOST, "queueName": queue, "prefetchCount": BATCH}
+    return Feed(configs, connect, cleanup)
+
+
+def _feed_redis(stream: str) -> Feed:
+    import redis
+
+    def connect() -> Callable[[list[str]], None]:
+        client = redis.Redis(HOST, 6379, socket_timeout=5)
+
+        def send(chunk: list[str]) -> None:
+            pipe = client.pipeline(transaction=True)
+            for value in chunk:
+                pipe.xadd(stream, {"value": value})
+            pipe.execute()
+
+        return send
+
+    def cleanup() -> None:
+        redis.Redis(HOST, 6379).delete(stream)
+
+    configs = {"redisHosts": f"{HOST}:6379", "streamName": stream}
+    return Feed(configs, connect, cleanup, lost_with_the_broker=True)
+
+
+def _feed_nats(stream: str) -> Feed:
+    import nats
+
+    async def admin(action: Callable[[Any], Any]) -> None:
+        nc = await nats.connect("nats://127.0.0.1:4222")
+        try:
+            await action(nc.jetstream())
+        finally:
+            await nc.close()
+
+    asyncio.run(admin(lambda js: js.add_stream(name=stream, subjects=[f"{stream}.>"])))
+
+    def connect() -> Callable[[list[str]], None]:
+        def send(chunk: list[str]) -> None:
+            async def publish() -> None:
+                nc = await nats.connect("nats://127.0.0.1:4222", allow_reconnect=False,
+                                        connect_timeout=2)  # fmt: skip
+                try:
+                    js = nc.jetstream(timeout=5)
+                    await asyncio.gather(*(js.publish(f"{stream}.in", v.encode()) for v in chunk))
+                finally:
+                    await nc.close()
+
+            asyncio.run(publish())
+
+        return send
+
+    def cleanup() -> None:
+        asyncio.run(admin(lambda js: js.delete_stream(stream)))
+
+    configs = {"servers": "nats://127.0.0.1:4222", "stream": stream, "durableName": "soak",
+               "ackWaitSeconds": 10}  # fmt: skip
+    return Feed(configs, connect, cleanup)
+
+
+def _mqtt_client(client_id: str = "", clean: bool = True) -> Any:
+    import paho.mqtt.client as paho
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    made = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
+    made.connect(HOST, 1883)
+    made.loop_start()
+    _await("an MQTT CONNACK", made.is_connected, 10)
+    return made
+
+
+def _feed_mqtt(topic: str) -> Feed:
+    client_id = f"soak-{uuid.uuid4().hex[:8]}"
+    # The source's session exists before anything is published: the broker keeps
+    # what comes for it (as for a source that ran before).
+    session = _mqtt_client(f"{client_id}-0", clean=False)
+    session.subscribe(topic, qos=1)
+    time.sleep(0.3)
+    session.disconnect()
+    session.loop_stop()
+
+    def connect() -> Callable[[list[str]], None]:
+        client = _mqtt_client()
+
+        def send(chunk: list[str]) -> None:
+            infos = [client.publish(topic, v.encode(), qos=1) for v in chunk]
+            for info in infos:
+                info.wait_for_publish(5)
+                if not info.is_published():
+                    client.disconnect()
+                    client.loop_stop()
+                    msg = "mqtt: publish not acknowledged"
+                    raise ConnectionError(msg)
+
+        return send
+
+    def cleanup() -> None:
+        forget = _mqtt_client(f"{client_id}-0", clean=True)
+        forget.disconnect()
+        forget.loop_stop()
+
+    configs = {"host": HOST, "topicFilters": [topic], "clientId": client_id}
+    return Feed(configs, connect, cleanup)
+
+
+def _feed_postgres(table: str) -> Feed:
+    import psycopg
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id bigserial PRIMARY KEY, body text)")
+
+    def connect() -> Callable[[list[str]], None]:
+        conn = psycopg.connect(PG_URL, autocommit=True, connect_timeout=2)
+
+        def send(chunk: list[str]) -> None:  # one writer: ids grow in commit order
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(f"INSERT INTO {table} (body) VALUES (%s)", [(v,) for v in chunk])
+
+        return send
+
+    def cleanup() -> None:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+    configs = {"url": PG_URL, "table": table, "offset_column": "id", "columns": ["body"]}
+    return Feed(configs, connect, cleanup, guarantee="EFFECTIVELY_ONCE",
+                fed_as=lambda v: str(json.loads(v)["body"]))  # fmt: skip
+
+
+FEEDS: dict[str, Callable[[str], Feed]] = {
+    "rabbitmq": lambda n: _feed_rabbitmq(f"soak-{n}"),
+    "redis": lambda n: _feed_redis(f"soak-{n}"),
+    "nats": lambda n: _feed_nats(f"SOAK_{n}"),
+    "mqtt": lambda n: _feed_mqtt(f"soak/{n}"),
+    "postgres": lambda n: _feed_postgres(f"soak_{n}"),
+}
+# What docs/connectors.md promises a source after its broker restarted: at most one
+# batch of duplicates (at-least-once), none for postgres (effectively-once). NATS: what
+# the source acked in the seconds before the restart may come again, as JetStream may
+# restore an older ack floor of the consumer (seen: 1,040, 5 s of the stream): 10 s.
+SOAK_DUPLICATES = {"rabbitmq": BATCH, "redis": BATCH, "nats": 10 * SOAK_RATE, "mqtt": BATCH,
+                   "postgres": 0}  # fmt: skip
+
+
+@dataclass
+class SoakResult:
+    """What a soak saw of one source."""
+
+    name: str
+    fed: int = 0
+    moved: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    restart_seconds: float = float("nan")
+    longest_gap: float = 0.0
+    unread_at_restart: int = 0  # fed and not yet appended when the broker stopped
+    restarts: int = 0  # the source instance's restarts by its failure policy
+    errors: list[str] = field(default_factory=list)
+    lost_with_the_broker: bool = False  # its broker keeps nothing over a restart (Redis here)
+
+    @property
+    def stalled(self) -> bool:
+        return self.longest_gap > self.restart_seconds + RESTART_SLACK
+
+    def verdict(self) -> list[str]:
+        """What breaks a promise: a stall, a loss (beyond what the broker dropped), duplicates."""
+        wrong = []
+        if self.stalled:
+            wrong.append(f"stalled {self.longest_gap:.1f} s (restart {self.restart_seconds:.1f} s)")
+        allowed = self.unread_at_restart if self.lost_with_the_broker else 0
+        if self.lost > allowed:
+            wrong.append(f"{self.lost} lost (allowed {allowed})")
+        if self.duplicates > SOAK_DUPLICATES[self.name]:
+            wrong.append(f"{self.duplicates} duplicates (bound {SOAK_DUPLICATES[self.name]})")
+        return wrong + self.errors
+
+
+class SoakLane:
+    """One source under a soak: its feeder thread, its watcher, its run."""
+
+    def __init__(self, store: Store, name: str) -> None:
+        from sparkfn.connectors.source.source_run import SourceRun
+
+        self.name, self.store = name, store
+        tag = uuid.uuid4().hex[:8]
+        self.feed = FEEDS[name](tag)
+        self.topic = f"soak-{name}-{tag}"
+        TopicAdmin(store).create(self.topic, schema_type="bytes")
+        config = SourceConfig(name=self.topic, source_type=name, output=self.topic,
+                              configs=self.feed.configs,
+                              processing_guarantees=self.feed.guarantee)  # fmt: skip
+        self.run = SourceRun(config, store)
+        self.result = SoakResult(name, lost_with_the_broker=self.feed.lost_with_the_broker)
+        self.fed: list[str] = []
+        self.feeding = threading.Event()
+        self.quit = threading.Event()
+        self.last_move = time.monotonic()
+        self.moved = 0
+        self._lock = threading.Lock()
+        self.threads = [
+            threading.Thread(target=self._feed, name=f"soak-feed-{name}", daemon=True),
+            threading.Thread(target=self._watch, name=f"soak-watch-{name}", daemon=True),
+        ]
+
+    def start(self) -> None:
+        self.run.start()
+        for thread in self.threads:
+            thread.start()
+        self.feeding.set()
+
+    def _feed(self, per_tick: int = SOAK_RATE // 10) -> None:
+        send: Callable[[list[str]], None] | None = None
+        index, began = 0, time.monotonic()
+        while not self.quit.is_set():
+            if not self.feeding.is_set() or index >= SOAK_RATE * (time.monotonic() - began):
+                time.sleep(0.02)
+                if not self.feeding.is_set():
+                    began = time.monotonic() - index / SOAK_RATE
+                continue
+            chunk = [f"{self.name}-{i}" for i in range(index, index + per_tick)]
+            try:
+                if send is None:
+                    send = self.feed.connect()
+                send(chunk)
+            except Exception:
+                send = None  # the broker is away: connect again and send the chunk again
+                time.sleep(0.2)
+                continue
+            with self._lock:
+                self.fed.extend(chunk)
+            index += per_tick
+
+    def _watch(self) -> None:
+        """The longest time the output did not grow while there was something to move."""
+        while not self.quit.is_set():
+            moved = _count(self.store, self.topic)
+            now = time.monotonic()
+            if moved != self.moved:
+                self.moved, self.last_move = moved, now
+            elif moved >= len(self.fed) or not self.feeding.is_set():
+                self.last_move = now  # nothing to move, or the steady stream is over
+            self.result.longest_gap = max(self.result.longest_gap, now - self.last_move)
+            time.sleep(0.1)
+
+    def restart_broker(self) -> None:
+        """Restart this source's broker; note what was fed and not yet appended while it was
+        down (a broker that keeps nothing loses that)."""
+
+        def stopped() -> None:
+            time.sleep(0.5)  # a send the broker took just before it stopped is counted as fed
+            with self._lock:
+                self.result.unread_at_restart = len(self.fed) - _count(self.store, self.topic)
+
+        self.result.restart_seconds = restart_broker(self.name, stopped)
+
+    def finish(self, timeout: float = 120) -> SoakResult:
+        """Stop feeding, let the source move what was fed, stop it, count."""
+        self.feeding.clear()
+        time.sleep(0.5)
+        deadline = time.monotonic() + timeout
+        lossy = self.result.unread_at_restart if self.feed.lost_with_the_broker else 0
+        while _count(self.store, self.topic) < len(self.fed) - lossy:
+            if self.result.stalled or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)  # what a broker still redelivers lands now
+        self.quit.set()
+        for thread in self.threads:
+            thread.join(30)
+        self.run.stop("drain")
+        self.run.wait(60)
+        found = [self.feed.fed_as(v) for v in _values(self.store, self.topic)]
+        counts: dict[str, int] = {}
+        for value in found:
+            counts[value] = counts.get(value, 0) + 1
+        result = self.result
+        result.fed, result.moved = len(self.fed), len(found)
+        result.lost = sum(1 for v in self.fed if v not in counts)
+        result.duplicates = len(found) - len(counts)
+        status = self.run.status()
+        result.restarts = sum(i.num_restarts for i in status.instances)
+        if self.run.state.value == "ERROR":
+            result.errors.append(f"ended in ERROR: {self.run.death()}")
+        try:
+            self.feed.cleanup()
+        except Exception as exc:
+            result.errors.append(f"cleanup: {exc}")
+        return result
+
+
+def _count(store: Store, topic: str) -> int:
+    return sum(p.messages for p in TopicAdmin(store).stats(topic))
+
+
+def _values(store: Store, topic: str) -> list[str]:
+    from sparkfn.topics.consumer import Consumer
+
+    consumer = Consumer(store, topic, initial_position="earliest")
+    out: list[str] = []
+    while got := consumer.receive(max_messages=50_000):
+        out.extend(m.value.decode() if m.value is not None else "" for m in got)
+    return out
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ import psycopg
 import pytest
 
 from sparkfn.store.store import Store
+from waiting import WAIT
 
 PG_SERVER = "postgresql://postgres@127.0.0.1:5432/test"
 BACKENDS = ["sqlite", "postgresql"]
@@ -307,11 +308,11 @@ def spark() -> Iterator[object]:
 
 @pytest.fixture
 def run_until_drained(spark: object) -> Callable[..., Any]:
-    """``run(config, store, timeout=180)``: a :class:`~sparkfn.LocalRun` of ``config`` on the
+    """``run(config, store, timeout=WAIT)``: a :class:`~sparkfn.LocalRun` of ``config`` on the
     session's Spark until its input is drained; returns the finished run."""
     from sparkfn.runtime.localrun import LocalRun
 
-    def run(config: Any, store: Store, timeout: float = 180.0) -> LocalRun:
+    def run(config: Any, store: Store, timeout: float = WAIT) -> LocalRun:
         local = LocalRun(config, store=store, spark=spark)
         try:
             drained = local.start(until_drained=True).wait(timeout=timeout)

@@ -4,7 +4,8 @@
 
 Each test keeps its own timeout (passed in, or bound once per module with
 ``functools.partial``); a failure names what did not happen and after how long,
-without a traceback into this module.
+without a traceback into this module. :data:`WAIT` is the usual one for work
+that runs on Spark.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from typing import TypeVar
 import pytest
 
 T = TypeVar("T")
+
+WAIT = 180.0
+"""Seconds to wait for work that runs on Spark (a start, a batch, a drain) before failing.
+
+Generous: the suite shares the machine's two cores with several JVMs, and
+a stop once took over 90 s. Only a hang reaches it; a module whose waits
+are shorter by nature (no Spark, a child's first line) keeps its own.
+"""
 
 
 def until(

@@ -14,6 +14,7 @@ from sparkfn.api.errors import SparkfnError
 
 SRC = Path(sparkfn.__file__).resolve().parent
 ERRORS_MODULE = SRC / "api" / "errors.py"
+ERRORS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 SNAKE_CASE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
 
 
@@ -50,10 +51,14 @@ def test_every_class_is_also_a_builtin_error(cls: type[SparkfnError]) -> None:
 
 
 def test_every_class_lives_in_the_errors_module_is_drawn_and_exported() -> None:
-    doc = errors.__doc__ or ""
+    page = ERRORS_PAGE.read_text()
+    tree = page[page.index("## The tree") : page.index("## Every reason")]
+    table = page[page.index("## Every reason") :]
     for cls in ALL:
         assert cls.__module__ == "sparkfn.api.errors", cls
-        assert re.search(rf"\b{cls.__name__}\b", doc), f"{cls.__name__} is missing from the tree"
+        assert re.search(rf"\b{cls.__name__}\b", tree), f"{cls.__name__} is missing from the tree"
+        row = f"| `{cls.__name__}` | `{cls.__dict__['reason']}` |"
+        assert row in table, f"docs/errors.md has no row {row!r}"
         assert getattr(sparkfn, cls.__name__) is cls
         assert cls.__name__ in sparkfn.__all__
 

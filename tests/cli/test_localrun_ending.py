@@ -17,26 +17,23 @@ waits until the function has processed a message, then:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_runner import Cli, cli_env
 
+from sessions import session_processes
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-
-# The crash tests' reader of a session's processes (tests/runtime/sessions.py).
-sys.path.append(str(Path(__file__).resolve().parents[1] / "runtime"))
-from sessions import session_processes  # noqa: E402
+from waiting import until
 
 EXCLAMATION = str(Path(__file__).resolve().parents[2] / "examples" / "exclamation.py")
 START_SECONDS = 180.0  # a cold JVM on a loaded two-core machine
@@ -63,10 +60,12 @@ def localrun(store: Store) -> Iterator[subprocess.Popen[bytes]]:
     try:
         Producer(store, "in").send_batch([Message(b"a")])
         consumer = Consumer(store, "out", initial_position="earliest")
-        deadline = time.monotonic() + START_SECONDS
-        while not consumer.receive(max_messages=1, timeout=0.2):
+
+        def processed() -> bool:
             assert proc.poll() is None, proc.communicate()[1].decode()
-            assert time.monotonic() < deadline, "the function never processed its message"
+            return bool(consumer.receive(max_messages=1, timeout=0.2))
+
+        until(processed, "the function to process its message", START_SECONDS, every=0)
         yield proc
     finally:
         for pid in session_processes(proc.pid):  # whatever a failed test left
@@ -102,10 +101,15 @@ def _ended(proc: subprocess.Popen[bytes], within: float) -> tuple[int, str]:
 
 def nothing_left(sid: int) -> None:
     """No process of the command's session outlives it (a moment for the last to go)."""
-    deadline = time.monotonic() + 10
-    while (left := session_processes(sid)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not left, {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in left}
+
+    def left() -> dict[int, bytes]:
+        found = {}
+        for pid in session_processes(sid):
+            with contextlib.suppress(OSError):
+                found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return found
+
+    until(lambda: not session_processes(sid), lambda: f"the session to end: {left()}", 10)
 
 
 @pytest.mark.both_backends  # issue 39's acceptance: both stores

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -20,6 +21,9 @@ from sparkfn.cli.flags import takes
 from sparkfn.cli.localrun import SINK_LOCALRUN, SOURCE_LOCALRUN
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.function import SubscriptionPosition
+
+# One xdist worker with the tests that restart the brokers (tests/connectors).
+pytestmark = pytest.mark.xdist_group("brokers")
 
 
 def _fields(kind: str, args: list[str]) -> dict[str, Any]:
@@ -62,10 +66,11 @@ def test_pulsars_sink_flags_are_taken_with_pulsars_meaning() -> None:
         SubscriptionPosition.EARLIEST,
     )
     assert (config.max_message_retries, config.dead_letter_topic) == (3, "public/default/dl")
+    assert config.negative_ack_redelivery_delay_ms == 100
     said = "\n".join(warnings)
     for name in (
         "retainOrdering", "timeoutMs", "autoAck", "cleanupSubscription",
-        "negativeAckRedeliveryDelayMs", "cpu", "customSerdeInputs",
+        "cpu", "customSerdeInputs",
     ):  # fmt: skip
         assert f"{name}: " in said, (name, warnings)
 

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from cli_runner import Cli
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from waiting import until
 
 REPO = Path(__file__).resolve().parents[2]
 EXCLAMATION = """\
@@ -64,13 +64,12 @@ class _Lines:
             self.text += chunk.decode(errors="replace")
 
     def wait_for(self, text: str, child: subprocess.Popen[bytes], what: str) -> None:
-        deadline = time.monotonic() + TIMEOUT
-        while text not in self.text:
+
+        def said() -> bool:
             assert child.poll() is None, f"{what} exited {child.returncode}:\n{self.text}"
-            assert time.monotonic() < deadline, (
-                f"no {text!r} from {what} in {TIMEOUT} s:\n{self.text}"
-            )
-            time.sleep(0.2)
+            return text in self.text
+
+        until(said, lambda: f"{text!r} from {what}:\n{self.text}", TIMEOUT, every=0.2)
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:
@@ -116,11 +115,12 @@ def test_pulsars_tutorial_commands_work_as_written(
         consumed = _Lines(consume.stdout)
         ran.wait_for("starting function public/default/exclamation", localrun, "localrun")
         # Produced once the function runs: its subscription starts at the latest message.
-        deadline = time.monotonic() + TIMEOUT
-        while not _subscribed(cli):
+
+        def subscribed() -> bool:
             assert localrun.poll() is None, ran.text
-            assert time.monotonic() < deadline, ran.text
-            time.sleep(0.5)
+            return _subscribed(cli)
+
+        until(subscribed, lambda: f"the function's subscription:\n{ran.text}", TIMEOUT, every=0.5)
         cli.ok(
             "topics", "produce", "persistent://public/default/exclamation-input",
             "--num-produce", "1",

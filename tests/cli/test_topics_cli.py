@@ -22,6 +22,8 @@ from typing import Any, get_args
 import pytest
 from cli_runner import Cli, Result, cli_env
 
+from waiting import until
+
 WAIT_SECONDS = 60.0
 
 
@@ -356,10 +358,12 @@ def test_consume_n_waits_for_its_messages_and_returns_once_they_came(cli: Cli) -
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not _subscribed_to(cli, "waited", "sub"):  # at latest: subscribed before the send
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.2)
+
+        def subscribed() -> bool:  # at latest: subscribed before the send
+            assert proc.poll() is None, proc.communicate()
+            return _subscribed_to(cli, "waited", "sub")
+
+        until(subscribed, "consume to subscribe sub to waited", WAIT_SECONDS, every=0.2)
         assert proc.poll() is None  # nothing came yet: it waits, as Pulsar's
         cli.ok("topics", "produce", "waited", "-m", "first", "-m", "second")
         out, err = proc.communicate(timeout=WAIT_SECONDS)

@@ -21,7 +21,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,7 +33,7 @@ import pytest
 
 from sparkfn.store.store import Store
 from sparkfn.topics.consumer import Consumer
-from waiting import until
+from waiting import WAIT, until
 
 HOST = "127.0.0.1"
 PORTS = {"rabbitmq": 5672, "mqtt": 1883, "nats": 4222, "redis": 6379, "postgresql": 5432}
@@ -62,10 +61,8 @@ def mqtt_client(client_id: str = "", clean: bool = True) -> Any:
     made = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean)
     made.connect(HOST, 1883)
     made.loop_start()
-    deadline = time.monotonic() + 10
-    while not made.is_connected():  # paho ignores a subscribe before the CONNACK
-        assert time.monotonic() < deadline, "mqtt: no CONNACK from the broker"
-        time.sleep(0.01)
+    # paho ignores a subscribe before the CONNACK
+    until(made.is_connected, "mqtt: a CONNACK from the broker", 10, every=0.01)
     return made
 
 
@@ -205,15 +202,15 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
     fail unless the whole group is gone within 10 s."""
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(10)
-    deadline = time.monotonic() + 10
-    while left := _group_left(proc.pid):
-        if time.monotonic() > deadline:
-            pytest.fail(f"still running 10 s after SIGKILL of their group: {left}")
-        time.sleep(0.1)
+    until(
+        lambda: not _group_left(proc.pid),
+        lambda: f"the group to end after its SIGKILL; still running: {_group_left(proc.pid)}",
+        10,
+    )
 
 
 def start_worker(
-    store: Store, log: Path, port: int, timeout: float = 180.0
+    store: Store, log: Path, port: int, timeout: float = WAIT
 ) -> subprocess.Popen[bytes]:
     """``sparkfn worker start`` on ``port`` over ``store``, in a process group of its own
     (see :func:`kill_group`); returns once ``/ready`` says it restored its runs, failing at

@@ -19,9 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from brokers import HOST, count, mqtt_client, require, unique
 
 from sparkfn.store.store import Store
+
+# They share the brokers test_broker_restart.py restarts: one xdist worker for them all.
+pytestmark = pytest.mark.xdist_group("brokers")
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -31,6 +35,7 @@ def _benchmark() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_connectors", BENCHMARKS / "connectors.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 

@@ -30,6 +30,10 @@ from sparkfn.connectors.registry import load_sink, load_source
 from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from waiting import until
+
+# They share the brokers test_broker_restart.py restarts: one xdist worker for them all.
+pytestmark = pytest.mark.xdist_group("brokers")
 
 AHEAD = 300
 
@@ -52,10 +56,12 @@ def publish(topic: str, bodies: list[str], appended: Callable[[], int], base: in
     pub = client()
     try:
         for start in range(0, len(bodies), 100):
-            deadline = time.monotonic() + 60
-            while start - (appended() - base) > AHEAD:
-                assert time.monotonic() < deadline, "the source stopped taking messages"
-                time.sleep(0.05)
+            until(
+                lambda: start - (appended() - base) <= AHEAD,  # noqa: B023 (called right here)
+                f"the source to take messages up to {start - AHEAD}",
+                60,
+                every=0.05,
+            )
             infos = [pub.publish(topic, b.encode(), qos=1) for b in bodies[start : start + 100]]
             for info in infos:
                 info.wait_for_publish(10)

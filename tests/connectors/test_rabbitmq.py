@@ -31,6 +31,9 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 
+# They share the brokers test_broker_restart.py restarts: one xdist worker for them all.
+pytestmark = pytest.mark.xdist_group("brokers")
+
 
 @pytest.fixture
 def queue() -> Iterator[str]:

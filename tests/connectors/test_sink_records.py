@@ -29,10 +29,10 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import WAIT
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING = str(ROOT / "tests" / "connectors" / "sinks" / "recording_sink.py")
-WAIT = 180
 pytestmark = pytest.mark.slow
 
 

@@ -27,7 +27,13 @@ from typing import Any
 
 import pytest
 
-from sparkfn.api.errors import ConfigError, ConnectorFailedError, ConnectorLoadError, FatalError
+from sparkfn.api.errors import (
+    BrokerUnreachableError,
+    ConfigError,
+    ConnectorFailedError,
+    ConnectorLoadError,
+    FatalError,
+)
 from sparkfn.config.connector import SinkConfig
 from sparkfn.connectors.sink.sink_config import (
     ADAPTER_CLASSNAME,
@@ -44,11 +50,10 @@ from sparkfn.topics.autocreate import TopicCreation
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from waiting import until
+from waiting import WAIT, until
 
 SINKS = Path(__file__).resolve().parent / "sinks"
 RECORDING = str(SINKS / "recording_sink.py")
-WAIT = 180
 EVENT_MS = 1_714_564_800_123  # 2024-05-01T12:00:00.123Z
 EVENT_TIME = datetime.fromtimestamp(EVENT_MS / 1000, UTC)
 
@@ -385,6 +390,42 @@ def test_a_flush_that_raises_restarts_the_instance_and_its_batch_is_written_agai
     status = run.status()
     assert status.state == "STOPPED" and status.num_restarts >= 1, status
     assert (tmp_path / "flush-failed").exists()
+    written = [line["value"] for line in _written(tmp_path)]
+    assert Counter(written) == Counter(values)  # every one, once
+
+
+def test_an_open_that_cannot_reach_its_broker_fails_the_task_and_dead_letters_nothing(
+    tmp_path: Path,
+) -> None:
+    # A broker that is down (its restart) is no fault of the sink: not fatal, and the
+    # task's messages are neither written nor failed one by one; its end raises.
+    sink = _sink(tmp_path, configs={"unreachable_once": str(tmp_path / "down")})
+    harness = FunctionHarness(sink_function_config(sink))
+    with pytest.raises(BrokerUnreachableError, match="cannot reach the broker") as caught:
+        harness.send_many(["a", "b"])
+    assert not isinstance(caught.value, FatalError)
+    assert harness.dead_letters == [] and harness.stats.user_exceptions == 0
+    assert _written(tmp_path) == []
+    harness.close()
+
+
+def test_a_sink_whose_broker_is_down_at_open_is_reopened_and_writes_every_message_once(
+    spark: Any, sstore: Store, tmp_path: Path
+) -> None:
+    # It was fatal (an open error): ERROR for good after one broker restart. Now the
+    # failure policy reopens it and the uncommitted batch is written then.
+    values = [f"m{i}" for i in range(12)]
+    _produce(sstore, values, topic="one")
+    sink = _sink(
+        tmp_path, inputs=["one"], max_records_per_batch=5,
+        configs={"unreachable_once": str(tmp_path / "down")},
+        failure_policy={"backoff_initial": "100ms"},
+    )  # fmt: skip
+    run = SinkRun(sink, store=sstore, spark=spark).start(until_drained=True)
+    run.wait(WAIT)  # raises if the sink ended in ERROR
+    status = run.status()
+    assert status.state == "STOPPED" and status.num_restarts >= 1, status
+    assert (tmp_path / "down").exists()
     written = [line["value"] for line in _written(tmp_path)]
     assert Counter(written) == Counter(values)  # every one, once
 

@@ -57,6 +57,9 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 
+# They share the brokers test_broker_restart.py restarts: one xdist worker for them all.
+pytestmark = pytest.mark.xdist_group("brokers")
+
 TOTAL = 10_000
 # Kill once every connector moved this many, and none all of them.
 KILL_AFTER = 3000

@@ -30,6 +30,7 @@ from sparkfn.topics.spark.commit import KILL_AFTER_COMMIT_ENV
 from sparkfn.topics.spark.reader import SparkfnStreamReader
 from sparkfn.topics.spark.source import spark_options
 from sparkfn.topics.spark.writer import SparkfnStreamWriter, StagedBatch
+from waiting import until
 
 CHILD = Path(__file__).with_name("spark_copy_child.py")
 
@@ -334,16 +335,20 @@ def _kill_group(child: subprocess.Popen[str]) -> None:
 def _kill_after_progress(child: subprocess.Popen[str], batches: int) -> None:
     """SIGKILL the child's process group once it reported ``batches`` batches."""
     assert child.stdout is not None
-    deadline = time.monotonic() + 120
     seen = ""
-    while time.monotonic() < deadline:
-        line = child.stdout.readline()
+
+    def progressed() -> bool:
+        nonlocal seen
+        assert child.stdout is not None
+        line = child.stdout.readline()  # blocks until the child writes one
         seen += line
-        if not line or (line.startswith("batch ") and int(line.split()[1]) >= batches):
-            break
-    else:
+        return not line or (line.startswith("batch ") and int(line.split()[1]) >= batches)
+
+    try:
+        until(progressed, lambda: f"the child to report batch {batches}: {seen!r}", 120, every=0)
+    except BaseException:
         _kill_group(child)
-        pytest.fail(f"child made no progress within 120 s: {seen!r}")
+        raise
     time.sleep(random.uniform(0.0, 0.5))  # land somewhere inside a batch
     _kill_group(child)
 

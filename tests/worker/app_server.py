@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
 import uvicorn
 from fastapi import FastAPI
+
+from waiting import until
 
 
 def _free_port() -> int:
@@ -30,11 +31,12 @@ def served(app: FastAPI, timeout: float = 30.0) -> Iterator[httpx.Client]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="test-app-server", daemon=True)
     thread.start()
-    deadline = time.monotonic() + timeout
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the app did not start serving on port {port} in {timeout} s")
-        time.sleep(0.05)
+
+    def serving() -> bool:
+        assert thread.is_alive(), f"the app's server on port {port} ended before serving"
+        return bool(server.started)
+
+    until(serving, f"the app to serve on port {port}", timeout, every=0.05)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
             yield client

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +28,13 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
-from waiting import until
+from waiting import WAIT, until
 
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WORDCOUNT = EXAMPLES / "wordcount.py"
 SENTENCES = ["the quick fox", "the lazy dog", "a fox and a dog", "the end"]
-WAIT_S = 180.0  # generous: the suite shares two cores with Spark
 CREATE = ("functions", "create", "--py", str(WORDCOUNT), "--classname", "wordcount.WordCount")
 
 
@@ -60,7 +58,7 @@ class Sparkfn:
     def run(self, *args: str) -> Ran:
         """Run to its end in a process of its own, forked from one that imported the
         command (``tests/cli/cli_forks.py``: what runs is the same, without a cold import)."""
-        return run_sparkfn(args, self.env, WAIT_S)
+        return run_sparkfn(args, self.env, WAIT)
 
     def ok(self, *args: str) -> Ran:
         ran = self.run(*args)
@@ -102,7 +100,7 @@ class Lines:
             target=lambda: [self.lines.put(line) for line in stdout], daemon=True
         ).start()
 
-    def next(self, timeout: float = WAIT_S) -> str:
+    def next(self, timeout: float = WAIT) -> str:
         try:
             return self.lines.get(timeout=timeout)
         except queue.Empty:
@@ -124,7 +122,7 @@ def _wait_processed(url: str, count: int) -> None:
         seen[0] = httpx.get(f"{url}/admin/v3/functions/public/default/wordcount/status").json()
         return _processed(seen[0]) >= count
 
-    until(enough, lambda: f"wordcount to process {count}: {seen[0]}", WAIT_S, every=0.5)
+    until(enough, lambda: f"wordcount to process {count}: {seen[0]}", WAIT, every=0.5)
 
 
 def _wait_status(sparkfn: Sparkfn, field: str, value: Any) -> Any:
@@ -135,7 +133,7 @@ def _wait_status(sparkfn: Sparkfn, field: str, value: Any) -> Any:
         seen[:] = [sparkfn.json("functions", "status", "--name", "wordcount")]
         return seen[0] if seen[0][field] == value else None
 
-    return until(reached, lambda: f"{field} {value}: {seen[-1]}", WAIT_S, every=0.2)
+    return until(reached, lambda: f"{field} {value}: {seen[-1]}", WAIT, every=0.2)
 
 
 def _wait_state(sparkfn: Sparkfn, state: str) -> Any:
@@ -301,12 +299,12 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
     )
     assert _wait_running(sparkfn, 1)["instances"][0]["status"]["state"] == "RUNNING"
     _produce(store, "zebra zebra")
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+
+    def answered() -> Ran | None:
         ran = sparkfn.run("functions", "querystate", "--name", "wordcount", "--key", "zebra")
-        if ran.returncode == 0:
-            break
-        time.sleep(0.5)
+        return ran if ran.returncode == 0 else None
+
+    ran = until(answered, "the restarted instance to answer querystate for zebra", WAIT, every=0.5)
     assert ran.stdout == "zebra = counter 2\n", _described(ran)
     sparkfn.ok("functions", "start", *one)
     _wait_running(sparkfn, 2)

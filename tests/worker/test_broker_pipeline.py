@@ -45,9 +45,10 @@ from worker_process import SharedWorker
 
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
-from waiting import until
+from waiting import WAIT, until
 
-pytestmark = pytest.mark.slow
+# One xdist worker with the tests that restart the brokers (tests/connectors).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("brokers")]
 
 REPO = Path(__file__).resolve().parents[2]
 EXCLAMATION = "examples/pulsar_exclamation.py"  # as a user types it, in the checkout
@@ -56,14 +57,13 @@ SOURCE, FUNCTION, SINK = "rabbit-in", "exclaim", "redis-out"
 RAW, BANG = "raw", "bang"
 FIRST = 300  # published once the pipeline runs
 MORE = 50  # published at each step after
-WAIT_S = 180.0  # generous: the suite shares two cores with Spark (a stop once took > 90 s)
 QUIET_S = 1.0  # how long a stopped part must let nothing past
 
 Ran = subprocess.CompletedProcess[str]
 
 
 # the shared bounded wait (tests/waiting.py), with this module's timeout
-_until = partial(until, timeout=WAIT_S, every=0.2)
+_until = partial(until, timeout=WAIT, every=0.2)
 
 
 # --- the brokers -----------------------------------------------------------------------
@@ -200,7 +200,7 @@ class Cli:
         self.env |= {"SPARKFN_URL": url, "COLUMNS": "200"}
 
     def run(self, *args: str) -> Ran:
-        ran = run_sparkfn(args, self.env, WAIT_S, cwd=REPO)  # forked: tests/cli/cli_forks.py
+        ran = run_sparkfn(args, self.env, WAIT, cwd=REPO)  # forked: tests/cli/cli_forks.py
         said = f"sparkfn {' '.join(args)} exited {ran.returncode}\n{ran.stdout}{ran.stderr}"
         assert ran.returncode == 0, said
         assert "Traceback" not in ran.stdout + ran.stderr, said

@@ -34,6 +34,9 @@ from sparkfn.worker.api.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
 
+# One xdist worker with the tests that restart the brokers (tests/connectors).
+pytestmark = pytest.mark.xdist_group("brokers")
+
 SOURCES = "/admin/v3/sources/public/default"
 SINKS = "/admin/v3/sinks/public/default"
 BIG = 10**12

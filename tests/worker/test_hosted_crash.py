@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from pathlib import Path
 
 import httpx
@@ -22,6 +21,7 @@ from worker_process import WorkerProcess, topic_counts
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from waiting import WAIT, until
 
 COUNT = 20_000
 
@@ -63,24 +63,34 @@ def test_a_sigkilled_worker_restarts_its_source_and_sink_and_loses_nothing(
             "/admin/v3/sources/public/default/gen", data={"sourceConfig": json.dumps(source)}
         )
         assert made.status_code == 200, made.text
-    deadline = time.monotonic() + 120
-    while sum(topic_counts(store).values()) < COUNT // 4:
-        assert time.monotonic() < deadline, "the source never got going"
-        time.sleep(0.2)
+    until(
+        lambda: sum(topic_counts(store).values()) >= COUNT // 4,
+        f"the source to append {COUNT // 4} records",
+        120,
+        every=0.2,
+    )
     worker_process.stop(signal.SIGKILL)  # mid-stream: records read, appended, not yet acked
     killed_at = sum(topic_counts(store).values())
     assert killed_at < COUNT, "the source finished before the kill; the test proves nothing"
     worker_process.start()  # no request after this: the worker starts both from its registry
     expected = {f"message-{i}" for i in range(COUNT)}
-    deadline = time.monotonic() + 180
-    while set(found := topic_counts(store)) != expected:
+    found = topic_counts(store)
+
+    def appended() -> bool:
+        nonlocal found
+        found = topic_counts(store)
         assert max(found.values()) == 1, "a record was appended twice"
-        missing = expected - set(found)
-        assert time.monotonic() < deadline, f"{len(missing)} missing: {sorted(missing)[:10]}"
-        time.sleep(0.5)
+        return set(found) == expected
+
+    def missing() -> str:
+        gone = expected - set(found)
+        return f"every record appended; {len(gone)} missing: {sorted(gone)[:10]}"
+
+    until(appended, missing, WAIT, every=0.5)
     assert max(topic_counts(store).values()) == 1
-    deadline = time.monotonic() + 180
-    while not (_written(tmp_path) >= expected):
-        missing = expected - _written(tmp_path)
-        assert time.monotonic() < deadline, f"the sink misses {len(missing)}: {sorted(missing)[:5]}"
-        time.sleep(0.5)
+
+    def unwritten() -> str:
+        gone = expected - _written(tmp_path)
+        return f"the sink to write every record; {len(gone)} missing: {sorted(gone)[:5]}"
+
+    until(lambda: _written(tmp_path) >= expected, unwritten, WAIT, every=0.5)

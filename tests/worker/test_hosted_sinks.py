@@ -24,17 +24,16 @@ from cli_forks import run_sparkfn
 from worker_process import SharedWorker, topic_counts
 
 from sparkfn.topics.admin import TopicAdmin
-from waiting import until
+from waiting import WAIT, until
 
 pytestmark = pytest.mark.slow
-WAIT_S = 180.0
 COUNTING = Path(__file__).resolve().parent / "funcs" / "counting_source.py"
 
 Ran = subprocess.CompletedProcess[str]
 
 
 # the shared bounded wait (tests/waiting.py), with this module's timeout
-_until = partial(until, timeout=WAIT_S, every=0.2)
+_until = partial(until, timeout=WAIT, every=0.2)
 
 
 class Cli:
@@ -45,7 +44,7 @@ class Cli:
         self.env |= {"SPARKFN_URL": url, "COLUMNS": "200"}
 
     def run(self, *args: str, ok: bool = True) -> Ran:
-        ran = run_sparkfn(args, self.env, WAIT_S)  # forked: tests/cli/cli_forks.py
+        ran = run_sparkfn(args, self.env, WAIT)  # forked: tests/cli/cli_forks.py
         if ok:
             assert ran.returncode == 0, f"{args}: {ran.returncode}\n{ran.stdout}\n{ran.stderr}"
         return ran
@@ -85,6 +84,9 @@ def test_a_hosted_sink_fed_by_a_hosted_source_loses_nothing_across_its_lifecycle
     assert (status["numInstances"], status["state"]) == (1, "RUNNING")
     assert status["instances"][0]["status"]["numWrittenToSink"] > 0
 
+    # --no-wait says what it did: asked, not stopped (the stop after it waits, asking twice)
+    said = cli.run("sinks", "stop", "--name", "arch", "--no-wait").stdout
+    assert said == "asked sink public/default/arch to stop; not waiting (--no-wait)\n"
     for action, final in (("stop", "SUSPENDED"), ("drain", "STOPPED")):
         stopped = cli.json("sinks", action, "--name", "arch")
         assert stopped["action"] == action

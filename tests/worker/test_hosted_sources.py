@@ -65,11 +65,16 @@ def _state(client: httpx.Client, name: str) -> str:
 
 def _stable(store: Store) -> int:
     """The topic's count once it stops growing (a stopped source appends nothing more)."""
-    before = -1
-    while (now := len(_values(store))) != before:
-        before = now
-        time.sleep(0.5)
-    return now
+    last = -1
+
+    def settled() -> bool:
+        nonlocal last
+        now, before = len(_values(store)), last
+        last = now
+        return now == before
+
+    until(settled, lambda: f"the topic to stop growing (at {last})", WAIT_S, every=0.5)
+    return last
 
 
 def test_a_hosted_generator_runs_stops_drains_restarts_updates_and_is_deleted(

@@ -9,7 +9,6 @@ one per function. Its package limits are 1 MiB uploaded, 2 MiB expanded.
 from __future__ import annotations
 
 import json
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import WAIT, until
 
 EXCLAIM = Path(__file__).resolve().parents[2] / "examples" / "exclamation.py"
 FUNCTIONS = "/admin/v3/functions/public/default"
@@ -44,14 +44,16 @@ def _register(client: httpx.Client, name: str, *, file: Path | None = None, **mo
 
 
 def _wait_processed(
-    client: httpx.Client, worker: SharedWorker, counts: dict[str, int], timeout: float = 180
+    client: httpx.Client, worker: SharedWorker, counts: dict[str, int], timeout: float = WAIT
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while lagging := [n for n, count in counts.items() if _processed(client, n) < count]:
-        if time.monotonic() > deadline:
-            statuses = [client.get(f"{FUNCTIONS}/{n}/status").json() for n in lagging]
-            pytest.fail(f"not done in time: {statuses}\n{worker.output()[-20000:]}")
-        time.sleep(0.5)
+    def lagging() -> list[str]:
+        return [n for n, count in counts.items() if _processed(client, n) < count]
+
+    def said() -> str:
+        statuses = [client.get(f"{FUNCTIONS}/{n}/status").json() for n in lagging()]
+        return f"every function to process its messages: {statuses}\n{worker.output()[-20000:]}"
+
+    until(lambda: not lagging(), said, timeout, every=0.5)
 
 
 def _processed(client: httpx.Client, name: str) -> int:

@@ -12,7 +12,6 @@ it parked and woke, and a drain of the parked function stops it gracefully.
 from __future__ import annotations
 
 import collections
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -66,10 +65,12 @@ def test_a_quiet_function_parks_and_wakes_on_input_losing_nothing(
                 _wait_log(shared_worker, woken, round_ - 1)
         response = client.post(f"/public/default/{name}/drain")
         assert response.status_code == 204, response.text
-        deadline = time.monotonic() + WAIT
-        while (status := client.get(f"/public/default/{name}/status").json())["state"] != "STOPPED":
-            assert time.monotonic() < deadline, f"not drained in {WAIT} s: {status}"
-            time.sleep(0.2)
+
+        def stopped() -> dict[str, Any] | None:
+            status: dict[str, Any] = client.get(f"/public/default/{name}/status").json()
+            return status if status["state"] == "STOPPED" else None
+
+        status = until(stopped, f"{name} drained (STOPPED)", WAIT, every=0.2)
         assert status["numRunning"] == 0, status
     _awaittopic_counts(store, expected)
 

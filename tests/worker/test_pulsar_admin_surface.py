@@ -129,3 +129,43 @@ def test_connectors_and_worker_stats_routes(shared_worker: SharedWorker) -> None
         assert any(
             name.startswith("sparkfn_worker_") for m in metrics.json() for name in m["metrics"]
         )
+
+
+def test_tenants_update_and_partitioned_stats_as_pulsar_admin_has_them(
+    shared_worker: SharedWorker,
+) -> None:
+    cli = _cli(shared_worker)
+    cli.ok("tenants", "create", "acme2", "-r", "alice", "-c", "c1")
+    # pulsar-admin's update: what is not given stays as it is.
+    cli.ok("tenants", "update", "acme2", "--admin-roles", "alice,bob")
+    assert json.loads(cli.ok("tenants", "get", "acme2").stdout) == {
+        "adminRoles": ["alice", "bob"],
+        "allowedClusters": ["c1"],
+    }
+    cli.ok("tenants", "update", "acme2", "-c", "c2")
+    assert json.loads(cli.ok("tenants", "get", "acme2").stdout) == {
+        "adminRoles": ["alice", "bob"],
+        "allowedClusters": ["c2"],
+    }
+    cli.fail("tenant_not_found", "tenants", "update", "nosuch", "-r", "x")
+    with httpx.Client(base_url=shared_worker.url, timeout=60) as client:
+        empty = {"adminRoles": [], "allowedClusters": []}
+        assert client.post("/admin/v2/tenants/acme2", json=empty).status_code == 204
+        assert client.get("/admin/v2/tenants/acme2").json() == empty
+        missing = client.post("/admin/v2/tenants/nosuch", json=empty)
+        assert (missing.status_code, missing.json()["reason"]) == (404, "tenant_not_found")
+    cli.ok("tenants", "delete", "acme2")
+
+    topic = "persistent://public/default/pstats"
+    cli.ok("topics", "create-partitioned-topic", topic, "-p", "2")
+    cli.ok("topics", "produce", topic, "-m", "a,b,c")
+    whole = json.loads(cli.ok("topics", "partitioned-stats", topic).stdout)
+    assert whole["metadata"] == {"partitions": 2}
+    assert (whole["msgInCounter"], whole["partitions"]) == (3, {})
+    each = json.loads(cli.ok("topics", "partitioned-stats", topic, "--per-partition").stdout)
+    assert sorted(each["partitions"]) == [f"{topic}-partition-0", f"{topic}-partition-1"]
+    assert sum(p["msgInCounter"] for p in each["partitions"].values()) == 3
+    with httpx.Client(base_url=shared_worker.url, timeout=60) as client:
+        path = "/admin/v2/persistent/public/default/pstats/partitioned-stats"
+        assert client.get(path, params={"perPartition": "false"}).json()["partitions"] == {}
+        assert sorted(client.get(path).json()["partitions"]) == sorted(each["partitions"])

@@ -9,7 +9,6 @@ refused by name.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import until
 
 CODE = Path(__file__).resolve().parents[1] / "examples" / "pulsar_funcs" / "classic_exclamation.py"
 PULSAR_CONFIG = {
@@ -110,17 +110,15 @@ def test_a_pulsar_config_registers_with_the_warnings_localrun_gives(
 
 
 def _await_output(store: Store, expected: list[bytes], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    found: list[bytes] = []
-    while time.monotonic() < deadline:
-        found = [
-            m.value
-            for m in Consumer(store, "out", initial_position="earliest").receive(max_messages=100)
-        ]
-        if found == expected:
-            return
-        time.sleep(0.5)
-    pytest.fail(f"out holds {found}, not {expected}, after {timeout} s")
+    found: list[bytes | None] = []
+
+    def arrived() -> bool:
+        nonlocal found
+        consumer = Consumer(store, "out", initial_position="earliest")
+        found = [m.value for m in consumer.receive(max_messages=100)]
+        return found == expected
+
+    until(arrived, lambda: f"out to hold {expected}, not {found}", timeout, every=0.5)
 
 
 WINDOWS = Path(__file__).resolve().parents[1] / "runtime" / "funcs" / "windows.py"
@@ -152,12 +150,15 @@ def test_a_window_function_runs_on_a_worker(shared_worker: SharedWorker) -> None
         assert created.json()["windowConfig"]["windowLengthCount"] == 2  # Pulsar's shape
         try:
             Producer(store, "win-in").send_batch([Message(v.encode()) for v in "abcd"])
-            deadline = time.monotonic() + 120
-            found: list[bytes | None] = []
-            while time.monotonic() < deadline and len(found) < 2:
+
+            def windows() -> list[bytes | None]:
                 consumer = Consumer(store, "win-out", initial_position="earliest")
                 found = [m.value for m in consumer.receive(max_messages=100)]
-                time.sleep(0.5)
-            assert found == [b"a,b|-", b"c,d|-"]
+                return found if len(found) >= 2 else []
+
+            assert until(windows, "two windows on win-out", 120, every=0.5) == [
+                b"a,b|-",
+                b"c,d|-",
+            ]
         finally:
             client.delete("/public/default/windowed")

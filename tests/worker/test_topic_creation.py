@@ -11,7 +11,6 @@ sinks likewise (issue 30): a source's output and a sink's inputs.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from sparkfn.topics.producer import Producer
 from sparkfn.worker.api.app import create_app
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
+from waiting import until
 
 EXCLAIM = Path(__file__).resolve().parents[2] / "examples" / "exclamation.py"
 FUNCTIONS = "/admin/v3/functions/public/default"
@@ -92,11 +92,12 @@ def test_a_workers_functions_get_their_topics_unless_it_says_not(
             assert (info.partitions, info.schema_type) == (1, SchemaType.STRING)
         Producer(store, "in").send_batch([Message(b"hello")])
         consumer = Consumer(store, "out", initial_position="earliest")
-        got: list[bytes | None] = []
-        deadline = time.monotonic() + 120
-        while not got and time.monotonic() < deadline:
-            got = [m.value for m in consumer.receive(max_messages=10)]
-            time.sleep(0.2)
+        got = until(
+            lambda: [m.value for m in consumer.receive(max_messages=10)],
+            "an output on out",
+            120,
+            every=0.2,
+        )
         assert got == [b"hello!"]
     finally:
         assert client.delete(f"{FUNCTIONS}/exclaim").status_code == 200
@@ -148,10 +149,12 @@ def test_a_workers_sources_and_sinks_get_their_topics_unless_it_says_not(
         for info in TopicAdmin(store).list():
             assert (info.partitions, info.schema_type) == (1, SchemaType.STRING)
         reader = Consumer(store, "generated", initial_position="earliest")
-        deadline = time.monotonic() + 60
-        while not reader.receive(max_messages=10):
-            assert time.monotonic() < deadline, "the generator appended nothing in 60 s"
-            time.sleep(0.2)
+        until(
+            lambda: reader.receive(max_messages=10),
+            "the generator to append a record",
+            60,
+            every=0.2,
+        )
     finally:
         for kind in ("source", "sink"):
             client.delete(f"/admin/v3/{kind}s/public/default/{kind}-x")

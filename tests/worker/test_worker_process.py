@@ -6,7 +6,6 @@ import collections
 import json
 import signal
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import until
 
 EXCLAIM = Path(__file__).resolve().parents[2] / "examples" / "exclamation.py"
 CONFIG = {
@@ -49,15 +49,17 @@ def _register(
 def _wait_processed(
     client: httpx.Client, name: str, count: int, timeout: float = 120
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
     status: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+
+    def done() -> dict[str, Any] | None:
+        nonlocal status
         status = client.get(f"/public/default/{name}/status").json()
-        done = sum(i["status"]["numSuccessfullyProcessed"] for i in status.get("instances", []))
-        if done >= count:
-            return status
-        time.sleep(0.5)
-    pytest.fail(f"{name} processed fewer than {count} within {timeout} s: {status}")
+        processed = sum(
+            i["status"]["numSuccessfullyProcessed"] for i in status.get("instances", [])
+        )
+        return status if processed >= count else None
+
+    return until(done, lambda: f"{name} to process {count} messages: {status}", timeout, every=0.5)
 
 
 @pytest.mark.long_running(90)
@@ -95,13 +97,13 @@ def test_a_submitted_function_runs_and_resumes_after_a_sigkill(
     worker_process.start()
     with worker_process.client() as client:
         _wait_processed(client, "exclaim", 10)
-        deadline = time.monotonic() + 120
         expected = collections.Counter(f"m{i:03d}!" for i in range(20))
-        while (topic_counts(store), topic_counts(store, "out2")) != (expected, expected):
-            assert time.monotonic() < deadline, (
-                f"outputs: {topic_counts(store)}, {topic_counts(store, 'out2')}"
-            )
-            time.sleep(0.5)
+        until(
+            lambda: (topic_counts(store), topic_counts(store, "out2")) == (expected, expected),
+            lambda: f"each output once: {topic_counts(store)}, {topic_counts(store, 'out2')}",
+            120,
+            every=0.5,
+        )
     # SIGTERM suspends the function: it resumes exactly there with the next worker.
     assert worker_process.stop() in (0, -signal.SIGTERM), worker_process.output()
     for name in ("exclaim", "second"):

@@ -11,13 +11,16 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 from worker_process import SharedWorker, topic_counts
 
 from sparkfn.state.store import all_state
+from sparkfn.store import schema
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from waiting import WAIT, until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BASE = {"inputs": ["in"], "output": "out", "processingGuarantees": "EFFECTIVELY_ONCE"}
@@ -36,16 +39,22 @@ def _send(client: httpx.Client, verb: str, name: str, code: Path, **config: Any)
 
 
 def _awaittopic_counts(
-    store: Store, expected: collections.Counter[str], timeout: float = 180
+    store: Store, expected: collections.Counter[str], timeout: float = WAIT
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while (found := topic_counts(store)) != expected:
-        missing, extra = expected - found, found - expected
+    found = topic_counts(store)
+
+    def arrived() -> bool:
+        nonlocal found
+        found = topic_counts(store)
+        extra = found - expected
         assert not extra, f"outputs no input asked for, or repeated: {dict(extra)}"
-        assert time.monotonic() < deadline, (
-            f"{len(missing)} outputs missing: {sorted(missing)[:10]}"
-        )
-        time.sleep(0.5)
+        return found == expected
+
+    def said() -> str:
+        missing = expected - found
+        return f"every output; {len(missing)} missing: {sorted(missing)[:10]}"
+
+    until(arrived, said, timeout, every=0.5)
 
 
 def _setup(store: Store) -> None:
@@ -89,6 +98,15 @@ def test_an_update_to_a_new_parallelism_under_load_loses_and_repeats_nothing(
         old = client.get("/public/default/exclaim", params={"version": 1}).json()
         assert (old["version"], old["parallelism"]) == (1, 1)
         assert client.get("/public/default/exclaim").json()["parallelism"] == 2
+    # The run is the version it was prepared from: its group membership (the key its tasks'
+    # objects are made under) says 2, so no object of version 1 serves it.
+    with store.read() as conn:
+        row = conn.execute(
+            select(schema.group_members.c.version).where(
+                schema.group_members.c.control_id == "public/default/exclaim"
+            )
+        ).one()
+    assert row.version == "2"
 
 
 @pytest.mark.long_running(90)

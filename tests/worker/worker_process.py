@@ -17,6 +17,7 @@ import pytest
 
 from sparkfn.store.store import Store
 from sparkfn.topics.consumer import Consumer
+from waiting import until
 
 MIB = 1024 * 1024
 SHARED_ENV = {
@@ -78,24 +79,34 @@ class WorkerProcess:
                 env={**os.environ, **self.env},
                 start_new_session=self.new_session,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"the worker exited with {self.proc.returncode}:\n{self.output()}")
-            try:
-                httpx.get(self.url + "/admin/v3/functions/public/default", timeout=2)
-                return self
-            except httpx.TransportError:
-                time.sleep(0.3)
-        pytest.fail(f"the worker did not answer within {timeout} s:\n{self.output()}")
+        until(self._answers, lambda: f"the worker to answer:\n{self.output()}", timeout, every=0.3)
+        return self
+
+    def _answers(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            pytest.fail(f"the worker exited with {self.proc.returncode}:\n{self.output()}")
+        try:
+            httpx.get(self.url + "/admin/v3/functions/public/default", timeout=2)
+        except httpx.TransportError:
+            return False
+        return True
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Wait until ``/ready`` says yes: the worker restored its functions (a create must not race that)."""
-        deadline = time.monotonic() + timeout
-        while (ready := httpx.get(self.url + "/ready", timeout=30)).status_code == 503:
-            if time.monotonic() > deadline:
-                pytest.fail(f"not ready within {timeout} s: {ready.text}\n{self.output()}")
-            time.sleep(0.5)
+        ready = httpx.get(self.url + "/ready", timeout=30)
+
+        def is_ready() -> bool:
+            nonlocal ready
+            ready = httpx.get(self.url + "/ready", timeout=30)
+            return ready.status_code != 503
+
+        until(
+            is_ready,
+            lambda: f"the worker ready: {ready.text}\n{self.output()}",
+            timeout,
+            every=0.5,
+        )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log else ""

@@ -1,4 +1,4 @@
-// The worker: version, Spark, uptime, readiness and its functions per state.
+// The worker: version, Spark, uptime, readiness, its functions per state, and its cluster.
 import { get } from "../api.js";
 import { Badge, ErrorNote, duration, usePoll, when } from "../common.js";
 import { html } from "../html.js";
@@ -10,6 +10,42 @@ async function readiness() {
     if (exc.status === 401) throw exc;
     return { status: "not ready", reason: exc.reason, message: exc.message };
   }
+}
+
+// The cluster of the worker's store: every live worker, the leader, and what runs where
+// (Pulsar's /admin/v2/worker routes; a worker without the assignments route shows none).
+async function cluster() {
+  const [workers, leader, assignments] = await Promise.all([
+    get("/admin/v2/worker/cluster"),
+    get("/admin/v2/worker/cluster/leader").catch((exc) => {
+      if (exc.status === 401) throw exc;
+      return null; // 503 no_leader: none leads this moment
+    }),
+    get("/admin/v2/worker/assignments").catch((exc) => {
+      if (exc.status === 401) throw exc;
+      return null;
+    }),
+  ]);
+  return { workers, leader, assignments };
+}
+
+function ClusterCard({ self }) {
+  const [found, error] = usePoll(cluster, [], 3000);
+  if (error) return html`<section class="card"><h2>Cluster</h2><${ErrorNote} error=${error} /></section>`;
+  if (!found) return null;
+  const { workers, leader, assignments } = found;
+  const runs = (id) => (assignments && assignments[id]) || [];
+  return html`<section class="card" aria-labelledby="cluster-title"><h2 id="cluster-title">Cluster</h2>
+    <p class="muted">${workers.length} live worker${workers.length === 1 ? "" : "s"}; leader:
+      ${leader ? html` <code>${leader.workerId}</code>` : " none this moment (one takes over within seconds)"}</p>
+    <table class="list" data-testid="cluster"><thead><tr><th>Worker</th><th>Address</th><th>Role</th>
+      ${assignments && html`<th>Instances</th>`}</tr></thead>
+      <tbody>${workers.map((w) => html`<tr data-worker=${w.workerId}>
+        <td><code>${w.workerId}</code>${w.workerId === self ? html` <span class="muted">(this one)</span>` : ""}</td>
+        <td>${w.workerHostname}:${w.port}</td>
+        <td>${leader && leader.workerId === w.workerId ? html`<span class="badge tone-ok">leader</span>` : "member"}</td>
+        ${assignments && html`<td title=${runs(w.workerId).join("\n")}>${runs(w.workerId).length}</td>`}
+      </tr>`)}</tbody></table></section>`;
 }
 
 export function WorkerPage() {
@@ -42,5 +78,6 @@ export function WorkerPage() {
           <span class="bar"><span style=${`width:${(100 * n) / Math.max(1, total)}%`} class="tone-${state}"></span></span>
           <strong>${n}</strong></li>`)}</ul>
       </section></div>`}
+    ${info && html`<${ClusterCard} self=${info.workerId} />`}
   </section>`;
 }

@@ -52,6 +52,12 @@ class Context(ABC):
     def get_message_properties(self) -> dict[str, str]:
         """The current message's properties."""
 
+    def get_message_redelivery_count(self) -> int:
+        """How many times the current message was delivered before (0: its first delivery);
+        Pulsar's ``Message.getRedeliveryCount()``. A message whose call raised is
+        delivered again after ``negative_ack_redelivery_delay_ms`` (``max_message_retries``)."""
+        return 0
+
     @abstractmethod
     def get_current_message_topic_name(self) -> str:
         """The topic the current message came from (``persistent://tenant/ns/topic``)."""

@@ -1,71 +1,11 @@
 """The sparkfn exception hierarchy: every error sparkfn raises on purpose.
 
 Each class derives from :class:`SparkfnError` and also from the builtin it
-resembles, so callers may catch either::
-
-    SparkfnError
-    ├── ConfigError            (ValueError)   invalid configuration, name or option
-    │   ├── FunctionLoadError                  a function's code cannot be loaded
-    │   ├── ConnectorLoadError                 a connector's code cannot be loaded
-    │   ├── NoOutputTopicError                 a trigger of a function with no output topic
-    │   ├── ConfigLimitError                   a connector setting over its upper bound
-    │   ├── BrokerUnreachableError             a broker did not answer a connector's check in time
-    │   └── SubscriptionInUseError             another function or query reads the subscription (HTTP 409)
-    ├── PayloadError           (ValueError)   a message value does not fit the topic schema
-    ├── NotFoundError          (LookupError)  a named object does not exist
-    │   ├── TopicNotFoundError
-    │   ├── FunctionNotFoundError
-    │   │   ├── SourceNotFoundError
-    │   │   └── SinkNotFoundError
-    │   ├── PackageNotFoundError
-    │   ├── SubscriptionNotFoundError
-    │   ├── TenantNotFoundError
-    │   └── NamespaceNotFoundError
-    ├── AlreadyExistsError     (ValueError)   a named object exists already
-    │   ├── TopicExistsError
-    │   ├── TenantExistsError
-    │   ├── NamespaceExistsError
-    │   └── FunctionExistsError
-    │       ├── SourceExistsError
-    │       └── SinkExistsError
-    ├── NotEmptyError          (ValueError)   a tenant or namespace to delete holds something (HTTP 409)
-    ├── PackageError           (ValueError)   an uploaded function package cannot be used
-    │   ├── PackageTooLargeError               over the upload or expansion limit
-    │   └── UnsafeArchiveError                 a path escapes, is absolute or is a link
-    ├── AuthError              (PermissionError) no valid credentials (HTTP 401)
-    │   └── ForbiddenError                     valid credentials, not allowed (HTTP 403)
-    ├── StoreError             (RuntimeError) the metadata store cannot be used
-    │   ├── SchemaVersionError                 the store is newer than this sparkfn
-    │   ├── DataDirError                       the data directory cannot be created or written
-    │   ├── StorageFullError   (OSError)       no space left for a write (HTTP 507)
-    │   ├── StoreUnavailableError              the store or the disk refuses writes (HTTP 503)
-    │   ├── StaleLeaderError                   a replaced cluster leader's write (refused whole)
-    │   └── SecretsKeyError                    a stored secret does not open with the worker's key (HTTP 503)
-    ├── FunctionFailedError    (RuntimeError) a function's query stopped with an error
-    │   └── StaleRunError                      a newer run replaced this one (fenced)
-    ├── FunctionNotRunningError (RuntimeError) the request needs the function running
-    │   └── InstanceStoppingError              the instance is stopping alone (drain, suspend)
-    ├── SubscriptionBusyError  (RuntimeError) a running function or sink owns the subscription (HTTP 412)
-    ├── WorkerError            (RuntimeError) a worker refused a request, for a reason it names
-    │   └── WorkerUnreachableError (ConnectionError) no worker answers at the URL
-    ├── TriggerError           (RuntimeError) a triggered value gave no output
-    │   ├── TriggerTimeoutError (TimeoutError)  none within the timeout (HTTP 408)
-    │   └── TriggerFailedError                 the function failed on it every attempt
-    ├── FunctionFailure        (RuntimeError) an instance's death, as a failure handler gets it
-    ├── FatalError             (RuntimeError) a task of an instance ended by ``context.fatal``
-    ├── PythonWorkerCrashed    (RuntimeError) a message killed the Python worker that processed it
-    ├── MessageTimeoutError    (TimeoutError) an attempt ran past ``timeout_ms`` (``timeout_interrupts``)
-    ├── ConnectorFailedError   (RuntimeError) a source or sink instance died
-    ├── ProducerClosedError    (RuntimeError) a message sent with a closed Producer
-    └── HarnessClosedError     (RuntimeError) a message sent to a closed test harness
-
-Each class carries its own stable, machine-readable ``reason`` (unique in the
-tree, checked by ``tests/api/test_errors.py``) that the REST API and the CLI
-report next to the human message::
-
-    $ sparkfn topics describe nope
-    error [topic_not_found]: topic public/default/nope does not exist
-
+resembles (``ValueError``, ``LookupError``, ``RuntimeError``, ...), so callers
+may catch either. Each carries its own stable, machine-readable ``reason``
+(unique in the tree) that the REST API and the CLI report next to the human
+message. docs/errors.md draws the tree, with each class's HTTP status and
+reason; ``tests/api/test_errors.py`` keeps that page and this module in step.
 Every class is defined here and nowhere else; the public ones are exported
 from :mod:`sparkfn`.
 """
@@ -293,12 +233,9 @@ class DataDirError(StoreError):
 class StorageFullError(StoreError, OSError):
     """A write found no space: the store's disk or quota is full, or its database is at its limit.
 
-    SQLite's ``SQLITE_FULL`` ("database or disk is full"), PostgreSQL's
-    ``disk_full`` (SQLSTATE 53100) and ``ENOSPC`` / ``EDQUOT`` on a segment or
-    package file all become this (:mod:`sparkfn.store.failures`). The
-    write was rolled back: what was committed before is all still there, and
-    the same write succeeds once space is freed. ``errno`` is ``ENOSPC``.
-    """
+    SQLite's ``SQLITE_FULL``, PostgreSQL's ``disk_full`` (SQLSTATE 53100) and ``ENOSPC`` /
+    ``EDQUOT`` on a segment or package file (:mod:`sparkfn.store.failures`). The write was
+    rolled back; it succeeds once space is freed. ``errno`` is ``ENOSPC``."""
 
     reason = "storage_full"
 
@@ -308,11 +245,9 @@ class StorageFullError(StoreError, OSError):
 
 
 class StoreUnavailableError(StoreError):
-    """The store or the data directory refuses writes for a reason other than space.
-
-    A lost database connection, a server shutting down, a read-only or
-    failing disk: the write was rolled back and may succeed when retried.
-    """
+    """The store or the data directory refuses writes for a reason other than space (a lost
+    connection, a server shutting down, a read-only or failing disk): the write was rolled
+    back and may succeed when retried."""
 
     reason = "store_unavailable"
 
@@ -329,12 +264,9 @@ class StaleLeaderError(StoreError):
 
 class SecretsKeyError(StoreError):
     """A secret stored encrypted does not open: the worker has no key, or not the one it
-    was sealed with (:mod:`sparkfn.store.sealed`).
-
-    The message names the function or connector and the field; nothing is
-    answered in place of the secret. Setting the right key (the data
-    directory's ``secrets.key`` or ``SPARKFN_SECRETS_KEY``) fixes it.
-    """
+    was sealed with (:mod:`sparkfn.store.sealed`). The message names the function or
+    connector and the field; the right key (the data directory's ``secrets.key`` or
+    ``SPARKFN_SECRETS_KEY``) fixes it."""
 
     reason = "secrets_key_unusable"
 
@@ -375,12 +307,9 @@ class SubscriptionBusyError(SparkfnError, RuntimeError):
 
 
 class WorkerError(SparkfnError, RuntimeError):
-    """A worker refused a request of the admin CLI for a reason sparkfn has no class for.
-
-    Its ``reason`` is the worker's own (``invalid_request``, ``route_not_found``,
-    ...), so the CLI reports what the API said; a refusal whose reason has a
-    class here is raised as that class instead.
-    """
+    """A worker refused a request of the admin CLI for a reason sparkfn has no class for:
+    its ``reason`` is the worker's own (``invalid_request``, ``route_not_found``, ...); a
+    refusal whose reason has a class here is raised as that class instead."""
 
     reason = "worker_error"
 

@@ -141,8 +141,6 @@ def _action(action: str, done: str, doc: str, per_instance: bool) -> Callable[..
         body: dict[str, Any] = {"fqfn": call.fqfn, "instanceId": instance_id, "action": action}
         with call.client() as client:
             said = post_action(client, where, what, action, done, body, wait=wait, timeout=timeout)
-        if waits and wait is False:
-            said = f"asked {what} to stop; not waiting (--no-wait)"
         show(call, body, lambda _: said)
 
     act.__name__ = f"{action}_function"
@@ -168,7 +166,9 @@ def post_action(
     ``stop`` then waits for it to have stopped unless ``wait`` is False, its state put
     in ``body``. Returns the line that says what was done."""
     client.request("POST", f"{where}/{action}")
-    if action == "stop" and wait is not False:
+    if action == "stop":
+        if wait is False:  # said as it is: it may well still be running
+            return f"asked {what} to stop; not waiting (--no-wait)"
         body["state"] = _wait_stopped(client, where, what, timeout)
     return f"{done} {what}" + (f" ({body['state']})" if "state" in body else "")
 

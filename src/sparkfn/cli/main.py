@@ -28,6 +28,7 @@ from typing import Annotated, Any
 import typer
 
 from sparkfn.api.errors import SparkfnError
+from sparkfn.cli.cluster import cluster_app
 from sparkfn.cli.context import StoreOptions, report_error
 from sparkfn.cli.functions import functions_app
 from sparkfn.cli.packages import packages_app
@@ -58,6 +59,7 @@ app.add_typer(sinks_app, name="sinks")
 worker_app.command("drain")(drain_worker)
 app.add_typer(worker_app, name="worker")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(cluster_app, name="cluster")
 
 
 @app.callback()

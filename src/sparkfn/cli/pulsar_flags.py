@@ -262,8 +262,8 @@ PULSAR_FUNCTION_CONFIG = (
 
 # --- a connector's: pulsar-admin sinks and sources ---------------------------------------
 
-# Pulsar's sink flags: --max-redeliver-count and --dead-letter-topic act as for a function
-# (a message whose write fails); the rest is warned about (config/pulsar_connector.py).
+# Pulsar's sink flags: --max-redeliver-count, --negative-ack-redelivery-delay-ms, --dead-letter-
+# topic act as for a function (a failed write); the rest is warned about (pulsar_connector.py).
 _NO_EFFECT = "Pulsar's; no effect here (docs/pulsar-migration.md)."
 PULSAR_SINK_CONFIG = (
     _flag(
@@ -277,7 +277,7 @@ PULSAR_SINK_CONFIG = (
     _flag("--timeout-ms", f"The message timeout. {_NO_EFFECT}", "MS", INPUT_PANEL),
     _flag(
         "--negative-ack-redelivery-delay-ms",
-        f"The delay before a failed message is retried. {_NO_EFFECT}",
+        "How long a message whose write failed waits before it is delivered again (default 60000).",
         "MS",
         INPUT_PANEL,
     ),

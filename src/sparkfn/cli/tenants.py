@@ -5,6 +5,7 @@
     sparkfn tenants list
     sparkfn tenants create acme --admin-roles alice --allowed-clusters sparkfn
     sparkfn tenants get acme
+    sparkfn tenants update acme --admin-roles alice,bob
     sparkfn namespaces create acme/sales
     sparkfn namespaces list acme
     sparkfn namespaces topics acme/sales
@@ -26,7 +27,7 @@ import typer
 from sparkfn.cli.admin_client import DEFAULT_URL, TOKEN_ENV, URL_ENV, Call, OutputFormat, show
 
 tenants_app = typer.Typer(
-    name="tenants", help="List, create and delete tenants.", no_args_is_help=True
+    name="tenants", help="List, create, update and delete tenants.", no_args_is_help=True
 )
 namespaces_app = typer.Typer(
     name="namespaces", help="List, create and delete namespaces.", no_args_is_help=True
@@ -88,6 +89,41 @@ def create_tenant(
     }
     with _call(url, token).client() as client:
         client.request("PUT", f"/admin/v2/tenants/{tenant}", json=body)
+
+
+@tenants_app.command("update")
+def update_tenant(
+    tenant: TenantArg,
+    admin_roles: Annotated[
+        str | None,
+        typer.Option(
+            "--admin-roles", "-r", help="Comma-separated roles; omitted: kept as they are."
+        ),
+    ] = None,
+    allowed_clusters: Annotated[
+        str | None,
+        typer.Option(
+            "--allowed-clusters", "-c", help="Comma-separated clusters; omitted: kept as they are."
+        ),
+    ] = None,
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+) -> None:
+    """Update a tenant's admin roles and allowed clusters (pulsar-admin's: what is not
+    given stays)."""
+    with _call(url, token).client() as client:
+        current = client.json("GET", f"/admin/v2/tenants/{tenant}")
+        body = {
+            "adminRoles": _split(admin_roles) if admin_roles is not None else current["adminRoles"],
+            "allowedClusters": _split(allowed_clusters)
+            if allowed_clusters is not None
+            else current["allowedClusters"],
+        }
+        client.request("POST", f"/admin/v2/tenants/{tenant}", json=body)
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 @tenants_app.command("delete")

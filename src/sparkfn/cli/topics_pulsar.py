@@ -5,6 +5,7 @@
     sparkfn topics create-partitioned-topic persistent://public/default/orders -p 4
     sparkfn topics list public/default
     sparkfn topics stats persistent://public/default/orders
+    sparkfn topics partitioned-stats persistent://public/default/orders --per-partition
     sparkfn topics subscriptions persistent://public/default/orders
     sparkfn topics peek-messages persistent://public/default/orders -s public/default/f -n 2
     sparkfn topics reset-cursor persistent://public/default/orders -s public/default/f -t 1h
@@ -51,6 +52,7 @@ def add_commands(app: typer.Typer) -> None:
     app.command("create-partitioned-topic")(create_partitioned_topic)
     app.command("list-partitioned-topics")(list_partitioned_topics)
     app.command("stats")(stats)
+    app.command("partitioned-stats")(partitioned_stats)
     app.command("subscriptions")(subscriptions)
     app.command("peek-messages")(peek_messages)
     app.command("reset-cursor")(reset_cursor)
@@ -120,6 +122,30 @@ def stats(ctx: typer.Context, topic: TopicArgument) -> None:
         info = admin.get(topic)
         body = TopicStats.of(info, admin.stats(info.name), admin.subscriptions(info.name))
     _indented(body.model_dump(mode="json", by_alias=True))
+
+
+def partitioned_stats(
+    ctx: typer.Context,
+    topic: TopicArgument,
+    per_partition: Annotated[
+        bool, typer.Option("--per-partition", help="Each partition's stats too.")
+    ] = False,
+) -> None:
+    """Print the topic's stats as Pulsar's PartitionedTopicStats JSON: the whole topic's,
+    and with --per-partition each partition's under ``partitions`` (pulsar-admin's)."""
+    from sparkfn.topics.admin import TopicAdmin
+    from sparkfn.worker.api.topic_models import PartitionedTopicStats
+
+    with open_store(ctx) as store:
+        admin = TopicAdmin(store)
+        info = admin.get(topic)
+        body = PartitionedTopicStats.of_partitions(
+            info, admin.stats(info.name), admin.subscriptions(info.name)
+        )
+    found = body.model_dump(mode="json", by_alias=True)
+    if not per_partition:
+        found["partitions"] = {}
+    _indented(found)
 
 
 def subscriptions(ctx: typer.Context, topic: TopicArgument) -> None:

@@ -109,7 +109,8 @@ def start(
     tighten_tree(Path(settings.data_dir) / "logs")  # log files an older worker left 0644
     port = listening.getsockname()[1]  # --port 0: the one the system gave
     sys.stderr.write(
-        f"sparkfn worker {settings.worker_id} serving on http://{settings.host}:{port}\n"
+        f"sparkfn worker {settings.worker_id} serving on http://{settings.host}:{port} "
+        f"(Spark master {settings.spark_master})\n"
     )
     # A function whose failure policy says SHUTDOWN_WORKER stops the whole worker
     # as SIGTERM does: the server ends gracefully and its shutdown stops the rest.

@@ -154,6 +154,11 @@ class SinkConfig(_ConnectorBase):
     # --max-redeliver-count), then sent to dead_letter_topic (default {name}-DLQ).
     max_message_retries: int = Field(default=0, ge=0, le=100, strict=True)
     dead_letter_topic: str | None = None
+    # Pulsar's negativeAckRedeliveryDelayMs: how long a message whose write() failed
+    # waits before it is delivered again (with max_message_retries).
+    negative_ack_redelivery_delay_ms: int = Field(
+        default=60_000, ge=0, le=7 * 24 * 3600 * 1000, strict=True
+    )
 
     @field_validator("inputs", mode="before")
     @classmethod

@@ -72,3 +72,20 @@ def check_name(value: str, field: str) -> str:
         )
         raise ValueError(msg)
     return value
+
+
+def check_input_serdes(value: dict[str, str]) -> dict[str, str]:
+    """``input_serdes`` with each key a topic name (normalised) or a regex of
+    ``topics_pattern``, and each serde checked."""
+    out = {}
+    for key, serde in value.items():
+        try:
+            name = str(TopicName.parse(key, field="input_serdes"))
+        except ConfigError:
+            try:
+                name = re.compile(key).pattern
+            except re.error:
+                msg = f"input_serdes key {key!r} is neither a topic name nor a regex"
+                raise ValueError(msg) from None
+        out[name] = check_serde(serde, f"input_serdes[{key}]")
+    return out

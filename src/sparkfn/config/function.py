@@ -34,6 +34,7 @@ from pydantic import (
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.durations import parse_duration_seconds
 from sparkfn.config.fields import (
+    check_input_serdes,
     check_name,
     check_serde,
     input_topics,
@@ -105,6 +106,9 @@ class FunctionConfig(BaseModel):
     # Numbers are strict: JSON's true or 2.0 or "2" is an error, not 1 or 2 (the CLI
     # turns its flags' text into numbers first: sparkfn.cli.configs).
     max_message_retries: int = Field(default=0, ge=0, le=100, strict=True)
+    # Pulsar's negativeAckRedeliveryDelayMs: how long a message whose call raised waits in
+    # the retry topic before it is delivered again (sparkfn.runtime.function.redelivery).
+    negative_ack_redelivery_delay_ms: int = Field(default=60_000, ge=0, le=604_800_000, strict=True)
     processing_guarantees: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
     subscription_type: SubscriptionType = SubscriptionType.SHARED
     subscription_position: SubscriptionPosition = SubscriptionPosition.LATEST
@@ -200,18 +204,7 @@ class FunctionConfig(BaseModel):
     @field_validator("input_serdes")
     @classmethod
     def _check_input_serdes(cls, value: dict[str, str]) -> dict[str, str]:
-        out = {}
-        for key, serde in value.items():
-            try:
-                name = str(TopicName.parse(key, field="input_serdes"))
-            except ConfigError:
-                try:
-                    name = re.compile(key).pattern
-                except re.error:
-                    msg = f"input_serdes key {key!r} is neither a topic name nor a regex"
-                    raise ValueError(msg) from None
-            out[name] = check_serde(serde, f"input_serdes[{key}]")
-        return out
+        return check_input_serdes(value)
 
     @field_validator("inputs")
     @classmethod
@@ -315,6 +308,21 @@ class FunctionConfig(BaseModel):
     def default_dead_letter_topic(self) -> str:
         """``{tenant}/{namespace}/{name}-DLQ``, Pulsar's dead-letter topic name."""
         return f"{self.tenant}/{self.namespace}/{self.name}-DLQ"
+
+    @property
+    def retry_topic(self) -> str:
+        """Pulsar's ``{subscription}-RETRY``, where a negative-acked message waits: by default
+        ``{tenant}/{ns}/{name}-RETRY`` (a sink's ``sink:`` subscription spelled with ``_``)."""
+        sub = self.subscription
+        name = self.name if sub == self.fqfn else re.sub(r"[^A-Za-z0-9_.-]", "_", sub)
+        return f"{self.tenant}/{self.namespace}/{name}-RETRY"
+
+    @property
+    def negative_acks(self) -> bool:
+        """Whether failures are negative-acked (redelivered after the delay): with retries, not
+        ATMOST_ONCE (its cursor moved before the call), not a window function (tried in place)."""
+        once = self.processing_guarantees is ProcessingGuarantee.AT_MOST_ONCE
+        return self.max_message_retries > 0 and not once and self.window_config is None
 
     @property
     def dead_letter_target(self) -> str | None:

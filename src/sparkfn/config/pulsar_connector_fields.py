@@ -48,8 +48,7 @@ _IGNORED = {
     "retain_key_ordering": "a sink instance writes its partitions in order already",
     "auto_ack": "a sink's input is committed with the batch it wrote",
     "timeout_ms": "a sink's input is committed with the batch it wrote",
-    "negative_ack_redelivery_delay_ms": "a message whose write fails is retried at once "
-    "(maxMessageRetries), then dead-lettered",
+    "negative_ack_redelivery_delay_ms": "a source's records are not negative-acked",
     "cleanup_subscription": "deleting a sink always removes its subscription",
     "resources": "a source's instances are threads and a sink's query shares the worker's "
     "Spark session",
@@ -115,7 +114,8 @@ def layered_fields(
             continue
         if key == "subscription_position":
             value = pulsar_spelling(value)
-        if key == "max_message_retries" and isinstance(value, str) and value.isdigit():
+        numbers = ("max_message_retries", "negative_ack_redelivery_delay_ms")
+        if key in numbers and isinstance(value, str) and value.isdigit():
             value = int(value)  # a flag's text, as --max-redeliver-count gives it
         fields[key] = value
     return Translated(fields=fields, warnings=tuple(dict.fromkeys(warnings)))

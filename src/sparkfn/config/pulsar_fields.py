@@ -47,6 +47,7 @@ RENAMED = {
     # sparkfn.config.window; Pulsar's keys are the model's aliases.
     "windowConfig": "window_config",
     "timeoutMs": "timeout_ms",
+    "negativeAckRedeliveryDelayMs": "negative_ack_redelivery_delay_ms",
     "producerConfig": "producer_config",  # sparkfn.config.producer
 }
 

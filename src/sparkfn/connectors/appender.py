@@ -70,8 +70,11 @@ class TopicAppender:
         redirected to a missing topic, and store errors as they come.
         """
         groups: dict[tuple[str, str | None], list[int]] = {}
-        for index, record in enumerate(records):
-            groups.setdefault(self._route(record), []).append(index)
+        if not self.effectively_once and all(r.topic is None for r in records):
+            groups[(self.config.output, None)] = list(range(len(records)))  # the usual batch
+        else:
+            for index, record in enumerate(records):
+                groups.setdefault(self._route(record), []).append(index)
         ids: list[str | None] = [None] * len(records)
         for (topic, name), indexes in groups.items():
             producer = self.producer(topic, name)
@@ -118,9 +121,12 @@ def _encode(value: Any, producer: Producer) -> bytes | None:
     """Bytes for the topic; text is checked by ``send_batch`` (UTF-8, JSON) in one place."""
     if value is None:
         return None
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, bytes | bytearray | memoryview):
+    kind = type(value)
+    if kind is bytes:
+        return value  # type: ignore[no-any-return]
+    if kind is str or isinstance(value, str):
+        return value.encode()  # type: ignore[no-any-return]
+    if isinstance(value, (bytes, bytearray, memoryview)):  # noqa: UP038
         return bytes(value)
     topic = producer.topic
     return encode_value(value, topic.schema_type, topic=str(topic.name))

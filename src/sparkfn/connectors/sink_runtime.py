@@ -31,7 +31,8 @@ function object           sink
 ========================  ==================================================
 
 **An exception from ``write`` fails that message**, as a function's
-exception fails its message: it is retried (``max_message_retries``), then
+exception fails its message: it is negative-acked and delivered again after
+``negative_ack_redelivery_delay_ms`` (``max_message_retries`` times), then
 sent to the sink's dead-letter topic (``{tenant}/{namespace}/{name}-DLQ``
 unless ``dead_letter_topic`` names one) with its cause in ``EXCEPTION``, and
 the sink goes on with the next message. One bad message never stops a sink,
@@ -46,7 +47,12 @@ writes fail. **Exceptions from ``open``, ``prepare_to_shutdown`` or
 ``shutdown`` are fatal**: passed to ``context.fatal`` (which fails the task at
 once) and ``on_fatal`` applies (default ``SHUTDOWN_FUNCTION``: state
 ``ERROR``, no restart). The sink's own threads call ``SinkContext.fatal(exc)``
-for the same effect.
+for the same effect. One exception: an ``open()`` that raises
+``BrokerUnreachableError`` (the built-ins do while their broker is down, as
+in its restart) fails the instance as a ``flush`` does: nothing of the task
+is written (no message fails, none is dead-lettered), its end raises the
+error, the batch stays uncommitted and ``on_failure`` opens a new instance
+after its backoff.
 
 When ``open()`` raises, the sink is closed all the same (as sources are, and
 as Pulsar IO does): the adapter completes ``initialize`` and reports the
@@ -64,7 +70,7 @@ from typing import Any, NoReturn
 
 from sparkfn.api.connector import Record, Sink, SinkContext
 from sparkfn.api.context import Context
-from sparkfn.api.errors import FatalError
+from sparkfn.api.errors import BrokerUnreachableError, FatalError
 from sparkfn.api.function import Function
 from sparkfn.api.lifecycle import GracefulShutdown
 from sparkfn.config.connector import SinkConfig
@@ -186,8 +192,8 @@ class SinkFunction(Function, GracefulShutdown):
         """The opened sink; if ``open()`` failed, terminate the instance instead."""
         error = self._open_error
         if error is not None:
-            if isinstance(error, FatalError):
-                raise error
+            if isinstance(error, FatalError | BrokerUnreachableError):
+                raise error  # a broker that is down: a failure, as a flush's
             self._fatal(error)
         if self.sink is None:  # initialize() did not run: a runtime bug
             msg = f"{ADAPTER_CLASSNAME}: called before initialize()"
@@ -196,6 +202,8 @@ class SinkFunction(Function, GracefulShutdown):
 
     def process(self, input: Any, context: Context) -> None:
         """``write`` the message as a :class:`Record`; an exception fails the message."""
+        if isinstance(self._open_error, BrokerUnreachableError):
+            return  # the task's end fails the instance; the batch is read again
         sink = self._check_open()
         message_id = context.get_message_id()
         record = Record(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -66,10 +67,15 @@ class LocalRun(Closing):
         park_idle_after: float | None = None,
         group: QueryGroup | None = None,
         prepared: PreparedRun | None = None,
+        version: str | None = None,
     ) -> None:
         self.config = config
         # The checks of its start, made once by whoever decided it (None: start() makes them).
         self.prepared = prepared if prepared is not None and prepared.config == config else None
+        if self.prepared is not None and version is not None:
+            self.prepared = replace(self.prepared, version=version)
+        # The version it runs (its registry's; "1" for localrun): the one it is prepared from.
+        self.version = self.prepared.version if self.prepared is not None else version or "1"
         # The query group the run is a member of (a worker's), or None: a query of its own.
         self.group = group
         self.kind = kind
@@ -106,7 +112,7 @@ class LocalRun(Closing):
             # Fail on bad topics, code or a subscription another run owns
             # before paying for a JVM (its first plan would refuse it too).
             if self.prepared is None:
-                self.prepared = prepare(self.store, self.config)
+                self.prepared = prepare(self.store, self.config, self.version)
             prepared = self.prepared
             with self.store.read() as conn:
                 subscription.check_free(conn, self.config.subscription, self.control_id)
@@ -127,6 +133,7 @@ class LocalRun(Closing):
                 checkpoint=checkpoint,
                 epoch=epoch,
                 kind=self.kind,
+                version=prepared.version,
                 probe=self.supervisor.take_probe() if self.supervisor is not None else None,
             )
             return self.query
@@ -142,7 +149,7 @@ class LocalRun(Closing):
             park_idle_after=self.park_idle_after,
             member=None
             if self.group is None
-            else partial(GroupMemberTarget, self.group, self.config),
+            else partial(GroupMemberTarget, self.group, self.config, version=self.version),
         )
         self.supervisor.start(until_drained=until_drained)
         return self

@@ -10,7 +10,9 @@ is set (Pulsar's default), so a new function of that name starts from its
 ``subscription_position``; kept, the new one resumes where this one stopped
 (and any function may claim it: see :mod:`sparkfn.topics.subscription`). A
 subscription that another function owns is left alone. Topics, their
-messages and uploaded packages stay.
+messages and uploaded packages stay, except the function's retry topic
+(:mod:`sparkfn.runtime.function.redelivery`), which goes with its
+subscription: its messages are that subscription's negative-acked ones.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import delete
 
+from sparkfn.api.errors import TopicNotFoundError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.logs import log_dir
 from sparkfn.runtime.lifecycle import control
@@ -28,6 +31,7 @@ from sparkfn.runtime.query.build import checkpoint_dir
 from sparkfn.store import schema, signals
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
+from sparkfn.topics.admin import TopicAdmin
 
 # Rows keyed by the function's FQFN (state) or by its run's control id (stats,
 # lifecycle records: a sink's are its own, see control.control_id).
@@ -61,6 +65,7 @@ def purge_function(store: Store, config: FunctionConfig, *, kind: str = "functio
     """
     cid = control.control_id(kind, config.fqfn)
     rows = cursors = 0
+    retries = False
     with store.write() as conn:
         for table in _BY_FQFN:
             rows += conn.execute(delete(table).where(table.c.fqfn == config.fqfn)).rowcount
@@ -78,6 +83,10 @@ def purge_function(store: Store, config: FunctionConfig, *, kind: str = "functio
             subscription.release(conn, name)
             if config.cleanup_subscription:
                 cursors = subscription.delete_subscription(conn, name)
+                retries = True
+    if retries:  # its waiting messages went with the subscription, as Pulsar's do
+        with contextlib.suppress(TopicNotFoundError):
+            TopicAdmin(store).delete(config.retry_topic)
     location = checkpoint_dir(store, config, kind)
     existed = location.exists()
     shutil.rmtree(location, ignore_errors=True)

@@ -33,7 +33,9 @@ import pyarrow as pa
 
 from sparkfn._closing import Closing
 from sparkfn.api.errors import ConfigError, HarnessClosedError
+from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
+from sparkfn.runtime.function.redelivery import as_delivered
 from sparkfn.runtime.function.rows import DLQ_REAL_TOPIC, InputRows
 from sparkfn.runtime.stats import InstanceStats, MetricSummary
 from sparkfn.store.clock import utc_now
@@ -135,7 +137,10 @@ class FunctionHarness(Closing):
             )
             raise ConfigError(msg)
         self._topics = HarnessTopics(self.config, input_schema, output_schema, topic_schemas)
-        self._instance = FunctionInstance(self.config, instance_id, user, self._topics)
+        # A failed message is negative-acked and delivered again at once (no delay here).
+        self._instance = FunctionInstance(
+            self.config, instance_id, user, self._topics, negative_acks=True
+        )
         self._offsets: dict[str, Iterator[int]] = {}
         self._state = InMemoryState()
         self._stats = InstanceStats()
@@ -241,20 +246,50 @@ class FunctionHarness(Closing):
         return encode_value(value, serde.schema_type, topic=topic, definition=serde.definition)
 
     def _run(self, rows: list[dict[str, Any]]) -> list[Any]:
+        """Run ``rows`` as a task, then each negative-acked message again, as its own
+        task, until none is left (the runtime's redelivery without its delay)."""
         batch = pa.RecordBatch.from_pylist(rows, schema=READ_SCHEMA)
         instance = self._instance
-        instance.begin_task(self._state.read)
-        if instance.user.vectorized:
-            instance.process_batch(batch)
-        else:
-            instance.process_rows(InputRows(batch))
-        return self._commit(instance.end_task())
+        outputs: list[Any] = []
+        while batch.num_rows:
+            instance.begin_task(self._state.read)
+            if instance.user.vectorized:
+                instance.process_batch(batch)
+            else:
+                instance.process_rows(InputRows(batch))
+            retries: list[Emitted] = []
+            outputs += self._commit(instance.end_task(), retries)
+            batch = self._redelivered(retries)
+        return outputs
 
-    def _commit(self, result: TaskResult) -> list[Any]:
+    def _redelivered(self, retries: list[Emitted]) -> pa.RecordBatch:
+        """The negative-acked messages as the runtime delivers them again: as their originals."""
+        rows = [
+            {
+                "key": item.key,
+                "value": item.value,
+                "properties": list(item.properties.items()),
+                "event_time": item.event_time,
+                "publish_time": utc_now(),
+                "producer": "harness",
+                "sequence_id": None,
+                "topic": item.topic,
+                "partition": 0,
+                "offset": n,
+            }
+            for n, item in enumerate(retries)
+        ]
+        batch = pa.RecordBatch.from_pylist(rows, schema=READ_SCHEMA)
+        return next(as_delivered(iter([batch]), self.config.retry_topic)) if rows else batch
+
+    def _commit(self, result: TaskResult, retries: list[Emitted]) -> list[Any]:
         self._state.commit(result.mutations)
         self._stats.merge(result.stats)
         outputs = []
         for item in result.emitted.items():
+            if item.topic == self.config.retry_topic and item.kind == "dead_letter":
+                retries.append(item)  # negative-acked: delivered again
+                continue
             if item.kind == "log":
                 value: Any = None if item.value is None else item.value.decode()
             elif item.kind in ("dead_letter", "late"):  # an input message as received

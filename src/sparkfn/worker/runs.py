@@ -17,7 +17,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sparkfn.api.errors import ConnectorFailedError, FunctionFailedError, FunctionFailure
+from sparkfn.api.errors import (
+    ConnectorFailedError,
+    FunctionFailedError,
+    FunctionFailure,
+    NotFoundError,
+)
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.function import FunctionConfig
@@ -79,6 +84,13 @@ class Runs:
     def registry_for(self, kind: str) -> Registry[Any]:
         """The registry of ``kind`` (``function``, ``source`` or ``sink``)."""
         return Registry(self._open_store(), MODELS[kind])
+
+    def _version_of(self, kind: str, fqn: str) -> str | None:
+        """The registered version a start runs (its registry's current one), or None."""
+        try:
+            return str(self.registry_for(kind).record(fqn).version)
+        except NotFoundError:
+            return None  # started without a registry entry: a test's run
 
     def get(self, key: str) -> Run | None:
         """The run under ``key``, ended or not, or None."""
@@ -160,6 +172,7 @@ class Runs:
                     # A sink keeps a query of its own: its commits are the sink's.
                     group=self._group_for(query_config) if kind == "function" else None,
                     prepared=prepared,
+                    version=self._version_of(kind, fqn),
                 )
             with self.lock:
                 if self.closing:

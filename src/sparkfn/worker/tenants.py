@@ -113,6 +113,17 @@ def create_tenant(store: Store, tenant: str, admin_roles: list[str], clusters: l
         _record(conn, recorded)
 
 
+def update_tenant(store: Store, tenant: str, admin_roles: list[str], clusters: list[str]) -> None:
+    """Replace ``tenant``'s ``adminRoles`` and ``allowedClusters`` (Pulsar's ``updateTenant``);
+    :class:`TenantNotFoundError` if it does not exist. Its namespaces stay."""
+    tenant_info(store, tenant)  # it exists
+    with store.write() as conn:
+        recorded = _recorded(conn, lock=True)
+        info = recorded.setdefault(tenant, {"namespaces": []})
+        info.update({"adminRoles": admin_roles, "allowedClusters": clusters})
+        _record(conn, recorded)
+
+
 def delete_tenant(store: Store, tenant: str) -> None:
     """Forget ``tenant``: :class:`NotEmptyError` while it holds anything."""
     tenant_info(store, tenant)  # it exists

@@ -17,6 +17,9 @@ Switches in ``configs`` (the rest goes to the file sink):
 * ``fail_flush_once``: a path; ``flush()`` raises ``RuntimeError("flush failed")``
   (before writing anything) until that file exists, and creates it as it raises.
 * ``exit_on``: a value whose ``write()`` ends the Python worker (``os._exit(3)``).
+* ``unreachable_once``: a path; ``open()`` raises ``BrokerUnreachableError`` (as a
+  built-in does while its broker is down) until that file exists, and creates it as
+  it raises.
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from sparkfn.api.connector import Record, SinkContext
+from sparkfn.api.errors import BrokerUnreachableError
 from sparkfn.api.lifecycle import GracefulShutdown
 from sparkfn.connectors.builtin.file_sink import FileSink
 
-OWN_KEYS = ("log", "fatal_trigger", "fail_on", "fatal_on", "fail_flush_once", "exit_on")
+OWN_KEYS = ("log", "fatal_trigger", "fail_on", "fatal_on", "fail_flush_once", "exit_on",
+            "unreachable_once")  # fmt: skip
 
 
 class RecordingFileSink(FileSink, GracefulShutdown):
@@ -71,6 +76,12 @@ class RecordingFileSink(FileSink, GracefulShutdown):
         self.log_path = config["log"]
         self.instance = context.get_instance_id()
         self._record("open", topics=context.get_input_topics(), name=context.get_name())
+        unreachable = config.get("unreachable_once")
+        if unreachable and not os.path.exists(unreachable):
+            with open(unreachable, "w") as f:
+                f.write("unreachable once\n")
+            msg = "sink (recording): cannot reach the broker at 127.0.0.1:1 (step: connect)"
+            raise BrokerUnreachableError(msg)
         self.fail_on = config.get("fail_on")
         self.fatal_on = config.get("fatal_on")
         self.fail_flush_once = config.get("fail_flush_once")

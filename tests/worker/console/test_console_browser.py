@@ -153,6 +153,11 @@ def test_create_watch_drain_read_state_and_peek(shared_worker: SharedWorker, pag
     expect(facts).to_contain_text("local[1]")
     expect(facts).to_contain_text("0.1.0")
     expect(page.get_by_test_id("states")).to_contain_text("STOPPED")
+    # Its store's cluster: this worker alone, its leader (a SQLite store serves one worker).
+    me = page.get_by_test_id("cluster").locator("tbody tr")
+    expect(me).to_have_count(1)
+    expect(me).to_contain_text("(this one)")
+    expect(me).to_contain_text("leader")
     screenshot(page, "worker")
 
     page.goto(url + "/#/functions")

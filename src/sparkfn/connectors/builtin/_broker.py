@@ -27,7 +27,8 @@ any other error a :class:`ConfigError` naming the broker, host and step.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from sparkfn.api.errors import BrokerUnreachableError, ConfigError
 from sparkfn.connectors.builtin._config import shown
@@ -87,3 +88,21 @@ def run_check(
         raise BrokerUnreachableError(msg) from None
     msg = f"{what}: {where}: {progress.step} failed: {text}"
     raise ConfigError(msg) from None
+
+
+@contextmanager
+def lost_broker(
+    what: str, broker: str, host: str, step: str, errors: tuple[type[BaseException], ...]
+) -> Iterator[None]:
+    """A connection error of the client (``errors``) during ``step`` of a run, as a
+    :class:`BrokerUnreachableError` naming the broker, the host and the step.
+
+    A source's runner takes that error for a failure, not the source's own fault
+    (its failure policy's ``on_failure`` applies: by default the instance is
+    replaced after a backoff, and opens again once the broker is back).
+    """
+    try:
+        yield
+    except errors as exc:
+        msg = f"{what}: lost {broker} at {host} (step: {step}): {type(exc).__name__}: {exc}"
+        raise BrokerUnreachableError(msg) from exc

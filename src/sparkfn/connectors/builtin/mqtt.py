@@ -30,8 +30,9 @@ broker bounds what it keeps for a session (Mosquitto: ``max_queued_messages``,
 bound are dropped by the broker, not by sparkfn, when the source falls
 behind or is down; raise the bound on the broker. A persistent session
 survives a broker restart only with the broker's persistence on. A lost
-connection is fatal for the instance (no silent reconnect that could mix
-acks of two connections); the source's failure policy decides what follows.
+connection ends the instance (no silent reconnect that could mix acks of
+two connections) with a ``BrokerUnreachableError``: a failure, which the
+source's failure policy answers (by default a new instance after a backoff).
 
 **Sink guarantee.** Each record is published with ``qos`` to ``topic``;
 ``flush()`` waits until the broker acknowledged every publish (PUBACK, or
@@ -243,7 +244,6 @@ class MqttSource(Source):
             cfg, self.what, client_id, cfg.cleanSession, True, on_message=self._on_message
         )
         connection.client.on_subscribe = self._on_subscribe
-        connection.on_lost = self._on_lost
         result, _ = connection.client.subscribe([(f, cfg.qos) for f in cfg.topicFilters])
         if result != MQTTErrorCode.MQTT_ERR_SUCCESS or not self.subscribed.wait(
             cfg.connectTimeoutMs / 1000
@@ -260,11 +260,6 @@ class MqttSource(Source):
             f for f, c in zip(self.config.topicFilters, codes, strict=False) if c.is_failure
         ]
         self.subscribed.set()
-
-    def _on_lost(self, reason: Any) -> None:
-        if self.context is None:
-            return
-        self.context.fatal(ConnectionError(f"{self.what}: lost the MQTT connection: {reason}"))
 
     def _on_message(self, client: Any, userdata: Any, message: paho.MQTTMessage) -> None:
         props = {"mqttTopic": message.topic}
@@ -285,6 +280,7 @@ class MqttSource(Source):
         if cfg is None:
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
+        self._check_connection(cfg)
         records: list[Record] = []
         try:
             records.append(self.arrived.get(timeout=cfg.readTimeoutMs / 1000))
@@ -294,6 +290,18 @@ class MqttSource(Source):
             pass
         return records or None
 
+    def _check_connection(self, cfg: MqttSourceConfig) -> None:
+        """A lost connection ends the instance (read on the runner's thread, not the network
+        thread's): its failure policy opens a new one, to which the broker re-sends what was
+        not acknowledged. Acks of two connections never mix."""
+        lost = self.connection.lost if self.connection is not None else None
+        if lost is not None:
+            msg = (
+                f"{self.what}: lost the MQTT broker at {cfg.host}:{cfg.port} "
+                f"(step: receive): {lost}"
+            )
+            raise BrokerUnreachableError(msg)
+
     def ack(self, record: Record) -> None:
         """The message is appended: PUBACKed in ``commit()``."""
         if isinstance(record, MqttRecord) and record.qos > 0:
@@ -301,8 +309,10 @@ class MqttSource(Source):
 
     def commit(self) -> None:
         """Send the batch's PUBACKs (PUBREC for QoS 2)."""
-        if self.connection is None:
+        if self.connection is None or self.config is None:
             return
+        # Never on another connection than the one that delivered them (paho reconnects).
+        self._check_connection(self.config)
         for record in self.to_ack:
             self.connection.client.ack(record.mid, record.qos)
         self.to_ack = []

@@ -58,7 +58,7 @@ from pydantic import Field, field_validator
 
 from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
 from sparkfn.api.errors import BrokerUnreachableError, ConfigError
-from sparkfn.connectors.builtin._broker import BrokerCheck, run_check
+from sparkfn.connectors.builtin._broker import BrokerCheck, lost_broker, run_check
 from sparkfn.connectors.builtin._config import (
     MAX_ITEMS,
     BuiltinConfig,
@@ -75,6 +75,10 @@ from sparkfn.connectors.builtin._event_loop import EventLoop
 PUBLISH_WINDOW = 512
 # nats-py's own bound on a JetStream request (stream info, consumer info, ack flush), s.
 JS_TIMEOUT = 5.0
+
+
+# What a call to a server that went away raises (a restart, a network cut, no answer).
+LOST = (nats.errors.Error, TimeoutError, OSError)
 
 
 class NatsConfig(BuiltinConfig):
@@ -246,7 +250,8 @@ class NatsJetStreamSource(Source):
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
         bound = self.config.fetchTimeoutMs / 1000 + JS_TIMEOUT
-        msgs = self.loop.run(self._fetch(self.config), bound, f"{self.what}: fetch")
+        with lost_broker(self.what, "NATS", ", ".join(self.config.servers), "fetch", LOST):
+            msgs = self.loop.run(self._fetch(self.config), bound, f"{self.what}: fetch")
         return [self._record(m) for m in msgs] or None
 
     async def _fetch(self, cfg: NatsSourceConfig) -> list[Msg]:
@@ -279,9 +284,11 @@ class NatsJetStreamSource(Source):
 
     def commit(self) -> None:
         """Ack the batch's messages and flush the acks to the server."""
-        if self.to_ack and self.loop is not None:
+        if self.to_ack and self.loop is not None and self.config is not None:
             msgs, self.to_ack = self.to_ack, []
-            self.loop.run(self._ack(msgs), JS_TIMEOUT * 2, f"{self.what}: ack {len(msgs)}")
+            servers = ", ".join(self.config.servers)
+            with lost_broker(self.what, "NATS", servers, f"ack {len(msgs)}", LOST):
+                self.loop.run(self._ack(msgs), JS_TIMEOUT * 2, f"{self.what}: ack {len(msgs)}")
 
     async def _ack(self, msgs: list[Msg]) -> None:
         for msg in msgs:

@@ -60,7 +60,7 @@ from pydantic import Field, field_validator
 
 from sparkfn.api.connector import Record, Source, SourceContext, _EndOfStream
 from sparkfn.api.errors import BrokerUnreachableError, ConfigError
-from sparkfn.connectors.builtin._broker import CHECK_SECONDS, BrokerCheck, run_check
+from sparkfn.connectors.builtin._broker import CHECK_SECONDS, BrokerCheck, lost_broker, run_check
 from sparkfn.connectors.builtin._config import (
     MAX_ITEMS,
     BuiltinConfig,
@@ -235,10 +235,12 @@ class PostgresTableSource(Source):
         if cfg is None or conn is None or query is None:
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
-        with conn.cursor() as cursor:
-            cursor.execute(query, {"after": self.read_to, "limit": cfg.rows_per_read})
-            names = [d.name for d in cursor.description or ()]
-            rows = cursor.fetchall()
+        where = _server(cfg.url)
+        with lost_broker(self.what, "PostgreSQL", where, "read", (psycopg.OperationalError,)):
+            with conn.cursor() as cursor:
+                cursor.execute(query, {"after": self.read_to, "limit": cfg.rows_per_read})
+                names = [d.name for d in cursor.description or ()]
+                rows = cursor.fetchall()
         records: list[Record] = []
         for row in rows:
             values = dict(zip(names, row, strict=True))

@@ -38,8 +38,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pika
+import pika.exceptions
 
 from sparkfn.api.connector import Record, Source, SourceContext, _EndOfStream
+from sparkfn.connectors.builtin._broker import lost_broker
 from sparkfn.connectors.builtin._config import describe, parse_configs
 from sparkfn.connectors.builtin.rabbitmq_connection import (
     RabbitMQSourceConfig,
@@ -48,6 +50,9 @@ from sparkfn.connectors.builtin.rabbitmq_connection import (
     connect,
     source_channel,
 )
+
+# pika's errors that mean the broker or the channel went away (a restart, a network cut).
+LOST = (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError)
 
 
 @dataclass
@@ -69,6 +74,8 @@ class RabbitMQSource(Source):
         self.channel: Any = None
         self.buffer: list[Record] = []
         self.ack_tag: int | None = None
+        # Delivery tags count up per channel: the last one received and the last acked.
+        self.delivered = self.acked = 0
 
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
@@ -94,6 +101,10 @@ class RabbitMQSource(Source):
             self.close()
             raise
 
+    @property
+    def _host(self) -> str:
+        return f"{self.config.host}:{self.config.port}" if self.config else "?"
+
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
         props = {"exchange": str(method.exchange)}
         if method.redelivered:
@@ -103,6 +114,7 @@ class RabbitMQSource(Source):
         for name, value in (properties.headers or {}).items():
             props[str(name)] = value.decode() if isinstance(value, bytes) else str(value)
         event_time = properties.timestamp * 1000 if properties.timestamp else None
+        self.delivered = method.delivery_tag
         self.buffer.append(
             RabbitMQRecord(
                 value=body,
@@ -118,9 +130,14 @@ class RabbitMQSource(Source):
         if self.connection is None or self.config is None:
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
-        self.connection.process_data_events(time_limit=0)
-        if not self.buffer:
-            self.connection.process_data_events(time_limit=self.config.readTimeoutMs / 1000)
+        prefetch = self.config.prefetchCount
+        # Every delivery the prefetch allows is unacked (its batch is being appended): the
+        # broker sends nothing before the ack, so waiting for a message would only delay it.
+        starved = prefetch > 0 and self.delivered - self.acked >= prefetch
+        with lost_broker(self.what, "RabbitMQ", self._host, "consume", LOST):
+            self.connection.process_data_events(time_limit=0)
+            if not self.buffer and not starved:
+                self.connection.process_data_events(time_limit=self.config.readTimeoutMs / 1000)
         taken, self.buffer = self.buffer, []
         return taken or None
 
@@ -132,8 +149,9 @@ class RabbitMQSource(Source):
     def commit(self) -> None:
         """Ack every delivery up to the batch's last (``multiple``)."""
         if self.ack_tag is not None and self.channel is not None:
-            self.channel.basic_ack(self.ack_tag, multiple=True)
-            self.ack_tag = None
+            with lost_broker(self.what, "RabbitMQ", self._host, "basic.ack", LOST):
+                self.channel.basic_ack(self.ack_tag, multiple=True)
+            self.acked, self.ack_tag = self.ack_tag, None
 
     def close(self) -> None:
         """Close the connection: what is not acked goes back to the queue."""

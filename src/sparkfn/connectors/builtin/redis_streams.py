@@ -65,7 +65,7 @@ from redis.retry import Retry
 
 from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
 from sparkfn.api.errors import BrokerUnreachableError, ConfigError
-from sparkfn.connectors.builtin._broker import BrokerCheck, run_check
+from sparkfn.connectors.builtin._broker import BrokerCheck, lost_broker, run_check
 from sparkfn.connectors.builtin._config import (
     BuiltinConfig,
     Count,
@@ -76,6 +76,9 @@ from sparkfn.connectors.builtin._config import (
     parse_configs,
     payload,
 )
+
+# The client's errors that mean the server went away (a restart, a network cut).
+LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
 class RedisConfig(BuiltinConfig):
@@ -230,6 +233,7 @@ class RedisStreamSource(Source):
         self.consumer = ""
         self.cursor = "0"  # our pending entries after this id first; then ">": new ones
         self.to_ack: list[bytes] = []
+        self._value_field = b"value"
 
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
@@ -244,6 +248,7 @@ class RedisStreamSource(Source):
         self.consumer = cfg.consumerName or f"{name}-{context.get_instance_id()}"
         if cfg.consumerName and context.get_num_instances() > 1:
             self.consumer = f"{cfg.consumerName}-{context.get_instance_id()}"
+        self._value_field = cfg.valueField.encode()
         self.client = connect(cfg, self.what)
         _prepare_group(self.client, cfg, self.what)
         self.cursor = "0"
@@ -255,13 +260,14 @@ class RedisStreamSource(Source):
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
         pending = self.cursor != ">"
-        reply: Any = client.xreadgroup(
-            cfg.groupName,
-            self.consumer,
-            {cfg.streamName: self.cursor},
-            count=cfg.batchSize,
-            block=None if pending else cfg.blockMs,
-        )
+        with lost_broker(self.what, "Redis", cfg.redisHosts, "XREADGROUP", LOST):
+            reply: Any = client.xreadgroup(
+                cfg.groupName,
+                self.consumer,
+                {cfg.streamName: self.cursor},
+                count=cfg.batchSize,
+                block=None if pending else cfg.blockMs,
+            )
         entries = reply[0][1] if reply else []
         if pending:
             # Our pending entries come back until they are acked: read on
@@ -276,6 +282,15 @@ class RedisStreamSource(Source):
     def _record(self, entry_id: bytes, fields: dict[bytes, bytes]) -> Record:
         cfg = self.config
         assert cfg is not None
+        if len(fields) == 1 and self._value_field in fields:
+            # The common entry, a value alone: no field names to decode, no other properties.
+            text_id = entry_id.decode()
+            return RedisRecord(
+                value=fields[self._value_field],
+                properties={"redisStream": cfg.streamName, "redisId": text_id},
+                event_time=int(text_id.partition("-")[0]),
+                entry_id=entry_id,
+            )
         decoded = {k.decode(errors="replace"): v for k, v in fields.items()}
         key_bytes = decoded.pop(cfg.keyField, None)
         value: Any
@@ -303,8 +318,10 @@ class RedisStreamSource(Source):
 
     def commit(self) -> None:
         """XACK the batch's entries."""
-        if self.to_ack and self.client is not None and self.config is not None:
-            self.client.xack(self.config.streamName, self.config.groupName, *self.to_ack)
+        cfg = self.config
+        if self.to_ack and self.client is not None and cfg is not None:
+            with lost_broker(self.what, "Redis", cfg.redisHosts, "XACK", LOST):
+                self.client.xack(cfg.streamName, cfg.groupName, *self.to_ack)
         self.to_ack = []
 
     def close(self) -> None:

@@ -44,6 +44,7 @@ _SHARED_FIELDS = (
     "trigger_interval",
     "max_message_retries",
     "dead_letter_topic",
+    "negative_ack_redelivery_delay_ms",
 )
 
 

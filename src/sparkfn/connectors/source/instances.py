@@ -21,7 +21,8 @@ Every transition of every instance goes to the store's lifecycle record under
 the source's control id (``source:<fqfn>``, never shared with a function or
 a sink of the same name); a death goes there with its cause, as fatal when
 the source raised it (DESIGN.md 2.3: connector exceptions are fatal) and as a
-failure when sparkfn's own part failed (origin ``failure``).
+failure when sparkfn's own part failed or the source lost its broker (origin
+``failure``: a ``BrokerUnreachableError`` from a source method).
 """
 
 from __future__ import annotations

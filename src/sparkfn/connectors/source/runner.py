@@ -136,6 +136,7 @@ class SourceRunner(RunnerThread):
         self._in_call: str | None = None
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
+        self._pipe = None  # a pull source's appends, once it runs (see .append_pipe)
 
     # --- what other threads see and ask -----------------------------------------
 

@@ -24,15 +24,17 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparkfn.api.connector import END_OF_STREAM, PushSource, Record, Source
-from sparkfn.api.errors import FatalError, SparkfnError
+from sparkfn.api.errors import BrokerUnreachableError, FatalError
 from sparkfn.api.lifecycle import DeathCause, GracefulShutdown, RunState, StopMode
 from sparkfn.config.connector import SourceConfig
 from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.connectors.appender import TopicAppender
+from sparkfn.connectors.source.append_pipe import Appending, AppendPipe
+from sparkfn.connectors.source.append_pipe import Died as _Died
 from sparkfn.runtime.lifecycle.states import (
     FINAL_STATES,
     RUNNER_TRANSITIONS,
@@ -57,11 +59,7 @@ SourceState = RunState
 TransitionHook = Callable[[str, str, str], None]
 
 
-class _Died(Exception):
-    """Unwinds the runner's loop once a death is recorded."""
-
-
-class RunnerThread:
+class RunnerThread(Appending):
     """The runner's thread and the state it shares with the requesting side (see the module docstring).
 
     :class:`~sparkfn.connectors.source.runner.SourceRunner` sets every attribute
@@ -88,6 +86,7 @@ class RunnerThread:
     _accepting: bool
     _in_call: str | None
     _done: threading.Event
+    _pipe: AppendPipe | None
 
     @property
     def name(self) -> str:
@@ -157,6 +156,8 @@ class RunnerThread:
                 graceful = self._pump_pull(source, appender)
             if graceful:
                 self._shut_down_gracefully(source, appender)
+            elif self._death is None:
+                self._settle(source)  # cancel: what was appended is acked
         except _Died:
             pass
         except BaseException as exc:  # a bug of ours or a store failure: still close
@@ -189,7 +190,9 @@ class RunnerThread:
             return getattr(source, method)(*args)
         except BaseException as exc:
             if not (isinstance(exc, FatalError) and self._death is not None):
-                self._die(exc, "connector", self.name)  # else fatal() recorded it
+                # A lost broker is a failure (the policy replaces the instance), not a fault.
+                origin = "failure" if isinstance(exc, BrokerUnreachableError) else "connector"
+                self._die(exc, origin, self.name)  # else fatal() recorded it
             raise _Died from exc
         finally:
             self._in_call = None
@@ -198,6 +201,8 @@ class RunnerThread:
         """Read and append until a stop; ``True`` if the end is graceful."""
         pending: list[Record] = []
         first_at = 0.0
+        # The next read() overlaps the last batch's append (see .append_pipe).
+        pipe = self._pipe = AppendPipe(appender, f"{self.name}-append")
         while True:
             if self._ending():
                 return False
@@ -208,6 +213,8 @@ class RunnerThread:
             if result is END_OF_STREAM:
                 self._end_of_stream()
                 continue
+            if pipe.done():
+                self._settle(source)
             got = self._records(result, "read")
             queued = self._take_queue()
             if got:
@@ -222,9 +229,11 @@ class RunnerThread:
                 or len(pending) >= self.config.batch_size
                 or time.monotonic() - first_at >= self.config.batch_timeout
             ):
-                self._flush(source, appender, pending)
+                self._flush(source, appender, pending, wait=False)
                 pending = []
-            if result is None:
+            # Nothing to read now: ack what is appended, at once. A broker that hands out
+            # only so many unacked messages (a prefetch) has more once they are acked.
+            if result is None and not self._settle(source):
                 self._sleep(self.config.poll_interval)
 
     def _pump_push(self, source: Source, appender: TopicAppender) -> bool:
@@ -278,6 +287,8 @@ class RunnerThread:
             dropped = len(self._queue)
             self._queue.clear()
             self.stats.dropped += dropped
+        if self._pipe is not None:
+            self._pipe.close()  # nothing is appended once close() is called
         # A move the stored record refuses is raised once closed and done (no one waits forever).
         refused: IllegalTransition | None = None
         try:
@@ -354,41 +365,6 @@ class RunnerThread:
         )
         self._die(exc, "connector", self.name)
         raise _Died from exc
-
-    def _flush(self, source: Source, appender: TopicAppender, records: Sequence[Record]) -> None:
-        """Append ``records`` in transactions of at most ``batch_size``; ack and commit each."""
-        size = self.config.batch_size
-        for start in range(0, len(records), size):
-            if self._ending():
-                return  # cancel or death: what is not appended is abandoned
-            chunk = records[start : start + size]
-            if self._guarantee is ProcessingGuarantee.AT_MOST_ONCE:
-                self._acknowledge(source, chunk)
-            try:
-                ids = appender.append(chunk)
-            except Exception as exc:
-                bad_record = isinstance(exc, SparkfnError) and isinstance(
-                    exc, ValueError | LookupError
-                )
-                self._die(exc, "connector" if bad_record else "failure", self.name)
-                raise _Died from exc
-            appended = sum(1 for i in ids if i is not None)
-            with self._lock:
-                self.stats.appended += appended
-                self.stats.deduplicated += len(ids) - appended
-            if self._death is not None:
-                return  # after a death only close() is called
-            if self._guarantee is not ProcessingGuarantee.AT_MOST_ONCE:
-                self._acknowledge(source, chunk)
-
-    def _acknowledge(self, source: Source, records: Sequence[Record]) -> None:
-        for record in records:
-            self._call(source, "ack", record)
-            with self._lock:
-                self.stats.acked += 1
-        self._call(source, "commit")
-        with self._lock:
-            self.stats.commits += 1
 
 
 def _death_cause(exc: BaseException, origin: str, thread: str) -> DeathCause:

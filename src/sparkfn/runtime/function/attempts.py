@@ -34,6 +34,7 @@ def attempt_each(
     emit: EmitResult | None,
     messages: int = 1,
     properties: Sequence[Properties] | None = None,
+    nack: bool = False,
 ) -> list[tuple[int, Exception]]:
     """Call the function on each of ``values``, up to ``1 + max_message_retries``
     times each, until an attempt succeeds; returns ``(index, last exception)``
@@ -55,6 +56,10 @@ def attempt_each(
     call is a failed attempt instead: its outputs and state are discarded, it
     is delivered again up to ``max_message_retries`` times, then
     dead-lettered. Neither is counted as a user exception.
+
+    With ``nack`` (the function's negative acks, :mod:`.redelivery`) a call
+    that raised is not tried again here: the value is returned as failed at
+    once, for the caller to send it to its redelivery.
 
     A failed attempt leaves no trace: its state changes, outputs, metrics
     and publish callbacks are discarded and its exception is counted among
@@ -142,8 +147,9 @@ def attempt_each(
                 stats.record_exception(
                     ExceptionInfo.from_exception("user", exc, context.current_message_id())
                 )
-                if not left:
+                if nack or not left:
                     failed.append((i, exc))
+                    break
                 continue
             unacked = needs_ack and not context.acked_current()
             if unacked and strict_ack:

@@ -15,6 +15,7 @@ from sparkfn.config.names import TopicName
 from sparkfn.config.topics_pattern import TopicsPattern
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.logs import FunctionLogFile, log_file
+from sparkfn.runtime.function.redelivery import redeliveries
 from sparkfn.runtime.function.rows import TRIGGER_PROPERTY, InputRows, without_partition
 from sparkfn.runtime.function.secrets import secrets_provider
 
@@ -145,6 +146,12 @@ class FunctionContext(Context):
         found = dict(self._field("properties") or [])
         found.pop(TRIGGER_PROPERTY, None)
         return found
+
+    def get_message_redelivery_count(self) -> int:
+        """How many times the current message was delivered before (0: its first delivery)."""
+        if self._rows is None or self.index < 0:
+            return 0
+        return redeliveries(self._rows, self.index)
 
     def get_current_message_topic_name(self) -> str:
         """``persistent://tenant/ns/topic`` of the current message, with

@@ -7,8 +7,9 @@ per message (or per batch), with Pulsar's rules:
 
 * a ``process`` call that raises leaves no trace: outputs, publishes and
   state changes since the message began are discarded;
-* the message is tried ``1 + max_message_retries`` times, each failure
-  counted as a user exception and kept among the latest exceptions;
+* each failure is counted as a user exception and kept among the latest
+  exceptions; the message is tried again (``max_message_retries``): on
+  Spark negative-acked and delivered again after a delay (:mod:`.redelivery`);
 * then it goes to the dead letter topic (with the error in its properties)
   or is dropped.
 
@@ -37,6 +38,7 @@ from sparkfn.runtime.function.context import FatalOrigin, FunctionContext
 from sparkfn.runtime.function.emit import EmitBuffer, Emitted
 from sparkfn.runtime.function.instance_serdes import InstanceSerdes
 from sparkfn.runtime.function.loader import UserFunction
+from sparkfn.runtime.function.redelivery import dead_letter, fail_message
 from sparkfn.runtime.function.rows import InputRows
 from sparkfn.runtime.function.timeout import Watchdog, timed
 from sparkfn.runtime.function.topics import PartitionCounts, TopicCatalog
@@ -98,8 +100,11 @@ class FunctionInstance:
         topics: TopicCatalog,
         version: str = "1",
         data_dir: str | None = None,
+        negative_acks: bool = False,
     ) -> None:
         self.config = config
+        # A failed message is delivered again later (.redelivery): on Spark, not the harness.
+        self.negative_acks = negative_acks and config.negative_acks and not user.vectorized
         # Where the instance's log file is (sparkfn.runtime.function.logs); None: no file.
         self.data_dir = data_dir
         self.instance_id = instance_id
@@ -253,11 +258,12 @@ class FunctionInstance:
             topics,
             None if output else _discard,
             properties=range(rows.n) if output else None,  # resolved below, by Arrow
+            nack=self.negative_acks,
         )
         if output:
             self.out.resolve(rows.output_properties_map(forward))
-        for i, error in failed:
-            self._dead_letter(rows, i, error)
+        for i, error in failed:  # negative-acked (.redelivery), else dead-lettered
+            fail_message(self, rows, i, error)
         self.stats.received += rows.n
         self.stats.last_invocation_ms = int(time.time() * 1000)
 
@@ -279,7 +285,7 @@ class FunctionInstance:
         if failed:
             rows = InputRows(batch)
             for i in range(rows.n):
-                self._dead_letter(rows, i, failed[0][1])
+                dead_letter(self, rows, i, failed[0][1])
         self.stats.last_invocation_ms = int(time.time() * 1000)
 
     def _batch_emitter(self) -> EmitResult:
@@ -292,14 +298,6 @@ class FunctionInstance:
             emit_batch_result(result, self.config.fqfn, output, self.serdes.output_for, self.out)
 
         return emit
-
-    def _dead_letter(self, rows: InputRows, i: int, exc: Exception) -> None:
-        """Row ``i`` failed every attempt: to the dead letter topic, unless the user chose to drop it."""
-        dlq = self.config.dead_letter_target
-        if dlq is None:
-            return
-        self.out.append(rows.dead_letter(i, dlq, exc, 1 + self.config.max_message_retries))
-        self.stats.dead_lettered += 1
 
     # --- lifecycle ---------------------------------------------------------------
     def check_interrupt(self) -> None:

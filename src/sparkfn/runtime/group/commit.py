@@ -1,22 +1,19 @@
-"""A group's batch commit: one transaction per member, each with the member's own checks.
+"""A group's batch commit: one transaction, every member's part checked and committed.
 
 The group query's ``foreachBatch`` runs on the driver. It collects the
-tasks' :class:`~.task.SliceResult` rows and commits, in one store
-transaction with a savepoint per member, each member's part of the batch
-as that function's own query would
-(:meth:`~sparkfn.runtime.query.commit.FunctionBatchWriter.commit`: its epoch, a
-pending death, its subscription's move, its outputs, state and stats in one
-transaction), plus one more check in that transaction: the member is still
-in the group in the batch's epoch, so a member that left (cancelled,
-stopped, dead and not yet back) commits nothing planned before it left.
+tasks' :class:`~.task.SliceResult` rows and commits every member's part of
+the batch in one store transaction through the one commit,
+:func:`~.bulk.commit_members` (a member that left the group since the plan,
+a fenced run, a pending death, a replay: each handled there, per member).
 
-A member whose commit is refused (a newer run, a pending death, it left)
-or fails is discarded alone: its staged files are deleted, its cursors stay
-where they were, and the next plan reads the same input again. A slice that
-failed in a task discards the member's whole part of the batch (committing
-only its other slices would move the cursors past the failed slice's
-input), and its death, if its task could not record it, is recorded here.
-No member's outcome blocks or rolls back another's.
+A member whose commit is refused or fails is discarded alone: its staged
+files are deleted, its cursors stay where they were, and the next plan
+reads the same input again. A slice that failed in a task discards the
+member's whole part of the batch (committing only its other slices would
+move the cursors past the failed slice's input), and its death, if its
+task could not record it, is recorded here. Should the commit raise, it is
+bisected down to the member that raised, which fails alone. No member's
+outcome blocks or rolls back another's.
 """
 
 from __future__ import annotations
@@ -24,22 +21,20 @@ from __future__ import annotations
 import logging
 import pickle
 import threading
-from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import InterfaceError, InternalError, OperationalError
 
-from sparkfn.api.errors import FatalError, SparkfnError, StaleRunError
+from sparkfn.api.errors import SparkfnError
 from sparkfn.api.lifecycle import DeathCause
-from sparkfn.runtime.group.bulk import MemberPart, commit_members
-from sparkfn.runtime.group.members import is_member
+from sparkfn.runtime.group.bulk import CommitOutcome, MemberPart, commit_members
 from sparkfn.runtime.group.task import SliceResult
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import commit_stats_many
-from sparkfn.runtime.query.commit import FunctionBatch, FunctionBatchWriter
+from sparkfn.runtime.query.staging import record_fenced
 from sparkfn.runtime.spark.liveness import collect_all
-from sparkfn.runtime.stats import InstanceStats
 from sparkfn.store.store import Store
 from sparkfn.topics.log import StagedSegment
 from sparkfn.topics.spark.commit import discard_staged, kill_if_requested
@@ -48,34 +43,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 _LOG = logging.getLogger("sparkfn.group")
-
-
-class MemberBatchWriter(FunctionBatchWriter):
-    """A member's commit: the function's, refused once the member left the group."""
-
-    stats: list[tuple[int, InstanceStats]]
-
-    def commit_in(
-        self, store: Store, conn: Connection, batches: list[FunctionBatch], batch_id: int
-    ) -> bool:
-        """The member's commit in the caller's transaction, its stats left in :attr:`stats`
-        for the caller to write with every member's; False: discarded (a replay, or it left)."""
-        self.stats = []
-        return self._commit(store, conn, batches, batch_id)
-
-    def _add_stats(self, conn: Connection, per_instance: list[tuple[int, InstanceStats]]) -> None:
-        self.stats = per_instance
-
-    def record_fenced(self, store: Store, exc: StaleRunError) -> None:
-        """A refused commit of an older run: a system exception in the member's status."""
-        self._record_fenced(store, exc)
-
-    def _commit(
-        self, store: Store, conn: Connection, batches: list[FunctionBatch], batch_id: int
-    ) -> bool:
-        if not is_member(conn, self.control_id, self.epoch, lock=True):
-            return False  # it left since the plan: discarded, its cursors unmoved
-        return super()._commit(store, conn, batches, batch_id)
 
 
 # Batches in a row a member may fill its row budget in, or run past its time
@@ -134,123 +101,103 @@ class GroupCommitter:
                 self.on_hot(cid, why, True)
 
     def commit(self, by_member: dict[tuple[str, int], list[SliceResult]], batch_id: int) -> None:
-        """Every member's part of the batch, in one store transaction with a savepoint per member.
+        """Every member's part of the batch, in one store transaction.
 
         One transaction, not one per member: a batch of 200 members took the
-        store's write lock 200 times, and a producer waited behind each. The
-        members go through :func:`~.bulk.commit_members` together first; those
-        it leaves (a refusal or failure of their own) commit one by one.
-        A member refused or failing rolls back to its savepoint alone: its
-        staged files are deleted, its cursors stay, its death is recorded
+        store's write lock 200 times, and a producer waited behind each. A
+        member whose slice failed in its task commits nothing; the others go
+        through :func:`~.bulk.commit_members` together (:meth:`_commit_parts`).
+        The staged files of every member that did not commit are deleted; a
+        fenced member's refusal and a failed member's death are recorded
         after the transaction. Should the transaction itself fail before its
         COMMIT, nothing of the batch is visible and every staged file goes.
         """
         store = Store.cached(self.store_url, self.data_dir)
-        every = [
-            seg
-            for parts in by_member.values()
-            for p in parts
-            if p.batch
-            for _, seg in p.batch.staged
-        ]
-        unseen: list[StagedSegment] = []  # staged files no committed row names
+        staged: dict[str, list[StagedSegment]] = {}
+        for (cid, _), parts in by_member.items():
+            staged.setdefault(cid, []).extend(
+                seg for p in parts if p.batch for _, seg in p.batch.staged
+            )
+        every = [seg for segs in staged.values() for seg in segs]
         deaths: list[tuple[str, int, int, DeathCause]] = []
-        fenced: list[tuple[MemberBatchWriter, StaleRunError]] = []
-        stats: list[tuple[str, list[tuple[int, InstanceStats]]]] = []
         reached_commit = False
         try:
             with store.write() as conn:
-                pending: list[tuple[str, int, list[SliceResult], list[StagedSegment]]] = []
+                pending: list[MemberPart] = []
                 for (cid, epoch), parts in sorted(by_member.items()):
-                    staged = [seg for p in parts if p.batch for _, seg in p.batch.staged]
                     failed = self._failure(cid, epoch, parts, batch_id)
                     if failed is not None:
-                        unseen += staged
                         if failed[1] is not None:
                             deaths.append((cid, epoch, failed[0], failed[1]))
                         continue
-                    pending.append((cid, epoch, parts, staged))
-                leftover, discarded = self._bulk(store, conn, pending, batch_id, stats)
-                unseen += discarded
-                for cid, epoch, parts, staged in leftover:
-                    writer = MemberBatchWriter(
-                        parts[0].config, self.store_url, self.data_dir, epoch=epoch, control_id=cid
-                    )
                     batches = [p.batch for p in parts if p.batch is not None]
-                    try:
-                        with conn.begin_nested():
-                            if not writer.commit_in(store, conn, batches, batch_id):
-                                unseen += staged  # a replay, or it left: discarded
-                        stats.append((cid, writer.stats))
-                    except (StaleRunError, FatalError) as exc:
-                        # A newer run, or a death waiting for its supervisor: this member only.
-                        unseen += staged
-                        _LOG.info(
-                            "group %s: member %s batch %d not committed: %s",
-                            self.group,
-                            cid,
-                            batch_id,
-                            exc,
-                        )
-                        if isinstance(exc, StaleRunError):
-                            fenced.append((writer, exc))
-                    except SparkfnError as exc:
-                        unseen += staged
-                        _LOG.error(
-                            "group %s: member %s batch %d failed to commit: %s",
-                            self.group,
-                            cid,
-                            batch_id,
-                            exc,
-                        )
-                        cause = DeathCause.from_exception(
-                            exc, "failure", threading.current_thread().name
-                        )
-                        deaths.append((cid, epoch, parts[0].instance, cause))
-                commit_stats_many(conn, stats)  # of the members committed above
+                    pending.append(
+                        MemberPart(cid, epoch, parts[0].config, batches, parts[0].instance)
+                    )
+                outcome = self._commit_parts(store, conn, pending, batch_id)
+                commit_stats_many(conn, outcome.committed)
                 reached_commit = True
         except BaseException:
             if not reached_commit:
                 discard_staged(store, every)
             raise
-        discard_staged(store, unseen)
-        for writer, refusal in fenced:
-            writer.record_fenced(store, refusal)
+        done = outcome.committed_ids()
+        discard_staged(
+            store, [seg for cid, segs in staged.items() if cid not in done for seg in segs]
+        )
+        for part, refusal in outcome.fenced:
+            _LOG.info(
+                "group %s: member %s batch %d not committed: %s",
+                self.group,
+                part.control_id,
+                batch_id,
+                refusal,
+            )
+            record_fenced(store, part.control_id, refusal)
+        for part, error in outcome.failed:
+            _LOG.error(
+                "group %s: member %s batch %d failed to commit: %s",
+                self.group,
+                part.control_id,
+                batch_id,
+                error,
+            )
+            cause = DeathCause.from_exception(error, "failure", threading.current_thread().name)
+            deaths.append((part.control_id, part.epoch, part.instance, cause))
         for cid, epoch, instance, cause in deaths:
             control.record_death(store, cid, instance, cause, fatal=False, epoch=epoch)
 
-    def _bulk(
-        self,
-        store: Store,
-        conn: Connection,
-        pending: list[tuple[str, int, list[SliceResult], list[StagedSegment]]],
-        batch_id: int,
-        stats: list[tuple[str, list[tuple[int, InstanceStats]]]],
-    ) -> tuple[list[tuple[str, int, list[SliceResult], list[StagedSegment]]], list[StagedSegment]]:
-        """Commit what :func:`~.bulk.commit_members` can, in a savepoint; returns the members
-        left for the member-by-member commit (all of them, should the savepoint fail), and
-        the staged files of the members it discarded.
-        """
-        counts = Counter(cid for cid, *_ in pending)
-        bulk = [m for m in pending if counts[m[0]] == 1]
-        if len(bulk) < 2:
-            return pending, []
-        parts = [
-            MemberPart(cid, epoch, slices[0].config, [p.batch for p in slices if p.batch])
-            for cid, epoch, slices, _ in bulk
-        ]
+    def _commit_parts(
+        self, store: Store, conn: Connection, parts: list[MemberPart], batch_id: int
+    ) -> CommitOutcome:
+        """:func:`~.bulk.commit_members` of ``parts`` in a savepoint. Should it raise, the
+        savepoint rolls back and each half is committed again on its own, down to the one
+        member whose error it was: that member fails (its error recorded as its death: a
+        sparkfn error, or the store refusing what it wrote, such as a state value that is
+        not bytes) and no other member pays for it. The store's own trouble (locked,
+        deadlocked, gone) fails the batch."""
+        if not parts:
+            return CommitOutcome()
         try:
             with conn.begin_nested():
-                outcome = commit_members(store, conn, parts, batch_id)
-        except Exception as exc:  # one by one, so that only the culprit fails
-            _LOG.warning(
-                "group %s: batch %d committed member by member: %s", self.group, batch_id, exc
-            )
-            return pending, []
-        stats += outcome.committed
-        discarded, leftover = set(outcome.discarded), set(outcome.leftover)
-        files = [seg for cid, _, _, staged in bulk if cid in discarded for seg in staged]
-        return [m for m in pending if counts[m[0]] > 1 or m[0] in leftover], files
+                return commit_members(store, conn, parts, batch_id)
+        except Exception as exc:
+            if len(parts) == 1:
+                if isinstance(exc, OperationalError | InterfaceError | InternalError):
+                    raise  # the store's trouble (locked, deadlocked, gone), not the member's
+                failure = exc if isinstance(exc, SparkfnError) else _refused(exc)
+                return CommitOutcome(failed=[(parts[0], failure)])
+            culprit = exc
+        _LOG.warning(
+            "group %s: batch %d of %d members committed in halves: %s",
+            self.group,
+            batch_id,
+            len(parts),
+            culprit,
+        )
+        half = len(parts) // 2
+        first = self._commit_parts(store, conn, parts[:half], batch_id)
+        return first.add(self._commit_parts(store, conn, parts[half:], batch_id))
 
     def _failure(
         self, cid: str, epoch: int, parts: list[SliceResult], batch_id: int
@@ -271,3 +218,9 @@ class GroupCommitter:
             "TaskFailed", first.error or "", "", "group task", threading.current_thread().name
         )
         return (first.instance, cause)
+
+
+def _refused(exc: Exception) -> SparkfnError:
+    """The store's refusal of what one member's commit wrote, as that member's error."""
+    cause = getattr(exc, "orig", None) or exc
+    return SparkfnError(f"the store refused the batch's writes: {type(cause).__name__}: {cause}")

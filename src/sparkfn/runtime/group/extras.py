@@ -23,6 +23,11 @@ more, and each is kept here so the reader stays one loop:
   further than the probe's ends, and only those partitions, until its
   cursors reach them; ``exitNotes`` names the file where the daemon writes
   the exit status of a Python worker that dies under the member's slice.
+
+One step applies to every member: the instances that take input are read
+again in the transaction that records the plans, so an instance that began
+to stop alone since :meth:`~.reader.GroupStreamReader.latestOffset` gets
+nothing of the batch (:func:`narrow_live`).
 """
 
 from __future__ import annotations
@@ -88,6 +93,34 @@ def parked(conn: Connection, control_ids: list[str]) -> set[str]:
     if conn.dialect.name == "postgresql":
         query = query.with_for_update()
     return {r.fqfn for r in conn.execute(query) if r.state == control.PARKED}
+
+
+def narrow_live(conn: Connection, work: Mapping[str, MemberWork]) -> set[str]:
+    """Narrow each member's ``live`` to the instances its run's record says take input,
+    read in the caller's transaction, the one that records the batch's plans (locked on
+    PostgreSQL); returns the members left with none (their data waits in their cursors).
+
+    :meth:`~.reader.GroupStreamReader.latestOffset` read the records before Spark
+    logged the batch's offsets. An instance's drain or suspend records it
+    ``STOPPING``, then waits for the plan recorded last, then closes its objects
+    and records it ``STOPPED``. A plan recorded after that read must therefore
+    deal it nothing: its task could reach the instance once its objects are
+    closed and it is reported ``STOPPED``. The order of the two transactions
+    (SQLite's write lock, PostgreSQL's row locks) makes one see the other. An
+    end-of-stream batch left with none keeps its instances: the run's own stop,
+    which closes every object after it, wins.
+    """
+    records = control.read_controls(conn, list(work), lock=True)
+    empty: set[str] = set()
+    for cid, w in work.items():
+        record = records.get(cid)
+        now = set(record.live(w.member.config.parallelism)) if record is not None else set()
+        live = [i for i in w.live if i in now]
+        if live or w.final_seq is None:
+            w.live = live
+        if not w.live:
+            empty.add(cid)
+    return empty
 
 
 def tick_ms(config: FunctionConfig) -> int | None:
@@ -163,7 +196,10 @@ def row_budget(
 def ends_drain(work: MemberWork, max_per_task: int | None, slots: int) -> bool:
     """Whether a drain's batch that reaches its target may end the stream itself: when that
     costs no cores (:func:`~sparkfn.topics.spark.planning.ends_stream`); it saves the
-    end-of-stream batch's trigger."""
+    end-of-stream batch's trigger. Not for a member that negative-acks: a message of that
+    batch may fail and be delivered again after it."""
+    if work.member.config.negative_acks:
+        return False
     return ends_stream(
         work.topics,
         {k: (work.base.get(k, 0), hi) for k, hi in work.ends.items()},

@@ -1,21 +1,19 @@
 """The group's source, ``format("sparkfn-group")``: plans the members that have work.
 
 Called on the driver, in Spark's source runner, except :meth:`~GroupStreamReader.read`
-(executors). Spark's offsets for a group are not input positions (each
-member's position is its subscription): they are ``{"__gen__": n}``, bumped
-whenever some member has work, plus ``"__final__/<control id>": seq`` for a
-member whose end-of-stream batch (drain, suspend) was planned. Each trigger
-reads, in four queries whatever the number of members: the members, their
-control records, their cursors and the ends of their inputs. A member has
-work when it is in its record's epoch, no death of it waits for its
-supervisor, it has a live instance and it is not cancelled, and either its
-cursors are behind its inputs' ends (capped by a drain's target) or its
-drain or suspend needs its end-of-stream batch.
+(executors). Spark's offsets for a group are not input positions (each member's position
+is its subscription): they are ``{"__gen__": n}``, bumped whenever some member has work,
+plus ``"__final__/<control id>": seq`` for a member whose end-of-stream batch (drain,
+suspend) was planned. Each trigger reads, in four queries whatever the number of
+members: the members, their control records, their cursors and the ends of their inputs.
+A member has work when it is in its record's epoch, no death of it waits for its
+supervisor, it has a live instance and it is not cancelled, and either its cursors are
+behind its inputs' ends (capped by a drain's target; a retry topic's by what is due,
+:mod:`.retries`) or its drain or suspend needs its end-of-stream batch.
 
 :meth:`~GroupStreamReader.partitions` records each working member's plan
-in its subscription (the same plan a function's own query records: every
-member in its steady state in a few statements, :func:`sparkfn.topics.plans.plan_batches`,
-the others by :func:`sparkfn.topics.subscription.plan_batch`), at most the member's row budget
+in its subscription (members in their steady state in a few statements,
+:func:`sparkfn.topics.plans.plan_batches`, the others one by one), at most the member's row budget
 (``max_records_per_batch``, else the group's ``memberBudget``), then packs
 the members' ranges into at most ``taskSlots`` tasks by their rows: a batch
 costs what its work costs, not what the number of members does.
@@ -36,7 +34,7 @@ from sparkfn.api.lifecycle import DeathCause
 from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.config.names import TopicName
 from sparkfn.config.settings import Settings
-from sparkfn.runtime.group import extras, suspects
+from sparkfn.runtime.group import extras, retries, suspects
 from sparkfn.runtime.group.members import Member, group_hint, members
 from sparkfn.runtime.group.plan import GroupTask, MemberWork, pack
 from sparkfn.runtime.lifecycle import control
@@ -90,8 +88,7 @@ class GroupStreamReader(DataSourceStreamReader):
         self.budget = positive_int(opts, "memberBudget", DEFAULT_MEMBER_BUDGET)
         self.max_per_task = positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
         self.bytes_budget = positive_int(opts, "memberBytes", None)
-        seconds = opts.get("memberseconds")
-        self.member_seconds = float(seconds) if seconds else None
+        self.member_seconds = float(sec) if (sec := opts.get("memberseconds")) else None
         # Its members' runs may park (a group of one): each plan checks, in its transaction.
         self.parking = opts.get("parking", "false").lower() == "true"
         self.probes = extras.parse_probes(opts.get("probes"))
@@ -106,6 +103,7 @@ class GroupStreamReader(DataSourceStreamReader):
             recheck=signals.recheck_seconds(self.store_url),
             wait=RUN_WAIT_SECONDS,
         )
+        self._retries = retries.RetryAdmission(self._quiet)  # negative-acked messages
 
     def _store(self) -> Store:
         return Store.cached(self.store_url, self.data_dir)
@@ -121,9 +119,10 @@ class GroupStreamReader(DataSourceStreamReader):
             found = members(conn, self.group, store.sealer)
             records = control.read_controls(conn, [m.control_id for m in found])
             # Looked up every trigger: a topic deleted and made again has another id.
-            known = TopicAdmin(store).get_many({n for m in found for n in m.config.inputs}, conn)
+            names = {m.control_id: self._retries.names(m.config) for m in found}
+            known = TopicAdmin(store).get_many({n for ns in names.values() for n in ns}, conn)
             inputs = {
-                m.control_id: [known.get(TopicName.parse(n)) for n in m.config.inputs]
+                m.control_id: [known.get(TopicName.parse(n)) for n in names[m.control_id]]
                 for m in found
             }
             for m in found:  # a pattern's topics: listed when one was created, or now and then
@@ -135,8 +134,7 @@ class GroupStreamReader(DataSourceStreamReader):
             topics = {t.id: t for ts in inputs.values() for t in ts if t is not None}
             ends = ends_of(conn, topics)
             cursors = subscription.cursors_of(conn, {m.config.subscription for m in found})
-        hints = [group_hint(self.group)]
-        hints += [signals.topic_hint(t) for t in sorted(topics)]
+        hints = [group_hint(self.group), *(signals.topic_hint(t) for t in sorted(topics))]
         hints += [signals.control_hint(m.control_id) for m in found]
         if any(m.config.topics_pattern for m in found):
             hints.append(signals.TOPICS_HINT)
@@ -187,13 +185,14 @@ class GroupStreamReader(DataSourceStreamReader):
                 continue
             if mode == "drain":
                 target = record.drain_target or {}
-                available = {k: min(v, target.get(k, 0)) for k, v in available.items()}
+                available = self._retries.drain_ends(m.config, available, target)
                 if all(base.get(k, 0) >= v for k, v in available.items()):
                     work.final_seq = record.final_seq
                     out[m.control_id] = work
                     continue
             # A partition without a cursor gets one from its plan (once it has a message).
             pending = {k: v for k, v in available.items() if v > base.get(k, 0)}
+            pending = self._retries.cap(store, m.config, mine, base, pending, mode == "drain")
             work.tick = extras.tick_due(m.config, m.control_id, start)
             if not pending:
                 if work.tick is not None:
@@ -241,17 +240,17 @@ class GroupStreamReader(DataSourceStreamReader):
         return end
 
     def _ticks_due(self, start: Mapping[str, int]) -> bool:
-        """Whether a member's windows are due to look at the clock (they may have no input)."""
-        return any(
+        """Whether a member's windows are due to look at the clock, or a retry is due again."""
+        return self._retries.due() or any(
             extras.tick_due(m.config, m.control_id, start) is not None for m in self._ticking
         )
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         """Record each working member's plan and pack the members' ranges into tasks.
 
-        The work :meth:`latestOffset` found for ``start`` is planned, not looked
-        up again (nothing commits in between: the group's members commit only in
-        its batches); a batch Spark runs again after a restart looks it up anew.
+        The work :meth:`latestOffset` found for ``start`` is planned (nothing commits in
+        between), its live instances read again as the plans are recorded
+        (:func:`~.extras.narrow_live`); a batch run again after a restart looks it up anew.
         """
         planned = self._planned
         self._planned = None
@@ -261,12 +260,14 @@ class GroupStreamReader(DataSourceStreamReader):
         items: list[tuple[MemberWork, InputPartition]] = []
         refused: list[tuple[MemberWork, Exception]] = []
         with self._store().write() as conn:
-            parked = extras.parked(conn, list(work)) if self.parking else set()
+            skip = extras.parked(conn, list(work)) if self.parking else set()
+            skip |= extras.narrow_live(conn, work)  # the instances that take input now
             asked: list[tuple[MemberWork, bool, PlanRequest]] = []
             for cid, w in sorted(work.items()):
-                if cid in parked:
-                    continue  # data seen just before its run parked: read from the cursors later
+                if cid in skip:
+                    continue  # its run parked, or none of its instances takes input: data waits
                 final = w.final_seq is not None
+                self._retries.adopt(conn, w)
                 if final and end.get(FINAL_PREFIX + cid) != w.final_seq:
                     continue  # asked since this batch's offsets were taken: the next batch has it
                 ends = {

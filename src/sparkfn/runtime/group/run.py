@@ -292,7 +292,13 @@ class GroupMemberTarget(QueryTarget):
     """A function's run as a member of a :class:`QueryGroup` instead of a query of its own."""
 
     def __init__(
-        self, group: QueryGroup, config: FunctionConfig, store: Store, **kwargs: Any
+        self,
+        group: QueryGroup,
+        config: FunctionConfig,
+        store: Store,
+        *,
+        version: str = "1",
+        **kwargs: Any,
     ) -> None:
         if kwargs.get("parking") is not None:
             msg = f"function {config.fqfn}: a group's member does not park"
@@ -300,13 +306,19 @@ class GroupMemberTarget(QueryTarget):
         super().__init__(store, **kwargs)
         self.group = group
         self.config = config
+        self.version = version  # the registered version it runs: its objects' key
         self._member = False
 
     def launch(self, epoch: int, instances: list[int]) -> None:
         """Join the group in ``epoch`` (the reader plans it from its next trigger)."""
         self._epoch = epoch
         members.join(
-            self.store, self.group.name, self.control_id, self.config, epoch=epoch, version="1"
+            self.store,
+            self.group.name,
+            self.control_id,
+            self.config,
+            epoch=epoch,
+            version=self.version,
         )
         self._member = True
         self.group.ensure_running()

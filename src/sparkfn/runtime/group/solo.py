@@ -63,7 +63,7 @@ def start_solo_query(
     *,
     epoch: int,
     kind: str = "function",
-    version: str = "1",
+    version: str | None = None,
     checkpoint: Path | None = None,
     probe: Probe | None = None,
 ) -> StreamingQuery:
@@ -87,7 +87,7 @@ def start_solo_query(
         subscription.ensure(conn, config.subscription, topics, config.subscription_position.value)
     apply_spark_conf(spark, config)
     group = solo_group(control_id)
-    members.join(store, group, control_id, config, epoch=epoch, version=version)
+    members.join(store, group, control_id, config, epoch=epoch, version=version or prepared.version)
     options = {
         "memberBudget": str(config.max_records_per_batch or DEFAULT_MAX_RECORDS_PER_BATCH),
         "memberBytes": str(config.max_bytes_per_batch or DEFAULT_MAX_BYTES_PER_BATCH),

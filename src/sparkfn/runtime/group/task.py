@@ -2,7 +2,7 @@
 
 A slice is run exactly as a function's own query runs its task
 (:func:`~sparkfn.runtime.query.executor.make_run_function` over the slice's
-rows, then :meth:`~sparkfn.runtime.query.commit.FunctionBatchWriter.write`), with
+rows, then :meth:`~sparkfn.runtime.query.staging.FunctionStager.write`), with
 one difference: a member's failure (its code raises out of the runtime,
 ``context.fatal``, a cancel) is recorded as that member's death, closes
 only that member's objects in this process, and the task goes on with the
@@ -24,11 +24,13 @@ import pyarrow as pa
 from sparkfn.api.errors import FatalError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
+from sparkfn.runtime.function.redelivery import as_delivered
 from sparkfn.runtime.group import overrun, suspects
 from sparkfn.runtime.group.plan import GroupTask, MemberSlice
+from sparkfn.runtime.lifecycle.deadletter import dead_letter_topic
 from sparkfn.runtime.lifecycle.workerctl import CancelledError
-from sparkfn.runtime.query.commit import FunctionBatch, FunctionBatchWriter
 from sparkfn.runtime.query.executor import make_run_function
+from sparkfn.runtime.query.staging import FunctionBatch, FunctionStager
 from sparkfn.runtime.spark import daemon
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
@@ -65,7 +67,7 @@ def _instance_of(slice_: MemberSlice) -> int:
     return 0
 
 
-class SliceWriter(FunctionBatchWriter):
+class SliceWriter(FunctionStager):
     """A member's stager in a group's task: its output topics looked up once per task."""
 
     def __init__(self, *args: Any, known: Mapping[TopicName, TopicInfo], **kwargs: Any) -> None:
@@ -73,6 +75,8 @@ class SliceWriter(FunctionBatchWriter):
         self.known = known
 
     def _topic(self, admin: TopicAdmin, name: str) -> TopicInfo:
+        if name == self.config.retry_topic:  # made on first use, as the dead-letter topic
+            return dead_letter_topic(admin, self.config, name)
         found = self.known.get(TopicName.parse(name))
         return found if found is not None else super()._topic(admin, name)
 
@@ -115,7 +119,10 @@ def run_slice(
         control_id=slice_.control_id,
         known=known or {},
     )
+    batches: Iterator[pa.RecordBatch]
     batches = itertools.chain.from_iterable(rows.rows(part) for part in slice_.parts)
+    if config.negative_acks:  # a redelivered message is given as its original
+        batches = as_delivered(batches, config.retry_topic)
     started = time.monotonic()
     if task is not None:
         overrun.SLICES.begin(

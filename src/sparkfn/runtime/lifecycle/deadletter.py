@@ -22,6 +22,8 @@ from sqlalchemy import select
 
 from sparkfn.api.errors import PythonWorkerCrashed, TopicExistsError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig
+from sparkfn.config.names import TopicName
+from sparkfn.runtime.function.redelivery import REDELIVERY_COLUMN, as_delivered
 from sparkfn.runtime.function.rows import InputRows
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.metrics_store import commit_stats
@@ -46,9 +48,11 @@ def dead_letter_topic(admin: TopicAdmin, config: FunctionConfig, name: str) -> T
     the inputs' schema when they share one (dead letters are the inputs'
     values as received), else ``BYTES``. Any other topic must exist. A window
     function's default late-data topic (``{tenant}/{namespace}/{name}-late``)
-    is made the same way.
+    and the retry topic of its negative acks (``config.retry_topic``) are made
+    the same way.
     """
-    if name not in (config.default_dead_letter_topic, config.default_late_data_topic):
+    made = (config.default_dead_letter_topic, config.default_late_data_topic, config.retry_topic)
+    if name not in made:
         return admin.get(name)
     try:
         return admin.get(name)
@@ -103,6 +107,10 @@ def dead_letter_input(
     found = next(read_range(store, source, partition, offset, offset + 1), None)
     if found is None or found.num_rows == 0:
         return False  # expired: the reader passes it anyway
+    if str(source.name) == str(TopicName.parse(config.retry_topic)):
+        # A redelivery that killed its worker: dead-lettered as its original, as it was given.
+        found = next(as_delivered(iter([found]), str(source.name)))
+        attempts = max(attempts, 1 + int(found.column(REDELIVERY_COLUMN)[0].as_py()))
     rows = InputRows(found)
     error = PythonWorkerCrashed(cause)
     target = config.dead_letter_target

@@ -69,6 +69,7 @@ class FunctionSupervisor(Supervisor):
                 inputs=inputs,
                 after=park_idle_after,
                 topics_pattern=config.topics_pattern,
+                retry_topic=config.retry_topic if config.negative_acks else None,
             )
             if park_idle_after
             else None

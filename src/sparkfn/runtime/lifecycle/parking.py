@@ -24,7 +24,9 @@ therefore happens in one store transaction that
 1. moves the run from ``RUNNING`` to ``PARKED`` (only if no stop is asked: a
    drain, suspend or cancel wins),
 2. finds no batch in flight (the subscription's last plan is committed)
-   and nothing pending (every input partition's end is at its cursor),
+   and nothing pending (every input partition's end is at its cursor, and
+   the retry topic's of a function that negative-acks: a redelivery waiting
+   for its time has no commit to wake the query),
 
 or changes nothing. From its commit on, the reader admits nothing, and a
 batch whose ``latestOffset`` saw data just before it is planned empty: the
@@ -85,8 +87,12 @@ class Parking:
         inputs: Callable[[], list[str]],
         after: float,
         topics_pattern: str | None = None,
+        retry_topic: str | None = None,
     ) -> None:
         self.store = store
+        # A negative-acking function's retry topic (made on its first failure): a message
+        # waiting there is pending, so the query never parks while one waits to be due.
+        self._retry = retry_topic
         self.control_id = control_id
         self.subscription_name = subscription_name
         self.after = after
@@ -215,6 +221,9 @@ class Parking:
         except (TopicNotFoundError, ConfigError):  # gone, or the pattern matches nothing
             return True  # the query finds out and fails with a clear error
         cursors = subscription.cursors(conn, self.subscription_name)
+        if self._retry is not None:
+            found = TopicAdmin(self.store).get_many([self._retry], conn)
+            topics = [*topics, *found.values()]
         for topic in topics:
             for part, (first, end) in end_offsets(conn, topic).items():
                 if cursors.get((topic.id, part), first) < end:

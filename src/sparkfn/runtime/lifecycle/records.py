@@ -127,14 +127,27 @@ def epochs_of(conn: Connection, ids: Iterable[str], *, lock: bool = False) -> di
     return {r.fqfn: r.epoch for r in conn.execute(query)}
 
 
-def read_controls(conn: Connection, ids: Iterable[str]) -> dict[str, RunControl]:
-    """The control records of many runs in two queries (a group's reader, every trigger)."""
-    wanted = list(ids)
+def read_controls(
+    conn: Connection, ids: Iterable[str], *, lock: bool = False
+) -> dict[str, RunControl]:
+    """The control records of many runs in two queries (a group's reader, every trigger).
+
+    ``lock``: for update, on PostgreSQL, the runs' rows then their instances'
+    in id order: a move of one of them (an instance's ``STOPPING``) waits for
+    the caller's commit, or the caller reads it once it is committed.
+    """
+    wanted = sorted(set(ids))
     if not wanted:
         return {}
-    rows = conn.execute(select(runs).where(runs.c.fqfn.in_(wanted))).all()
+    run_rows = select(runs).where(runs.c.fqfn.in_(wanted))
+    instance_rows = select(instance_runs).where(instance_runs.c.fqfn.in_(wanted))
+    if lock and conn.dialect.name == "postgresql":
+        run_rows = run_rows.order_by(runs.c.fqfn).with_for_update()
+        order = (instance_runs.c.fqfn, instance_runs.c.instance_id)
+        instance_rows = instance_rows.order_by(*order).with_for_update()
+    rows = conn.execute(run_rows).all()
     found: dict[str, dict[int, InstanceRecord]] = {}
-    for r in conn.execute(select(instance_runs).where(instance_runs.c.fqfn.in_(wanted))):
+    for r in conn.execute(instance_rows):
         found.setdefault(r.fqfn, {})[r.instance_id] = _instance_record(r)
     return {
         row.fqfn: RunControl(

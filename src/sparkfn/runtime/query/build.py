@@ -120,6 +120,9 @@ class PreparedRun:
 
     config: FunctionConfig
     inputs: tuple[str, ...]
+    # The registered version the config is (a worker's registry; "1" for localrun): the
+    # key of the objects its tasks make, so an update's objects are never the old ones.
+    version: str = "1"
 
     def current_inputs(self, store: Store) -> list[str]:
         """The input topics now: the prepared ones, or a pattern's matches of now."""
@@ -128,9 +131,9 @@ class PreparedRun:
         return list(self.inputs)
 
 
-def prepare(store: Store, config: FunctionConfig) -> PreparedRun:
+def prepare(store: Store, config: FunctionConfig, version: str = "1") -> PreparedRun:
     """Check the function's topics exist and its code loads, once; see :class:`PreparedRun`."""
-    return PreparedRun(config, tuple(validate(store, config)))
+    return PreparedRun(config, tuple(validate(store, config)), version)
 
 
 def adopt_pattern_topics(store: Store, config: FunctionConfig, inputs: list[str]) -> None:

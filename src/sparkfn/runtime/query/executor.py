@@ -121,7 +121,7 @@ def instance_for(
         stopped = _refuse_dead(store, cid, instance_id, epoch)
         topics = StoreTopicCatalog(store)
         inst = FunctionInstance(
-            config, instance_id, load_function(config), topics, version, str(store.data_dir)
+            config, instance_id, load_function(config), topics, version, str(store.data_dir), True
         )
         inst.epoch = epoch
         inst.store_key = (store.url, str(store.data_dir))

@@ -12,7 +12,7 @@ Only modules that start no thread on import are loaded here: ``fork()``
 copies the forking thread alone, so a thread's lock held at fork time would
 stay locked in every worker. numpy, pyarrow and pandas start threads when
 imported, which is why pyspark itself imports its worker after the fork;
-they stay there. ``tests/runtime/test_daemon.py`` checks that the list
+they stay there. ``tests/runtime/spark/test_daemon.py`` checks that the list
 below starts none.
 
 What the daemon imported is then frozen out of the garbage collector

@@ -79,7 +79,7 @@ PRELOAD = (
     "sparkfn.topics.spark.source",
     "sparkfn.topics.spark.reader",
     "sparkfn.runtime.group.reader",
-    "sparkfn.runtime.query.commit",
+    "sparkfn.runtime.query.staging",
 )
 
 # Set for the zygote's own imports, so that they start no thread.

@@ -56,6 +56,8 @@ class Health(BaseModel):
     status: str
     worker_id: str
     uptime_seconds: float
+    # Where its Spark runs: local[*], or a cluster's master (spark://..., k8s://...).
+    spark_master: str
     # The SparkSession: none (not asked for yet), up, restarting (its JVM died), failed.
     spark_session: str
     spark_restarts: int  # new sessions started after a JVM died
@@ -141,6 +143,7 @@ def ops_router(worker: Worker) -> APIRouter:
             status="alive",
             worker_id=worker.settings.worker_id,
             uptime_seconds=time.time() - worker.started_at,
+            spark_master=session.master,
             spark_session=session.state,
             spark_restarts=session.restarts,
             spark_lost_cause=session.last_loss,

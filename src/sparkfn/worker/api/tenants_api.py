@@ -6,6 +6,7 @@ verb        path                                           what
 GET         ``/admin/v2/tenants``                          every tenant (a tenant admin: its own)
 GET         ``/admin/v2/tenants/{tenant}``                 ``TenantInfo``
 PUT         ``/admin/v2/tenants/{tenant}``                 create; 409 if it exists
+POST        ``/admin/v2/tenants/{tenant}``                 update its ``TenantInfo``; 404 if none
 DELETE      ``/admin/v2/tenants/{tenant}``                 delete; 409 if not empty
 GET         ``/admin/v2/namespaces/{tenant}``              ``["tenant/namespace", ...]``
 PUT         ``/admin/v2/namespaces/{tenant}/{namespace}``  create; 404 without the tenant
@@ -74,6 +75,12 @@ def tenants_router(worker: Worker) -> APIRouter:
         """Create a tenant with no namespace yet (409 ``tenant_already_exists``)."""
         given = info or TenantInfo()
         registry.create_tenant(store, tenant, given.admin_roles, given.allowed_clusters)
+        return Response(status_code=204)
+
+    @router.post("/admin/v2/tenants/{tenant}", status_code=204, response_class=Response)
+    def update_tenant(tenant: Tenant, info: Annotated[TenantInfo, Body()]) -> Response:
+        """Replace the tenant's ``TenantInfo`` (404 ``tenant_not_found``), as Pulsar's update."""
+        registry.update_tenant(store, tenant, info.admin_roles, info.allowed_clusters)
         return Response(status_code=204)
 
     @router.delete("/admin/v2/tenants/{tenant}", status_code=204, response_class=Response)

@@ -151,13 +151,18 @@ def topics_router(worker: Worker) -> APIRouter:
 
     @router.get(TOPIC + "/partitioned-stats", response_model=PartitionedTopicStats)
     def partitioned_stats(
-        tenant: Tenant, namespace: Namespace, topic: Topic
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: Topic,
+        per_partition: Annotated[bool, Query(alias="perPartition")] = True,
     ) -> PartitionedTopicStats:
-        """:func:`stats`, and the same for each partition."""
+        """:func:`stats`, and the same for each partition (none with ``perPartition=false``,
+        as Pulsar's)."""
         info = admin.get(topic_name(tenant, namespace, topic))
-        return PartitionedTopicStats.of_partitions(
+        found = PartitionedTopicStats.of_partitions(
             info, admin.stats(info.name), admin.subscriptions(info.name)
         )
+        return found if per_partition else found.model_copy(update={"partition_stats": {}})
 
     @router.get(TOPIC + "/subscriptions", response_model=list[str])
     def subscriptions(tenant: Tenant, namespace: Namespace, topic: Topic) -> list[str]:

@@ -15,7 +15,10 @@ output topic is read from its end as it was before the value was sent, so
 the first message there naming the input is the answer. If the function
 fails on the value in every attempt, its dead-letter message (a copy of the
 input) carries the id, and the answer is 422 ``trigger_failed`` with the
-exception; if no output comes within the timeout, 408 ``trigger_timeout``.
+exception; a function that negative-acks (``max_message_retries``) answers
+so at the value's first failure, found in its retry topic, saying when it
+is delivered again. If no output comes within the timeout, 408
+``trigger_timeout``.
 
 >>> found = trigger(worker, "public/default/exclaim", "hello", topic=None, timeout=30)
 >>> found.output.value
@@ -106,6 +109,7 @@ def trigger(
     # Both read from what their topics hold now: an output of this value comes later.
     outputs = Consumer(store, output_topic.name, initial_position="latest")
     dead_letters = _DeadLetters(store, config.dead_letter_target)
+    retries = _DeadLetters(store, config.retry_topic if config.negative_acks else None)
     # An unnamed producer drops nothing, so the id is never None.
     message_id = str(
         Producer(store, input_topic.name).send_batch(
@@ -130,6 +134,17 @@ def trigger(
                 f"{input_topic.name}) in {failed.properties.get(DLQ_ATTEMPTS, '?')} attempt(s): "
                 f"{failed.properties.get(DLQ_EXCEPTION, 'no exception recorded')}; "
                 f"it went to dead letter topic {config.dead_letter_target}"
+            )
+            raise TriggerFailedError(msg)
+        nacked = retries.find(trigger_id)
+        if nacked is not None:
+            msg = (
+                f"function {fqfn} failed on the triggered value (message {message_id} of "
+                f"{input_topic.name}): {nacked.properties.get(DLQ_EXCEPTION, '?')}; it was "
+                f"negative-acked and is delivered again after "
+                f"{config.negative_ack_redelivery_delay_ms} ms, up to "
+                f"{config.max_message_retries} time(s), before it goes to dead letter topic "
+                f"{config.dead_letter_target}"
             )
             raise TriggerFailedError(msg)
         if time.monotonic() >= deadline:
