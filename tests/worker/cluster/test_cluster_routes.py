@@ -10,6 +10,7 @@ import httpx
 from brokers import wait_for
 from worker_process import free_port
 
+from sparkfn.runtime.lifecycle import control
 from sparkfn.worker.cluster.membership import Membership
 from sparkfn.worker.service import Worker
 from sparkfn.worker.settings import WorkerSettings
@@ -89,3 +90,23 @@ def test_the_assignments_and_a_drain_answer_in_pulsars_shapes(
     )
     missing = httpx.put(base + "/leader/drain", params={"workerId": "nobody"})
     assert (missing.status_code, missing.json()["reason"]) == (404, "worker_not_found")
+
+
+def test_a_sqlite_workers_assignments_are_every_run_it_runs(
+    worker: Worker, client: httpx.Client
+) -> None:
+    """No leader assigns a SQLite store's one worker its runs: the route lists what runs."""
+    store = worker.open_store()
+    if store.dialect != "sqlite":
+        return  # the leader's assignment rows answer there (test_cluster_workers)
+    base = str(client.base_url).rstrip("/") + "/admin/v2/worker/assignments"
+    control.begin_run(store, "public/default/two", "function", 2, "started")
+    control.begin_run(store, "sink:public/default/one", "sink", 1, "started")
+    ended = control.begin_run(store, "public/default/gone", "function", 1, "started")
+    control.set_state(store, "public/default/gone", control.RUNNING, "running")
+    control.set_state(store, "public/default/gone", control.STOPPING, "stop requested")
+    control.set_state(store, "public/default/gone", control.STOPPED, "stopped by user")
+    me = worker.settings.worker_id
+    assert ended and httpx.get(base).json() == {
+        me: ["public/default/two:0", "public/default/two:1", "sink:public/default/one:0"]
+    }

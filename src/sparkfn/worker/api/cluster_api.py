@@ -35,6 +35,7 @@ from sparkfn.worker.cluster.members import (
     drain,
     drain_status,
     live_workers,
+    own_assignments,
 )
 from sparkfn.worker.http import ErrorBody, error_response
 from sparkfn.worker.service import Worker
@@ -96,8 +97,11 @@ def cluster_router(worker: Worker) -> APIRouter:
 
     @router.get("/assignments", response_model=dict[str, list[str]])
     def assigned() -> dict[str, list[str]]:
-        """Which worker runs which instance (a SQLite store's one worker: none listed)."""
-        return assignments(worker.open_store())
+        """Which worker runs which instance (a SQLite store's one worker: all that run)."""
+        store = worker.open_store()
+        if store.dialect == "sqlite":
+            return own_assignments(store, worker.settings.worker_id)
+        return assignments(store)
 
     def target(worker_id: str | None) -> str:
         return worker_id or worker.settings.worker_id

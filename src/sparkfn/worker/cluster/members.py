@@ -12,10 +12,14 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, select, update
 
+from sparkfn.api.lifecycle import RunState
 from sparkfn.store.cluster_schema import cluster_assignments, cluster_leader, cluster_workers
 from sparkfn.store.schema import function_runs
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.clock import store_now
+
+# A run in these states runs no instance (CREATED: never started).
+_NOT_RUNNING = (RunState.CREATED, RunState.STOPPED, RunState.SUSPENDED, RunState.ERROR)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,20 @@ def assignments(store: Store) -> dict[str, list[str]]:
     for worker_id, control_id, parallelism in rows:
         found.setdefault(worker_id, []).extend(f"{control_id}:{i}" for i in range(parallelism))
     return found
+
+
+def own_assignments(store: Store, worker_id: str) -> dict[str, list[str]]:
+    """A SQLite store's one worker runs every run that has not ended: its instances, in
+    :func:`assignments`' shape (no leader assigns them, so no assignment row names them)."""
+    runs, ended = function_runs, [s.value for s in _NOT_RUNNING]
+    with store.read() as conn:
+        rows = conn.execute(
+            select(runs.c.fqfn, func.coalesce(runs.c.parallelism, 1))
+            .where(runs.c.state.not_in(ended))
+            .order_by(runs.c.fqfn)
+        ).all()
+    names = [f"{cid}:{i}" for cid, parallelism in rows for i in range(parallelism)]
+    return {worker_id: names} if names else {}
 
 
 def drain(store: Store, worker_id: str) -> bool:
