@@ -114,3 +114,11 @@ def test_one_instance_suspends_drains_and_starts_again_over_rest(
         idle = client.post(f"{FN}/0/suspend")
         assert (idle.status_code, idle.json()["reason"]) == (404, "function_not_found")
         assert "is not running" in idle.json()["message"]
+        # A start asked while a stop is still ending comes after it, not lost in it.
+        assert client.post(f"{FN}/start").status_code == 204
+        _until(lambda: client.get(f"{FN}/status").json()["state"] == "RUNNING", "running")
+        assert client.post(f"{FN}/stop").status_code == 204
+        assert client.post(f"{FN}/start").status_code == 204  # at once: the stop has not ended
+        _until(lambda: client.get(f"{FN}/status").json()["numRunning"] == 2, "started again")
+        _produce(store, 120, 10)
+        _until(lambda: topic_counts(store) == _expected(130), "the start's outputs, once each")

@@ -273,7 +273,12 @@ class Worker:
         registry.set_desired(fqfn, Desired.RUNNING)
         run = self._runs.get(key)
         if run is not None and not ended(run):
-            return
+            if run.supervisor is None or run.supervisor.stopping is None:
+                return  # it runs: nothing to start
+            # A stop still ending: the start comes after it, not lost in it (it waits
+            # its shutdown_timeout, then cancels the rest of the stop).
+            if not run.stop(run.supervisor.stopping, timeout=self.settings.shutdown_timeout):
+                run.stop(StopMode.CANCEL, timeout=self.settings.shutdown_timeout)
         self._runs.start(current.config)
 
     def stop(
