@@ -54,8 +54,8 @@ import pyarrow.parquet as pq
 from _common import load_average, topic_total
 
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.group.run import QueryGroup
-from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.spark.session import spark_session
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
@@ -242,7 +242,7 @@ class Bench:
         config = self.config(tag, source, tag, py, classname)
         wall = time.time()
         started = time.perf_counter()
-        run = LocalRun(config, store=self.store, spark=self.spark)
+        run = FunctionRun(config, store=self.store, spark=self.spark)
         run.start(until_drained=True, checkpoint=self.work / f"ck-{tag}")
         run.wait()
         seconds = time.perf_counter() - started
@@ -263,7 +263,7 @@ class Bench:
         group = QueryGroup(
             self.spark, self.store, tag, member_budget=self.member_budget, checkpoint=checkpoint
         )
-        runs = [LocalRun(c, store=self.store, spark=self.spark, group=group) for c in configs]
+        runs = [FunctionRun(c, store=self.store, spark=self.spark, group=group) for c in configs]
         for run in runs:
             run.start(until_drained=True)
         for run in runs:

@@ -1,7 +1,7 @@
 """End-to-end latency of a function at steady input rates.
 
 An identity function (``effectively_once``, the default trigger) runs under
-``LocalRun``, the supervisor ``localrun`` and the worker use, from one topic
+``FunctionRun``, the supervisor ``localrun`` and the worker use, from one topic
 to another. For each rate a producer sends on a schedule (what is due every
 few milliseconds, in one ``send_batch``) for a warm-up, left out of the
 figures, and then for the timed window. Latency per message is the output's
@@ -28,7 +28,7 @@ from _common import IDENTITY, VALUE_SIZE, Latency, load_average, measure_latency
 
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.spark.session import spark_session
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def batch_summary(run: LocalRun, since: datetime) -> str:
+def batch_summary(run: FunctionRun, since: datetime) -> str:
     """The function query's micro-batches begun since ``since``, from Spark's progress reports.
 
     Spark keeps the last 100 reports (``spark.sql.streaming.numRecentProgressUpdates``).
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         started = time.perf_counter()
         spark = spark_session(master=args.master, app_name="sparkfn-bench-latency")
-        run = LocalRun(config, store=store, spark=spark)
+        run = FunctionRun(config, store=store, spark=spark)
         try:
             run.start(checkpoint=work / "checkpoint")
             print(f"session and query started in {time.perf_counter() - started:.1f} s", flush=True)

@@ -308,12 +308,12 @@ def spark() -> Iterator[object]:
 
 @pytest.fixture
 def run_until_drained(spark: object) -> Callable[..., Any]:
-    """``run(config, store, timeout=WAIT)``: a :class:`~sparkfn.LocalRun` of ``config`` on the
+    """``run(config, store, timeout=WAIT)``: a :class:`~sparkfn.FunctionRun` of ``config`` on the
     session's Spark until its input is drained; returns the finished run."""
-    from sparkfn.runtime.localrun import LocalRun
+    from sparkfn.runtime.function_run import FunctionRun
 
-    def run(config: Any, store: Store, timeout: float = WAIT) -> LocalRun:
-        local = LocalRun(config, store=store, spark=spark)
+    def run(config: Any, store: Store, timeout: float = WAIT) -> FunctionRun:
+        local = FunctionRun(config, store=store, spark=spark)
         try:
             drained = local.start(until_drained=True).wait(timeout=timeout)
         finally:

@@ -49,7 +49,7 @@ ROOMS: dict[str, list[tuple[str, ...]]] = {
         ("query",),
         ("group",),
         ("status", "prometheus", "purge"),
-        ("localrun",),
+        ("function_run",),
     ],
     # the topic log and its clients, then the Spark data source over them
     "sparkfn.topics": [

@@ -96,7 +96,10 @@ def test_the_docs_scan_finds_imports_and_attributes() -> None:
 
 def test_every_name_the_docs_use_is_public() -> None:
     usages = _doc_usages()
-    assert {name for _, module, name in usages if module == "sparkfn"} >= {"Function", "LocalRun"}
+    assert {name for _, module, name in usages if module == "sparkfn"} >= {
+        "Function",
+        "FunctionRun",
+    }
     problems = []
     for where, module, name in usages:
         if module != "sparkfn" and module not in PUBLIC_SUBPACKAGES:

@@ -9,8 +9,8 @@ The public API is what this module exports; everything else is internal.
 
 Functions subclass :class:`Function`; connectors subclass :class:`Source`,
 :class:`PushSource` or :class:`Sink` (records are :class:`Record`), and may
-implement :class:`GracefulShutdown`. :class:`LocalRun` runs a
-:class:`FunctionConfig` and :class:`SinkRun` a :class:`SinkConfig`; a
+implement :class:`GracefulShutdown`. :class:`LocalRun` (a :class:`FunctionRun` you
+start yourself, as Pulsar's LocalRunner) runs a :class:`FunctionConfig` and :class:`SinkRun` a :class:`SinkConfig`; a
 :class:`FailurePolicy` or a handler ``(FunctionFailure, FailureInfo) ->
 Response`` decides what follows a death. Every error sparkfn raises on
 purpose is a :class:`SparkfnError` (the tree is drawn in
@@ -126,7 +126,7 @@ if TYPE_CHECKING:
     from sparkfn.config.policy import FailurePolicy
     from sparkfn.config.settings import Settings
     from sparkfn.connectors.sink.sink_run import SinkRun
-    from sparkfn.runtime.localrun import LocalRun
+    from sparkfn.runtime.function_run import FunctionRun, LocalRun
     from sparkfn.runtime.spark.session import spark_session
     from sparkfn.store.store import Store
     from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
@@ -170,12 +170,13 @@ _LAZY = {
     "FunctionInstanceStatus": "sparkfn.api.status",
     "FunctionInstanceStatusData": "sparkfn.api.status",
     "FunctionLoadError": "sparkfn.api.errors",
+    "FunctionRun": "sparkfn.runtime.function_run",
     "FunctionStats": "sparkfn.api.status",
     "FunctionStatus": "sparkfn.api.status",
     "GracefulShutdown": "sparkfn.api.lifecycle",
     "HarnessClosedError": "sparkfn.api.errors",
     "IdentitySerDe": "sparkfn.api.serde",
-    "LocalRun": "sparkfn.runtime.localrun",
+    "LocalRun": "sparkfn.runtime.function_run",
     "Message": "sparkfn.topics.message",
     "MessageId": "sparkfn.api.message_id",
     "NotFoundError": "sparkfn.api.errors",
@@ -297,6 +298,7 @@ __all__ = [
     "FunctionLoadError",
     "FunctionNotFoundError",
     "FunctionNotRunningError",
+    "FunctionRun",
     "FunctionStats",
     "FunctionStatus",
     "GracefulShutdown",

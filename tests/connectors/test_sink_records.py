@@ -21,8 +21,8 @@ from sparkfn.api.errors import ConnectorFailedError
 from sparkfn.config.connector import SinkConfig
 from sparkfn.config.function import FunctionConfig
 from sparkfn.connectors.sink.sink_run import SinkRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.lifecycle import control
-from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.metrics_store import instance_totals
 from sparkfn.store import schema
 from sparkfn.store.store import Store
@@ -84,7 +84,7 @@ def test_a_function_and_a_sink_of_the_same_fqfn_keep_separate_records(
     sink_id = control.control_id("sink", fqfn)
     assert sink_id != fqfn
 
-    with LocalRun(function, store=store, spark=spark) as run:
+    with FunctionRun(function, store=store, spark=spark) as run:
         run.start()
         _send(store, "fn-in", [f"a{i}" for i in range(10)])
         run.wait_for(lambda: _count(store, "fn-out") == 10, 90, "the function's first outputs")

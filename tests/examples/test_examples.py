@@ -1,7 +1,7 @@
 """Every example in ``examples/`` runs as a function on the real Spark runtime.
 
 Each test produces input to real topics, runs the example through
-:class:`~sparkfn.runtime.localrun.LocalRun` on the session's SparkSession
+:class:`~sparkfn.runtime.function_run.FunctionRun` on the session's SparkSession
 from the earliest offset until the input is drained, and checks exactly what
 arrived on every topic and what the function's state holds. Word count and
 routing run on both store backends (``store``); the others, whose store use
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from sparkfn import Consumer, FunctionConfig, LocalRun, Producer, Store, TopicAdmin
+from sparkfn import Consumer, FunctionConfig, FunctionRun, Producer, Store, TopicAdmin
 from sparkfn.topics.message import Message, encode_value
 
 pytestmark = pytest.mark.slow
@@ -56,10 +56,10 @@ def create(store: Store, *topics: tuple[str, str]) -> None:
         TopicAdmin(store).create(topic, partitions=2, schema_type=schema)
 
 
-def run_example(spark: Any, store: Store, **fields: Any) -> LocalRun:
+def run_example(spark: Any, store: Store, **fields: Any) -> FunctionRun:
     """Run an example function over everything in its inputs; return the finished run."""
     config = FunctionConfig.build(subscription_position="earliest", **fields)
-    with LocalRun(config, store=store, spark=spark) as run:
+    with FunctionRun(config, store=store, spark=spark) as run:
         run.start(until_drained=True)
         assert run.wait(timeout=RUN_TIMEOUT_S), f"{config.fqfn} did not drain in {RUN_TIMEOUT_S} s"
     return run
@@ -74,11 +74,11 @@ def values(store: Store, topic: str) -> list[Any]:
     return [None if m.value is None else decode(m.value) for m in ordered]
 
 
-def counters(run: LocalRun) -> dict[str, int]:
+def counters(run: FunctionRun) -> dict[str, int]:
     return {k: s.counter for k, s in run.state().items() if s.counter is not None}
 
 
-def assert_all_processed(run: LocalRun, received: int) -> None:
+def assert_all_processed(run: FunctionRun, received: int) -> None:
     stats = run.stats()
     assert (stats.received_total, stats.processed_successfully_total) == (received, received)
     assert (stats.user_exceptions_total, stats.system_exceptions_total) == (0, 0)

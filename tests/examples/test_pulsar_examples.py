@@ -5,7 +5,7 @@ Pulsar's ``pulsar-functions/python-examples`` directory, each with the same
 ``pulsar`` imports and Context calls as its counterpart (named in its
 docstring). Every one runs through the harness, on topics typed as sparkfn
 creates them by default (``bytes``), where Pulsar's IdentitySerDe rules
-apply; several run through :class:`~sparkfn.LocalRun` on real Spark too,
+apply; several run through :class:`~sparkfn.FunctionRun` on real Spark too,
 on topics created with sparkfn's defaults.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sparkfn import Consumer, FunctionConfig, LocalRun, Producer, Store, TopicAdmin
+from sparkfn import Consumer, FunctionConfig, FunctionRun, Producer, Store, TopicAdmin
 from sparkfn.api.schemas import AvroSchema
 from sparkfn.testing import FunctionHarness
 from sparkfn.topics.message import avro_schema
@@ -225,7 +225,7 @@ def localrun(sqlite_store: Store, run_until_drained: Any) -> Any:
     """``localrun(config, inputs)``: the function's topics created with sparkfn's defaults,
     ``inputs`` sent, the function run on Spark until they are drained."""
 
-    def run(function: FunctionConfig, inputs: list[Any]) -> LocalRun:
+    def run(function: FunctionConfig, inputs: list[Any]) -> FunctionRun:
         admin = TopicAdmin(sqlite_store)
         for topic in [*function.inputs, function.output, function.log_topic]:
             if topic is not None and not admin.exists(topic):
@@ -233,7 +233,7 @@ def localrun(sqlite_store: Store, run_until_drained: Any) -> Any:
         producer = Producer(sqlite_store, function.inputs[0])
         for value in inputs:
             producer.send(value, key=f"k-{value!r}")
-        finished: LocalRun = run_until_drained(function, sqlite_store)
+        finished: FunctionRun = run_until_drained(function, sqlite_store)
         return finished
 
     return run
@@ -244,7 +244,7 @@ def received(store: Store, topic: str) -> list[Any]:
     return sorted(messages, key=lambda m: (m.partition, m.offset))
 
 
-def totals(run: LocalRun) -> tuple[int, int, int]:
+def totals(run: FunctionRun) -> tuple[int, int, int]:
     stats = run.stats()
     return stats.received_total, stats.processed_successfully_total, stats.user_exceptions_total
 

@@ -1,4 +1,4 @@
-"""Child process for crash tests: run functions with LocalRun until their input is drained.
+"""Child process for crash tests: run functions with FunctionRun until their input is drained.
 
 Usage: python localrun_child.py SPEC.json
 
@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.group.run import QueryGroup
-from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.spark.session import spark_session
 from sparkfn.store.store import Store
 
@@ -33,7 +33,7 @@ def main() -> None:
     spark = spark_session(master=spec.get("master", "local[2]"), app_name="localrun-child")
     group = QueryGroup(spark, store, "child") if spec.get("group") else None
     runs = [
-        LocalRun(FunctionConfig.build(**fields), store=store, spark=spark, group=group)
+        FunctionRun(FunctionConfig.build(**fields), store=store, spark=spark, group=group)
         for fields in spec["functions"]
     ]
     for run in runs:

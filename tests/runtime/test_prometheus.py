@@ -235,7 +235,7 @@ def test_a_busy_port_is_a_config_error(store: Store) -> None:
 
 @pytest.mark.slow
 def test_a_real_run_shows_on_the_endpoint(spark: object, data_dir: Path, tmp_path: Path) -> None:
-    from sparkfn.runtime.localrun import LocalRun
+    from sparkfn.runtime.function_run import FunctionRun
 
     code = tmp_path / "records_metrics.py"
     code.write_text(RECORDS_METRICS)
@@ -255,7 +255,7 @@ def test_a_real_run_shows_on_the_endpoint(spark: object, data_dir: Path, tmp_pat
             subscription_position="earliest",
         )
         with (
-            LocalRun(config, store=store, spark=spark) as run,
+            FunctionRun(config, store=store, spark=spark) as run,
             serve_metrics(0, store, config, addr="127.0.0.1") as server,
         ):
             run.start(until_drained=True)

@@ -17,7 +17,7 @@ import pytest
 from sparkfn.api.errors import FunctionLoadError, SparkfnError, TopicNotFoundError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.rows import DLQ_ATTEMPTS, DLQ_EXCEPTION
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.store.store import Store
 from sparkfn.testing import FunctionHarness
 from sparkfn.topics.admin import TopicAdmin
@@ -88,9 +88,9 @@ def test_what_cannot_load_fails_alike(
     config = _config(code, **fields)
     with pytest.raises(FunctionLoadError) as in_harness:
         FunctionHarness(config, input_schema="string", output_schema="string")
-    # LocalRun checks the code before it starts Spark: no JVM here.
+    # FunctionRun checks the code before it starts Spark: no JVM here.
     with pytest.raises(SparkfnError) as on_spark:
-        LocalRun(config, store=sqlite_store).start(until_drained=True)
+        FunctionRun(config, store=sqlite_store).start(until_drained=True)
     assert type(on_spark.value) is type(in_harness.value)
     assert str(on_spark.value) == str(in_harness.value)
     assert on_spark.value.reason == in_harness.value.reason == "function_load_error"

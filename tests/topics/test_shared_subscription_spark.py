@@ -16,9 +16,9 @@ import pytest
 
 from sparkfn.api.errors import SubscriptionInUseError
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.group.solo import start_solo_query
 from sparkfn.runtime.lifecycle import control
-from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.query.build import prepare
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
@@ -82,11 +82,11 @@ def test_a_second_function_on_a_subscription_is_refused_and_the_first_outputs_ev
         f"subscription {SHARED}: read by function public/default/a; function "
         "public/default/b cannot share it (give it another subscription_name)"
     )
-    with LocalRun(first, store=store, spark=spark) as a:
+    with FunctionRun(first, store=store, spark=spark) as a:
         a.start()
         a.wait_for(lambda: sum(_outputs(store, "out-a").values()) >= 40, 120, "the first 40")
         # A run refuses to start on a subscription another run owns.
-        with LocalRun(second, store=store, spark=spark) as b:
+        with FunctionRun(second, store=store, spark=spark) as b:
             with pytest.raises(SubscriptionInUseError, match=re.escape(message)):
                 b.start()
             assert b.run_state == "ERROR"

@@ -1,6 +1,6 @@
 """Status and stats of a function, sink or source, in Pulsar's JSON shapes.
 
-``LocalRun.status()`` and ``SinkRun.status()`` return a :class:`FunctionStatus`,
+``FunctionRun.status()`` and ``SinkRun.status()`` return a :class:`FunctionStatus`,
 ``stats()`` a :class:`FunctionStats`, and a source run's ``status()`` a
 :class:`SourceStatus`. Attributes are snake_case; the JSON, which
 ``--json-status`` prints and the worker's REST API returns, has Pulsar's

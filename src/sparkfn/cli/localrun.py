@@ -231,11 +231,11 @@ def _checked_run(
         label, detail = f"sink {config.fqn}", f" ({what})"
         flow = f"{', '.join(config.inputs)} -> {what}"
     else:
-        from sparkfn.runtime.localrun import LocalRun
+        from sparkfn.runtime.function_run import FunctionRun
         from sparkfn.runtime.query.build import prepare
 
         prepared = prepare(store, config)
-        run = LocalRun(config, store=store, spark_master=spark_master, prepared=prepared)
+        run = FunctionRun(config, store=store, spark_master=spark_master, prepared=prepared)
         label, detail = f"function {config.fqfn}", ""
         flow = f"{', '.join(config.inputs) or config.topics_pattern} -> {config.output or '-'}"
     return run, label, f"starting {label}{detail} on {spark_master}: {flow}"

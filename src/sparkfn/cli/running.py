@@ -115,7 +115,7 @@ class StopSignals:
 
 
 class QueryRun(Protocol):
-    """What :func:`run_query` needs of a run (``LocalRun``, ``SinkRun``)."""
+    """What :func:`run_query` needs of a run (``FunctionRun``, ``SinkRun``)."""
 
     @property
     def config(self) -> FunctionConfig: ...
@@ -210,9 +210,9 @@ def run_query(
 def _function_logs(run: QueryRun) -> Iterator[str | None] | None:
     """The lines a function run logs from now on (none for a sink): its instances' log files."""
     from sparkfn.runtime.function.logs import follow
-    from sparkfn.runtime.localrun import LocalRun
+    from sparkfn.runtime.function_run import FunctionRun
 
-    if not isinstance(run, LocalRun) or run.kind != "function":
+    if not isinstance(run, FunctionRun) or run.kind != "function":
         return None
     lines = follow(run.store.data_dir, run.config.fqfn, from_start=False, poll=0)
     while next(lines) is not None:  # what earlier runs logged is skipped

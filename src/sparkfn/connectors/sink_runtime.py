@@ -6,7 +6,7 @@ input topics, instances, admission control, one commit per batch, stop modes,
 once. So a sink is run *as* a function: :func:`~sparkfn.connectors.sink.sink_config.sink_function_config`
 turns a :class:`SinkConfig` into a :class:`FunctionConfig` whose code is
 :class:`SinkFunction` (this module's adapter, found by its ``classname``),
-and :class:`~sparkfn.connectors.sink.sink_run.SinkRun` runs it like ``LocalRun``. Nothing else in
+and :class:`~sparkfn.connectors.sink.sink_run.SinkRun` runs it like ``FunctionRun``. Nothing else in
 the function runtime knows it runs a sink.
 
 How the adapter maps the sink's calls onto a function object's lifecycle

@@ -18,7 +18,7 @@ returns.
 ['hello!']
 
 It is not a runtime: no subscriptions, no parallel instances, no
-checkpoints. Use :class:`~sparkfn.runtime.localrun.LocalRun` for those.
+checkpoints. Use :class:`~sparkfn.runtime.function_run.FunctionRun` for those.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from sparkfn.runtime.lifecycle import control
 from sparkfn.worker.registry import Desired
 
 if TYPE_CHECKING:
-    from sparkfn.runtime.localrun import LocalRun
+    from sparkfn.runtime.function_run import FunctionRun
     from sparkfn.worker.service import Worker
 
 log = logging.getLogger("sparkfn.worker")
@@ -38,7 +38,7 @@ log = logging.getLogger("sparkfn.worker")
 def recover(worker: Worker, cause: str) -> None:
     """End the runs of the session whose JVM died (``cause``), start a new session
     and every run again in it."""
-    lost: list[LocalRun] = []
+    lost: list[FunctionRun] = []
 
     def end_runs() -> None:
         runs, groups = worker.take_session_runs()
@@ -64,7 +64,7 @@ def recover(worker: Worker, cause: str) -> None:
     log.info("the new Spark session runs; %d run(s) started again", len(lost))
 
 
-def _start_again(worker: Worker, run: LocalRun) -> None:
+def _start_again(worker: Worker, run: FunctionRun) -> None:
     """Start ``run``'s current version again if it should run, counting the restart."""
     registry = worker.registry_for(run.kind)
     fqn = run.config.fqfn

@@ -1,6 +1,6 @@
 """The runs a worker hosts, one per function, sink and source, keyed by registry key.
 
-A function's or a sink's run is a :class:`~sparkfn.runtime.localrun.LocalRun`
+A function's or a sink's run is a :class:`~sparkfn.runtime.function_run.FunctionRun`
 (its query, or its member of the worker's query group); a source's is a
 :class:`~sparkfn.connectors.source.hosted_source.HostedSource`, its instances
 threads of this process. :class:`Runs` starts them (one start at a time, so
@@ -28,8 +28,8 @@ from sparkfn.config.connector import SinkConfig, SourceConfig
 from sparkfn.config.function import FunctionConfig
 from sparkfn.connectors.sink.sink_config import sink_function_config
 from sparkfn.connectors.source.hosted_source import HostedSource
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.group.run import QueryGroup
-from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.query.build import PreparedRun
 from sparkfn.store.store import Store
 from sparkfn.worker import preparing
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sparkfn.worker.service")
 
 # One run the worker hosts: a function's or a sink's query, or a source's instances.
-Run = LocalRun | HostedSource
+Run = FunctionRun | HostedSource
 # The config model of each kind.
 MODELS: dict[str, type[HostedConfig]] = {kind: model for model, (kind, _, _) in KINDS.items()}
 
@@ -106,12 +106,12 @@ class Runs:
             return keys
         return [k for k in keys if key_kind(k) == kind]
 
-    def take_session_runs(self) -> list[LocalRun]:
+    def take_session_runs(self) -> list[FunctionRun]:
         """Take out every run of the session (the functions' and sinks' queries); the
         sources' runs stay (they do not run in Spark)."""
         with self.lock:
-            keys = [key for key, run in self._runs.items() if isinstance(run, LocalRun)]
-            return [run for key in keys if isinstance(run := self._runs.pop(key), LocalRun)]
+            keys = [key for key, run in self._runs.items() if isinstance(run, FunctionRun)]
+            return [run for key in keys if isinstance(run := self._runs.pop(key), FunctionRun)]
 
     def close(self, mode: StopMode) -> None:
         """Stop every run by ``mode``, cancelling the late ones; a start from now on fails."""
@@ -160,7 +160,7 @@ class Runs:
                 )
             else:
                 preparing.subscribe(self._open_store(), query_config)
-                run = LocalRun(
+                run = FunctionRun(
                     query_config,
                     store=self._open_store(),
                     spark=self._spark(),
@@ -244,7 +244,7 @@ class Runs:
             config = sink_function_config(config)
         owner = self.owner_of(registry.key(fqfn)) if self.owner_of is not None else None
         worker_id = owner or self._settings.worker_id
-        return LocalRun(config, store=self._open_store(), kind=kind, worker_id=worker_id)
+        return FunctionRun(config, store=self._open_store(), kind=kind, worker_id=worker_id)
 
 
 def until(deadline: float) -> float:

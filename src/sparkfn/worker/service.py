@@ -1,6 +1,6 @@
 """The worker: keeps submitted functions, sources and sinks running in one process, over one SparkSession.
 
-Every registered function has a :class:`~sparkfn.runtime.localrun.LocalRun`
+Every registered function has a :class:`~sparkfn.runtime.function_run.FunctionRun`
 here (the same query and supervisor ``localrun`` uses), started on the
 worker's shared SparkSession in a scheduler pool of its own, so one busy
 function cannot starve the others. What should run is kept in the store
@@ -11,7 +11,7 @@ subscription, so under ``effectively_once`` nothing is lost or repeated.
 Sources and sinks are hosted the same way, in the same map of runs and
 under the same calls (``kind`` names which): a sink is a function whose
 object is the sink (:mod:`sparkfn.connectors.sink.sink_config`), so it is a
-``LocalRun`` of kind ``sink`` with a Spark query of its own; a source is a
+``FunctionRun`` of kind ``sink`` with a Spark query of its own; a source is a
 :class:`~sparkfn.connectors.source.hosted_source.HostedSource`, its instances threads
 of this process. Every kind is registered in the one
 :class:`~sparkfn.worker.registry.Registry`, restarted with the worker and
@@ -43,8 +43,8 @@ from sparkfn.api.errors import FunctionFailure
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.api.status import FunctionStats, FunctionStatus, SourceStatus
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.group.run import QueryGroup
-from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.metrics_store import reset_stats
 from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
@@ -210,7 +210,7 @@ class Worker:
         if not self._runs.closing:
             recover(self, cause)
 
-    def take_session_runs(self) -> tuple[list[LocalRun], list[QueryGroup]]:
+    def take_session_runs(self) -> tuple[list[FunctionRun], list[QueryGroup]]:
         """Take out every run of the session (the functions' and sinks' queries) and
         its query groups; the sources' runs stay (they do not run in Spark)."""
         with self._runs.lock:  # one picture of both

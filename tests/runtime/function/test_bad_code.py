@@ -1,6 +1,6 @@
 """Bad user code gives a message naming the function and the problem, not a Spark trace.
 
-Code that cannot load fails ``LocalRun.start`` with :class:`FunctionLoadError`
+Code that cannot load fails ``FunctionRun.start`` with :class:`FunctionLoadError`
 on the driver, before any query runs. Code that loads but returns values its
 output topic cannot take fails per message, as a user exception whose
 message names the function, the topic and the problem; the function keeps
@@ -18,7 +18,7 @@ import pytest
 
 from sparkfn.api.errors import FunctionLoadError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
@@ -99,7 +99,7 @@ def test_code_that_cannot_load_fails_start_before_the_query_runs(
     config = FunctionConfig.build(
         name=name, inputs=["in"], output="out", subscription_position="earliest", **code
     )
-    run = LocalRun(config, store=store, spark=spark)
+    run = FunctionRun(config, store=store, spark=spark)
     active_before = {q.id for q in spark.streams.active}
     with pytest.raises(FunctionLoadError) as info:
         run.start(until_drained=True)
@@ -145,7 +145,7 @@ def test_output_the_topic_cannot_take_is_a_user_exception_per_message(
         output="out",
         subscription_position="earliest",
     )
-    run = LocalRun(config, store=store, spark=spark)
+    run = FunctionRun(config, store=store, spark=spark)
     run.start(until_drained=True)
     assert run.wait(180), "the function did not drain its input within 180 s"  # no failure
 

@@ -5,7 +5,7 @@ what its Python instance's ``ContextImpl`` adds for functions
 (``get_message_sequence_id``, ``get_message_partition_index``). A Pulsar
 function (``funcs/context_probe.py``) calls each one on a message with a key,
 properties, an event time and a topic, through the harness and through
-LocalRun on Spark: both must report the same.
+FunctionRun on Spark: both must report the same.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from sparkfn.runtime.function.rows import (
     DLQ_ORIGIN_MESSAGE_ID,
     DLQ_REAL_TOPIC,
 )
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
@@ -72,7 +72,7 @@ def _values(store: Store, topic: str) -> collections.Counter[str]:
     return collections.Counter(m.value.decode() for m in _read(store, topic) if m.value)
 
 
-def _run(spark: Any, store: Store, tmp_path: Path, **fields: Any) -> tuple[LocalRun, Path]:
+def _run(spark: Any, store: Store, tmp_path: Path, **fields: Any) -> tuple[FunctionRun, Path]:
     attempts = tmp_path / "attempts.txt"
     config = FunctionConfig.build(
         name=f"flaky-{uuid.uuid4().hex[:8]}",  # fresh objects in Spark's reused workers
@@ -85,7 +85,7 @@ def _run(spark: Any, store: Store, tmp_path: Path, **fields: Any) -> tuple[Local
         user_config={"attempts_file": str(attempts)},
         **fields,
     )
-    run = LocalRun(config, store=store, spark=spark)
+    run = FunctionRun(config, store=store, spark=spark)
     run.start(until_drained=True)
     assert run.wait(180), "the function did not drain its input within 180 s"
     return run, attempts
@@ -95,7 +95,7 @@ def _attempts(path: Path) -> collections.Counter[str]:
     return collections.Counter(path.read_text().split())
 
 
-def _check_no_trace_of_failures(run: LocalRun, store: Store) -> None:
+def _check_no_trace_of_failures(run: FunctionRun, store: Store) -> None:
     """Only good inputs left outputs, publishes and state behind."""
     good = [_value(i) for i in range(TOTAL) if not _is_bad(i)]
     assert _values(store, "out") == collections.Counter(v.upper() for v in good)

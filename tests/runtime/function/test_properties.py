@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
@@ -57,7 +57,7 @@ def _run(spark: Any, store: Store, classname: str) -> None:
         subscription_position="earliest",
         parallelism=2,
     )
-    with LocalRun(config, store=store, spark=spark) as run:
+    with FunctionRun(config, store=store, spark=spark) as run:
         run.start(until_drained=True)
         assert run.wait(180), "the function did not drain its input within 180 s"
 

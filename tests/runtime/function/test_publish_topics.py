@@ -18,7 +18,7 @@ import pytest
 
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.rows import DLQ_EXCEPTION
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.autocreate import TopicCreation
@@ -41,7 +41,7 @@ def _values(store: Store, topic: str) -> list[bytes]:
     return out
 
 
-def _run(spark: Any, store: Store, serde: str | None, **fields: Any) -> tuple[LocalRun, str]:
+def _run(spark: Any, store: Store, serde: str | None, **fields: Any) -> tuple[FunctionRun, str]:
     admin = TopicAdmin(store)
     for topic in ("in", "out", "dlq"):
         if not admin.exists(topic):
@@ -58,7 +58,7 @@ def _run(spark: Any, store: Store, serde: str | None, **fields: Any) -> tuple[Lo
         user_config={"publish_to": MISSING, "serde": serde},
         **fields,
     )
-    run = LocalRun(config, store=store, spark=spark)
+    run = FunctionRun(config, store=store, spark=spark)
     run.start(until_drained=True)
     assert run.wait(180), "the function did not drain its input within 180 s"
     return run, config.fqfn

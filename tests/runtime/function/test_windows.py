@@ -18,7 +18,7 @@ from sparkfn.api.errors import TopicNotFoundError
 from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.rows import DLQ_ATTEMPTS, DLQ_EXCEPTION
 from sparkfn.runtime.function.window import Pane, state_key
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.state.store import get_state
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
@@ -161,7 +161,7 @@ def test_processing_time_windows_fire_on_the_clock(spark: Any, sqlite_store: Sto
     store = sqlite_store
     _topics(store, "out-clock")
     config = _config("clock", {"windowLengthDurationMs": 1500})
-    run = LocalRun(config, store=store, spark=spark).start()
+    run = FunctionRun(config, store=store, spark=spark).start()
     try:
         run.wait_for(lambda: run.query is not None and run.query.isActive, 60, "the query start")
         time.sleep(1.0)  # its first batches have run: the subscription is in place

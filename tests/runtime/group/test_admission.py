@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
@@ -61,7 +61,7 @@ def _run(spark: Any, store: Store) -> None:
         subscription_position="earliest",
         max_bytes_per_batch=CAP,
     )
-    with LocalRun(config, store=store, spark=spark) as run:
+    with FunctionRun(config, store=store, spark=spark) as run:
         run.start(until_drained=True)
         assert run.wait(timeout=300), "the backlog was not processed within 300 s"
         rows = [p["numInputRows"] for p in run.query.recentProgress]

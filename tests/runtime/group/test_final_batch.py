@@ -23,9 +23,9 @@ import pytest
 from test_lifecycle import WAIT, _calls, _check_sequences, _config, _outputs, _produce
 from test_parking import _reader as parked_reader
 
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.group.reader import FINAL_PREFIX, GroupStreamReader
 from sparkfn.runtime.lifecycle import control
-from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
@@ -107,7 +107,7 @@ def test_a_drained_run_calls_each_instances_hooks_after_its_input(
         _produce(store, values)
         log = tmp_path / "calls.jsonl"
         config = _config(log, parallelism=parallelism, max_records_per_batch=1000)
-        with LocalRun(config, store=store, spark=spark) as run:
+        with FunctionRun(config, store=store, spark=spark) as run:
             run.start(until_drained=True)
             assert run.wait(WAIT)
             with store.read() as conn:

@@ -17,11 +17,11 @@ import pytest
 
 from sparkfn.api.errors import StaleRunError
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.group import members
 from sparkfn.runtime.group.commit import GroupCommitter
 from sparkfn.runtime.group.task import SliceResult
 from sparkfn.runtime.lifecycle import control
-from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.query.staging import FunctionBatch
 from sparkfn.runtime.status import function_status
 from sparkfn.store.store import Store
@@ -59,7 +59,7 @@ def test_an_older_run_cannot_commit_after_a_newer_one_began(spark: Any, store: S
         trigger_interval=0.2,
     )
     producer = Producer(store, "in")
-    with LocalRun(config, store=store, spark=spark) as old:
+    with FunctionRun(config, store=store, spark=spark) as old:
         old.start()
         producer.send_batch([Message(b"before")])
         old.wait_for(lambda: _count(store, "out") == 1, 60, "the first output")

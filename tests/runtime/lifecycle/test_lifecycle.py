@@ -24,7 +24,7 @@ import pytest
 
 from sparkfn.api.errors import FunctionFailedError
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
@@ -123,7 +123,7 @@ def _check_sequences(log: Path, *, graceful: bool) -> dict[str, list[str]]:
     return seen
 
 
-def _wait_processed(log: Path, count: int, run: LocalRun, timeout: float = WAIT) -> None:
+def _wait_processed(log: Path, count: int, run: FunctionRun, timeout: float = WAIT) -> None:
     def processed() -> bool:
         calls = [c for cs in _calls(log).values() for c in cs if c["call"] == "process"]
         return len(calls) >= count
@@ -143,7 +143,7 @@ def test_drain_processes_everything_pending_then_shuts_down_gracefully(
     values = [f"m{i}" for i in range(200)]
     _produce(lstore, values[:100])
     config = _config(log, parallelism=2)
-    run = LocalRun(config, store=lstore, spark=spark).start()
+    run = FunctionRun(config, store=lstore, spark=spark).start()
     _wait_processed(log, 20, run)
     _produce(lstore, values[100:])  # pending when the drain is asked: processed too
     # Stop asked twice, concurrently, from two threads: one drain, one close per object.
@@ -184,7 +184,7 @@ def test_suspend_then_start_processes_every_message_exactly_once(
         user_config={"sleep": 0.01},
     )
     checkpoint = tmp_path / "checkpoint"
-    run = LocalRun(config, store=lstore, spark=spark).start(checkpoint=checkpoint)
+    run = FunctionRun(config, store=lstore, spark=spark).start(checkpoint=checkpoint)
     _wait_processed(log, 40, run)
     assert run.suspend(WAIT)
     assert run.run_state == "SUSPENDED"
@@ -194,7 +194,7 @@ def test_suspend_then_start_processes_every_message_exactly_once(
     _check_sequences(log, graceful=True)
     more = [f"n{i}" for i in range(50)]
     _produce(lstore, more)
-    again = LocalRun(config, store=lstore, spark=spark).start(
+    again = FunctionRun(config, store=lstore, spark=spark).start(
         until_drained=True, checkpoint=checkpoint
     )
     assert again.wait(WAIT)
@@ -210,7 +210,7 @@ def test_cancel_during_a_batch_closes_once_and_skips_graceful_hooks(
     log = tmp_path / "calls.jsonl"
     _produce(lstore, [f"m{i}" for i in range(400)])
     config = _config(log, parallelism=2, user_config={"sleep": 0.05})
-    run = LocalRun(config, store=lstore, spark=spark).start()
+    run = FunctionRun(config, store=lstore, spark=spark).start()
     _wait_processed(log, 10, run)  # a batch is in flight: 20 messages x 50 ms
     threads = [threading.Thread(target=run.cancel, args=(WAIT,)) for _ in range(2)]
     for t in threads:
@@ -234,7 +234,7 @@ def test_fatal_from_a_function_thread_terminates_within_10_s_without_restart(
         parallelism=1,
         user_config={"fatal_trigger": str(trigger), "sleep": 0.02},
     )
-    run = LocalRun(config, store=lstore, spark=spark).start()
+    run = FunctionRun(config, store=lstore, spark=spark).start()
     _wait_processed(log, 10, run)
     trigger.touch()
     with pytest.raises(FunctionFailedError, match="ValueError: boom"):
@@ -281,7 +281,7 @@ def test_replace_instance_restarts_with_backoff_then_escalates(
         user_config={"crash_every": 15, "crashed_dir": str(crashed)},
         failure_policy={"max_restarts": 3, "backoff_initial": 0.2, "restart_window": "10m"},
     )
-    run = LocalRun(config, store=lstore, spark=spark).start()
+    run = FunctionRun(config, store=lstore, spark=spark).start()
     with pytest.raises(FunctionFailedError, match="Crash: crash at offset"):
         run.wait(WAIT * 2)
     assert run.run_state == "ERROR"
@@ -316,7 +316,7 @@ def test_shutdown_instance_stops_one_instance_and_the_others_take_its_share(
         user_config={"crash_instance": 2, "crash_trigger": str(trigger)},
         failure_policy={"on_failure": "SHUTDOWN_INSTANCE"},
     )
-    run = LocalRun(config, store=lstore, spark=spark).start()
+    run = FunctionRun(config, store=lstore, spark=spark).start()
     run.wait_for(
         lambda: run.status().instances[2].status.state == "ERROR",
         WAIT,
@@ -369,7 +369,7 @@ def test_a_custom_handler_decides_and_its_choice_is_applied(
         user_config={"crash_every": 10, "crashed_dir": str(crashed)},
         failure_policy={"handler": "failure_handler:handle"},
     )
-    run = LocalRun(config, store=lstore, spark=spark).start()
+    run = FunctionRun(config, store=lstore, spark=spark).start()
     with pytest.raises(FunctionFailedError, match="Crash: crash at offset 9"):
         run.wait(WAIT)
     assert run.run_state == "ERROR"  # the handler said SHUTDOWN_FUNCTION; the default would restart
@@ -387,7 +387,7 @@ def test_stop_returns_at_once_and_the_supervisor_closes_each_object_once(
     log = tmp_path / "calls.jsonl"
     _produce(lstore, [f"m{i}" for i in range(400)])
     config = _config(log, parallelism=2, user_config={"sleep": 0.02, "close_sleep": 2.0})
-    run = LocalRun(config, store=lstore, spark=spark).start()
+    run = FunctionRun(config, store=lstore, spark=spark).start()
     _wait_processed(log, 10, run)
     started = time.monotonic()
     ended = run.stop("cancel", timeout=0)
@@ -418,7 +418,7 @@ def test_a_function_and_a_source_of_the_same_name_keep_their_own_records(
     source = SourceRun(source_config, lstore).start()
     assert source.wait(WAIT) and source.join(WAIT)
     assert source.state == "STOPPED"
-    run = LocalRun(config, store=lstore, spark=spark).start(until_drained=True)
+    run = FunctionRun(config, store=lstore, spark=spark).start(until_drained=True)
     assert run.wait(WAIT)
 
     function_record = control.read_control(lstore, config.fqfn)
@@ -471,7 +471,7 @@ def test_one_instance_suspended_mid_stream_leaves_gracefully_and_the_others_take
         processing_guarantees="effectively_once",
         user_config={"sleep": 0.01},
     )
-    run = LocalRun(config, store=lstore, spark=spark).start()
+    run = FunctionRun(config, store=lstore, spark=spark).start()
     _wait_processed(log, 40, run)
     run.suspend_instance(1)
     run.suspend_instance(1)  # asked twice: one stop
@@ -522,7 +522,7 @@ def test_one_instance_drained_processes_the_input_as_of_the_drain_then_leaves(
         processing_guarantees="effectively_once",
         user_config={"sleep": 0.02},
     )
-    run = LocalRun(config, store=lstore, spark=spark).start()
+    run = FunctionRun(config, store=lstore, spark=spark).start()
     _wait_processed(log, 20, run)
     _produce(lstore, values[100:])  # in the input when the drain is asked: processed first
     run.drain_instance(1)
@@ -558,7 +558,7 @@ def test_a_drain_of_the_run_while_every_instance_stops_alone_ends(
     values = [f"m{i}" for i in range(100)]
     _produce(lstore, values)
     config = _config(log, parallelism=2, user_config={"sleep": 0.01})
-    run = LocalRun(config, store=lstore, spark=spark).start()
+    run = FunctionRun(config, store=lstore, spark=spark).start()
     _wait_processed(log, 10, run)
     run.suspend_instance(0)
     run.suspend_instance(1)

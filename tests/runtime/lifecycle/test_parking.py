@@ -23,12 +23,12 @@ from test_lifecycle import WAIT, _calls, _check_sequences, _config, _outputs, _p
 
 from sparkfn.api.lifecycle import RunState
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.group import members
 from sparkfn.runtime.group.reader import GroupStreamReader
 from sparkfn.runtime.group.solo import solo_group
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.parking import Parking
-from sparkfn.runtime.localrun import LocalRun
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
@@ -50,12 +50,12 @@ def _processed(store: Store, expected: int) -> bool:
     return len([o for o in _outputs(store) if not o.startswith("final:")]) >= expected
 
 
-def _supervised_state(run: LocalRun) -> RunState:
+def _supervised_state(run: FunctionRun) -> RunState:
     assert run.supervisor is not None
     return run.supervisor.state
 
 
-def _parked(run: LocalRun) -> bool:
+def _parked(run: FunctionRun) -> bool:
     assert run.supervisor is not None
     return run.supervisor.query_target.parked
 
@@ -67,7 +67,7 @@ def test_a_quiet_query_parks_and_wakes_on_input_losing_and_repeating_nothing(
 ) -> None:
     log = tmp_path / "calls.jsonl"
     config = _config(log, parallelism=2, processing_guarantees=guarantee)
-    run = LocalRun(config, store=lstore, spark=spark, park_idle_after=PARK_AFTER).start()
+    run = FunctionRun(config, store=lstore, spark=spark, park_idle_after=PARK_AFTER).start()
     values: list[str] = []
     for round_ in range(2):
         batch = [f"r{round_}-{i}" for i in range(60)]
@@ -104,7 +104,7 @@ def test_a_suspend_of_a_parked_run_resumes_where_it_stopped(
     log = tmp_path / "calls.jsonl"
     config = _config(log, processing_guarantees="effectively_once")
     checkpoint = tmp_path / "checkpoint"
-    run = LocalRun(config, store=lstore, spark=spark, park_idle_after=PARK_AFTER)
+    run = FunctionRun(config, store=lstore, spark=spark, park_idle_after=PARK_AFTER)
     run.start(checkpoint=checkpoint)
     _produce(lstore, ["a", "b", "c"])
     run.wait_for(lambda: _processed(lstore, 3), WAIT, "3 outputs")
@@ -113,7 +113,7 @@ def test_a_suspend_of_a_parked_run_resumes_where_it_stopped(
     assert run.run_state == "SUSPENDED"
     _check_sequences(log, graceful=True)
     _produce(lstore, ["d", "e"])
-    again = LocalRun(config, store=lstore, spark=spark).start(
+    again = FunctionRun(config, store=lstore, spark=spark).start(
         until_drained=True, checkpoint=checkpoint
     )
     assert again.wait(WAIT)

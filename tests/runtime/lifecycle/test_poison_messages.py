@@ -25,7 +25,7 @@ from sparkfn.runtime.function.rows import (
     DLQ_ORIGIN_MESSAGE_ID,
     DLQ_REAL_TOPIC,
 )
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin
@@ -81,7 +81,7 @@ def test_a_message_that_kills_its_worker_is_dead_lettered_and_the_rest_go_on(
     ids = _setup(store, ["a", "exit", "b"])
     config = _config()
     dlq = config.default_dead_letter_topic
-    run = LocalRun(config, store=store, spark=spark)
+    run = FunctionRun(config, store=store, spark=spark)
     try:
         run.start()
         run.wait_for(
@@ -132,7 +132,7 @@ def test_a_function_that_crashes_on_every_message_ends_by_its_failure_policy(
         user_config={"every": "yes"},
         failure_policy={"max_restarts": 1, "backoff_initial": 0.1, "restart_window": 600},
     )
-    run = LocalRun(config, store=store, spark=spark)
+    run = FunctionRun(config, store=store, spark=spark)
     try:
         run.start()
         with pytest.raises(FunctionFailedError) as failed:
@@ -182,7 +182,7 @@ def test_a_drains_final_batch_is_hunted_and_drained_means_every_message_done(
     ids = _setup(store, ["a", "b", "exit", "c", "d"])
     config = _config()
     dlq = config.default_dead_letter_topic
-    run = LocalRun(config, store=store, spark=spark)
+    run = FunctionRun(config, store=store, spark=spark)
     try:
         run.start(until_drained=True)
         assert run.wait(timeout=300)

@@ -1,6 +1,6 @@
 """Processing guarantees under SIGKILL, on the real runtime, on SQLite and PostgreSQL.
 
-One child process (``localrun_child.py``: LocalRun on one JVM) runs three
+One child process (``localrun_child.py``: FunctionRun on one JVM) runs three
 copies of a counting function over the same pre-filled topic, one per
 guarantee (``eo``, ``alo``, ``amo``), each with its own output topic,
 checkpoint and state. The child's process group is SIGKILLed in the middle
@@ -53,7 +53,7 @@ import pytest
 
 from sessions import session_processes
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.status import function_status
 from sparkfn.state.store import all_state
 from sparkfn.store.store import Store
@@ -223,7 +223,7 @@ def _run_to_end(spark: Any, store: Store) -> None:
     with contextlib.ExitStack() as runs:
         started = [
             runs.enter_context(
-                LocalRun(FunctionConfig.build(**_config_fields(n, {})), store=store, spark=spark)
+                FunctionRun(FunctionConfig.build(**_config_fields(n, {})), store=store, spark=spark)
             ).start(until_drained=True)
             for n in GUARANTEES
         ]

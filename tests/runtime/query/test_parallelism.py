@@ -17,7 +17,7 @@ import pytest
 
 from sparkfn.api.status import FunctionInstanceStatusData
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
@@ -45,8 +45,8 @@ def _config(parallelism: int, subscription_type: str, **extra: Any) -> FunctionC
     )
 
 
-def _run(spark: Any, store: Store, config: FunctionConfig) -> LocalRun:
-    run = LocalRun(config, store=store, spark=spark)
+def _run(spark: Any, store: Store, config: FunctionConfig) -> FunctionRun:
+    run = FunctionRun(config, store=store, spark=spark)
     run.start(until_drained=True)
     assert run.wait(180), "the function did not drain its input within 180 s"
     return run
@@ -64,7 +64,7 @@ def _outputs(store: Store) -> list[tuple[str | None, str, int, str]]:
     return out
 
 
-def _instance_status(run: LocalRun) -> dict[int, FunctionInstanceStatusData]:
+def _instance_status(run: FunctionRun) -> dict[int, FunctionInstanceStatusData]:
     return {i.instance_id: i.status for i in run.status().instances}
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.query.build import checkpoint_dir
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
@@ -70,7 +70,7 @@ def _expected(count: int) -> collections.Counter[str]:
 
 def _drain(spark: Any, store: Store, checkpoint: Path, **more: Any) -> None:
     config = FunctionConfig.build(**_fields(**more))
-    with LocalRun(config, store=store, spark=spark) as run:
+    with FunctionRun(config, store=store, spark=spark) as run:
         run.start(until_drained=True, checkpoint=checkpoint)
         assert run.wait(timeout=120), f"{config.fqfn} did not drain within 120 s"
 
@@ -176,7 +176,7 @@ def test_a_topic_a_pattern_gains_is_read_from_its_first_message(
     }
     config = FunctionConfig.build(**fields)
     for _ in range(2):  # the second run finds the topic made after the first
-        with LocalRun(config, store=store, spark=spark) as run:
+        with FunctionRun(config, store=store, spark=spark) as run:
             run.start(until_drained=True, checkpoint=data_dir / "ck")
             assert run.wait(timeout=120), "the pattern function did not drain within 120 s"
         if not admin.exists("in-b"):
@@ -213,7 +213,7 @@ def test_topics_a_pattern_gains_while_it_runs_or_is_parked_are_read_whole(
         Producer(store, topic).send_batch([Message(v.encode()) for v in values])
         expected.update(f"{v}!" for v in values)
 
-    with LocalRun(config, store=store, spark=spark, park_idle_after=8.0) as run:
+    with FunctionRun(config, store=store, spark=spark, park_idle_after=8.0) as run:
         run.start()
         assert run.supervisor is not None
         target = run.supervisor.query_target

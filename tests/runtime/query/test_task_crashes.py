@@ -61,8 +61,8 @@ from sqlalchemy import select
 
 from sessions import session_processes
 from sparkfn.config.function import FunctionConfig
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.lifecycle import control
-from sparkfn.runtime.localrun import LocalRun
 from sparkfn.runtime.status import function_status
 from sparkfn.state.store import all_state
 from sparkfn.store import schema
@@ -260,7 +260,7 @@ def _is_task_daemon(pid: int) -> bool:
 def _drain(spark: Any, store: Store, per_batch: int) -> None:
     """Restart the function on the test's own Spark and run it until the input is drained."""
     config = FunctionConfig.build(**_config_fields(per_batch, {}))
-    with LocalRun(config, store=store, spark=spark) as run:
+    with FunctionRun(config, store=store, spark=spark) as run:
         drained = run.start(until_drained=True).wait(timeout=CHILD_TIMEOUT)
     assert drained, f"{FQFN} did not drain within {CHILD_TIMEOUT} s"
 

@@ -1,4 +1,4 @@
-"""Running one sink on Spark from this process: :class:`SinkRun`, a :class:`LocalRun` of a sink.
+"""Running one sink on Spark from this process: :class:`SinkRun`, a :class:`FunctionRun` of a sink.
 
 A sink runs as a function (:mod:`sparkfn.connectors.sink_runtime`), so running one is running
 that function's query under the same supervisor, with the sink's own
@@ -17,7 +17,7 @@ from sparkfn.api.errors import ConnectorFailedError, FunctionFailedError
 from sparkfn.config.connector import SinkConfig
 from sparkfn.connectors.registry import load_sink
 from sparkfn.connectors.sink.sink_config import sink_function_config
-from sparkfn.runtime.localrun import LocalRun
+from sparkfn.runtime.function_run import FunctionRun
 from sparkfn.runtime.query.build import check_topics_exist
 from sparkfn.store.store import Store
 from sparkfn.topics.autocreate import TopicCreation
@@ -38,8 +38,8 @@ def validate_sink(store: Store, sink: SinkConfig, creation: TopicCreation | None
     check_topics_exist(store, f"sink {sink.fqn}", inputs, creation)
 
 
-class SinkRun(LocalRun):
-    """One sink's query, started and watched from this process: a :class:`LocalRun` of a sink.
+class SinkRun(FunctionRun):
+    """One sink's query, started and watched from this process: a :class:`FunctionRun` of a sink.
 
     >>> with SinkRun(SinkConfig.build(name="archive", sink_type="file", inputs=["raw"],
     ...                               configs={"path": "/tmp/out.jsonl"}), store=store) as run:
@@ -49,7 +49,7 @@ class SinkRun(LocalRun):
     <RunState.STOPPED: 'STOPPED'>
 
     Stop modes, status, stats (``processed_successfully_total``: records
-    written) and transitions are :class:`LocalRun`'s; ``config`` is the
+    written) and transitions are :class:`FunctionRun`'s; ``config`` is the
     sink's function config, ``sink`` the sink's own. Failures are reported
     as :class:`ConnectorFailedError` naming the sink.
     """

@@ -1,5 +1,5 @@
 """A source hosted by the worker: a :class:`~sparkfn.connectors.source.source_run.SourceRun` seen as
-the worker sees a function's :class:`~sparkfn.runtime.localrun.LocalRun`.
+the worker sees a function's :class:`~sparkfn.runtime.function_run.FunctionRun`.
 
 The worker keeps functions, sinks and sources in one map of runs and drives
 them by the same calls: ``start``, ``stop(mode, timeout=...)``, ``wait``,
@@ -74,7 +74,7 @@ class HostedSource:
 
     @property
     def supervisor(self) -> Supervisor | None:
-        """The run's supervisor once started, else None (as a LocalRun's)."""
+        """The run's supervisor once started, else None (as a FunctionRun's)."""
         return self.run.supervisor if self._started else None
 
     def start(self) -> HostedSource:

@@ -1,14 +1,20 @@
-"""Running one function in the foreground, on a local SparkSession or a given master.
+"""A run of one function (or a sink's function): its group of one or its membership of a
+worker's query group, and the supervisor that starts, stops and restarts it.
+
+Every function and sink runs as a :class:`FunctionRun`: a worker hosts one per
+function and sink it runs, ``localrun`` runs one in the foreground, and a
+Python program may start one itself (exported as :class:`sparkfn.LocalRun`
+too, the name Pulsar's LocalRunner users know):
 
 >>> config = FunctionConfig.build(name="exclaim", py="examples/exclamation.py",
 ...                               inputs=["in"], output="out")
->>> with LocalRun(config, store=store) as run:
+>>> with FunctionRun(config, store=store) as run:
 ...     run.start(until_drained=True)   # process what is there, then stop
 ...     run.wait(timeout=120)
 ...     print(run.status())
 
-``localrun`` on the CLI is this class plus live output. It is the same query
-a worker runs; only the process around it differs.
+``localrun`` on the CLI is this class plus live output. It is the same run a
+worker hosts; only the process around it differs.
 """
 
 from __future__ import annotations
@@ -45,11 +51,11 @@ if TYPE_CHECKING:
 
     from sparkfn.runtime.group.run import QueryGroup
 
-__all__ = ["LocalRun", "short_error"]
+__all__ = ["FunctionRun", "short_error"]
 
 
-class LocalRun(Closing):
-    """One function's query, started and watched from this process."""
+class FunctionRun(Closing):
+    """One function's (or sink's) run, started and watched from this process."""
 
     def __init__(
         self,
@@ -106,7 +112,7 @@ class LocalRun(Closing):
             )
         return self._spark
 
-    def start(self, *, until_drained: bool = False, checkpoint: Path | None = None) -> LocalRun:
+    def start(self, *, until_drained: bool = False, checkpoint: Path | None = None) -> FunctionRun:
         """Validate and start the query; with ``until_drained`` it drains what is there and stops."""
         try:
             # Fail on bad topics, code or a subscription another run owns
@@ -297,3 +303,8 @@ class LocalRun(Closing):
         self.stop(StopMode.CANCEL)
         if self._own_store:
             self.store.close()
+
+
+# The name a user runs a function by in Python (``with LocalRun(config) as run``), as
+# Pulsar's LocalRunner; the worker hosts the same object as a FunctionRun.
+LocalRun = FunctionRun
