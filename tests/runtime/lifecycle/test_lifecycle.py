@@ -548,12 +548,15 @@ def test_one_instance_drained_processes_the_input_as_of_the_drain_then_leaves(
     _check_sequences(log, graceful=True)
 
 
+@pytest.mark.parametrize("mode", ["drain", "suspend"])
 def test_a_drain_of_the_run_while_every_instance_stops_alone_ends(
-    spark: Any, lstore: Store, tmp_path: Path
+    spark: Any, lstore: Store, tmp_path: Path, mode: str
 ) -> None:
     """Every instance stopping alone leaves the reader nothing to plan for them; a drain
-    of the whole run asked meanwhile must still end (nothing left to drain), not wait for
-    an end-of-stream batch that is never planned."""
+    (or suspend) of the whole run asked meanwhile must still end (nothing left to drain),
+    not wait for an end-of-stream batch that is never planned. Whether the run's stop
+    meets the instances running, stopping or stopped is up to the supervisor's thread:
+    every order must end."""
     log = tmp_path / "calls.jsonl"
     values = [f"m{i}" for i in range(100)]
     _produce(lstore, values)
@@ -562,7 +565,50 @@ def test_a_drain_of_the_run_while_every_instance_stops_alone_ends(
     _wait_processed(log, 10, run)
     run.suspend_instance(0)
     run.suspend_instance(1)
-    assert run.drain(WAIT), "the drain of a run whose instances stopped alone did not end"
-    assert run.run_state == "STOPPED"
+    assert run.stop(mode, timeout=WAIT), f"the {mode} of a run whose instances stopped alone"
+    assert run.run_state == ("STOPPED" if mode == "drain" else "SUSPENDED")
     _check_sequences(log, graceful=True)
+    status = run.status()
+    assert status.unclosed_objects == []
+    # Stopped alone (STOPPED), or ended with the run (its state), each as it met the stop.
+    ended = {"STOPPED", "STOPPED" if mode == "drain" else "SUSPENDED"}
+    assert {i.status.state for i in status.instances} <= ended, status.instances
+
+
+@pytest.mark.parametrize("mode", ["drain", "suspend"])
+def test_a_stop_of_the_run_after_its_one_instance_stopped_alone_ends_and_loses_nothing(
+    spark: Any, lstore: Store, tmp_path: Path, mode: str
+) -> None:
+    """The run's only instance stopped alone (closed, ``STOPPED``): the run's drain or
+    suspend has no instance to end the stream in, and ends at once; the instance stays
+    as it ended, and what it left in the input is processed once by the next run."""
+    log = tmp_path / "calls.jsonl"
+    values = [f"m{i}" for i in range(150)]
+    _produce(lstore, values)
+    config = _config(
+        log,
+        parallelism=1,
+        processing_guarantees="effectively_once",
+        user_config={"sleep": 0.01},
+    )
+    checkpoint = tmp_path / "checkpoint"
+    run = LocalRun(config, store=lstore, spark=spark).start(checkpoint=checkpoint)
+    _wait_processed(log, 10, run)
+    run.suspend_instance(0)
+    run.wait_for(
+        lambda: run.status().instances[0].status.state == "STOPPED", WAIT, "instance 0 suspended"
+    )
+    closed = _closed_gracefully(log, 0)
+    assert run.stop(mode, timeout=WAIT), f"the {mode} of a run whose instance stopped alone"
+    assert run.run_state == ("STOPPED" if mode == "drain" else "SUSPENDED")
+    assert _instance_objects(log, 0) == closed  # closed once; nothing called on it since
+    step = [t for t in run.transitions() if t["instance"] == 0][-1]
+    assert (step["to"], step["cause"].split(" ")[0]) == ("STOPPED", "suspended"), step
     assert run.status().unclosed_objects == []
+    again = LocalRun(config, store=lstore, spark=spark).start(
+        until_drained=True, checkpoint=checkpoint
+    )
+    assert again.wait(WAIT)
+    processed = Counter(o.split(":", 1)[1] for o in _outputs(lstore) if not o.startswith("final:"))
+    assert processed == Counter(values), "not exactly once across the instance's suspend"
+    _check_sequences(log, graceful=True)

@@ -107,17 +107,18 @@ def narrow_live(conn: Connection, work: Mapping[str, MemberWork]) -> set[str]:
     deal it nothing: its task could reach the instance once its objects are
     closed and it is reported ``STOPPED``. The order of the two transactions
     (SQLite's write lock, PostgreSQL's row locks) makes one see the other. An
-    end-of-stream batch left with none keeps its instances: the run's own stop,
-    which closes every object after it, wins.
+    end-of-stream batch left with none is not planned either: its markers would
+    reach objects closed already, or make new ones after the close. The run's
+    stop does not wait for it
+    (:meth:`~sparkfn.runtime.lifecycle.query_target.QueryTarget.stopped`: no
+    instance takes input and the batch planned last committed).
     """
     records = control.read_controls(conn, list(work), lock=True)
     empty: set[str] = set()
     for cid, w in work.items():
         record = records.get(cid)
         now = set(record.live(w.member.config.parallelism)) if record is not None else set()
-        live = [i for i in w.live if i in now]
-        if live or w.final_seq is None:
-            w.live = live
+        w.live = [i for i in w.live if i in now]
         if not w.live:
             empty.add(cid)
     return empty

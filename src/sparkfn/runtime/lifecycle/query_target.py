@@ -163,8 +163,29 @@ class QueryTarget:
 
     def stopped(self, record: control.RunControl) -> bool:
         """The sink committed the end-of-stream batch (the latest asked: a poison hunt
-        in a drain's final batch asks again, :func:`~.control.renew_final`)."""
-        return record.final_committed >= max(self.final_seq, record.final_seq)
+        in a drain's final batch asks again, :func:`~.control.renew_final`), or there is
+        none to wait for: no instance takes input and the batch planned last committed.
+
+        An instance that stopped alone, or is stopping alone (``STOPPING``), takes no
+        input, and the reader plans nothing, an end-of-stream batch included, for a run
+        none of whose instances does. Once the run's stop is asked no instance starts
+        to leave (the supervisor's thread begins leaves only while the run runs), so
+        ``record`` (read before the plan) names every instance that may still get a
+        batch; when it names none, the run is stopped as soon as the batch that the
+        instances still leaving may be in has committed (:meth:`left`), and the run's
+        end closes what is left gracefully.
+        """
+        if record.final_committed >= max(self.final_seq, record.final_seq):
+            return True
+        return not record.live(self.parallelism) and self._nothing_in_flight()
+
+    def _nothing_in_flight(self) -> bool:
+        """Whether the subscription's batch planned last has committed (or there is none)."""
+        if self.subscription is None:
+            return True
+        with self.store.read() as conn:
+            plan = subscription.read_plan(conn, self.subscription)
+        return plan is None or plan.committed
 
     def cancel(self, cause: str, epoch: int) -> None:
         """Interrupt running tasks, then stop the query."""
