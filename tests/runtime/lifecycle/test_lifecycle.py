@@ -592,7 +592,7 @@ def test_a_stop_of_the_run_after_its_one_instance_stopped_alone_ends_and_loses_n
         user_config={"sleep": 0.01},
     )
     checkpoint = tmp_path / "checkpoint"
-    run = LocalRun(config, store=lstore, spark=spark).start(checkpoint=checkpoint)
+    run = FunctionRun(config, store=lstore, spark=spark).start(checkpoint=checkpoint)
     _wait_processed(log, 10, run)
     run.suspend_instance(0)
     run.wait_for(
@@ -605,7 +605,7 @@ def test_a_stop_of_the_run_after_its_one_instance_stopped_alone_ends_and_loses_n
     step = [t for t in run.transitions() if t["instance"] == 0][-1]
     assert (step["to"], step["cause"].split(" ")[0]) == ("STOPPED", "suspended"), step
     assert run.status().unclosed_objects == []
-    again = LocalRun(config, store=lstore, spark=spark).start(
+    again = FunctionRun(config, store=lstore, spark=spark).start(
         until_drained=True, checkpoint=checkpoint
     )
     assert again.wait(WAIT)
