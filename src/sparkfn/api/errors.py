@@ -64,12 +64,8 @@ class BrokerUnreachableError(ConfigError):
 
 
 class SubscriptionInUseError(ConfigError):
-    """Another function, sink or query reads the subscription: one owner per subscription.
-
-    Two queries planning batches of one subscription would overwrite each
-    other's plan and lose messages, so the first to plan owns it (see
-    :mod:`sparkfn.topics.subscription`); the message names both.
-    """
+    """Another function, sink or query reads the subscription: one owner per subscription
+    (two planners would overwrite each other's plans and lose messages); names both."""
 
     reason = "subscription_in_use"
 
@@ -253,11 +249,8 @@ class StoreUnavailableError(StoreError):
 
 
 class StaleLeaderError(StoreError):
-    """A cluster leader's write in a term that is no longer the current one.
-
-    Another worker took the leader lock since (this one was paused, or lost
-    its session): nothing was written, and this worker is not the leader.
-    """
+    """A cluster leader's write in a term that is no longer the current one: another worker
+    took the leader lock since; nothing was written, and this worker is not the leader."""
 
     reason = "stale_leader"
 
@@ -269,6 +262,18 @@ class SecretsKeyError(StoreError):
     ``SPARKFN_SECRETS_KEY``) fixes it."""
 
     reason = "secrets_key_unusable"
+
+
+class SparkClusterError(SparkfnError, RuntimeError):
+    """The local Spark cluster (``sparkfn cluster up``) did not start; the message quotes its logs."""
+
+    reason = "spark_cluster_failed"
+
+
+class ClusterAlreadyUpError(AlreadyExistsError):
+    """A Spark cluster recorded under the same directory still runs (``sparkfn cluster up``)."""
+
+    reason = "cluster_already_up"
 
 
 class FunctionFailedError(SparkfnError, RuntimeError):
@@ -296,12 +301,8 @@ class InstanceStoppingError(FunctionNotRunningError):
 
 
 class SubscriptionBusyError(SparkfnError, RuntimeError):
-    """A running function or sink owns the subscription that a request would delete.
-
-    As Pulsar refuses to delete a subscription with connected consumers, an
-    unsubscribe is refused while its owner's run is live, unless forced; the
-    message names the owner and the run's state.
-    """
+    """A running function or sink owns the subscription that a request would delete (as
+    Pulsar refuses one with connected consumers), unless forced; names the owner."""
 
     reason = "subscription_busy"
 

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkfn.api.errors import AlreadyExistsError, ConfigError, SparkfnError
+from sparkfn.api.errors import ClusterAlreadyUpError, ConfigError, SparkClusterError
 from sparkfn.runtime.spark.processes import (
     check_free,
     check_java,
@@ -57,18 +57,6 @@ READY_SECONDS = 120.0  # for the master to answer and every worker to register
 STOP_SECONDS = 20.0  # for a daemon to end after SIGTERM, before what is left is killed
 EXECUTOR_DEFAULT_MB = 1024  # spark.executor.memory's default: what an executor asks a worker
 _MEMORY = re.compile(r"^(\d+)([mg])$", re.IGNORECASE)
-
-
-class SparkClusterError(SparkfnError, RuntimeError):
-    """The local Spark cluster did not start (its logs say why; the message quotes them)."""
-
-    reason = "spark_cluster_failed"
-
-
-class ClusterAlreadyUpError(AlreadyExistsError):
-    """A cluster recorded under the same directory still runs."""
-
-    reason = "cluster_already_up"
 
 
 @dataclass(frozen=True)
