@@ -378,20 +378,7 @@ def test_a_flush_that_raises_restarts_the_instance_and_its_batch_is_written_agai
 ) -> None:
     # It was fatal: ERROR with 0 restarts. Now the failure policy's on_failure
     # (REPLACE_INSTANCE) restarts it, and the uncommitted batch is written then.
-    values = [f"m{i}" for i in range(12)]
-    _produce(sstore, values, topic="one")
-    sink = _sink(
-        tmp_path, inputs=["one"], max_records_per_batch=5,
-        configs={"fail_flush_once": str(tmp_path / "flush-failed")},
-        failure_policy={"backoff_initial": "100ms"},
-    )  # fmt: skip
-    run = SinkRun(sink, store=sstore, spark=spark).start(until_drained=True)
-    run.wait(WAIT)  # raises if the sink ended in ERROR
-    status = run.status()
-    assert status.state == "STOPPED" and status.num_restarts >= 1, status
-    assert (tmp_path / "flush-failed").exists()
-    written = [line["value"] for line in _written(tmp_path)]
-    assert Counter(written) == Counter(values)  # every one, once
+    _fails_once_then_writes_every_message_once(spark, sstore, tmp_path, "fail_flush_once")
 
 
 def test_an_open_that_cannot_reach_its_broker_fails_the_task_and_dead_letters_nothing(
@@ -414,20 +401,7 @@ def test_a_sink_whose_broker_is_down_at_open_is_reopened_and_writes_every_messag
 ) -> None:
     # It was fatal (an open error): ERROR for good after one broker restart. Now the
     # failure policy reopens it and the uncommitted batch is written then.
-    values = [f"m{i}" for i in range(12)]
-    _produce(sstore, values, topic="one")
-    sink = _sink(
-        tmp_path, inputs=["one"], max_records_per_batch=5,
-        configs={"unreachable_once": str(tmp_path / "down")},
-        failure_policy={"backoff_initial": "100ms"},
-    )  # fmt: skip
-    run = SinkRun(sink, store=sstore, spark=spark).start(until_drained=True)
-    run.wait(WAIT)  # raises if the sink ended in ERROR
-    status = run.status()
-    assert status.state == "STOPPED" and status.num_restarts >= 1, status
-    assert (tmp_path / "down").exists()
-    written = [line["value"] for line in _written(tmp_path)]
-    assert Counter(written) == Counter(values)  # every one, once
+    _fails_once_then_writes_every_message_once(spark, sstore, tmp_path, "unreachable_once")
 
 
 # --- the CLI, in a child process ---------------------------------------------------------------
@@ -505,3 +479,25 @@ def test_a_sink_reads_with_a_subscription_of_its_own() -> None:
         name="audit", inputs=["orders"], sink_type="file", subscription_name="legacy"
     )
     assert sink_function_config(named).subscription == "legacy"
+
+
+def _fails_once_then_writes_every_message_once(
+    spark: Any, sstore: Store, tmp_path: Path, fail_once: str
+) -> None:
+    """A sink whose ``fail_once`` config makes its first try fail (its marker file records
+    it) is restarted by its failure policy and writes every message once."""
+    values = [f"m{i}" for i in range(12)]
+    _produce(sstore, values, topic="one")
+    marker = tmp_path / f"{fail_once}-happened"
+    sink = _sink(
+        tmp_path, inputs=["one"], max_records_per_batch=5,
+        configs={fail_once: str(marker)},
+        failure_policy={"backoff_initial": "100ms"},
+    )  # fmt: skip
+    run = SinkRun(sink, store=sstore, spark=spark).start(until_drained=True)
+    run.wait(WAIT)  # raises if the sink ended in ERROR
+    status = run.status()
+    assert status.state == "STOPPED" and status.num_restarts >= 1, status
+    assert marker.exists()
+    written = [line["value"] for line in _written(tmp_path)]
+    assert Counter(written) == Counter(values)  # every one, once
