@@ -12,6 +12,7 @@ from connector_probes import WAIT_SECONDS, ScriptedSource
 from sqlalchemy import delete, update
 
 from sparkfn.api.connector import END_OF_STREAM, Record
+from sparkfn.api.errors import InstanceStoppingError
 from sparkfn.api.lifecycle import RunState
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.source.instances import SourceInstances
@@ -221,3 +222,36 @@ def test_a_run_whose_record_is_deleted_under_it_ends_instead_of_looking_on(store
     # The runner's own report of its end is refused as well, and raised once it is done.
     assert [type(e) for e in raised] == [IllegalTransition]
     assert "instance 0: no record to move to STOPP" in str(raised[0])
+
+
+def test_an_instance_is_not_started_again_while_the_whole_run_stops(store: Store) -> None:
+    # A restart of one instance during the run's drain used to revive it after the
+    # run's end-of-stream step was under way: it would never get that step, and
+    # the stop would wait for it. It is refused, naming the run's stop.
+    hold, release = threading.Event(), threading.Event()
+
+    def held(_: ScriptedSource) -> None:
+        if hold.is_set():
+            release.wait(WAIT_SECONDS)
+
+    sources = [ScriptedSource(then=None, on_read=held), ScriptedSource(then=None)]
+    run = _run(store, sources)
+    assert run.supervisor is not None
+    try:
+        until(lambda: _states(store, run) == ("RUNNING", {0: "RUNNING", 1: "RUNNING"}),
+              "both instances running", WAIT_SECONDS)  # fmt: skip
+        run.supervisor.stop_instance(1, "cancel")
+        assert _states(store, run)[1][1] == "STOPPED"
+        hold.set()  # instance 0's next read waits: the drain cannot end before release
+        run.stop("drain")
+        with pytest.raises(InstanceStoppingError, match="races is draining; instance 1"):
+            run.supervisor.restart_instance(1)
+        assert _states(store, run)[1][1] == "STOPPED"  # not revived
+    finally:
+        release.set()
+    assert run.wait(WAIT_SECONDS) and run.join(WAIT_SECONDS)
+    assert _states(store, run) == ("STOPPED", {0: "STOPPED", 1: "STOPPED"})
+    with pytest.raises(InstanceStoppingError, match="has ended"):
+        run.supervisor.restart_instance(1)
+    moves = [(t["instance"], t["from"], t["to"]) for t in run.transitions()]
+    assert (1, "STOPPED", "RUNNING") not in moves

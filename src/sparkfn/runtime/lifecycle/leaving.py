@@ -108,8 +108,22 @@ class InstanceStops(SupervisorCore):
                 self._leaving.pop(i, None)
 
     def restart_instance(self, instance_id: int, cause: str = "restarted by user") -> None:
-        """Start a stopped or shut-down instance again; it takes its share back."""
+        """Start a stopped or shut-down instance again; it takes its share back.
+
+        Refused (:class:`InstanceStoppingError`) while the instance stops alone, and
+        while the whole run stops or has ended: an instance revived after the run's
+        end-of-stream batch was planned would never get it, and the stop would wait
+        for it.
+        """
         with self._lock:
+            run_stop = self.stopping
+            if run_stop is not None or self._ended.is_set():
+                doing = "has ended" if self._ended.is_set() else f"is {run_stop}ing"
+                msg = (
+                    f"{self.target.kind} {self.fqfn} {doing}; instance {instance_id} "
+                    "cannot be started again now (start the whole run once it has stopped)"
+                )
+                raise InstanceStoppingError(msg)
             leave = self._leaving.get(instance_id)
             if leave is not None:
                 msg = (
