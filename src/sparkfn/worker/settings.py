@@ -50,8 +50,10 @@ class WorkerSettings(BaseModel):
     # Seconds a worker stays a member of its store's cluster without a heartbeat
     # written (sparkfn.worker.cluster.membership); it renews it every third of that.
     lease: float = Field(default=10.0, gt=0)
-    # How many instances the cluster's leader may assign to this worker.
-    capacity: int = Field(default=100, ge=1)
+    # How many instances the cluster's leader may assign to this worker. The default
+    # bounds nothing a worker can hold (a worker holds 1,000 idle functions in under
+    # 3 GiB, benchmarks/density.py); set it to keep a worker's share down.
+    capacity: int = Field(default=10_000, ge=1)
     # What SIGTERM does to the functions it runs: suspend resumes exactly where
     # they stopped when the worker comes back; drain finishes their input first.
     shutdown_mode: StopMode = StopMode.SUSPEND

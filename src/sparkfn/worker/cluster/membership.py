@@ -57,7 +57,7 @@ from sparkfn.worker.cluster.single import SingleWorkerLock
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE = 10.0  # seconds
-DEFAULT_CAPACITY = 100  # instances a worker takes
+DEFAULT_CAPACITY = 10_000  # instances a worker takes (WorkerSettings.capacity)
 
 
 class MemberState(enum.Enum):
