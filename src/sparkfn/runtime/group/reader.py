@@ -220,7 +220,7 @@ class GroupStreamReader(DataSourceStreamReader):
         """
         if not self._ticks_due(start) and self._quiet.nothing_new(start):
             return start
-        work, found = self.work(start)
+        work, found = self._quiet.look(self.work, start)
         end = dict(start)
         self._planned = (dict(start), work)  # partitions() of the batch it starts plans this
         if work:

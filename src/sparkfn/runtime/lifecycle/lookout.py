@@ -24,6 +24,7 @@ from collections.abc import Callable
 from sparkfn.runtime.lifecycle import control
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
+from sparkfn.topics.spark.quiet import NET_CPU_SHARE
 
 POLL_SECONDS = 0.2
 # How much longer than recheck_seconds an idle supervisor waits on its own,
@@ -70,8 +71,10 @@ class RecordWatch:
             self._watched.pop(control_id, None)
 
     def _run(self) -> None:
+        pause = self.recheck
         while True:
-            time.sleep(self.recheck)
+            time.sleep(pause)
+            began = time.thread_time()
             with RecordWatch._lock, self._mine:
                 ids = list(self._watched)
                 if not ids:  # nobody left: the next watch() starts a new thread
@@ -93,6 +96,8 @@ class RecordWatch:
                     if seen is not None and now != seen:
                         wake.set()
                     self._watched[cid] = (wake, now)
+            if self.recheck >= signals.LOCAL_RECHECK_SECONDS:  # a net under announced hints:
+                pause = max(self.recheck, (time.thread_time() - began) / NET_CPU_SHARE)
 
 
 class Lookout:

@@ -18,16 +18,25 @@ where hints are polled.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from sparkfn.store import signals, watch
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 # How long one call of an idle reader waits for a commit hint: a query of a
 # function or a sink (every stop of which touches its run's hint), and any
 # other (whose query.stop() waits for the call). Where hints are polled, how
 # often it looks. It asks the store at least every signals.recheck_seconds.
 RUN_WAIT_SECONDS = 2.0
+# Where the kernel announces every touch (a local store), the store is asked
+# anyway only as a net for a touch lost to a crash; a look that costs much
+# (a group of a thousand members: ~0.15 s) is spaced so that the net takes
+# at most this share of a core.
+NET_CPU_SHARE = 0.01
 IDLE_WAIT_SECONDS = 0.5
 HINT_POLL_SECONDS = 0.05
 
@@ -44,6 +53,8 @@ class QuietWait:
         self.data_dir = data_dir
         self.hints = list(hints)
         self.recheck = recheck
+        self._base_recheck = recheck
+        self._cost = 0.0  # CPU seconds of the last look (look())
         self.wait = wait
         # (start, hints, when) of the last "nothing new" answer.
         self._idle: tuple[dict[str, int], tuple[int, ...], float] | None = None
@@ -78,6 +89,22 @@ class QuietWait:
         self._stamp = stamp
         return False
 
+    def look(self, ask: Callable[[T], R], start: T) -> R:
+        """``ask(start)``: the look at the store, its CPU time kept for :meth:`answered`."""
+        began = time.thread_time()
+        try:
+            return ask(start)
+        finally:
+            self._cost = time.thread_time() - began
+
     def answered(self, start: Mapping[str, int], end: Mapping[str, int]) -> None:
-        """The store's answer for ``start``: "nothing new" if ``end`` equals it."""
+        """The store's answer for ``start``: "nothing new" if ``end`` equals it.
+
+        Where hints are announced (the local store's recheck), a costly look
+        (:meth:`look`) that found nothing spaces the next net look, to keep
+        the net under :data:`NET_CPU_SHARE` of a core.
+        """
+        if end == start and self._base_recheck >= signals.LOCAL_RECHECK_SECONDS:
+            self.recheck = max(self._base_recheck, self._cost / NET_CPU_SHARE)
+        self._cost = 0.0
         self._idle = (dict(start), self._stamp, time.monotonic()) if end == start else None
