@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -73,3 +75,50 @@ def test_extend_with_defaults_gives_null_keys_properties_and_times(n: int) -> No
     buffer = EmitBuffer()
     buffer.extend("publish", "elsewhere", pa.array([b"x"] * n, pa.binary()))
     assert buffer.items() == [Emitted("publish", "elsewhere", b"x", None, {}, None)] * n
+
+
+_kinds = st.lists(
+    st.one_of(
+        st.tuples(st.just("output"), st.just("out"), st.none()),
+        st.tuples(
+            st.sampled_from(["publish", "log", "dead_letter"]), st.just("elsewhere"), st.none()
+        ),
+        st.tuples(st.just("output"), st.just("out"), st.just(datetime(2026, 1, 1, tzinfo=UTC))),
+        st.tuples(st.just("cut"), st.integers(0, 12), st.none()),
+        st.tuples(st.just("seal"), st.just(""), st.none()),
+    ),
+    max_size=14,
+)
+
+
+@given(_kinds)
+def test_every_message_keeps_its_kind_topic_and_time_across_cuts_and_seals(
+    steps: list[tuple[str, object, datetime | None]],
+) -> None:
+    # Outputs to the buffer's own topic keep only their value, key and properties per
+    # message; every other message's kind, topic and time is kept by its position.
+    buffer = EmitBuffer("out")
+    expected: list[tuple[str, str, bytes, datetime | None]] = []
+    for n, (kind, arg, when) in enumerate(steps):
+        if kind == "cut":
+            length = min(int(str(arg)), len(expected))
+            buffer.truncate(length)
+            del expected[length:]
+        elif kind == "seal":
+            values, _ = _column(100 + n, 1)
+            buffer.extend("output", "out", values)
+            expected.append(("output", "out", values[0].as_py(), None))
+        else:
+            buffer.append(Emitted(kind, str(arg), f"m{n}".encode(), None, {}, when))
+            expected.append((kind, str(arg), f"m{n}".encode(), when))
+    batch = buffer.to_batch()
+    got = list(
+        zip(
+            batch.column("kind").to_pylist(),
+            batch.column("topic").to_pylist(),
+            batch.column("value").to_pylist(),
+            batch.column("event_time").to_pylist(),
+            strict=True,
+        )
+    )
+    assert got == expected

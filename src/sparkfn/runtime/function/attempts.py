@@ -81,9 +81,10 @@ def attempt_each(
     callbacks = context.callbacks
     stats = inst.stats
     out = inst.out
-    out_kind, out_topic, out_value = out.kind, out.topic, out.value
-    out_key, out_props, out_time = out.key, out.properties, out.event_time
+    out_value, out_key, out_props = out.value, out.key, out.properties
     output = inst.config.output or ""
+    # An output to the buffer's own topic is its three values; any other, an add().
+    plain = out.output == output
     encode: Callable[[Any], bytes] = bytes  # unused when ``emit`` is given
     utf8_out = False
     if emit is None:
@@ -129,16 +130,16 @@ def attempt_each(
                 if result is not None:
                     if emit is not None:
                         emit(result, keys[i])
-                    else:
+                    elif plain:
                         # A str for a UTF-8 output is encoded with the column, in Arrow.
                         out_value.append(
                             result if utf8_out and type(result) is str else encode(result)
                         )
-                        out_kind.append("output")
-                        out_topic.append(output)
                         out_key.append(keys[i])
                         out_props.append(props[i])
-                        out_time.append(None)
+                    else:
+                        out.add("output", output, encode(result), keys[i])
+                        out_props[-1] = props[i]
             except Exception as exc:
                 if isinstance(exc, FatalError):
                     raise

@@ -119,7 +119,7 @@ class FunctionInstance:
         self.context = FunctionContext(self)
         self.state = StateBuffer(_no_state)
         self.stats = InstanceStats()
-        self.out = EmitBuffer()
+        self.out = EmitBuffer(self.config.output or "")
         window = config.window_config
         self.window = WindowRunner(self, window) if window is not None else None
         # What an attempt calls: the function, under timeout_ms's watch if it interrupts.
@@ -194,7 +194,7 @@ class FunctionInstance:
 
     def take_output(self) -> EmitBuffer:
         """Hand over what was emitted so far (between messages only)."""
-        out, self.out = self.out, EmitBuffer()
+        out, self.out = self.out, EmitBuffer(self.config.output or "")
         with self._logs_lock:
             logs, self._logs = self._logs, []
         for item in logs:
@@ -219,7 +219,7 @@ class FunctionInstance:
         self.stats = InstanceStats()
         # What a failed task emitted is not committed; its logs (and those of
         # initialize() or the function's threads since) go with this task's output.
-        self.out = EmitBuffer()
+        self.out = EmitBuffer(self.config.output or "")
 
     def end_task(self) -> TaskResult:
         """Finish the task: everything to commit with the batch.
@@ -359,7 +359,7 @@ class FunctionInstance:
             try:
                 if not graceful or self.lifecycle not in _LIVE:
                     return []
-                self.out = EmitBuffer()
+                self.out = EmitBuffer(self.config.output or "")
                 self._finishing = True
                 try:
                     self.prepare_to_shutdown()
