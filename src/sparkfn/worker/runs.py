@@ -133,9 +133,14 @@ class Runs:
             run.stop(StopMode.CANCEL, timeout=until(deadline))
         log.info("worker stopped %d run(s) (%s)", len(runs), mode)
 
-    def start(self, config: HostedConfig, prepared: PreparedRun | None = None) -> Run | None:
+    def start(
+        self, config: HostedConfig, prepared: PreparedRun | None = None, *, checked: bool = False
+    ) -> Run | None:
         """Start ``config``'s run unless the same config runs already; returns the run, or
-        None in a cluster when the run is another worker's (:attr:`gate`)."""
+        None in a cluster when the run is another worker's (:attr:`gate`).
+
+        ``prepared`` / ``checked``: :func:`~sparkfn.worker.preparing.check` has just
+        prepared and checked it (a create or an update), so nothing is checked twice."""
         allow = self._settings.allow_auto_topic_creation
         # One start at a time: the restore at startup and a request may both
         # want a run started, and two queries must never share it.
@@ -157,6 +162,7 @@ class Runs:
                     self._open_store(),
                     on_worker_shutdown=self._on_worker_shutdown,
                     auto_create_topics=allow,
+                    validated=checked,
                 )
             else:
                 preparing.subscribe(self._open_store(), query_config)

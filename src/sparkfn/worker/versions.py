@@ -65,7 +65,7 @@ class Versions:
         subscribed = self._subscribed(config)
         version = registry.create(config, package_digest=package_digest, who=who)
         try:
-            self._runs.start(version.config, prepared)
+            self._runs.start(version.config, prepared, checked=True)
         except Exception:
             self._forget(config, keep_subscription=subscribed)
             raise
@@ -97,7 +97,7 @@ class Versions:
         self._runs.end(key, mode)
         if record.desired is Desired.RUNNING:
             try:
-                self._runs.start(version.config, prepared)
+                self._runs.start(version.config, prepared, checked=True)
             except Exception:
                 registry.withdraw(version)  # the previous version is current again
                 self._start_again(previous.config)

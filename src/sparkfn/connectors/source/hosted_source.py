@@ -62,9 +62,12 @@ class HostedSource:
         *,
         on_worker_shutdown: Callable[[FunctionFailure], None] | None = None,
         auto_create_topics: bool = False,
+        validated: bool = False,
     ) -> None:
         self.config = config
         self.store = store
+        # Checked by validate_source just before (a worker's create or update): not again.
+        self._validated = validated
         # Whether a start creates a missing output topic (the store's setting permitting).
         self.auto_create_topics = auto_create_topics
         self.kind = "source"
@@ -82,10 +85,11 @@ class HostedSource:
         check that fails is recorded as the source's ``ERROR`` (a restart after the worker's
         shows why it did not start) and raised."""
         try:
-            creation = TopicCreation.read(self.store)
-            if not self.auto_create_topics:
-                creation = replace(creation, enabled=False)
-            validate_source(self.store, self.config, creation)
+            if not self._validated:
+                creation = TopicCreation.read(self.store)
+                if not self.auto_create_topics:
+                    creation = replace(creation, enabled=False)
+                validate_source(self.store, self.config, creation)
         except Exception as exc:  # shown as the source's ERROR, as a function's start error is
             control.begin_run(self.store, self.control_id, "source", self.config.parallelism, "")
             ids = [control.FUNCTION, *range(self.config.parallelism)]
