@@ -47,11 +47,12 @@ class Member:
     @property
     def config(self) -> FunctionConfig:
         """The member's function config (parsed once per process and spec)."""
-        return _parsed(self.spec)
+        return parsed_config(self.spec)
 
 
 @functools.lru_cache(maxsize=4096)
-def _parsed(spec: str) -> FunctionConfig:
+def parsed_config(spec: str) -> FunctionConfig:
+    """The FunctionConfig of a member's ``spec``, parsed once per process and spec."""
     # A group's reader reads every member at every look: with a thousand idle
     # members, parsing their configs each time was most of its idle CPU.
     return FunctionConfig.model_validate_json(spec)
@@ -114,7 +115,7 @@ def members(conn: Connection, group: str, sealer: Sealer) -> list[Member]:
 
 @functools.lru_cache(maxsize=4096)
 def _opened(spec: str, sealer: Sealer, control_id: str) -> str:
-    # Cached as _parsed is: a reader reads every member at every look.
+    # Cached as parsed_config is: a reader reads every member at every look.
     return json.dumps(open_config(json.loads(spec), sealer, f"function {control_id}"))
 
 

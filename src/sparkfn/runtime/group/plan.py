@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pyspark.sql.datasource import InputPartition
 
 from sparkfn.config.function import FunctionConfig
-from sparkfn.runtime.group.members import Member
+from sparkfn.runtime.group.members import Member, parsed_config
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.spark.planning import InstanceRanges, TopicRange
 
@@ -23,10 +23,17 @@ class MemberSlice:
     control_id: str
     epoch: int
     version: str
-    config: FunctionConfig
+    # The member's FunctionConfig as JSON: a string is pickled into the task at
+    # once, and parsed once per Python worker (the same object batch after batch).
+    spec: str
     parts: tuple[InputPartition, ...]
     capped: bool = False  # its data in this batch was cut at its row budget
     exit_note: str | None = None  # where a dead Python worker's exit status goes (a probe)
+
+    @property
+    def config(self) -> FunctionConfig:
+        """The member's function config (parsed once per process and spec)."""
+        return parsed_config(self.spec)
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,7 @@ def pack(
                 w.member.control_id,
                 w.member.epoch,
                 w.member.version,
-                w.member.config,
+                w.member.spec,
                 tuple(ps),
                 w.capped,
                 w.exit_note,

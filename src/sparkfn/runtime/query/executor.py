@@ -112,7 +112,10 @@ def instance_for(
     cid, version, instance_id = key
     origin = f"{store.url} {store.data_dir}"
     inst = _INSTANCES.get(key)
-    if inst is not None and (inst.config != config or _ORIGINS.get(key) != origin or inst.closed):
+    # A group's member's config is the same object batch after batch (plan.MemberSlice):
+    # compared by identity first, as comparing a FunctionConfig field by field costs.
+    changed = inst is not None and inst.config is not config and inst.config != config
+    if inst is not None and (changed or _ORIGINS.get(key) != origin or inst.closed):
         # The same name now means another function (re-created with another
         # config, or in another store): the old object is replaced, so closed.
         workerctl.close_object(store, key, inst, "replaced", _forget)
