@@ -74,6 +74,12 @@ class ActiveResult:
     worst_p99: float  # the highest p99 of any one function
     feeder: dict[str, float]
     first: np.ndarray | None = None  # fn-0's latencies alone (the hot function, if any)
+    others_worst_p99: float = 0.0  # the highest p99 of any function but fn-0
+
+    def others(self) -> np.ndarray:
+        """The latencies of every function but fn-0 (those beside a hot one)."""
+        n = 0 if self.first is None else self.first.size
+        return self.seconds[n:]
 
     def line(self) -> str:
         ms = {
@@ -134,7 +140,7 @@ def measure(store: Store, functions: int, tag: str, feeder: dict[str, float]) ->
     """Latency, losses and repeats over every function's input and output."""
     latencies: list[np.ndarray] = []
     sent = received = repeated = 0
-    worst = 0.0
+    worst = others_worst = 0.0
     first: np.ndarray | None = None
     for i in range(functions):
         prefix = f"{tag}-{i}-".encode()
@@ -153,9 +159,11 @@ def measure(store: Store, functions: int, tag: str, feeder: dict[str, float]) ->
         repeated += again
         if matched.size:
             worst = max(worst, float(np.percentile(matched, 99)))
+            if i > 0:
+                others_worst = max(others_worst, float(np.percentile(matched, 99)))
             latencies.append(matched)
     joined = np.concatenate(latencies) if latencies else np.asarray([], dtype=np.float64)
-    return ActiveResult(sent, received, repeated, joined, worst, feeder, first)
+    return ActiveResult(sent, received, repeated, joined, worst, feeder, first, others_worst)
 
 
 def main() -> int:

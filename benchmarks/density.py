@@ -238,6 +238,15 @@ def run_active(worker: Worker, args: argparse.Namespace) -> bool:
             f"{hot.size / args.active_seconds:,.0f} msg/s",
             flush=True,
         )
+        rest = result.others()
+        if rest.size:
+            print(
+                f"  active: the {args.functions - 1} others beside it: p50 "
+                f"{np.percentile(rest, 50) * 1000:,.0f} ms, p99 "
+                f"{np.percentile(rest, 99) * 1000:,.0f} ms, worst one's p99 "
+                f"{result.others_worst_p99 * 1000:,.0f} ms",
+                flush=True,
+            )
     print(f"  active: {len(worker.spark.streams.active)} Spark queries active", flush=True)
     for query in worker.spark.streams.active:
         progress = [p for p in query.recentProgress if p.get("numInputRows", 0) > 0]
