@@ -99,3 +99,38 @@ def test_a_pulsar_function_and_its_yaml_run_as_they_are(cli: Cli, tmp_path: Path
         assert TopicAdmin(store).subscriptions("sentences") == {"exclamation-sub": {0: 2}}
     finally:
         store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.long_running(40)
+def test_pulsars_user_exception_is_negative_acked_not_dead_lettered(cli: Cli) -> None:
+    """Pulsar's user_exception under ``localrun`` with Pulsar's flags and no retry flag:
+    the message fails, is negative-acked (it waits in the retry topic to be delivered
+    again, without end, as in Pulsar), never dead-lettered; the drain still ends, and its
+    last words say where the message waits (issue 38, point 1)."""
+    failing = REPO / "tests" / "examples" / "pulsar_funcs" / "always_fails.py"
+    cli.ok("topics", "create", "doomed")
+    cli.ok("topics", "produce", "doomed", "-m", "x")
+    done = _run_spark(
+        cli,
+        "--py", str(failing), "--classname", "always_fails.AlwaysFails",
+        "--tenant", "public", "--namespace", "default", "--name", "user-exception",
+        "--inputs", "persistent://public/default/doomed",
+        "--output", "persistent://public/default/never",
+        "--subs-position", "Earliest", "--until-drained", "--json-status",
+        "--spark-master", "local[1]",
+    )  # fmt: skip
+
+    described = f"exit {done.returncode}\n--- stdout\n{done.stdout}--- stderr\n{done.stderr}"
+    assert done.returncode == 0, described
+    assert "wait in topic public/default/user-exception-RETRY" in done.stderr, described
+    [status_line] = [line for line in done.stdout.splitlines() if line.strip()]
+    instance = json.loads(status_line)["instances"][0]["status"]
+    assert (instance["numUserExceptions"], instance["numDeadLettered"]) == (1, 0), described
+    store = Store.open(data_dir=cli.env["SPARKFN_DATA_DIR"])
+    try:
+        admin = TopicAdmin(store)
+        assert not admin.exists("public/default/user-exception-DLQ")
+        assert admin.exists("public/default/user-exception-RETRY")
+    finally:
+        store.close()

@@ -29,10 +29,40 @@ def test_retain_ordering_keeps_an_ordered_subscription_type() -> None:
 
 def test_failed_messages_go_to_the_default_dead_letter_topic_unless_dropped() -> None:
     assert _config().dead_letter_target == "public/default/f-DLQ"
-    assert _config(dead_letter_topic="dlq").dead_letter_target == "public/default/dlq"
+    given = _config(dead_letter_topic="dlq", max_message_retries=2)
+    assert given.dead_letter_target == "public/default/dlq"
     assert _config(drop_failed_messages=True).dead_letter_target is None
     with pytest.raises(ConfigError, match="drop_failed_messages contradicts dead_letter_topic"):
-        _config(drop_failed_messages=True, dead_letter_topic="dlq")
+        _config(drop_failed_messages=True, dead_letter_topic="dlq", max_message_retries=2)
+
+
+def test_unset_retries_are_pulsars_redelivery_without_end_and_an_explicit_number_is_kept() -> None:
+    """Issue 38, point 1: unset is Pulsar's default (no dead-letter policy: delivered again
+    without end); N dead-letters after N redeliveries; 0 (which Pulsar's consumer refuses)
+    at the first failure, tried in place."""
+    unset = _config()
+    assert unset.max_message_retries is None and unset.negative_acks
+    assert all(unset.redelivers(n) for n in (0, 1, 100, 10_000))
+    assert unset.attempts_in_place == 1  # a window or vectorized batch: tried once
+    three = _config(max_message_retries=3)
+    assert [three.redelivers(n) for n in (0, 2, 3)] == [True, True, False]
+    assert three.attempts_in_place == 4
+    zero = _config(max_message_retries=0)
+    assert not zero.negative_acks and zero.attempts_in_place == 1
+    once = _config(processing_guarantees="ATMOST_ONCE")
+    assert not once.negative_acks  # its cursor moved before the call: dead-lettered, not lost
+
+
+def test_a_dead_letter_topic_with_unset_retries_is_pulsars_error() -> None:
+    """Pulsar refuses it: the message would never go there."""
+    with pytest.raises(ConfigError, match="max retries is set to infinity"):
+        _config(dead_letter_topic="dlq")
+    with pytest.raises(ConfigError, match="max retries is set to infinity"):
+        FunctionConfig.assemble(
+            {"name": "f", "py": "f.py", "inputs": ["persistent://public/default/in"],
+             "deadLetterTopic": "persistent://public/default/dlq", "maxMessageRetries": -1}
+        )  # fmt: skip
+    assert _config(dead_letter_topic="dlq", max_message_retries=0).dead_letter_topic
 
 
 def test_a_user_config_string_that_does_not_parse_is_one_clear_error() -> None:

@@ -296,7 +296,7 @@ def test_pulsars_unset_retries_and_empty_values_ask_for_nothing() -> None:
         {"name": "f", "py": "f.py", "inputs": ["in"], "maxMessageRetries": -1,
          "jar": None, "customRuntimeOptions": "", "producerConfig": {}, "outputSchemaType": ""}
     )  # fmt: skip
-    assert config.max_message_retries == 0
+    assert config.max_message_retries is None
     assert warnings == ()
 
 

@@ -162,7 +162,7 @@ def _produce(store: Store, values: list[str], topic: str = "in") -> None:
 
 
 def test_the_adapter_maps_messages_to_records_and_flushes_per_batch(tmp_path: Path) -> None:
-    sink = _sink(tmp_path, inputs=["orders"], configs={"fail_on": {"id": 3}})
+    sink = _sink(tmp_path, inputs=["orders"], configs={"fail_on": {"id": 3}}, max_message_retries=0)
     config = sink_function_config(sink)
     assert config.classname == ADAPTER_CLASSNAME and config.output is None
     assert config.py is None and sink_config_of(config) == sink
@@ -355,7 +355,13 @@ def test_a_write_that_raises_dead_letters_its_message_and_the_sink_goes_on(
 ) -> None:
     values = [f"m{i}" for i in range(20)]
     _produce(sstore, values, topic="one")
-    sink = _sink(tmp_path, inputs=["one"], max_records_per_batch=5, configs={"fail_on": "m7"})
+    sink = _sink(
+        tmp_path,
+        inputs=["one"],
+        max_records_per_batch=5,
+        configs={"fail_on": "m7"},
+        max_message_retries=0,  # dead-lettered at once (unset: delivered again without end)
+    )
     run = SinkRun(sink, store=sstore, spark=spark).start(until_drained=True)
     run.wait(WAIT)  # raises if the sink died
     status = run.status()

@@ -75,7 +75,9 @@ def test_exclamations_append_an_exclamation_mark(module: str, classname: str | N
     assert run.send(b"7") == []  # 7 + "!" is a TypeError, as in Pulsar
     assert (run.stats.received, run.stats.processed_successfully) == (3, 2)
     assert run.stats.user_exceptions == 1
-    assert [value for value, _ in run.dead_letters] == [7]  # read back as Pulsar would
+    # Negative-acked, as Pulsar's runtime does: it waits to be delivered again, read back as
+    # Pulsar would; no dead letter (maxMessageRetries is unset).
+    assert [value for value, _ in run.waiting] == [7] and run.dead_letters == []
 
 
 def test_a_zip_of_the_exclamation_runs_by_module_and_class(tmp_path: Path) -> None:
@@ -177,7 +179,18 @@ def test_thumbnailer_shrinks_binary_input_and_outputs_bytes() -> None:
     ]
 
 
-def test_user_exception_is_counted_and_dead_lettered() -> None:
+def test_user_exception_is_counted_and_delivered_again_without_end_as_in_pulsar() -> None:
+    run = harness("always_fails", "always_fails.AlwaysFails")
+    assert run.send(b"doomed") == []
+    for redelivered in range(1, 4):
+        [(value, properties)] = run.waiting
+        assert (value, properties["RECONSUMETIMES"]) == ("doomed", str(redelivered))
+        assert run.redeliver() == []
+    assert (run.stats.user_exceptions, run.stats.processed_successfully) == (4, 0)
+    assert run.dead_letters == []
+
+
+def test_user_exception_is_counted_and_dead_lettered_after_max_message_retries() -> None:
     run = harness("always_fails", "always_fails.AlwaysFails", max_message_retries=1)
     assert run.send(b"doomed") == []
     assert run.stats.user_exceptions == 2
@@ -301,11 +314,14 @@ def test_localrun_secrets_wordcount_and_user_exception(localrun: Any, sqlite_sto
         b"be seen 2 times",
     ]
 
+    # Pulsar's user_exception: negative-acked, waiting to be delivered again (maxMessageRetries
+    # unset: without end); the drain ends and leaves it there, and nothing is dead-lettered.
     failing = config("always_fails", "always_fails.AlwaysFails", inputs=["doomed"], output="never")
     run = localrun(failing, [b"x"])
     assert totals(run) == (1, 0, 1)
-    [dead] = received(sqlite_store, "public/default/always-fails-DLQ")
-    assert (dead.value, dead.properties["EXCEPTION"]) == (b"x", "Exception: not today")
+    [waiting] = received(sqlite_store, "public/default/always-fails-RETRY")
+    assert (waiting.value, waiting.properties["EXCEPTION"]) == (b"x", "Exception: not today")
+    assert not TopicAdmin(sqlite_store).exists("public/default/always-fails-DLQ")
 
 
 @slow

@@ -253,6 +253,7 @@ def test_a_real_run_shows_on_the_endpoint(spark: object, data_dir: Path, tmp_pat
             inputs=["in"],
             output="out",
             subscription_position="earliest",
+            max_message_retries=0,  # dead-lettered at its one failure
         )
         with (
             FunctionRun(config, store=store, spark=spark) as run,

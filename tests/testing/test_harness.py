@@ -402,7 +402,7 @@ def test_a_retry_that_succeeds_counts_once() -> None:
 
 
 def test_without_a_dead_letter_topic_a_failed_message_goes_to_the_default_one() -> None:
-    harness = FunctionHarness(Flaky(), topic_schemas=SIDE)
+    harness = FunctionHarness(Flaky(), max_message_retries=0, topic_schemas=SIDE)
     assert harness.send_many(["bad", "ok"]) == ["OK"]
     assert [value for value, _ in harness.dead_letters] == ["bad"]
     assert [m.topic for m in harness.messages if m.kind == "dead_letter"] == [
@@ -413,7 +413,9 @@ def test_without_a_dead_letter_topic_a_failed_message_goes_to_the_default_one() 
 
 def test_a_failed_message_is_dropped_only_when_asked() -> None:
     flaky = Flaky()
-    harness = FunctionHarness(flaky, drop_failed_messages=True, topic_schemas=SIDE)
+    harness = FunctionHarness(
+        flaky, drop_failed_messages=True, max_message_retries=0, topic_schemas=SIDE
+    )
     assert harness.send_many(["bad", "ok"]) == ["OK"]
     assert flaky.calls == ["bad", "ok"]
     assert harness.dead_letters == []
@@ -460,7 +462,7 @@ def test_vectorized_outputs_are_encoded_for_the_output_topic() -> None:
     json_out = FunctionHarness(returning(pa.array([1, 2])), output_schema="json")
     assert json_out.send_many(["a", "b"]) == [1, 2]
 
-    harness = FunctionHarness(returning(raw), dead_letter_topic="dlq")  # string topic
+    harness = FunctionHarness(returning(raw), dead_letter_topic="dlq", max_message_retries=0)
     assert harness.send_many(["a", "b"]) == []
     [(_, properties), _] = harness.dead_letters
     assert "UnicodeDecodeError" in properties["EXCEPTION"]
@@ -482,7 +484,7 @@ def test_vectorized_keys_and_properties_reach_the_output() -> None:
 
 
 def test_returning_an_unencodable_value_is_a_user_exception() -> None:
-    harness = FunctionHarness(lambda _: 42, dead_letter_topic="dlq")
+    harness = FunctionHarness(lambda _: 42, dead_letter_topic="dlq", max_message_retries=0)
     assert harness.send("x") == []
     [(_, properties)] = harness.dead_letters
     assert properties["EXCEPTION"].startswith(
@@ -592,3 +594,52 @@ def test_the_docstring_examples_hold() -> None:
         result = doctest.testmod(module, raise_on_error=False)
         assert result.attempted > 0, module.__name__
         assert result.failed == 0, module.__name__
+
+
+def test_unset_retries_wait_for_redeliver_and_are_never_dead_lettered() -> None:
+    """Pulsar's default, as on Spark: a failed message waits (the delay), and each
+    :meth:`redeliver` delivers it again; one failing twice then succeeding is processed."""
+    flaky = Flaky()
+    harness = FunctionHarness(flaky, topic_schemas=SIDE)
+    assert harness.send_many(["bad", "ok"]) == ["OK"]  # the one behind it goes on
+    [(value, properties)] = harness.waiting
+    assert (value, properties["RECONSUMETIMES"]) == ("bad", "1")
+    assert harness.redeliver() == []
+    assert [p["RECONSUMETIMES"] for _, p in harness.waiting] == ["2"]
+    assert harness.dead_letters == [] and harness.redeliver() == []
+    assert flaky.calls == ["bad", "ok", "bad", "bad"]
+    assert harness.stats.user_exceptions == 3
+    calls: list[str] = []
+
+    def twice_down(text: str) -> str:
+        calls.append(text)
+        if len(calls) <= 2:
+            raise ConnectionError("database is down")
+        return text.upper()
+
+    recovering = FunctionHarness(twice_down)
+    assert recovering.send("row") == [] and recovering.redeliver() == []
+    assert recovering.redeliver() == ["ROW"]
+    assert recovering.waiting == [] and recovering.dead_letters == []
+
+
+def test_an_unacknowledged_message_under_timeout_ms_comes_back_after_it_without_end() -> None:
+    """``autoAck: false`` with ``timeoutMs`` and unset retries, as in Pulsar: each call's
+    output is published, and a message left unacknowledged waits ``timeoutMs`` (its
+    ``DELAY_TIME``), then comes again, until acknowledged; never dead-lettered."""
+    acker = Path(__file__).resolve().parents[1] / "runtime" / "funcs" / "ack_on_redelivery.py"
+    config = FunctionConfig.build(
+        name="acker", py=str(acker), classname="ack_on_redelivery.AckOnRedelivery",
+        inputs=["in"], output="out", auto_ack=False, timeout_ms=500,
+    )  # fmt: skip
+    harness = FunctionHarness(config, input_schema="bytes", output_schema="bytes")
+    assert len(harness.send(b"m0")) == 1  # published, though not acknowledged
+    [(_, properties)] = harness.waiting
+    assert properties["DELAY_TIME"] == "500"
+    assert properties["EXCEPTION"].startswith("NotAcknowledgedError: ")
+    assert len(harness.redeliver()) == 1 and harness.waiting == []  # acknowledged this time
+    harness.send(b"never")
+    for _ in range(3):
+        assert len(harness.redeliver()) == 1
+    assert [p["RECONSUMETIMES"] for _, p in harness.waiting] == ["4"]
+    assert harness.dead_letters == [] and harness.stats.user_exceptions == 0

@@ -32,6 +32,7 @@ def _config(**fields: object) -> FunctionConfig:
         "output": "persistent://public/default/shouted",
         "log_topic": "acme/ops/shout-log",
         "dead_letter_topic": "shout-dead",
+        "max_message_retries": 1,  # a dead-letter topic needs a limit, as in Pulsar
     }
     return FunctionConfig.build(**{**base, **fields})
 

@@ -172,7 +172,11 @@ def test_a_listing_shows_the_admins_own_tenant_only(worker: Worker, client: http
             "output public/default/out is outside tenant",
         ),
         (
-            {"inputs": ["tenant-a/default/in"], "deadLetterTopic": "tenant-b/x/dlq"},
+            {
+                "inputs": ["tenant-a/default/in"],
+                "deadLetterTopic": "tenant-b/x/dlq",
+                "maxMessageRetries": 1,
+            },  # fmt: skip
             "dead_letter_topic tenant-b/x/dlq is outside tenant",
         ),
         (

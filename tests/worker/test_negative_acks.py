@@ -50,8 +50,16 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def _function_yaml(tmp: Path, name: str, delay_ms: int, retries: int) -> Path:
+def _function_yaml(tmp: Path, name: str, delay_ms: int, retries: int | None) -> Path:
+    """Pulsar's function YAML; ``retries`` None: neither ``maxMessageRetries`` nor
+    ``deadLetterTopic`` (Pulsar's default: delivered again without end)."""
     config = tmp / f"{name}.yaml"
+    dead = (
+        ""
+        if retries is None
+        else f"maxMessageRetries: {retries}\n"
+        f"deadLetterTopic: persistent://public/default/{name}-dead\n"
+    )
     config.write_text(
         f"tenant: public\n"
         f"namespace: default\n"
@@ -60,8 +68,7 @@ def _function_yaml(tmp: Path, name: str, delay_ms: int, retries: int) -> Path:
         f"className: flaky_db.FlakyDb\n"
         f"inputs: [persistent://public/default/{name}-in]\n"
         f"output: persistent://public/default/{name}-out\n"
-        f"maxMessageRetries: {retries}\n"
-        f"deadLetterTopic: persistent://public/default/{name}-dead\n"
+        f"{dead}"
         f"negativeAckRedeliveryDelayMs: {delay_ms}\n"
         f"subscriptionPosition: Earliest\n"
         f"userConfig:\n"
@@ -220,3 +227,96 @@ def test_a_sink_failing_on_a_message_gets_it_again_after_the_delay_then_dead_let
     assert {c["message_id"] for c in calls} == {ids[0]}  # the original's id every time
     assert {c["topic"] for c in calls} == {"public/default/rows-in"}
     assert calls[1]["t"] >= calls[0]["t"] + delay / 1000
+
+
+def test_unset_retries_redeliver_without_end_as_pulsar_and_a_drain_keeps_what_waits(
+    shared_worker: SharedWorker, tmp_path: Path
+) -> None:
+    """Pulsar's default (no ``maxMessageRetries``): a message failing twice then succeeding is
+    processed, one that always fails keeps coming back with a growing redelivery count and
+    never reaches a dead-letter topic, and the messages behind them go on. A drain ends
+    all the same; what waits in the retry topic survives it and comes back on start."""
+    store = shared_worker.store
+    name = "ledger"
+    delay = 500
+    down = tmp_path / f"{name}.down"
+    down.touch()  # the database is down
+    log = tmp_path / f"{name}.log"
+    ids = _produce(store, f"{name}-in", ["db-1", "poison", "plain-2"])
+    cli = Sparkfn(shared_worker.url, shared_worker.data_dir)
+    cli.ok(
+        "functions", "create", "--function-config-file",
+        str(_function_yaml(tmp_path, name, delay, None)),
+    )  # fmt: skip
+    one = ("--tenant", "public", "--namespace", "default", "--name", name)
+
+    def outputs() -> dict[str, dict[str, Any]]:
+        return {o["value"]: o for o in (json.loads(m.value) for m in _read(store, f"{name}-out"))}
+
+    def deliveries(value: str) -> list[dict[str, Any]]:
+        return [line for line in _lines(log) if line["value"] == value]
+
+    until(lambda: "plain-2" in outputs(), lambda: f"log {_lines(log)}", 180)
+    until(lambda: len(deliveries("db-1")) >= 2, lambda: f"log {_lines(log)}", 180)
+    down.unlink()  # the database is back after two failed deliveries
+    until(lambda: "db-1" in outputs(), lambda: f"log {_lines(log)}", 180)
+    assert outputs()["db-1"]["redeliveries"] >= 2 and outputs()["db-1"]["id"] == ids[0]
+    until(lambda: len(deliveries("poison")) >= 4, lambda: f"log {_lines(log)}", 180)
+    counts = [d["redeliveries"] for d in deliveries("poison")]
+    assert counts == list(range(len(counts)))  # each delivery counted, none skipped
+    assert {d["id"] for d in deliveries("poison")} == {ids[1]}
+    for earlier, later in zip(deliveries("poison"), deliveries("poison")[1:], strict=False):
+        assert later["t"] >= earlier["t"] + delay / 1000
+    assert not TopicAdmin(store).exists(f"public/default/{name}-DLQ")
+    stats = cli.json("functions", "stats", *one)
+    assert stats["userExceptionsTotal"] >= 2 + 4 - 1
+
+    # A drain ends although poison never succeeds; it waits in the retry topic meanwhile.
+    cli.ok("functions", "drain", *one)
+    before = len(deliveries("poison"))
+    waiting = [m for m in _read(store, f"public/default/{name}-RETRY") if m.value == b"poison"]
+    assert waiting, "the waiting message is kept in the retry topic"
+    cli.ok("functions", "start", *one)
+    until(lambda: len(deliveries("poison")) > before + 1, lambda: f"log {_lines(log)}", 180)
+    counts = [d["redeliveries"] for d in deliveries("poison")]
+    assert counts == list(range(len(counts)))  # it came back where it was, counted on
+    values = [json.loads(m.value)["value"] for m in _read(store, f"{name}-out")]
+    assert sorted(values) == ["db-1", "plain-2"]  # each once
+    assert not TopicAdmin(store).exists(f"public/default/{name}-DLQ")
+    cli.ok("functions", "delete", *one)
+
+
+def test_a_sink_without_max_redeliver_count_gets_a_failing_message_again_without_end(
+    shared_worker: SharedWorker, tmp_path: Path
+) -> None:
+    """``pulsar-admin sinks create`` without ``--max-redeliver-count``: Pulsar's default, a
+    failed write is delivered again after the delay without end, and the sink goes on."""
+    store = shared_worker.store
+    delay = 500
+    down = tmp_path / "down"
+    down.touch()
+    log = tmp_path / "sink.log"
+    ids = _produce(store, "ledger-rows-in", ["db-1", "poison", "ok-2"])
+    cli = Sparkfn(shared_worker.url, shared_worker.data_dir)
+    cli.ok(
+        "sinks", "create", "--tenant", "public", "--namespace", "default", "--name", "ledger-rows",
+        "--archive", str(FUNCS / "flaky_sink.py"), "--classname", "flaky_sink.FlakySink",
+        "--inputs", "persistent://public/default/ledger-rows-in", "--subs-position", "Earliest",
+        "--negative-ack-redelivery-delay-ms", str(delay),
+        "--sink-config", json.dumps({"log": str(log), "down": str(down)}),
+    )  # fmt: skip
+
+    def calls(value: str) -> list[dict[str, Any]]:
+        return [line for line in _lines(log) if line["value"] == value]
+
+    until(lambda: any(c["ok"] for c in calls("ok-2")), lambda: f"log {_lines(log)}", 180)
+    until(lambda: len(calls("db-1")) >= 2, lambda: f"log {_lines(log)}", 180)
+    down.unlink()
+    until(lambda: any(c["ok"] for c in calls("db-1")), lambda: f"log {_lines(log)}", 180)
+    until(lambda: len(calls("poison")) >= 4, lambda: f"log {_lines(log)}", 180)
+    assert {c["message_id"] for c in calls("poison")} == {ids[1]}
+    assert [c["value"] for c in _lines(log) if c["ok"]].count("db-1") == 1
+    assert not TopicAdmin(store).exists("public/default/ledger-rows-DLQ")
+    cli.ok(
+        "sinks", "delete", "--tenant", "public", "--namespace", "default", "--name", "ledger-rows"
+    )

@@ -67,9 +67,9 @@ export function check(v, creating) {
   const par = Number(v.parallelism);
   if (!/^\d+$/.test(String(v.parallelism).trim()) || par < 1 || par > 256)
     problems.parallelism = `${fn}: parallelism must be a whole number from 1 to 256; got ${q(v.parallelism)}`;
-  const retries = Number(v.maxMessageRetries);
-  if (!/^\d+$/.test(String(v.maxMessageRetries).trim()) || retries > 100)
-    problems.maxMessageRetries = `${fn}: max_message_retries must be a whole number from 0 to 100; got ${q(v.maxMessageRetries)}`;
+  const retries = String(v.maxMessageRetries).trim();
+  if (retries && (!/^\d+$/.test(retries) || Number(retries) > 100))
+    problems.maxMessageRetries = `${fn}: max_message_retries must be a whole number from 0 to 100, or empty; got ${q(v.maxMessageRetries)}`;
   for (const [key, label] of [["userConfig", "user_config"], ["extra", "more config"]]) {
     if (!v[key].trim()) continue;
     try {
@@ -87,8 +87,9 @@ function configOf(v) {
     inputs: list(v.inputs),
     processing_guarantees: v.guarantees,
     parallelism: Number(v.parallelism),
-    max_message_retries: Number(v.maxMessageRetries),
   };
+  // Empty: unset, Pulsar's default (a failed message is delivered again without end).
+  if (String(v.maxMessageRetries).trim()) config.max_message_retries = Number(v.maxMessageRetries);
   const optional = {
     classname: v.classname, topics_pattern: v.topicsPattern, output: v.output,
     log_topic: v.logTopic, dead_letter_topic: v.deadLetterTopic, subscription_name: v.subscriptionName,
@@ -102,7 +103,7 @@ function configOf(v) {
 
 const EMPTY = {
   tenant: "public", namespace: "default", name: "", file: null, url: "", classname: "", inputs: "",
-  topicsPattern: "", output: "", guarantees: "at_least_once", parallelism: "1", maxMessageRetries: "0",
+  topicsPattern: "", output: "", guarantees: "at_least_once", parallelism: "1", maxMessageRetries: "",
   subscriptionName: "", logTopic: "", deadLetterTopic: "", userConfig: "", extra: "", mode: "drain",
 };
 
@@ -118,7 +119,7 @@ function fromConfig(fqfn, c) {
     output: text(field(c, "output")),
     guarantees: String(field(c, "processing_guarantees") || "at_least_once").toLowerCase().replace("atleast", "at_least").replace("atmost", "at_most"),
     parallelism: text(field(c, "parallelism") ?? 1),
-    maxMessageRetries: text(field(c, "max_message_retries") ?? 0),
+    maxMessageRetries: text(field(c, "max_message_retries")),
     subscriptionName: text(field(c, "subscription_name")),
     logTopic: text(field(c, "log_topic")),
     deadLetterTopic: text(field(c, "dead_letter_topic")),
@@ -207,7 +208,7 @@ export function SubmitPage({ fqfn }) {
             <option value="effectively_once">effectively once</option>
           </select><//>
         <${Field} id="f-parallelism" label="Parallelism" problem=${problems.parallelism} hint="instances, 1 to 256">${input("f-parallelism", "parallelism", { inputMode: "numeric" })}<//>
-        <${Field} id="f-maxMessageRetries" label="Max message retries" problem=${problems.maxMessageRetries} hint="0 to 100">${input("f-maxMessageRetries", "maxMessageRetries", { inputMode: "numeric" })}<//>
+        <${Field} id="f-maxMessageRetries" label="Max message retries" problem=${problems.maxMessageRetries} hint="0 to 100; empty: delivered again without end, as in Pulsar">${input("f-maxMessageRetries", "maxMessageRetries", { inputMode: "numeric" })}<//>
       </div></fieldset>
       <details><summary>More</summary><div class="row">
         <${Field} id="f-subscriptionName" label="Subscription name" hint="default: the function's FQFN">${input("f-subscriptionName", "subscriptionName")}<//>

@@ -110,9 +110,9 @@ class WindowFunction(ABC):
     def process(self, inputs: Window, context: Context) -> Any:
         """Handle one window; the return value (unless ``None``) goes to the output topic.
 
-        Raising fails the window like a message: retried up to
-        ``max_message_retries`` times, then each of its messages goes to the
-        dead-letter topic.
+        Raising fails the window: it is tried again at once, ``max_message_retries``
+        times (none when unset: a window cannot wait to be delivered again), then
+        each of its messages goes to the dead-letter topic.
         """
 
     def close(self) -> None:  # noqa: B027 - optional hook

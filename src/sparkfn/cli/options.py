@@ -206,13 +206,14 @@ LOG_TOPIC = Flag(
 )
 DEAD_LETTER_TOPIC = Flag(
     "--dead-letter-topic",
-    "Topic for messages that failed every attempt.",
+    "Topic for messages that failed every attempt (needs a retry limit: unset, none does).",
     "TOPIC",
     PROCESSING_PANEL,
 )
 MAX_MESSAGE_RETRIES = Flag(
     "--max-message-retries",
-    "Retries of a failing message (0 to 100).",
+    "Redeliveries of a failing message before it is dead-lettered (0 to 100; "
+    "default: delivered again without end, as in Pulsar).",
     "N",
     PROCESSING_PANEL,
 )

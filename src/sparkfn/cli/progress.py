@@ -237,11 +237,16 @@ class _ProgressLines:
 
 def note_dead_letters(config: FunctionConfig, status: FunctionStatus) -> None:
     """The run's last words on failed messages: which topic holds them."""
-    dead = _totals(status)[4]
+    totals = _totals(status)
     target = config.dead_letter_target
-    if dead and target is not None:
-        sys.stderr.write(f"{dead} failed message(s) are in topic {target}\n")
-        sys.stderr.flush()
+    if totals[4] and target is not None:
+        sys.stderr.write(f"{totals[4]} failed message(s) are in topic {target}\n")
+    if totals[2] and config.negative_acks and config.max_message_retries is None:
+        sys.stderr.write(
+            f"failed messages wait in topic {config.retry_topic} to be delivered again "
+            "(max_message_retries unset: without end), also when the function runs again\n"
+        )
+    sys.stderr.flush()
 
 
 def _totals(status: FunctionStatus) -> tuple[int, ...]:

@@ -268,7 +268,8 @@ _NO_EFFECT = "Pulsar's; no effect here (docs/pulsar-migration.md)."
 PULSAR_SINK_CONFIG = (
     _flag(
         "--max-redeliver-count",
-        "Retries of a message whose write fails, before it is dead-lettered (0 to 100).",
+        "Redeliveries of a message whose write fails, before it is dead-lettered (0 to 100; "
+        "default: without end, as in Pulsar).",
         "N",
         INPUT_PANEL,
     ),

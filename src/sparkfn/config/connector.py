@@ -150,12 +150,13 @@ class SinkConfig(_ConnectorBase):
     subscription_position: SubscriptionPosition = SubscriptionPosition.LATEST
     max_records_per_batch: int | None = Field(default=None, ge=1)
     trigger_interval: float = 0.0
-    # A message whose write() fails is retried this often (Pulsar's maxMessageRetries,
-    # --max-redeliver-count), then sent to dead_letter_topic (default {name}-DLQ).
-    max_message_retries: int = Field(default=0, ge=0, le=100, strict=True)
+    # A message whose write() fails is delivered again this often (Pulsar's maxMessageRetries,
+    # --max-redeliver-count), then sent to dead_letter_topic (default {name}-DLQ); unset, as
+    # Pulsar's: again without end (FunctionConfig.max_message_retries).
+    max_message_retries: int | None = Field(default=None, ge=0, le=100, strict=True)
     dead_letter_topic: str | None = None
     # Pulsar's negativeAckRedeliveryDelayMs: how long a message whose write() failed
-    # waits before it is delivered again (with max_message_retries).
+    # waits before it is delivered again.
     negative_ack_redelivery_delay_ms: int = Field(
         default=60_000, ge=0, le=7 * 24 * 3600 * 1000, strict=True
     )

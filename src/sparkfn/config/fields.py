@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import yaml
+
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.names import TopicName
 from sparkfn.config.pulsar_fields import CLASS_NAME
@@ -89,3 +91,21 @@ def check_input_serdes(value: dict[str, str]) -> dict[str, str]:
                 raise ValueError(msg) from None
         out[name] = check_serde(serde, f"input_serdes[{key}]")
     return out
+
+
+def user_config_mapping(value: Any) -> Any:
+    """``user_config`` given as JSON or YAML text (a flag's) as its mapping; else unchanged."""
+    if not isinstance(value, str):
+        return value
+    try:
+        loaded = yaml.safe_load(value) if value.strip() else {}
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        msg = f"user_config is neither JSON nor YAML: {problem}{at}"
+        raise ValueError(msg) from None
+    if not isinstance(loaded, dict):
+        msg = f"user_config must be a mapping (JSON or YAML object); got {value!r}"
+        raise ValueError(msg)
+    return loaded

@@ -20,7 +20,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -39,6 +38,7 @@ from sparkfn.config.fields import (
     check_serde,
     input_topics,
     pulsar_spelling,
+    user_config_mapping,
 )
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from sparkfn.config.policy import FailurePolicy
@@ -91,11 +91,9 @@ class FunctionConfig(BaseModel):
     inputs: list[str] = Field(default_factory=list)
     topics_pattern: str | None = None
     output: str | None = None
-    # The function's topics (inputs, output, log and dead-letter topics, and
-    # those ``context.publish`` names) are created on first use when they do
-    # not exist, as Pulsar's are (sparkfn.topics.autocreate: the store's
-    # partitions and schema type), unless this is False or the store (or the
-    # worker) turned that off: then a missing topic is an error naming it.
+    # The function's topics (inputs, output, log, dead-letter, ``context.publish``'s) are
+    # created on first use, as Pulsar's are (sparkfn.topics.autocreate), unless this is
+    # False or the store (or worker) turned that off: then a missing topic is an error.
     auto_create_topics: bool = True
     log_topic: str | None = None
     # Where a message that failed every attempt goes: this topic, else
@@ -103,9 +101,10 @@ class FunctionConfig(BaseModel):
     # ``drop_failed_messages`` says to drop it (see ``dead_letter_target``).
     dead_letter_topic: str | None = None
     drop_failed_messages: bool = False
-    # Numbers are strict: JSON's true or 2.0 or "2" is an error, not 1 or 2 (the CLI
-    # turns its flags' text into numbers first: sparkfn.cli.configs).
-    max_message_retries: int = Field(default=0, ge=0, le=100, strict=True)
+    # Pulsar's maxMessageRetries. Unset (as Pulsar's): a failed message is delivered again
+    # after the delay without end; N: dead-lettered after N redeliveries; 0 (Pulsar's consumer
+    # refuses it): at its first failure. Numbers are strict: JSON's true, 2.0 or "2" is an error.
+    max_message_retries: int | None = Field(default=None, ge=0, le=100, strict=True)
     # Pulsar's negativeAckRedeliveryDelayMs: how long a message whose call raised waits in
     # the retry topic before it is delivered again (sparkfn.runtime.function.redelivery).
     negative_ack_redelivery_delay_ms: int = Field(default=60_000, ge=0, le=604_800_000, strict=True)
@@ -131,16 +130,13 @@ class FunctionConfig(BaseModel):
     # output carries Pulsar's __pfn_input_topic__ and __pfn_input_msg_id__ either way.
     forward_source_message_property: bool | None = None
     cleanup_subscription: bool = True
-    # Pulsar's autoAck: True acknowledges a message when process returns. False:
-    # the function acknowledges it with context.ack during its call. A call that
-    # did not still publishes its output and keeps its state, as Pulsar's does; the
-    # message stays unacknowledged: with timeout_ms (the ack timeout) it is
-    # delivered again, up to max_message_retries times, then dead-lettered
-    # (sparkfn.runtime.function.attempts).
+    # Pulsar's autoAck: True acknowledges a message when process returns. False: the function
+    # acknowledges it with context.ack. A call that did not still publishes its output and
+    # keeps its state, as Pulsar's does; with timeout_ms (the ack timeout) its message is
+    # delivered again (sparkfn.runtime.function.attempts).
     auto_ack: bool = True
     # sparkfn's stricter autoAck false, on request: a call that returned without
-    # context.ack is a failed delivery (its outputs and state discarded), delivered
-    # again up to max_message_retries times, then dead-lettered.
+    # context.ack is a failed delivery (its outputs and state discarded).
     strict_ack: bool = False
     # Pulsar's serde and Context behaviour: None lets the code decide (a file
     # that imports pulsar, a class of pulsar-client's, a native function get
@@ -159,10 +155,8 @@ class FunctionConfig(BaseModel):
     # Pulsar's per-instance cpu and ram: Spark settings of the session a
     # localrun creates (see sparkfn.config.resources and session_conf).
     resources: Resources = Field(default_factory=Resources)
-    # Serde: how input values reach the function and outputs leave it;
-    # "auto" follows each topic's schema type.
-    # A named serde is ``module.Class`` (or ``module:Class``) with
-    # ``serialize(obj) -> bytes`` and ``deserialize(bytes) -> obj``.
+    # Serde: how values reach the function and leave it; "auto" follows each topic's schema
+    # type; ``module.Class`` names one with ``serialize(obj)`` and ``deserialize(bytes)``.
     input_serde: str = "auto"
     output_serde: str = "auto"
     # One input's serde over input_serde, by topic name or by a regex of
@@ -229,20 +223,7 @@ class FunctionConfig(BaseModel):
     @field_validator("user_config", mode="before")
     @classmethod
     def _user_config(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            try:
-                loaded = yaml.safe_load(value) if value.strip() else {}
-            except yaml.YAMLError as exc:
-                where = getattr(exc, "problem_mark", None)
-                at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-                problem = getattr(exc, "problem", None) or type(exc).__name__
-                msg = f"user_config is neither JSON nor YAML: {problem}{at}"
-                raise ValueError(msg) from None
-            if not isinstance(loaded, dict):
-                msg = f"user_config must be a mapping (JSON or YAML object); got {value!r}"
-                raise ValueError(msg)
-            return loaded
-        return value
+        return user_config_mapping(value)
 
     @model_validator(mode="before")
     @classmethod
@@ -277,6 +258,13 @@ class FunctionConfig(BaseModel):
                 processing_guarantees=self.processing_guarantees.value,
                 late_data_target=self.late_data_target,
             )
+        if self.dead_letter_topic and self.max_message_retries is None and self.negative_acks:
+            msg = (  # Pulsar's refusal: the message would never go there
+                f"Dead Letter Topic specified, however max retries is set to infinity: "
+                f"dead_letter_topic {self.dead_letter_topic} needs max_message_retries "
+                "(unset, a failed message is delivered again without end)"
+            )
+            raise ValueError(msg)
         if self.drop_failed_messages and self.dead_letter_topic:
             msg = (
                 f"drop_failed_messages contradicts dead_letter_topic {self.dead_letter_topic}; "
@@ -319,10 +307,23 @@ class FunctionConfig(BaseModel):
 
     @property
     def negative_acks(self) -> bool:
-        """Whether failures are negative-acked (redelivered after the delay): with retries, not
-        ATMOST_ONCE (its cursor moved before the call), not a window function (tried in place)."""
+        """Whether failures are negative-acked (redelivered after the delay): unless retries
+        are 0, under ATMOST_ONCE (its cursor moved before the call) or in a window function
+        (tried in place, :attr:`attempts_in_place`)."""
         once = self.processing_guarantees is ProcessingGuarantee.AT_MOST_ONCE
-        return self.max_message_retries > 0 and not once and self.window_config is None
+        return self.max_message_retries != 0 and not once and self.window_config is None
+
+    @property
+    def attempts_in_place(self) -> int:
+        """The attempts of a message retried where it is (a window, a vectorized batch,
+        ATMOST_ONCE, an ack timeout): ``1 + max_message_retries``, one when unset."""
+        return 1 + (self.max_message_retries or 0)
+
+    def redelivers(self, redeliveries: int) -> bool:
+        """Whether a negative-acked message delivered ``1 + redeliveries`` times is
+        delivered again (unset retries: always), else dead-lettered."""
+        limit = self.max_message_retries
+        return limit is None or redeliveries < limit
 
     @property
     def dead_letter_target(self) -> str | None:

@@ -117,6 +117,8 @@ def layered_fields(
         numbers = ("max_message_retries", "negative_ack_redelivery_delay_ms")
         if key in numbers and isinstance(value, str) and value.isdigit():
             value = int(value)  # a flag's text, as --max-redeliver-count gives it
+        if key == "max_message_retries" and value in (-1, "-1"):
+            continue  # Pulsar's unset
         fields[key] = value
     return Translated(fields=fields, warnings=tuple(dict.fromkeys(warnings)))
 

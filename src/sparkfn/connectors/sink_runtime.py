@@ -32,7 +32,8 @@ function object           sink
 
 **An exception from ``write`` fails that message**, as a function's
 exception fails its message: it is negative-acked and delivered again after
-``negative_ack_redelivery_delay_ms`` (``max_message_retries`` times), then
+``negative_ack_redelivery_delay_ms``, without end as in Pulsar unless
+``max_message_retries`` is set, and after that many redeliveries it is
 sent to the sink's dead-letter topic (``{tenant}/{namespace}/{name}-DLQ``
 unless ``dead_letter_topic`` names one) with its cause in ``EXCEPTION``, and
 the sink goes on with the next message. One bad message never stops a sink,

@@ -35,11 +35,11 @@ from sparkfn._closing import Closing
 from sparkfn.api.errors import ConfigError, HarnessClosedError
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.runtime.function.instance import FunctionInstance, TaskResult
-from sparkfn.runtime.function.redelivery import as_delivered
 from sparkfn.runtime.function.rows import DLQ_REAL_TOPIC, InputRows
 from sparkfn.runtime.stats import InstanceStats, MetricSummary
 from sparkfn.store.clock import utc_now
 from sparkfn.testing.harness_config import harness_config
+from sparkfn.testing.redelivery import redelivered
 from sparkfn.testing.state import InMemoryState
 from sparkfn.testing.topics import HarnessTopics, ProducedMessage, TopicMessages, topic_name
 from sparkfn.topics.message import READ_SCHEMA, encode_value
@@ -109,7 +109,7 @@ class FunctionHarness(Closing):
         log_topic: str | None = None,
         dead_letter_topic: str | None = None,
         drop_failed_messages: bool = False,
-        max_message_retries: int = 0,
+        max_message_retries: int | None = None,
         parallelism: int = 1,
         instance_id: int = 0,
         auto_create_topics: bool = True,
@@ -137,7 +137,8 @@ class FunctionHarness(Closing):
             )
             raise ConfigError(msg)
         self._topics = HarnessTopics(self.config, input_schema, output_schema, topic_schemas)
-        # A failed message is negative-acked and delivered again at once (no delay here).
+        # A failed message is negative-acked and delivered again at once (no delay here), or,
+        # with max_message_retries unset (without end), when redeliver() says the delay is over.
         self._instance = FunctionInstance(
             self.config, instance_id, user, self._topics, negative_acks=True
         )
@@ -145,6 +146,7 @@ class FunctionHarness(Closing):
         self._state = InMemoryState()
         self._stats = InstanceStats()
         self._messages: list[ProducedMessage] = []
+        self._waiting: list[Emitted] = []  # negative-acked, retries unset: for redeliver()
         self.lifecycle = HarnessState.OPEN
 
     # --- sending -----------------------------------------------------------------
@@ -245,10 +247,32 @@ class FunctionHarness(Closing):
             return serde.encode(value)
         return encode_value(value, serde.schema_type, topic=topic, definition=serde.definition)
 
+    def redeliver(self) -> list[Any]:
+        """Deliver the messages in :attr:`waiting` again, as one batch, as the runtime does once
+        their delay is over; return what they sent to the output topic. One that fails again
+        waits again (``max_message_retries`` unset: it is never dead-lettered).
+
+        >>> calls = []
+        >>> def flaky(text):
+        ...     calls.append(text)
+        ...     return text + "!" if len(calls) > 2 else 1 / 0
+        >>> harness = FunctionHarness(flaky)
+        >>> harness.send("hi"), harness.redeliver(), harness.redeliver(), harness.dead_letters
+        ([], [], ['hi!'], [])
+        """
+        if self.lifecycle is HarnessState.CLOSED:
+            msg = f"function {self.config.fqfn}: the harness is closed; nothing is delivered"
+            raise HarnessClosedError(msg)
+        waiting, self._waiting = self._waiting, []
+        return self._run_batch(redelivered(waiting, self.config.retry_topic))
+
     def _run(self, rows: list[dict[str, Any]]) -> list[Any]:
-        """Run ``rows`` as a task, then each negative-acked message again, as its own
-        task, until none is left (the runtime's redelivery without its delay)."""
-        batch = pa.RecordBatch.from_pylist(rows, schema=READ_SCHEMA)
+        return self._run_batch(pa.RecordBatch.from_pylist(rows, schema=READ_SCHEMA))
+
+    def _run_batch(self, batch: pa.RecordBatch) -> list[Any]:
+        """Run ``batch`` as a task, then each negative-acked message again, as its own
+        task, until none is left (the runtime's redelivery without its delay); with
+        ``max_message_retries`` unset they wait in :attr:`waiting` instead."""
         instance = self._instance
         outputs: list[Any] = []
         while batch.num_rows:
@@ -259,28 +283,11 @@ class FunctionHarness(Closing):
                 instance.process_rows(InputRows(batch))
             retries: list[Emitted] = []
             outputs += self._commit(instance.end_task(), retries)
-            batch = self._redelivered(retries)
+            if self.config.max_message_retries is None:
+                self._waiting += retries
+                break
+            batch = redelivered(retries, self.config.retry_topic)
         return outputs
-
-    def _redelivered(self, retries: list[Emitted]) -> pa.RecordBatch:
-        """The negative-acked messages as the runtime delivers them again: as their originals."""
-        rows = [
-            {
-                "key": item.key,
-                "value": item.value,
-                "properties": list(item.properties.items()),
-                "event_time": item.event_time,
-                "publish_time": utc_now(),
-                "producer": "harness",
-                "sequence_id": None,
-                "topic": item.topic,
-                "partition": 0,
-                "offset": n,
-            }
-            for n, item in enumerate(retries)
-        ]
-        batch = pa.RecordBatch.from_pylist(rows, schema=READ_SCHEMA)
-        return next(as_delivered(iter([batch]), self.config.retry_topic)) if rows else batch
 
     def _commit(self, result: TaskResult, retries: list[Emitted]) -> list[Any]:
         self._state.commit(result.mutations)
@@ -331,6 +338,18 @@ class FunctionHarness(Closing):
     def dead_letters(self) -> list[tuple[Any, dict[str, str]]]:
         """``(value, properties)`` of each dead-lettered message; the error is in ``EXCEPTION``."""
         return [(m.value, m.properties) for m in self._messages if m.kind == "dead_letter"]
+
+    @property
+    def waiting(self) -> list[tuple[Any, dict[str, str]]]:
+        """``(value, properties)`` of each negative-acked message waiting to be delivered
+        again (``max_message_retries`` unset), as :meth:`redeliver` will deliver them; the
+        error is in ``EXCEPTION``, the redeliveries so far in ``RECONSUMETIMES``."""
+        found = []
+        for item in self._waiting:
+            real = item.properties.get(DLQ_REAL_TOPIC, "")
+            decoded = self._instance.serdes.input_for(topic_name(real)).decode(item.value)
+            found.append((decoded, dict(item.properties)))
+        return found
 
     @property
     def logs(self) -> list[str]:

@@ -32,7 +32,7 @@ def harness_config(
     log_topic: str | None = None,
     dead_letter_topic: str | None = None,
     drop_failed_messages: bool = False,
-    max_message_retries: int = 0,
+    max_message_retries: int | None = None,
     parallelism: int = 1,
     auto_create_topics: bool = True,
     classname: str | None = None,
@@ -75,7 +75,7 @@ def harness_config(
             "log_topic": log_topic is not None,
             "dead_letter_topic": dead_letter_topic is not None,
             "drop_failed_messages": drop_failed_messages,
-            "max_message_retries": max_message_retries != 0,
+            "max_message_retries": max_message_retries is not None,
             "parallelism": parallelism != 1,
             "auto_create_topics": not auto_create_topics,
         }

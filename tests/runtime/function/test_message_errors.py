@@ -174,7 +174,7 @@ def test_without_dead_letter_topic_failing_messages_go_to_the_default_dlq(
 ) -> None:
     ids = _setup(store, dlq=False)
     bad = {v: ids[v] for v in ids if v.startswith("bad")}
-    run, attempts = _run(spark, store, tmp_path)  # max_message_retries defaults to 0
+    run, attempts = _run(spark, store, tmp_path, max_message_retries=0)  # no redelivery
 
     instance = run.status().instances[0].status
     assert instance.state == "STOPPED" and instance.error == ""
@@ -202,7 +202,7 @@ def test_failing_messages_are_dropped_and_counted_only_when_asked(
 ) -> None:
     ids = _setup(store, dlq=False)
     bad = {v: ids[v] for v in ids if v.startswith("bad")}
-    run, attempts = _run(spark, store, tmp_path, drop_failed_messages=True)
+    run, attempts = _run(spark, store, tmp_path, drop_failed_messages=True, max_message_retries=0)
 
     instance = run.status().instances[0].status
     assert instance.state == "STOPPED" and instance.error == ""

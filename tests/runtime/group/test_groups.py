@@ -251,7 +251,9 @@ def test_a_failing_member_is_kept_to_itself_while_the_others_flow(group_worker: 
     store = _setup(group_worker, good)
     # raises on every message: each goes to its dead-letter topic, the function keeps running
     group_worker.create(
-        _config("raiser", user_config={"fail": "raise"}), package_digest=None, who="test"
+        _config("raiser", user_config={"fail": "raise"}, max_message_retries=0),
+        package_digest=None,
+        who="test",
     )
     # fatal on every message: by default SHUTDOWN_FUNCTION, ERROR
     group_worker.create(

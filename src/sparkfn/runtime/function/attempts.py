@@ -36,7 +36,7 @@ def attempt_each(
     properties: Sequence[Properties] | None = None,
     nack: bool = False,
 ) -> list[tuple[int, Exception]]:
-    """Call the function on each of ``values``, up to ``1 + max_message_retries``
+    """Call the function on each of ``values``, up to ``attempts_in_place``
     times each, until an attempt succeeds; returns ``(index, last exception)``
     of the values that failed every attempt, for the caller to dead-letter.
 
@@ -51,11 +51,13 @@ def attempt_each(
     message (``context.ack``) keeps its outputs and state, as in Pulsar, and
     its message stays unacknowledged: with ``timeout_ms`` (Pulsar's ack
     timeout) it is delivered again at once, up to ``max_message_retries``
-    times, and dead-lettered after the last delivery; without, it is not
-    delivered again (a warning says how many). With ``strict_ack`` such a
-    call is a failed attempt instead: its outputs and state are discarded, it
-    is delivered again up to ``max_message_retries`` times, then
-    dead-lettered. Neither is counted as a user exception.
+    times, and dead-lettered after the last delivery (unset: returned as
+    failed, for :mod:`.redelivery` to deliver it again after ``timeout_ms``);
+    without, it is not delivered again (a warning says how many). With
+    ``strict_ack`` such a call is a failed attempt instead: its outputs and
+    state are discarded, it is delivered again up to ``max_message_retries``
+    times, then dead-lettered (unset: negative-acked, as an exception is).
+    Neither is counted as a user exception.
 
     With ``nack`` (the function's negative acks, :mod:`.redelivery`) a call
     that raised is not tried again here: the value is returned as failed at
@@ -94,7 +96,7 @@ def attempt_each(
     decode: Decode = as_is
     decode_topic: str | None = None
     utf8_in = False
-    attempts = 1 + inst.config.max_message_retries
+    attempts = inst.config.attempts_in_place
     needs_ack = not (inst.config.auto_ack or inst.user.vectorized)
     strict_ack = inst.config.strict_ack
     redeliver = inst.config.timeout_ms is not None  # Pulsar's ack timeout
@@ -157,7 +159,7 @@ def attempt_each(
                 state.rollback_message()
                 out.truncate(mark)
                 if not left:
-                    failed.append((i, NotAcknowledgedError(inst.config.fqfn, context)))
+                    failed.append((i, NotAcknowledgedError(inst.config.fqfn, context, False)))
                 continue
             processed += messages
             if pending:
@@ -168,7 +170,7 @@ def attempt_each(
             if unacked and redeliver:
                 if left:
                     continue  # the ack timeout: delivered again, this call's effects kept
-                failed.append((i, NotAcknowledgedError(inst.config.fqfn, context)))
+                failed.append((i, NotAcknowledgedError(inst.config.fqfn, context, True)))
             elif unacked:
                 unacked_kept += 1
             break
@@ -190,12 +192,14 @@ def attempt_each(
 
 
 class NotAcknowledgedError(Exception):
-    """A message ``process`` returned from without acknowledging (``auto_ack`` false)."""
+    """A message ``process`` returned from without acknowledging (``auto_ack`` false);
+    ``kept``: its call's outputs and state were kept (not ``strict_ack``)."""
 
-    def __init__(self, fqfn: str, context: Any) -> None:
+    def __init__(self, fqfn: str, context: Any, kept: bool) -> None:
+        self.kept = kept
         super().__init__(
             f"function {fqfn} did not acknowledge message {context.current_message_id()} "
-            "(auto_ack is false: context.ack acknowledges it) in any of its deliveries"
+            "(auto_ack is false: context.ack acknowledges it)"
         )
 
 

@@ -8,8 +8,9 @@ per message (or per batch), with Pulsar's rules:
 * a ``process`` call that raises leaves no trace: outputs, publishes and
   state changes since the message began are discarded;
 * each failure is counted as a user exception and kept among the latest
-  exceptions; the message is tried again (``max_message_retries``): on
-  Spark negative-acked and delivered again after a delay (:mod:`.redelivery`);
+  exceptions; the message is negative-acked and delivered again after a
+  delay (:mod:`.redelivery`), without end unless ``max_message_retries``
+  is set (a window or vectorized batch: tried again at once, that often);
 * then it goes to the dead letter topic (with the error in its properties)
   or is dropped.
 

@@ -15,7 +15,11 @@ back as the original: its topic, message id, key, value, event time and own
 properties, and its redelivery count (``context.get_message_redelivery_count()``).
 
 A message whose ``RECONSUMETIMES`` reached ``max_message_retries`` and fails
-again goes to the dead-letter topic with ``ATTEMPTS`` = its deliveries.
+again goes to the dead-letter topic with ``ATTEMPTS`` = its deliveries; with
+``max_message_retries`` unset (Pulsar's default) it is delivered again without
+end, as Pulsar's consumer without a dead-letter policy does. A message left
+unacknowledged (``auto_ack`` false) under ``timeout_ms`` waits ``timeout_ms``
+(Pulsar's ack timeout) there instead of the negative-ack delay.
 """
 
 from __future__ import annotations
@@ -64,12 +68,17 @@ def redeliveries(rows: InputRows, i: int) -> int:
 def fail_message(inst: FunctionInstance, rows: InputRows, i: int, exc: Exception) -> None:
     """Row ``i`` failed: negative-acked (written to the retry topic) while it has
     redeliveries left, else dead-lettered (:func:`dead_letter`)."""
-    if not inst.negative_acks or isinstance(exc, NotAcknowledgedError):
-        dead_letter(inst, rows, i, exc)  # tried in place, 1 + max_message_retries times
+    config = inst.config
+    unacked = isinstance(exc, NotAcknowledgedError)
+    if not inst.negative_acks or (unacked and config.max_message_retries is not None):
+        dead_letter(inst, rows, i, exc)  # tried in place, attempts_in_place times
         return
     done = redeliveries(rows, i)
-    if done < inst.config.max_message_retries:
-        inst.out.append(retry_letter(rows, i, inst.config, exc))
+    if config.redelivers(done):
+        # Left unacknowledged (its outputs kept): Pulsar's ack timeout, not the nack delay.
+        kept = isinstance(exc, NotAcknowledgedError) and exc.kept
+        delay = config.timeout_ms if kept else None
+        inst.out.append(retry_letter(rows, i, config, exc, delay))
     else:
         dead_letter(inst, rows, i, exc, done + 1)
 
@@ -77,20 +86,23 @@ def fail_message(inst: FunctionInstance, rows: InputRows, i: int, exc: Exception
 def dead_letter(
     inst: FunctionInstance, rows: InputRows, i: int, exc: Exception, tried: int = 0
 ) -> None:
-    """Row ``i`` failed every attempt (``tried``, else ``1 + max_message_retries``): to the
+    """Row ``i`` failed every attempt (``tried``, else ``attempts_in_place``): to the
     dead letter topic with its cause, unless the user chose to drop it."""
     dlq = inst.config.dead_letter_target
     if dlq is None:
         return
-    inst.out.append(rows.dead_letter(i, dlq, exc, tried or 1 + inst.config.max_message_retries))
+    inst.out.append(rows.dead_letter(i, dlq, exc, tried or inst.config.attempts_in_place))
     inst.stats.dead_lettered += 1
 
 
-def retry_letter(rows: InputRows, i: int, config: FunctionConfig, exc: BaseException) -> Emitted:
+def retry_letter(
+    rows: InputRows, i: int, config: FunctionConfig, exc: BaseException, delay: int | None = None
+) -> Emitted:
     """Row ``i``, negative-acked after ``exc``, for the retry topic: its own properties,
-    ``RECONSUMETIMES`` (its redeliveries, this one included), ``DELAY_TIME``, ``DELIVER_AT``,
-    ``REAL_TOPIC``, ``ORIGIN_MESSAGE_ID`` and ``EXCEPTION``."""
-    delay = config.negative_ack_redelivery_delay_ms
+    ``RECONSUMETIMES`` (its redeliveries, this one included), ``DELAY_TIME`` (``delay``, else
+    the negative-ack delay), ``DELIVER_AT``, ``REAL_TOPIC``, ``ORIGIN_MESSAGE_ID``, ``EXCEPTION``."""
+    if delay is None:
+        delay = config.negative_ack_redelivery_delay_ms
     props = dict(rows.column("properties")[i] or [])
     props.update(
         {

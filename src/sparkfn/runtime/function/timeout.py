@@ -7,7 +7,8 @@ is up it raises :class:`_Expired` in the calling thread (CPython's
 blocking call (a socket read, ``time.sleep``) when it returns. Either way
 the attempt ends as :class:`MessageTimeoutError`, a message error like any
 exception from ``process``: its outputs and state changes are discarded and
-the message is retried under ``max_message_retries``, then dead-lettered,
+the message is negative-acked (:mod:`.redelivery`; dead-lettered after
+``max_message_retries`` redeliveries, when set),
 and the function goes on with the next message. An attempt that swallowed
 the interruption (a bare ``except:``) and returned late is failed all the
 same.

@@ -247,7 +247,7 @@ class WindowRunner:
         if self._extract is None:
             self._extract = load_extractor(self.inst.config)
         error: Exception | None = None
-        for _ in range(1 + inst.config.max_message_retries):
+        for _ in range(inst.config.attempts_in_place):
             try:
                 if self._extract is MESSAGE_EVENT_TIME:
                     if event_ms is None:
@@ -347,7 +347,7 @@ class WindowRunner:
                 DLQ_ORIGIN_MESSAGE_ID: message_id,
                 DLQ_REAL_TOPIC: f"persistent://{topic}",
                 DLQ_EXCEPTION: f"{type(exc).__name__}: {exc}",
-                DLQ_ATTEMPTS: str(1 + self.inst.config.max_message_retries),
+                DLQ_ATTEMPTS: str(self.inst.config.attempts_in_place),
             }
         )
         self.inst.out.append(Emitted("dead_letter", dlq, raw, key, properties, _when(event_ms)))
@@ -357,9 +357,7 @@ class WindowRunner:
         dlq = self.inst.config.dead_letter_target
         if dlq is None:
             return
-        self.inst.out.append(
-            rows.dead_letter(i, dlq, exc, 1 + self.inst.config.max_message_retries)
-        )
+        self.inst.out.append(rows.dead_letter(i, dlq, exc, self.inst.config.attempts_in_place))
         self.inst.stats.dead_lettered += 1
 
 

@@ -18,10 +18,14 @@ its time are kept, so each message is read here once and an idle reader
 reads none to know, and :meth:`RetryAdmission.due` tells it
 to look again (and shortens its quiet wait) when that time comes.
 
-A drain finishes what the member has: its retry topic is read to its live
-end, due or not (a message's remaining deliveries are made at once), and
-the drain ends once no redelivery is left, each message having been
-processed or dead-lettered.
+A drain finishes what the member has: with ``max_message_retries`` its
+retry topic is read to its live end, due or not (a message's remaining
+deliveries are made at once), and the drain ends once no redelivery is
+left, each message having been processed or dead-lettered. Unset (Pulsar's
+default, redelivered without end) a drain would never end so: it reads the
+inputs to their target and leaves the retry topic alone, so what waits
+there (and what fails during the drain) stays, with the subscription's
+cursor on it, and comes back when the function runs again.
 """
 
 from __future__ import annotations
@@ -72,11 +76,14 @@ class RetryAdmission:
     def drain_ends(
         config: FunctionConfig, available: Mapping[str, int], target: Mapping[str, int]
     ) -> dict[str, int]:
-        """A drain's ends: its target's for the inputs, the live end for the retry topic."""
+        """A drain's ends: its target's for the inputs, the live end for the retry topic
+        (none when retries are unset: what waits there stays for the next run)."""
         retry = retry_name(config) + "#" if config.negative_acks else None
+        forever = config.max_message_retries is None
         return {
             k: v if retry and k.startswith(retry) else min(v, target.get(k, 0))
             for k, v in available.items()
+            if not (forever and retry and k.startswith(retry))
         }
 
     def cap(

@@ -46,6 +46,7 @@ from sparkfn.api.errors import (
 )
 from sparkfn.config.function import FunctionConfig
 from sparkfn.config.names import TopicName
+from sparkfn.runtime.function.redelivery import DELAY_TIME
 from sparkfn.runtime.function.rows import (
     DLQ_ATTEMPTS,
     DLQ_EXCEPTION,
@@ -138,13 +139,18 @@ def trigger(
             raise TriggerFailedError(msg)
         nacked = retries.find(trigger_id)
         if nacked is not None:
+            retries_left = config.max_message_retries
+            after = (
+                "without end (max_message_retries is unset)"
+                if retries_left is None
+                else f"up to {retries_left} time(s), before it goes to dead letter topic "
+                f"{config.dead_letter_target}"
+            )
             msg = (
                 f"function {fqfn} failed on the triggered value (message {message_id} of "
                 f"{input_topic.name}): {nacked.properties.get(DLQ_EXCEPTION, '?')}; it was "
                 f"negative-acked and is delivered again after "
-                f"{config.negative_ack_redelivery_delay_ms} ms, up to "
-                f"{config.max_message_retries} time(s), before it goes to dead letter topic "
-                f"{config.dead_letter_target}"
+                f"{nacked.properties.get(DELAY_TIME, '?')} ms, {after}"
             )
             raise TriggerFailedError(msg)
         if time.monotonic() >= deadline:
