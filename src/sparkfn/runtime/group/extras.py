@@ -197,9 +197,13 @@ def row_budget(
 def ends_drain(work: MemberWork, max_per_task: int | None, slots: int) -> bool:
     """Whether a drain's batch that reaches its target may end the stream itself: when that
     costs no cores (:func:`~sparkfn.topics.spark.planning.ends_stream`); it saves the
-    end-of-stream batch's trigger. Not for a member that negative-acks: a message of that
-    batch may fail and be delivered again after it."""
-    if work.member.config.negative_acks:
+    end-of-stream batch's trigger. Not for a member that negative-acks with a bound on its
+    redeliveries: a message of that batch may fail and be delivered again, in this drain,
+    after it. Without a bound (Pulsar's default) a drain leaves the retry topic for the
+    next run (:meth:`~.retries.RetryAdmission.drain_ends`), so its last data batch may end
+    the stream: its instances are not made again elsewhere only for their end-of-stream."""
+    config = work.member.config
+    if config.negative_acks and config.max_message_retries is not None:
         return False
     return ends_stream(
         work.topics,
