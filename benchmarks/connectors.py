@@ -463,7 +463,14 @@ def soak(store: Store, names: list[str], minutes: float, sinks: bool = True) -> 
         for lane in every:
             lane.cancel()
         raise
-    return [lane.finish() for lane in every]
+    results = []
+    for lane in every:
+        try:
+            results.append(lane.finish())
+        except Exception as exc:  # one lane's end must not lose every lane's figures
+            lane.result.errors.append(f"finishing: {type(exc).__name__}: {exc}")
+            results.append(lane.result)
+    return results
 
 
 def print_soak(results: list[SoakResult], minutes: float) -> None:
@@ -1086,7 +1093,11 @@ def _out_nats(stream: str) -> SinkOut:
 
     async def read(js: Any) -> list[str]:
         total, got = await held(js), []
-        sub = await js.pull_subscribe(f"{stream}.out", durable="soak-reader", stream=stream)
+        from nats.js.api import AckPolicy, ConsumerConfig
+
+        # No acks: an explicit-ack consumer hands out at most max_ack_pending (1,000) unacked.
+        sub = await js.pull_subscribe(f"{stream}.out", durable="soak-reader", stream=stream,
+                                      config=ConsumerConfig(ack_policy=AckPolicy.NONE))  # fmt: skip
         while len(got) < total:
             got.extend(m.data.decode() for m in await sub.fetch(1000, timeout=5))
         return got
@@ -1249,7 +1260,7 @@ class SinkLane:
             result.unread_at_restart = sum(1 for i in missing if i < self.fed_at_stop)
         result.duplicates = len(found) - len(counts)
         result.restarts = self.run.status().num_restarts
-        if self.run.run_state() == "ERROR":
+        if self.run.run_state == "ERROR":
             result.errors.append("ended in ERROR")
         self.producer.close()
         try:
