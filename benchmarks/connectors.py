@@ -424,46 +424,64 @@ def soak_one(store: Store, name: str, before: float, after: float) -> SoakResult
     try:
         lane.start()
         time.sleep(before)
-        lane.restart_broker()
+        lane.result.restart_seconds = restart_broker(name, lane.stopped)
         time.sleep(after)
     except BaseException:
-        lane.quit.set()
-        lane.run.stop("cancel")
+        lane.cancel()
         raise
     return lane.finish()
 
 
-def soak(store: Store, names: list[str], minutes: float) -> list[SoakResult]:
-    """Every source in ``names`` at once for ``minutes``; their brokers restarted in turn,
-    each in the middle of its share of the time."""
-    lanes = [SoakLane(store, name) for name in names]
-    share = minutes * 60 / len(lanes)
+def soak(store: Store, names: list[str], minutes: float, sinks: bool = True) -> list[SoakResult]:
+    """Every source in ``names`` (and, with ``sinks``, every sink: on Spark, in this
+    process) at once for ``minutes``; their brokers restarted in turn, each in the middle
+    of its share of the time. A broker's restart is its source's and its sink's."""
+    lanes: dict[str, list[SoakLane | SinkLane]] = {name: [SoakLane(store, name)] for name in names}
+    if sinks:
+        from sparkfn.runtime.spark.session import spark_session
+
+        spark = spark_session(master="local[2]", app_name="sparkfn-soak")
+        for name in names:
+            lanes[name].append(SinkLane(store, name, spark))
+    every = [lane for group in lanes.values() for lane in group]
+    share = minutes * 60 / len(names)
     began = time.monotonic()
     try:
-        for lane in lanes:
+        for lane in every:
             lane.start()
-        for k, lane in enumerate(lanes):
+        for k, name in enumerate(names):
             time.sleep(max(0.0, began + (k + 0.5) * share - time.monotonic()))
-            print(f"  {time.monotonic() - began:6.0f} s: restarting {lane.name}", flush=True)
-            lane.restart_broker()
+            print(f"  {time.monotonic() - began:6.0f} s: restarting {name}", flush=True)
+            group = lanes[name]
+            seconds = restart_broker(
+                name, lambda group=group: [lane.stopped() for lane in reversed(group)]
+            )
+            for lane in group:
+                lane.result.restart_seconds = seconds
         time.sleep(max(0.0, began + minutes * 60 - time.monotonic()))
     except BaseException:
-        for lane in lanes:
-            lane.quit.set()
-            lane.run.stop("cancel")
+        for lane in every:
+            lane.cancel()
         raise
-    return [lane.finish() for lane in lanes]
+    results = []
+    for lane in every:
+        try:
+            results.append(lane.finish())
+        except Exception as exc:  # one lane's end must not lose every lane's figures
+            lane.result.errors.append(f"finishing: {type(exc).__name__}: {exc}")
+            results.append(lane.result)
+    return results
 
 
 def print_soak(results: list[SoakResult], minutes: float) -> None:
     print(
-        f"soak, {minutes:g} min, {SOAK_RATE} msg/s into each source; load average {load_average()}"
+        f"soak, {minutes:g} min, {SOAK_RATE} msg/s into each connector; load average {load_average()}"
     )
-    print(f"{'source':<10} {'fed':>7} {'moved':>7} {'lost':>5} {'unread':>6} {'dups':>5} "
+    print(f"{'connector':<15} {'fed':>7} {'moved':>7} {'lost':>5} {'unread':>6} {'dups':>5} "
           f"{'restart s':>9} {'gap s':>6} {'restarts':>8}  verdict")  # fmt: skip
     for r in results:
         wrong = r.verdict()
-        print(f"{r.name:<10} {r.fed:>7} {r.moved:>7} {r.lost:>5} {r.unread_at_restart:>6} "
+        print(f"{r.label:<15} {r.fed:>7} {r.moved:>7} {r.lost:>5} {r.unread_at_restart:>6} "
               f"{r.duplicates:>5} {r.restart_seconds:>9.1f} {r.longest_gap:>6.1f} {r.restarts:>8}  "
               f"{'; '.join(wrong) or 'ok'}", flush=True)  # fmt: skip
 
@@ -473,6 +491,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--connectors", default=",".join(CONNECTORS))
     parser.add_argument("--repeats", type=int, default=3, help="runs per connector (medians)")
+    parser.add_argument("--no-sinks", action="store_true",
+                        help="a soak of the sources only (no Spark)")  # fmt: skip
     parser.add_argument("--soak", type=float, metavar="MINUTES",
                         help="instead: every source at once this long, each broker restarted once")  # fmt: skip
     args = parser.parse_args()
@@ -481,7 +501,8 @@ def main() -> None:
     if args.soak is not None:
         store = Store.open(f"sqlite:///{work}/soak.db", work / "soak")
         try:
-            print_soak(soak(store, args.connectors.split(","), args.soak), args.soak)
+            names = args.connectors.split(",")
+            print_soak(soak(store, names, args.soak, sinks=not args.no_sinks), args.soak)
         finally:
             store.close()
             shutil.rmtree(work, ignore_errors=True)
@@ -525,14 +546,16 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-# --- soak: a steady stream through every source, each broker restarted in turn -------------
+# --- soak: a steady stream through every connector, each broker restarted in turn ----------
 #
 # ``--soak MINUTES``: one process (as one worker hosts them), every broker source run
 # as a worker runs it (``SourceRun``: its instance under the supervisor and the
-# default failure policy), each fed a steady stream of numbered messages. In the
-# middle of each connector's share of the time its broker is restarted (stopped by
-# its pid, started again, waited for). Per connector: the longest gap between two
-# outputs against the broker's restart, what was lost, the duplicates.
+# default failure policy), each fed a steady stream of numbered messages; and every
+# broker sink (``SinkRun`` on a local Spark in the same process, unless --no-sinks),
+# its input topic fed the same way, its broker read back. In the middle of each
+# broker's share of the time it is restarted (stopped by its pid, started again,
+# waited for), under its source and its sink at once. Per connector: the longest gap
+# between two outputs against the broker's restart, what was lost, the duplicates.
 
 SOAK_RATE = 200  # messages a second into each source
 RESTART_SLACK = 10.0  # a connector must move again within the restart plus this
@@ -847,6 +870,11 @@ class SoakResult:
     restarts: int = 0  # the source instance's restarts by its failure policy
     errors: list[str] = field(default_factory=list)
     lost_with_the_broker: bool = False  # its broker keeps nothing over a restart (Redis here)
+    kind: str = "source"  # or "sink"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.kind}"
 
     @property
     def stalled(self) -> bool:
@@ -860,8 +888,9 @@ class SoakResult:
         allowed = self.unread_at_restart if self.lost_with_the_broker else 0
         if self.lost > allowed:
             wrong.append(f"{self.lost} lost (allowed {allowed})")
-        if self.duplicates > SOAK_DUPLICATES[self.name]:
-            wrong.append(f"{self.duplicates} duplicates (bound {SOAK_DUPLICATES[self.name]})")
+        bound = (SOAK_DUPLICATES if self.kind == "source" else SINK_SOAK_DUPLICATES)[self.name]
+        if self.duplicates > bound:
+            wrong.append(f"{self.duplicates} duplicates (bound {bound})")
         return wrong + self.errors
 
 
@@ -932,16 +961,16 @@ class SoakLane:
             self.result.longest_gap = max(self.result.longest_gap, now - self.last_move)
             time.sleep(0.1)
 
-    def restart_broker(self) -> None:
-        """Restart this source's broker; note what was fed and not yet appended while it was
-        down (a broker that keeps nothing loses that)."""
+    def stopped(self) -> None:
+        """Its broker just stopped: note what was fed and not yet appended (a broker that
+        keeps nothing loses that)."""
+        time.sleep(0.5)  # a send the broker took just before it stopped is counted as fed
+        with self._lock:
+            self.result.unread_at_restart = len(self.fed) - _count(self.store, self.topic)
 
-        def stopped() -> None:
-            time.sleep(0.5)  # a send the broker took just before it stopped is counted as fed
-            with self._lock:
-                self.result.unread_at_restart = len(self.fed) - _count(self.store, self.topic)
-
-        self.result.restart_seconds = restart_broker(self.name, stopped)
+    def cancel(self) -> None:
+        self.quit.set()
+        self.run.stop("cancel")
 
     def finish(self, timeout: float = 120) -> SoakResult:
         """Stop feeding, let the source move what was fed, stop it, count."""
@@ -973,6 +1002,269 @@ class SoakLane:
             result.errors.append(f"ended in ERROR: {self.run.death()}")
         try:
             self.feed.cleanup()
+        except Exception as exc:
+            result.errors.append(f"cleanup: {exc}")
+        return result
+
+
+# --- the sinks' side of a soak: a topic fed steadily, the sink on Spark, the broker read back
+
+
+# What docs/connectors.md promises a sink after its broker restarted: a batch that failed
+# its flush is written again (the at-least-once sinks: what it published before the
+# failure, duplicated; under a batch); none where the broker or the table de-duplicates.
+SINK_SOAK_DUPLICATES = {"rabbitmq": BATCH, "redis": BATCH, "mqtt": BATCH, "nats": 0,
+                        "postgres": 0}  # fmt: skip
+
+
+@dataclass
+class SinkOut:
+    """Where a soak's sink writes, and how to read it back (each call connects anew)."""
+
+    configs: dict[str, Any]  # the sink's
+    count: Callable[[], int]  # what the broker holds now; raises while it is down
+    values: Callable[[], list[str]]  # every value it holds, at the end
+    cleanup: Callable[[], None]
+    lost_with_the_broker: bool = False
+
+
+def _out_rabbitmq(queue: str) -> SinkOut:
+    import pika
+
+    def channel() -> Any:
+        return pika.BlockingConnection(pika.ConnectionParameters(HOST, heartbeat=0)).channel()
+
+    channel().queue_declare(queue, durable=True)
+
+    def count() -> int:
+        ch = channel()
+        try:
+            return int(ch.queue_declare(queue, passive=True).method.message_count)
+        finally:
+            ch.connection.close()
+
+    def values() -> list[str]:
+        ch, got = channel(), []
+        for method, _, body in ch.consume(queue, inactivity_timeout=2):
+            if method is None:
+                break
+            got.append(body.decode())
+        ch.connection.close()  # unacked: the queue keeps them for count()
+        return got
+
+    def cleanup() -> None:
+        ch = channel()
+        ch.queue_delete(queue)
+        ch.connection.close()
+
+    configs = {"host": HOST, "exchangeName": "", "routingKey": queue}
+    return SinkOut(configs, count, values, cleanup)
+
+
+def _out_redis(stream: str) -> SinkOut:
+    import redis
+
+    def client() -> Any:
+        return redis.Redis(HOST, 6379, socket_timeout=5)
+
+    def values() -> list[str]:
+        entries: Any = client().xrange(stream)
+        return [f[b"value"].decode() for _, f in entries]
+
+    configs = {"redisHosts": f"{HOST}:6379", "streamName": stream}
+    return SinkOut(configs, lambda: int(client().xlen(stream)), values,
+                   lambda: client().delete(stream), lost_with_the_broker=True)  # fmt: skip
+
+
+def _out_nats(stream: str) -> SinkOut:
+    import nats
+
+    async def on_stream(action: Callable[[Any], Any]) -> Any:
+        nc = await nats.connect("nats://127.0.0.1:4222", allow_reconnect=False, connect_timeout=2)
+        try:
+            return await action(nc.jetstream(timeout=5))
+        finally:
+            await nc.close()
+
+    asyncio.run(on_stream(lambda js: js.add_stream(name=stream, subjects=[f"{stream}.>"])))
+
+    async def held(js: Any) -> int:
+        return int((await js.stream_info(stream)).state.messages)
+
+    async def read(js: Any) -> list[str]:
+        total, got = await held(js), []
+        from nats.js.api import AckPolicy, ConsumerConfig
+
+        # No acks: an explicit-ack consumer hands out at most max_ack_pending (1,000) unacked.
+        sub = await js.pull_subscribe(f"{stream}.out", durable="soak-reader", stream=stream,
+                                      config=ConsumerConfig(ack_policy=AckPolicy.NONE))  # fmt: skip
+        while len(got) < total:
+            got.extend(m.data.decode() for m in await sub.fetch(1000, timeout=5))
+        return got
+
+    configs = {"servers": "nats://127.0.0.1:4222", "subject": f"{stream}.out", "stream": stream}
+    return SinkOut(configs, lambda: asyncio.run(on_stream(held)),
+                   lambda: asyncio.run(on_stream(read)),
+                   lambda: asyncio.run(on_stream(lambda js: js.delete_stream(stream))))  # fmt: skip
+
+
+def _out_mqtt(topic: str) -> SinkOut:
+    client_id = f"soak-out-{uuid.uuid4().hex[:8]}"
+    got: list[str] = []
+    # A persistent session, QoS 1: paho's loop reconnects after Mosquitto's restart and
+    # the broker (persistence on) delivers what came for the session meanwhile.
+    sub = _mqtt_client(client_id, clean=False)
+    sub.on_message = lambda c, u, m: got.append(m.payload.decode())
+    sub.subscribe(topic, qos=1)
+    time.sleep(0.3)
+
+    def cleanup() -> None:
+        sub.disconnect()
+        sub.loop_stop()
+        forget = _mqtt_client(client_id, clean=True)
+        forget.disconnect()
+        forget.loop_stop()
+
+    return SinkOut({"host": HOST, "topic": topic}, lambda: len(got), lambda: list(got), cleanup)
+
+
+def _out_postgres(table: str) -> SinkOut:
+    import psycopg
+
+    def query(sql: str) -> list[Any]:
+        with psycopg.connect(PG_URL, autocommit=True, connect_timeout=2) as conn:
+            cursor = conn.execute(sql)
+            return cursor.fetchall() if cursor.description else []
+
+    configs = {"url": PG_URL, "table": table, "create_table": True}
+    return SinkOut(configs, lambda: int(query(f"SELECT count(*) FROM {table}")[0][0]),
+                   lambda: [r[0] for r in query(f"SELECT value FROM {table}")],
+                   lambda: query(f"DROP TABLE IF EXISTS {table}") and None)  # fmt: skip
+
+
+OUTS: dict[str, Callable[[str], SinkOut]] = {
+    "rabbitmq": lambda n: _out_rabbitmq(f"soak-out-{n}"),
+    "redis": lambda n: _out_redis(f"soak-out-{n}"),
+    "nats": lambda n: _out_nats(f"SOAK_OUT_{n}"),
+    "mqtt": lambda n: _out_mqtt(f"soak/out-{n}"),
+    "postgres": lambda n: _out_postgres(f"soak_out_{n}"),
+}
+
+
+class SinkLane:
+    """One sink under a soak: a producer feeding its input topic, the sink run on Spark
+    (``SinkRun``: the supervisor and the default failure policy), a watcher of its broker."""
+
+    def __init__(self, store: Store, name: str, spark: Any) -> None:
+        from sparkfn.config.connector import SinkConfig
+        from sparkfn.connectors.sink.sink_run import SinkRun
+
+        self.name, self.store = name, store
+        tag = uuid.uuid4().hex[:8]
+        self.out = OUTS[name](tag)
+        self.topic = f"soak-in-{name}-{tag}"
+        TopicAdmin(store).create(self.topic, schema_type="bytes")
+        self.producer = Producer(store, self.topic)
+        config = SinkConfig(name=f"soak-{name}-{tag}", sink_type=name, inputs=[self.topic],
+                            configs=self.out.configs, subscription_position="earliest")  # fmt: skip
+        self.run = SinkRun(config, store=store, spark=spark)
+        self.result = SoakResult(name, lost_with_the_broker=self.out.lost_with_the_broker,
+                                 kind="sink")  # fmt: skip
+        self.fed: list[str] = []
+        self.fed_at_stop = 0
+        self.feeding = threading.Event()
+        self.quit = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._feed, name=f"soak-feed-{name}-sink", daemon=True),
+            threading.Thread(target=self._watch, name=f"soak-watch-{name}-sink", daemon=True),
+        ]
+
+    def start(self) -> None:
+        self.run.start()
+        self.feeding.set()
+        for thread in self.threads:
+            thread.start()
+
+    def _feed(self, per_tick: int = SOAK_RATE // 10) -> None:
+        index, began = 0, time.monotonic()
+        while not self.quit.is_set() and self.feeding.is_set():
+            if index >= SOAK_RATE * (time.monotonic() - began):
+                time.sleep(0.02)
+                continue
+            chunk = [f"{self.name}-sink-{i}" for i in range(index, index + per_tick)]
+            self.producer.send_batch([Message(v.encode()) for v in chunk])
+            self.fed.extend(chunk)
+            index += per_tick
+
+    def _watch(self) -> None:
+        """The longest time the broker's count did not change while there was something
+        to write (it is not asked while the broker is down: that is the restart)."""
+        moved, last_move = -1, time.monotonic()
+        while not self.quit.is_set():
+            now = time.monotonic()
+            try:
+                count = self.out.count()
+            except Exception:
+                count = moved  # down: no move
+            if count != moved:
+                moved, last_move = count, now
+            elif not self.feeding.is_set() and self._caught_up(count):
+                last_move = now  # everything is written
+            self.result.longest_gap = max(self.result.longest_gap, now - last_move)
+            time.sleep(0.25)
+
+    def _caught_up(self, count: int) -> bool:
+        if self.result.lost_with_the_broker:
+            return count >= len(self.fed) - self.fed_at_stop
+        return count >= len(self.fed)
+
+    def stopped(self) -> None:
+        """Its broker just stopped: what was fed until now may be gone with it (Redis)."""
+        self.fed_at_stop = len(self.fed)
+
+    def cancel(self) -> None:
+        self.quit.set()
+        self.run.stop("cancel")
+
+    def finish(self, timeout: float = 120) -> SoakResult:
+        """Stop feeding, let the sink write what was fed, stop it, count."""
+        self.feeding.clear()
+        time.sleep(0.5)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.result.stalled:
+            try:
+                if self._caught_up(self.out.count()):
+                    break
+            except Exception:
+                pass
+            time.sleep(0.5)
+        time.sleep(1.0)
+        self.quit.set()
+        for thread in self.threads:
+            thread.join(30)
+        self.run.stop("drain")
+        self.run.wait(60)
+        result = self.result
+        try:
+            found = self.out.values()
+        except Exception as exc:
+            result.errors.append(f"reading the broker back: {exc}")
+            found = []
+        counts: dict[str, int] = {}
+        for value in found:
+            counts[value] = counts.get(value, 0) + 1
+        result.fed, result.moved = len(self.fed), len(found)
+        missing = [i for i, v in enumerate(self.fed) if v not in counts]
+        result.lost = len(missing)
+        if result.lost_with_the_broker:  # what the broker dropped in its restart
+            result.unread_at_restart = sum(1 for i in missing if i < self.fed_at_stop)
+        result.duplicates = len(found) - len(counts)
+        result.restarts = self.run.status().num_restarts
+        if self.run.run_state == "ERROR":
+            result.errors.append("ended in ERROR")
+        self.producer.close()
+        try:
+            self.out.cleanup()
         except Exception as exc:
             result.errors.append(f"cleanup: {exc}")
         return result

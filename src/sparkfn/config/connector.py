@@ -36,7 +36,7 @@ from sparkfn.config.function import (
     read_yaml_fields,
 )
 from sparkfn.config.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
-from sparkfn.config.policy import FailurePolicy
+from sparkfn.config.policy import FailurePolicy, connector_failure_policy
 from sparkfn.config.pulsar_connector_fields import read_connector_fields
 from sparkfn.config.topics_pattern import check_config_pattern
 
@@ -55,7 +55,7 @@ class _ConnectorBase(BaseModel):
     secrets: dict[str, str] = Field(default_factory=dict)
     parallelism: int = Field(default=1, ge=1, le=256, strict=True)
     processing_guarantees: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE
-    failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
+    failure_policy: FailurePolicy = Field(default_factory=connector_failure_policy)
 
     @field_validator("tenant", "namespace", "name")
     @classmethod

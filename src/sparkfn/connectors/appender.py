@@ -1,7 +1,7 @@
 """Appending a source's records to topics: encoding, routing, de-duplication.
 
 Each call to :meth:`TopicAppender.append` appends its records with one
-``Producer.send_batch`` (one store transaction) per target topic, or, under
+``Producer.send_columns`` (one store transaction) per target topic, or, under
 ``effectively_once``, per target topic and sequence scope (a record's
 ``source_partition``, e.g. one file), because de-duplication is per named
 producer.
@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from sparkfn.api.connector import Record
@@ -27,7 +26,8 @@ from sparkfn.api.errors import PayloadError
 from sparkfn.config.connector import SourceConfig
 from sparkfn.config.function import ProcessingGuarantee
 from sparkfn.store.store import Store
-from sparkfn.topics.message import Message, encode_value
+from sparkfn.topics.append import MessageColumns
+from sparkfn.topics.message import encode_value
 from sparkfn.topics.producer import Producer
 
 # Producers are cached per (topic, producer name); a file source names one
@@ -78,8 +78,8 @@ class TopicAppender:
         ids: list[str | None] = [None] * len(records)
         for (topic, name), indexes in groups.items():
             producer = self.producer(topic, name)
-            messages = [self._message(producer, records[i]) for i in indexes]
-            for index, message_id in zip(indexes, producer.send_batch(messages), strict=True):
+            chosen = records if len(indexes) == len(records) else [records[i] for i in indexes]
+            for index, message_id in zip(indexes, self._send(producer, chosen), strict=True):
                 ids[index] = message_id
         return ids
 
@@ -102,19 +102,46 @@ class TopicAppender:
             name = f"source:{self.config.fqn}:#{digest}"
         return topic, name
 
-    def _message(self, producer: Producer, record: Record) -> Message:
+    def _send(self, producer: Producer, records: Sequence[Record]) -> list[str | None]:
+        """Append ``records`` to the producer's topic in one transaction; their ids in order.
+
+        The rows are built as columns, a list per field (:class:`MessageColumns`),
+        without a message object per record: per record this costs a few list
+        appends, and Arrow converts each column in one call.
+        """
+        if producer.topic.partitions == 1 and all(r.partition is None for r in records):
+            # The usual topic: one partition, every row in it, in order.
+            return producer.send_columns({0: _columns(records, producer)})[0]
+        parts: dict[int, list[Record]] = {}
+        rows: list[tuple[int, int]] = []  # each record's (partition, row there)
+        for record in records:
+            part = self._partition(producer, record)
+            chunk = parts.setdefault(part, [])
+            rows.append((part, len(chunk)))
+            chunk.append(record)
+        ids = producer.send_columns({p: _columns(c, producer) for p, c in parts.items()})
+        return [ids[part][row] for part, row in rows]
+
+    def _partition(self, producer: Producer, record: Record) -> int:
         partition = record.partition
         if partition is None and self.effectively_once and record.key is None:
             # Deterministic, so that a replayed record meets its own sequence.
             partition = (record.sequence_id or 0) % producer.topic.partitions
-        return Message(
-            value=_encode(record.value, producer),
-            key=record.key,
-            properties=dict(record.properties) if record.properties else {},
-            event_time=_event_time(record.event_time),
-            sequence_id=record.sequence_id,
-            partition=partition,
-        )
+        return producer.partition_of(record.key, partition)
+
+
+def _columns(records: Sequence[Record], producer: Producer) -> MessageColumns:
+    """The records' fields as the rows of one partition's append."""
+    values = [r.value for r in records]
+    if not all(type(v) is bytes for v in values):
+        values = [_encode(v, producer) for v in values]
+    return MessageColumns(
+        values,
+        [r.key for r in records],
+        [list(p.items()) if p else None for p in (r.properties for r in records)],
+        [t * 1000 if type(t) is int else _micros(t) for t in (r.event_time for r in records)],
+        [r.sequence_id for r in records],
+    )
 
 
 def _encode(value: Any, producer: Producer) -> bytes | None:
@@ -132,7 +159,8 @@ def _encode(value: Any, producer: Producer) -> bytes | None:
     return encode_value(value, topic.schema_type, topic=str(topic.name))
 
 
-def _event_time(ms: int | None) -> datetime | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC)
+def _micros(ms: int | None) -> int | None:
+    """An event time in ms since the epoch as the column holds it: microseconds."""
+    if ms is None or type(ms) is int:
+        return None if ms is None else ms * 1000
+    return round(ms * 1000)

@@ -37,12 +37,14 @@ class MessageColumns:
 
     ``properties`` holds each message's pairs as Arrow's map type takes them
     (a list of ``(key, value)`` tuples), or ``None`` when it has none.
+    ``event_times`` holds a ``datetime`` or microseconds since the epoch (an
+    ``int``: no object per message) or ``None``; one list holds one kind.
     """
 
     values: list[bytes | None] = field(default_factory=list)
     keys: list[str | None] = field(default_factory=list)
     properties: list[list[tuple[str, str]] | None] = field(default_factory=list)
-    event_times: list[datetime | None] = field(default_factory=list)
+    event_times: list[datetime | int | None] = field(default_factory=list)
     sequence_ids: list[int | None] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -53,7 +55,7 @@ class MessageColumns:
         value: bytes | None,
         key: str | None,
         properties: list[tuple[str, str]] | None,
-        event_time: datetime | None,
+        event_time: datetime | int | None,
         sequence_id: int | None,
     ) -> None:
         """Append one message's fields as the next row."""

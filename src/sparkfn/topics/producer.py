@@ -252,6 +252,28 @@ class Producer:
         ids = self._send_now(parts)
         return [ids[part][row] for part, row in rows]
 
+    def send_columns(self, parts: dict[int, MessageColumns]) -> dict[int, list[str | None]]:
+        """Append rows already laid out per partition, atomically; per partition, their ids.
+
+        What :meth:`send_batch` does without a :class:`Message` per row: for a
+        caller that has its rows' fields at hand (a source's records). The
+        values must be stored bytes; they are checked against the topic's
+        schema here, as ``send_batch`` checks them.
+        """
+        for part, columns in parts.items():
+            self._check_partition(part)
+            check_values(
+                columns.values,
+                self.topic.schema_type,
+                topic=str(self.topic.name),
+                definition=self.topic.schema_definition,
+            )
+        return self._send_now(parts)
+
+    def partition_of(self, key: str | None, partition: int | None) -> int:
+        """Where a message goes: ``partition`` (checked), else by key, else round robin."""
+        return self._partition(key, partition)
+
     # --- internals --------------------------------------------------------------------
 
     def _send_now(self, parts: dict[int, MessageColumns]) -> dict[int, list[str | None]]:

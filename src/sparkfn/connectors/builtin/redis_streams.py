@@ -53,7 +53,7 @@ set), ``topic``, ``messageId``, ``eventTime`` (ms, when set),
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -339,7 +339,8 @@ class RedisStreamSink(Sink):
         self.what = "sink (redis)"
         self.config: RedisSinkConfig | None = None
         self.client: redis.Redis | None = None
-        self.buffer: list[dict[str, bytes | str | int]] = []
+        self.buffer: list[Sequence[bytes | str | int]] = []
+        self._xadd: tuple[str, ...] = ()  # XADD <stream> [MAXLEN ~ <n>] *
 
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
@@ -350,22 +351,32 @@ class RedisStreamSink(Sink):
         """Validate and connect."""
         self.what = describe("sink", "redis", context)
         cfg = self.config = parse_configs(RedisSinkConfig, config, self.what)
+        if cfg.streamName is not None:
+            trim = ("MAXLEN", "~", str(cfg.maxLen)) if cfg.maxLen is not None else ()
+            self._xadd = ("XADD", cfg.streamName, *trim, "*")
         self.client = connect(cfg, self.what)
 
     def write(self, record: Record) -> None:
-        """Buffer the entry's fields."""
-        fields: dict[str, bytes | str | int] = {
-            "value": payload(record.value),
-            "topic": record.topic or "",
-            "messageId": record.message_id or "",
-        }
+        """Buffer the entry's command: XADD with its fields (or SET of its key)."""
+        cfg = self.config
+        assert cfg is not None
+        value = payload(record.value)
+        if cfg.streamName is None:
+            # A message without a key is SET under "", as Pulsar's sink writes it.
+            self.buffer.append(("SET", record.key or "", value))
+            return
+        # XADD's arguments as redis-py's xadd() lays them out, made here without
+        # a dict and a call per entry (one write per message).
+        args: list[bytes | str | int] = [*self._xadd, "value", value,
+                                         "topic", record.topic or "",
+                                         "messageId", record.message_id or ""]  # fmt: skip
         if record.key is not None:
-            fields["key"] = record.key
+            args += ("key", record.key)
         if record.event_time is not None:
-            fields["eventTime"] = record.event_time
+            args += ("eventTime", record.event_time)
         if record.properties:
-            fields["properties"] = json.dumps(record.properties, sort_keys=True)
-        self.buffer.append(fields)
+            args += ("properties", json.dumps(record.properties, sort_keys=True))
+        self.buffer.append(args)
 
     def flush(self) -> None:
         """XADD (or SET) the buffer in one MULTI/EXEC."""
@@ -373,12 +384,8 @@ class RedisStreamSink(Sink):
         if cfg is None or client is None or not self.buffer:
             return
         pipe = client.pipeline(transaction=True)
-        for fields in self.buffer:
-            if cfg.streamName is None:
-                # A message without a key is SET under "", as Pulsar's sink writes it.
-                pipe.set(str(fields.get("key", "")), fields["value"])
-            else:
-                pipe.xadd(cfg.streamName, fields, maxlen=cfg.maxLen, approximate=True)  # type: ignore[arg-type]
+        for args in self.buffer:
+            pipe.execute_command(*args)  # type: ignore[no-untyped-call]
         pipe.execute()
         self.buffer.clear()
 

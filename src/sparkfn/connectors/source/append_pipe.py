@@ -117,6 +117,7 @@ class Appending:
     _lock: threading.Lock
     _death: DeathCause | None
     _pipe: AppendPipe | None
+    _in_call: str | None
 
     @property
     def name(self) -> str:
@@ -186,13 +187,22 @@ class Appending:
         if self._guarantee is not ProcessingGuarantee.AT_MOST_ONCE:
             self._acknowledge(source, chunk)
 
+    def _call_failed(self, exc: BaseException) -> Died:
+        raise NotImplementedError
+
     def _acknowledge(self, source: Source, records: Sequence[Record]) -> None:
+        # _call's rules, once for the batch rather than once per record.
         acked = 0
+        ack = source.ack
+        self._in_call = "ack"
         try:
             for record in records:
-                self._call(source, "ack", record)
+                ack(record)
                 acked += 1
+        except BaseException as exc:
+            raise self._call_failed(exc) from exc
         finally:
+            self._in_call = None
             with self._lock:
                 self.stats.acked += acked
         self._call(source, "commit")

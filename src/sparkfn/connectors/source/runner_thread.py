@@ -189,13 +189,17 @@ class RunnerThread(Appending):
         try:
             return getattr(source, method)(*args)
         except BaseException as exc:
-            if not (isinstance(exc, FatalError) and self._death is not None):
-                # A lost broker is a failure (the policy replaces the instance), not a fault.
-                origin = "failure" if isinstance(exc, BrokerUnreachableError) else "connector"
-                self._die(exc, origin, self.name)  # else fatal() recorded it
-            raise _Died from exc
+            raise self._call_failed(exc) from exc
         finally:
             self._in_call = None
+
+    def _call_failed(self, exc: BaseException) -> _Died:
+        """Record the death a source method's exception is; what unwinds the loop."""
+        if not (isinstance(exc, FatalError) and self._death is not None):
+            # A lost broker is a failure (the policy replaces the instance), not a fault.
+            origin = "failure" if isinstance(exc, BrokerUnreachableError) else "connector"
+            self._die(exc, origin, self.name)  # else fatal() recorded it
+        return _Died()
 
     def _pump_pull(self, source: Source, appender: TopicAppender) -> bool:
         """Read and append until a stop; ``True`` if the end is graceful."""
