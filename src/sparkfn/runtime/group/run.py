@@ -333,7 +333,9 @@ class GroupMemberTarget(QueryTarget):
             return False
         from sparkfn.runtime.lifecycle import control
 
-        self.final_seq = control.request_stop(self.store, self.control_id, mode, point)
+        self.final_seq = control.request_stop(
+            self.store, self.control_id, mode, point, epoch=self._epoch
+        )
         return True
 
     def cancel(self, cause: str, epoch: int) -> None:
