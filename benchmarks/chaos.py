@@ -25,12 +25,8 @@ each function is RUNNING. ``!!!`` marks a wrong count.
 
 ::
 
-    .venv/bin/python benchmarks/chaos.py --minutes 10            # the acceptance run
-    .venv/bin/python benchmarks/chaos.py --minutes 1 --functions 10
-
-Until workers take over a dead worker's functions (issue 37, failover),
-every worker starts every function at its start and they fence each other:
-the figures then show that, not the cluster's failover.
+    .venv/bin/python benchmarks/chaos.py --minutes 10 --pg-restarts   # the acceptance run
+    .venv/bin/python benchmarks/chaos.py --minutes 1.5 --functions 10 --pg-restarts
 """
 
 from __future__ import annotations

@@ -18,11 +18,8 @@ command:
    output;
 
 then stops the workers, ``sparkfn cluster down``, drops the schema and
-removes the directory: no process, no file left.
-
-It depends on failover (issue 37: a dead worker's functions started
-elsewhere), which is being built: until then step 5 says the function did
-not move, and the demo exits 1 after cleaning up.
+removes the directory: no process, no file left. A step that fails says
+which and why, and the demo exits 1 after cleaning up.
 """
 
 from __future__ import annotations

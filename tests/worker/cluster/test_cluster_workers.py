@@ -7,7 +7,8 @@ leaving it smaller: a REST call to one worker stops, starts and restarts a
 function that runs on another; ``sparkfn worker drain`` moves a worker's
 function to another; a worker paused past its lease (SIGSTOP) loses
 its function to another and, resumed, commits nothing and stops its stale
-run; a worker SIGKILLed mid-stream has its function run elsewhere within
+run; the PostgreSQL server restarted under the cluster (two functions
+streaming) leaves every function running again; a worker SIGKILLed mid-stream has its function run elsewhere within
 30 s; the leader SIGKILLed is replaced within 10 s with the assignment
 intact. Under ``effectively_once`` every input has exactly one output
 throughout. The measured failover times are printed (``-s``).
@@ -15,6 +16,8 @@ throughout. The measured failover times are printed (``-s``).
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import signal
 import subprocess
@@ -31,8 +34,10 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from sqlalchemy import select
 from worker_process import SHARED_ENV, WorkerProcess, topic_counts
 
+from sparkfn.store.cluster_schema import cluster_leader
 from sparkfn.store.schema import function_runs
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
@@ -43,10 +48,13 @@ from waiting import until
 
 SERVER = "postgresql://postgres@127.0.0.1:5432"
 ECHO = Path(__file__).resolve().parents[2] / "runtime" / "funcs" / "named_echo.py"
+BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 LEASE = 3.0
 WORKERS = 3
 
-pytestmark = pytest.mark.long_running(600)
+# One xdist worker runs the module, in order, on its one cluster; in the group of the tests
+# that restart shared brokers, since one of its tests restarts the PostgreSQL server.
+pytestmark = [pytest.mark.long_running(600), pytest.mark.xdist_group("brokers")]
 
 
 @pytest.fixture(scope="module")
@@ -153,14 +161,17 @@ class Feed:
         self.producer = Producer(store, topic)
         self.sent: list[str] = []
         self._stop = threading.Event()
+        # Held while a batch is sent: whoever takes it stops the feed between two batches.
+        self.sending = threading.Lock()
         self._thread = threading.Thread(target=self._feed, daemon=True)
         self._thread.start()
 
     def _feed(self) -> None:
         while not self._stop.is_set():
-            values = [f"m{i}" for i in range(len(self.sent), len(self.sent) + 5)]
-            self.producer.send_batch([Message(v.encode()) for v in values])
-            self.sent.extend(values)
+            with self.sending:
+                values = [f"m{i}" for i in range(len(self.sent), len(self.sent) + 5)]
+                self.producer.send_batch([Message(v.encode()) for v in values])
+                self.sent.extend(values)
             time.sleep(0.1)
 
     def stop(self) -> list[str]:
@@ -308,6 +319,54 @@ def test_a_paused_worker_loses_its_function_commits_nothing_and_rejoins(cluster:
     assert "out of its cluster" in process.output()
     until(lambda: cluster.owner("paused"), "the function assigned", 30)
     _exactly_once(cluster, "paused", feed)
+
+
+def _restart_postgresql() -> float:
+    """Restart the PostgreSQL server (``benchmarks/connectors.py``'s restart, as the broker
+    restart tests do); the seconds from the stop to its first answer."""
+    spec = importlib.util.spec_from_file_location("bench_connectors", BENCHMARKS / "connectors.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.append(str(BENCHMARKS))  # its _common
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    took: float = module.restart_broker("postgres")
+    return took
+
+
+def test_postgresql_restarted_under_the_cluster_loses_nothing(cluster: Cluster) -> None:
+    streams = {name: _stream(cluster, name) for name in ("pga", "pgb")}  # name: (owner, feed)
+    term = _term(cluster)
+    with contextlib.ExitStack() as held:  # no input is sent while the server is down
+        for _, feed in streams.values():
+            held.enter_context(feed.sending)
+        took = _restart_postgresql()
+    restarted_at = time.monotonic()
+    print(f"\nPostgreSQL restarted: down {took:.1f} s")
+    # Every worker is a member again, one leads, and each function runs and commits again.
+    until(lambda: len(cluster.get("/admin/v2/worker/cluster")) == WORKERS, "3 members", 120)
+    until(cluster.leader, "a leader", 60)
+    for name in streams:
+        _flows_again(cluster, name)
+    print(
+        f"PostgreSQL restart: outputs again {time.monotonic() - restarted_at:.1f} s after; "
+        f"leader term {term} -> {_term(cluster)}; owners {[o for o, _ in streams.values()]} -> "
+        f"{[cluster.owner(name) for name in streams]}"
+    )
+    for name, (_, feed) in streams.items():
+        _exactly_once(cluster, name, feed)
+
+
+def _flows_again(cluster: Cluster, name: str) -> None:
+    """``name`` commits new outputs and is RUNNING."""
+    before = _outputs(cluster, f"in-{name}")
+    until(lambda: _outputs(cluster, f"in-{name}") > before, f"{name}'s outputs again", 180)
+    until(lambda: _running(cluster, name, next(iter(cluster.live()))), f"{name} RUNNING", 60)
+
+
+def _term(cluster: Cluster) -> int:
+    with cluster.store.read() as conn:
+        return int(conn.execute(select(cluster_leader.c.term)).scalar_one())
 
 
 def test_a_killed_workers_function_runs_elsewhere_within_30_s(cluster: Cluster) -> None:

@@ -180,7 +180,7 @@ class QueryGroup:
             self._interrupted = False
             delay = 0.0
             self.restarts -= 1
-        elif self._take_out_suspects(self.error):
+        elif self._suspects_taken_out(self.error):
             delay = 0.0  # the others have waited for the failed batch already
         _LOG.error(
             "query group %s: its query ended (%s); starting it again in %g s",
@@ -188,16 +188,28 @@ class QueryGroup:
             self.error,
             delay,
         )
-        time.sleep(delay)
-        with self._lock:
-            if self._closed or self.query is not query:
-                return
-            self.restarts += 1
-            try:
-                self.query = self._start()
-            except Exception:
-                _LOG.exception("query group %s: its query did not start again", self.name)
-                self.query = None
+        # Until it starts: a store that does not answer (a restart) fails a start too.
+        while True:
+            time.sleep(delay)
+            with self._lock:
+                if self._closed or self.query is not query:
+                    return
+                self.restarts += 1
+                try:
+                    self.query = self._start()
+                    return
+                except Exception:
+                    _LOG.exception("query group %s: its query did not start again", self.name)
+            delay = RESTART_BACKOFF_SECONDS[min(self.restarts, len(RESTART_BACKOFF_SECONDS) - 1)]
+
+    def _suspects_taken_out(self, error: str) -> bool:
+        """:meth:`_take_out_suspects`, False when the store does not answer (the query starts
+        again all the same: its thread must never end on a store outage)."""
+        try:
+            return self._take_out_suspects(error)
+        except Exception:
+            _LOG.exception("query group %s: its failed batch's members not read", self.name)
+            return False
 
     def _take_out_suspects(self, error: str) -> bool:
         """After a failed batch: take out its members when a Python worker died under it,
@@ -333,7 +345,9 @@ class GroupMemberTarget(QueryTarget):
             return False
         from sparkfn.runtime.lifecycle import control
 
-        self.final_seq = control.request_stop(self.store, self.control_id, mode, point)
+        self.final_seq = control.request_stop(
+            self.store, self.control_id, mode, point, epoch=self._epoch
+        )
         return True
 
     def cancel(self, cause: str, epoch: int) -> None:

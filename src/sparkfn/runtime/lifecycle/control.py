@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, and_, insert, select, update
 
+from sparkfn.api.errors import StaleRunError
 from sparkfn.api.lifecycle import DeathCause
 from sparkfn.runtime.lifecycle.moves import Moves, move, set_state
 from sparkfn.runtime.lifecycle.records import (
@@ -197,19 +198,33 @@ def _ensure_instance(conn: Connection, fqfn: str, instance_id: int, epoch: int) 
 
 
 def request_stop(
-    store: Store, fqfn: str, mode: str, drain_target: dict[str, int] | None = None
+    store: Store,
+    fqfn: str,
+    mode: str,
+    drain_target: dict[str, int] | None = None,
+    *,
+    epoch: int | None = None,
 ) -> int:
     """Ask the reader to stop admitting input (``drain``: up to ``drain_target``).
 
     Returns the end-of-stream sequence number the final batch will carry;
-    the sink sets ``final_committed`` to it when that batch commits.
+    the sink sets ``final_committed`` to it when that batch commits. With
+    ``epoch``, the stop of that run only: :class:`StaleRunError` and nothing
+    written if a newer run took the record (in a cluster, the leader moved
+    the run to another worker), checked in the same transaction as the write.
     """
     with store.write() as conn:
         signals.hint_on_commit(conn, signals.control_hint(fqfn))
-        row = conn.execute(select(runs).where(runs.c.fqfn == fqfn)).first()
+        query = select(runs).where(runs.c.fqfn == fqfn)
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update()  # a bump of the epoch waits, or is seen
+        row = conn.execute(query).first()
         if row is None:
             msg = f"{fqfn}: no record to move to {STOPPING} (it was never started, or was deleted)"
             raise IllegalTransition(msg)
+        if epoch is not None and row.epoch != epoch:
+            msg = f"{fqfn}: the {mode} of run epoch {epoch} came after a newer run (epoch {row.epoch})"
+            raise StaleRunError(msg)
         seq = row.final_seq + (0 if mode == "cancel" else 1)
         conn.execute(
             update(runs)

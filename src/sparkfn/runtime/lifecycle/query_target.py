@@ -158,7 +158,9 @@ class QueryTarget:
                 return False
         if not self._active():
             return False
-        self.final_seq = control.request_stop(self.store, self.control_id, mode, point)
+        self.final_seq = control.request_stop(
+            self.store, self.control_id, mode, point, epoch=self._epoch
+        )
         return True
 
     def stopped(self, record: control.RunControl) -> bool:

@@ -55,6 +55,7 @@ import logging
 import threading
 import time
 
+from sparkfn.api.errors import StaleRunError
 from sparkfn.api.lifecycle import RunState, StopMode
 from sparkfn.runtime.lifecycle import control
 from sparkfn.runtime.lifecycle.causes import user_text
@@ -150,11 +151,20 @@ class Supervisor(FailureHandling, InstanceStops):
             return
         self._stopping = mode
         self._move(RunState.STOPPING)
+        try:  # the stop is written in this run's epoch only: a bump since is seen there
+            if mode is StopMode.CANCEL:
+                control.request_stop(self.store, self.control_id, mode, epoch=self.epoch)
+                began = True
+            else:
+                began = self.target.begin_stop(mode, point, cause)
+        except StaleRunError:
+            record = control.read_control(self.store, self.control_id)
+            self._fenced(record.epoch if record is not None else self.epoch + 1)
+            return
         if mode is StopMode.CANCEL:
-            control.request_stop(self.store, self.control_id, StopMode.CANCEL)
             self.target.cancel(cause, self.epoch)
             self._end(mode, cause, graceful=False)
-        elif not self.target.begin_stop(mode, point, cause):
+        elif not began:
             self._end(mode, cause, graceful=True)
 
     # --- watching -----------------------------------------------------------------------
