@@ -92,8 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, list the grouped tests first, then the ``long_running`` ones, longest
-    first, each before a short one.
+    """Under xdist, list the ``long_running`` tests first, longest first, each before a short one.
 
     With ``--maxschedchunk=1`` (pyproject.toml) an xdist worker holds two
     tests, the one it runs and the next, and is sent one more each time it
@@ -112,13 +111,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = item.get_closest_marker("long_running")
         return float(marker.args[0]) if marker is not None else 0.0
 
-    # An xdist_group's tests run one after another on one worker (--dist loadgroup):
-    # the brokers' group is the longest unit of the run, so it starts first.
-    grouped = [i for i in items if i.get_closest_marker("xdist_group") is not None]
-    rest = [i for i in items if i.get_closest_marker("xdist_group") is None]
-    long = sorted((i for i in rest if seconds(i) > 0), key=seconds, reverse=True)
-    short = [i for i in rest if seconds(i) == 0]
-    ordered: list[pytest.Item] = list(grouped)
+    long = sorted((i for i in items if seconds(i) > 0), key=seconds, reverse=True)
+    short = [i for i in items if seconds(i) == 0]
+    ordered: list[pytest.Item] = []
     for index, item in enumerate(long):
         ordered.append(item)
         ordered.extend(short[index : index + 1])
