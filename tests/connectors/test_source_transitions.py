@@ -228,13 +228,14 @@ def test_an_instance_is_not_started_again_while_the_whole_run_stops(store: Store
     # A restart of one instance during the run's drain used to revive it after the
     # run's end-of-stream step was under way: it would never get that step, and
     # the stop would wait for it. It is refused, naming the run's stop.
-    hold, release = threading.Event(), threading.Event()
+    release = threading.Event()
 
-    def held(_: ScriptedSource) -> None:
-        if hold.is_set():
+    class Held(ScriptedSource):
+        def prepare_to_shutdown(self) -> Any:  # the drain cannot end before release
             release.wait(WAIT_SECONDS)
+            return super().prepare_to_shutdown()
 
-    sources = [ScriptedSource(then=None, on_read=held), ScriptedSource(then=None)]
+    sources = [Held(then=None), ScriptedSource(then=None)]
     run = _run(store, sources)
     assert run.supervisor is not None
     try:
@@ -242,7 +243,6 @@ def test_an_instance_is_not_started_again_while_the_whole_run_stops(store: Store
               "both instances running", WAIT_SECONDS)  # fmt: skip
         run.supervisor.stop_instance(1, "cancel")
         assert _states(store, run)[1][1] == "STOPPED"
-        hold.set()  # instance 0's next read waits: the drain cannot end before release
         run.stop("drain")
         with pytest.raises(InstanceStoppingError, match="races is draining; instance 1"):
             run.supervisor.restart_instance(1)
