@@ -268,8 +268,7 @@ _NO_EFFECT = "Pulsar's; no effect here (docs/pulsar-migration.md)."
 PULSAR_SINK_CONFIG = (
     _flag(
         "--max-redeliver-count",
-        "Redeliveries of a message whose write fails, before it is dead-lettered (0 to 100; "
-        "default: without end, as in Pulsar).",
+        "Redeliveries of a failed write before the dead letter (0-100; default: without end).",
         "N",
         INPUT_PANEL,
     ),

@@ -102,6 +102,23 @@ def stamp(data_dir: Path, names: Iterable[str]) -> tuple[int, ...]:
     return tuple(out)
 
 
+# Where the kernel announces every touch (a local store), the store is asked
+# anyway only as a net for a touch lost to a crash; a look that costs much
+# (a group of a thousand members: ~0.15 s) is spaced so that the net takes
+# at most this share of a core.
+NET_CPU_SHARE = 0.01
+
+
+def net_pause(recheck: float, cost: float) -> float:
+    """How long to wait before the next net look that found nothing, after one that took
+    ``cost`` CPU seconds: ``recheck`` (:func:`recheck_seconds`), lengthened to keep the
+    net under :data:`NET_CPU_SHARE` of a core where hints are announced (a shared
+    store's short recheck is how remote writers are seen: kept as it is)."""
+    if recheck < LOCAL_RECHECK_SECONDS:
+        return recheck
+    return max(recheck, cost / NET_CPU_SHARE)
+
+
 def recheck_seconds(store_url: str) -> float:
     """How long a waiter on this store's hints may go without asking the store itself.
 

@@ -127,7 +127,7 @@ class EmitBuffer:
         function call it came from, and JSON text more again at staging.
         """
         props = self.properties
-        if all(type(p) is int for p in props[:1]):  # the usual case: every one is a row's
+        if props and type(props[0]) is int:  # the usual case: every one is a row's
             try:
                 rows = np.array(props, np.int64)
             except (TypeError, ValueError, OverflowError):

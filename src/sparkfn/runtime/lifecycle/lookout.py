@@ -24,7 +24,6 @@ from collections.abc import Callable
 from sparkfn.runtime.lifecycle import control
 from sparkfn.store import signals, watch
 from sparkfn.store.store import Store
-from sparkfn.topics.spark.quiet import NET_CPU_SHARE
 
 POLL_SECONDS = 0.2
 # How much longer than recheck_seconds an idle supervisor waits on its own,
@@ -96,8 +95,7 @@ class RecordWatch:
                     if seen is not None and now != seen:
                         wake.set()
                     self._watched[cid] = (wake, now)
-            if self.recheck >= signals.LOCAL_RECHECK_SECONDS:  # a net under announced hints:
-                pause = max(self.recheck, (time.thread_time() - began) / NET_CPU_SHARE)
+            pause = signals.net_pause(self.recheck, time.thread_time() - began)
 
 
 class Lookout:

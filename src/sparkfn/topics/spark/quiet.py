@@ -32,11 +32,7 @@ R = TypeVar("R")
 # other (whose query.stop() waits for the call). Where hints are polled, how
 # often it looks. It asks the store at least every signals.recheck_seconds.
 RUN_WAIT_SECONDS = 2.0
-# Where the kernel announces every touch (a local store), the store is asked
-# anyway only as a net for a touch lost to a crash; a look that costs much
-# (a group of a thousand members: ~0.15 s) is spaced so that the net takes
-# at most this share of a core.
-NET_CPU_SHARE = 0.01
+NET_CPU_SHARE = signals.NET_CPU_SHARE  # see signals.net_pause
 IDLE_WAIT_SECONDS = 0.5
 HINT_POLL_SECONDS = 0.05
 
@@ -104,7 +100,7 @@ class QuietWait:
         (:meth:`look`) that found nothing spaces the next net look, to keep
         the net under :data:`NET_CPU_SHARE` of a core.
         """
-        if end == start and self._base_recheck >= signals.LOCAL_RECHECK_SECONDS:
-            self.recheck = max(self._base_recheck, self._cost / NET_CPU_SHARE)
+        if end == start:
+            self.recheck = signals.net_pause(self._base_recheck, self._cost)
         self._cost = 0.0
         self._idle = (dict(start), self._stamp, time.monotonic()) if end == start else None
