@@ -48,13 +48,29 @@ with tempfile.TemporaryDirectory() as folder:
     stream = spark.readStream.schema("v long").json(folder)
     query = stream.writeStream.format("noop").trigger(availableNow=True).start()
     query.awaitTermination(300)
-pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+print("jvm-pid", spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid(), flush=True)
 spark.stop()
-# The JVM writes the archive as it exits, after this process let it go.
-deadline = time.monotonic() + 300
-while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-    time.sleep(0.2)
+# The JVM outlives spark.stop(): it exits (writing the archive) when this process has
+# exited and closed its end of the gateway's pipe; the parent waits for it.
 """
+
+
+def _jvm_gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (gone, or a zombie nobody reaped yet)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_for_jvm(said: str, timeout: float) -> None:
+    """Wait for the workload's JVM (its pid printed on ``said``) to exit: it writes the
+    archive as it exits."""
+    pids = [int(line.split()[1]) for line in said.splitlines() if line.startswith("jvm-pid ")]
+    deadline = time.monotonic() + timeout
+    while pids and not _jvm_gone(pids[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _key(base_options: str) -> str:
@@ -96,6 +112,8 @@ def class_archive(base_options: str) -> Path | None:
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             done = None
+        if done is not None and done.returncode == 0:
+            _wait_for_jvm(done.stdout, timeout=300)
         if done is None or done.returncode != 0 or not building.is_file():
             with contextlib.suppress(FileNotFoundError):
                 building.unlink()
