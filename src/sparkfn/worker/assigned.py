@@ -52,6 +52,8 @@ PLACE_WAIT = 2
 CLOSE_WAIT = 5.0
 # The version of a run a request started (the loop compares its config instead).
 UNKNOWN_VERSION = -1
+# Longest wait, in seconds, before an assigned run whose start failed is tried again.
+RETRY_CAP = 30.0
 
 
 class Assigned:
@@ -71,11 +73,14 @@ class Assigned:
         self.membership = membership
         self.worker_id = membership.worker_id
         self.ready = ready
-        # Starts a run (False: it should not start, a source whose input ended).
+        # Starts a run (False: it should not start, a source whose input ended; raises
+        # when it could not start, and is tried again).
         self._start = start
         self.interval = membership.lease / 3
         # control id -> (assignment epoch, registry version) this worker started it in
         self.started: dict[str, tuple[int, int]] = {}
+        # control id -> (failed starts in a row, monotonic time of the next try)
+        self._retry: dict[str, tuple[int, float]] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._round_lock = threading.Lock()
@@ -144,6 +149,9 @@ class Assigned:
             for key in list(self.started):
                 if key not in mine:
                     del self.started[key]
+            for key in list(self._retry):
+                if key not in mine:
+                    del self._retry[key]
             states = desired_states(self.store)
             return [
                 key
@@ -154,7 +162,14 @@ class Assigned:
             ]
 
     def _keep(self, key: str, epoch: int, version: int, desired: Desired) -> bool:
-        """Start, or start again after an update, the assigned run ``key``; True if started."""
+        """Start, or start again after an update, the assigned run ``key``; True if started.
+
+        A start that fails (the store or Spark failed, the worker was out of its cluster
+        for a moment) is tried again at later rounds, backing off up to
+        :data:`RETRY_CAP` seconds: a run assigned here is never left unstarted for good."""
+        failed, retry_at = self._retry.get(key, (0, 0.0))
+        if time.monotonic() < retry_at:
+            return False
         done = self.started.get(key)
         run = self.runs.get(key)
         running = run is not None and not ended(run)
@@ -182,12 +197,20 @@ class Assigned:
         if desired is not Desired.RUNNING:
             return False
         try:
-            if self._start(config):
-                log.info("worker %s runs %s (assignment epoch %d)", self.worker_id, key, epoch)
-                return True
+            started = self._start(config)
         except Exception as exc:  # one broken run must not keep the others down
-            log.error("worker %s: %s %s could not start: %s", self.worker_id, kind, fqn, exc)
-        return False
+            del self.started[key]  # not started: the next try starts it
+            wait = min(RETRY_CAP, self.interval * 2**failed)
+            self._retry[key] = (failed + 1, time.monotonic() + wait)
+            log.error(
+                "worker %s: %s %s could not start (tried again in %.0f s): %s",
+                self.worker_id, kind, fqn, wait, exc,
+            )  # fmt: skip
+            return False
+        self._retry.pop(key, None)
+        if started:
+            log.info("worker %s runs %s (assignment epoch %d)", self.worker_id, key, epoch)
+        return started
 
 
 def wanted(store: Store) -> tuple[set[str], set[str]]:

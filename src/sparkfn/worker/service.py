@@ -137,8 +137,14 @@ class Worker:
         self.store = store
 
     def _start_assigned(self, config: HostedConfig) -> bool:
-        """Start a run assigned here; False: a source that read its input to the end."""
-        return not input_ended(self.open_store(), config) and self._runs.start(config) is not None
+        """Start a run assigned here; False: a source that read its input to the end.
+        Raises if the gate found it not this worker's at the moment (the loop tries again)."""
+        if input_ended(self.open_store(), config):
+            return False
+        if self._runs.start(config) is None:
+            msg = f"not assigned to worker {self.settings.worker_id} now"
+            raise RuntimeError(msg)
+        return True
 
     def restore(self) -> list[str]:
         """Start Spark and every function that should run; returns their FQFNs.

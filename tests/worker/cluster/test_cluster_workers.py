@@ -283,9 +283,12 @@ def test_a_drained_worker_hands_its_function_over_without_loss(cluster: Cluster)
     taker = cluster.owner("drained")
     assert taker not in (None, drained)
     before = _outputs(cluster, "in-drained")
-    until(
-        lambda: _outputs(cluster, "in-drained") > before, f"outputs from {taker}", 180
-    )  # a query start on a loaded machine
+
+    def said() -> str:  # what the taker did, should it not go on
+        tail = cluster.workers[taker].output()[-3000:]
+        return f"outputs from {taker}; {_status(cluster, 'drained', taker)}; its log: {tail}"
+
+    until(lambda: _outputs(cluster, "in-drained") > before, said, 180)  # a loaded machine
     progress = cluster.get(f"/admin/v2/worker/drain?workerId={drained}", drained)
     assert progress == {"status": "SUCCESS", "lastError": ""}
     _exactly_once(cluster, "drained", feed)

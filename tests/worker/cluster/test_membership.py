@@ -30,14 +30,6 @@ CHILD = Path(__file__).with_name("member_child.py")
 LEASE = 2.0
 
 
-@pytest.fixture
-def pg_store(pg_schema_urls: Callable[[], str], data_dir: Path) -> Iterator[Store]:
-    """A PostgreSQL store in a schema of its own (the leader lock is per schema)."""
-    store = Store.open(pg_schema_urls(), data_dir)
-    yield store
-    store.close()
-
-
 class Member:
     """A member child process; its output lines are collected by a thread."""
 
