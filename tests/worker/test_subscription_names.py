@@ -13,9 +13,11 @@ from typing import Any
 import httpx
 
 from sparkfn.api.errors import SubscriptionInUseError
+from sparkfn.config.connector import SinkConfig
 from sparkfn.config.function import FunctionConfig
 from sparkfn.topics import subscription
 from sparkfn.worker.http import status_of
+from sparkfn.worker.registry import registry_key
 from sparkfn.worker.service import Worker
 
 FUNCTIONS = "/admin/v3/functions/public/default"
@@ -81,3 +83,12 @@ def test_a_subscription_another_run_owns_in_the_store_is_refused(
 
 def test_the_error_maps_to_409_though_it_is_a_config_error() -> None:
     assert status_of(SubscriptionInUseError("x")) == 409
+
+
+def test_a_default_subscription_is_the_registry_key_the_check_reads_it_as() -> None:
+    """``Registry.check_subscription_free`` reads the others' subscriptions from their stored
+    JSON: ``subscription_name``, else the registry key, which is each model's default."""
+    function = FunctionConfig.build(name="f", py="f.py", inputs=["in"], output="out")
+    sink = SinkConfig.build(name="s", sink_type="file", inputs=["in"], configs={"path": "/x"})
+    assert function.subscription == registry_key("function", function.fqfn)
+    assert sink.subscription == registry_key("sink", sink.fqn)
