@@ -98,6 +98,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--active-seconds", type=float, default=30.0, help="active window (s)")
     parser.add_argument(
+        "--active-warmup-seconds",
+        type=float,
+        default=20.0,
+        help="active mode: the same load, untimed, just before the window, so that the window "
+        "sees the steady state (the JVM's JIT compiles the batch's code in the first seconds)",
+    )
+    parser.add_argument(
         "--hot-rate",
         type=float,
         default=0.0,
@@ -128,7 +135,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("functions", "idle_seconds", "load_rate", "load_seconds", "wait_timeout"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive")
-    for name in ("settle_seconds", "warmup_seconds", "baseline_seconds", "wake_seconds"):
+    never_negative = ("settle_seconds", "warmup_seconds", "active_warmup_seconds")
+    for name in (*never_negative, "baseline_seconds", "wake_seconds"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must not be negative")
     return args
@@ -205,6 +213,13 @@ def run_active(worker: Worker, args: argparse.Namespace) -> bool:
         f"({args.active_rate * args.functions:,.0f} msg/s in all) for {args.active_seconds:g} s ...",
         flush=True,
     )
+    warm = args.active_warmup_seconds
+    if warm > 0:  # untimed, by a tag of its own; the timed feed starts as it ends
+        print(f"  active: {warm:g} s of the same load first, untimed (warm-up)", flush=True)
+        warming = start_feeder(
+            store, args.functions, args.active_rate, warm, f"w{tag}", args.hot_rate
+        )
+        warming.communicate(timeout=warm + args.wait_timeout)
     feeder = start_feeder(
         store, args.functions, args.active_rate, args.active_seconds, tag, args.hot_rate
     )
@@ -216,10 +231,11 @@ def run_active(worker: Worker, args: argparse.Namespace) -> bool:
         feeder_cpu = 100.0 * (after.ticks - before.ticks) / CLOCK_TICKS / usage.seconds
     out, _ = feeder.communicate(timeout=args.wait_timeout)
     sent = json.loads(out.strip().splitlines()[-1])
-    expected = round(args.active_rate * args.active_seconds)
+    expected = round(args.active_rate * args.active_seconds) + round(args.active_rate * warm)
     wait_outputs(store, args.functions, expected, args.wait_timeout)
     if args.hot_rate:
-        wait_outputs(store, 1, round(args.hot_rate * args.active_seconds), args.wait_timeout)
+        hot_expected = round(args.hot_rate * args.active_seconds) + round(args.hot_rate * warm)
+        wait_outputs(store, 1, hot_expected, args.wait_timeout)
     result = measure(store, args.functions, tag, sent)
     print(
         f"  active: whole tree CPU {usage.cpu_percent - feeder_cpu:.1f} % of one core "
