@@ -246,9 +246,14 @@ class PartitionStager:
         if batch.num_rows == 0:
             return
         table = to_stored_table(batch, self.topic)
-        routes = route_rows(batch, self.topic.partitions, self._row_base)
+        parts: list[tuple[int, pa.Table]]
+        if self.topic.partitions == 1 and not _explicit_partitions(batch):
+            parts = [(0, table)]  # the usual case, without routing each row
+        else:
+            routes = route_rows(batch, self.topic.partitions, self._row_base)
+            parts = split_by_partition(table, routes)
         self._row_base += batch.num_rows
-        for part, rows in split_by_partition(table, routes):
+        for part, rows in parts:
             self._pending.setdefault(part, []).append(rows)
             held, size = self._sizes.get(part, (0, 0))
             held, size = held + rows.num_rows, size + rows.nbytes
@@ -267,6 +272,12 @@ class PartitionStager:
         del self._sizes[part]
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         self.staged.append(stage(self.store, self.topic, part, table, self.compression))
+
+
+def _explicit_partitions(batch: pa.RecordBatch) -> bool:
+    """Whether a row of ``batch`` names its partition (:func:`route_rows` checks it)."""
+    index = batch.schema.get_field_index("partition")
+    return index >= 0 and bool(batch.column(index).null_count < batch.num_rows)
 
 
 def split_by_partition(table: pa.Table, routes: pa.Array) -> list[tuple[int, pa.Table]]:
