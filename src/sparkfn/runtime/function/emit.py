@@ -133,7 +133,8 @@ class EmitBuffer:
             except (TypeError, ValueError, OverflowError):
                 rows = None  # some are pairs or None: each looked at below
             if rows is not None and rows.shape == (len(props),):
-                self._seal(origin.take(pa.array(rows)))
+                same = len(rows) == len(origin) and bool((rows == np.arange(len(rows))).all())
+                self._seal(origin if same else origin.take(pa.array(rows)))  # same: one each
                 return
         if not any(isinstance(p, int) for p in props):
             return
