@@ -11,7 +11,9 @@ states, then
 * ends (``suspend``) each run it hosts that is no longer assigned to it;
 * starts each assigned run that should run and that it has not started in
   the assignment's epoch (a run that ended by itself in that epoch, in
-  ``ERROR`` for instance, stays ended, as on a single worker);
+  ``ERROR`` for instance, stays ended, as on a single worker); a run handed
+  over from a live worker is started once that worker's run has ended
+  (:mod:`~sparkfn.worker.cluster.handover`);
 * starts again (after a ``drain``) a run whose registry version changed,
   so an update received by any worker reaches the owner.
 
@@ -37,6 +39,7 @@ from sparkfn.connectors.source.instances import INPUT_ENDED
 from sparkfn.runtime.lifecycle import control
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.assignment_store import assignment_of, read_assignments
+from sparkfn.worker.cluster.handover import Handover
 from sparkfn.worker.cluster.leader_loop import LeaderLoop
 from sparkfn.worker.cluster.members import owner
 from sparkfn.worker.cluster.membership import Membership, MemberState
@@ -54,6 +57,8 @@ CLOSE_WAIT = 5.0
 UNKNOWN_VERSION = -1
 # Longest wait, in seconds, before an assigned run whose start failed is tried again.
 RETRY_CAP = 30.0
+# Seconds between rounds while a hand-over is waited for (its old run ending).
+HANDOVER_POLL = 0.25
 
 
 class Assigned:
@@ -67,6 +72,7 @@ class Assigned:
         *,
         ready: threading.Event,
         start: Callable[[HostedConfig], bool],
+        handover_wait: float = 30.0,
     ) -> None:
         self.store = store
         self.runs = runs
@@ -77,6 +83,8 @@ class Assigned:
         # when it could not start, and is tried again).
         self._start = start
         self.interval = membership.lease / 3
+        # Runs handed over from a live worker wait for its run to end, up to handover_wait s.
+        self.handover = Handover(store, deadline=handover_wait)
         # control id -> (assignment epoch, registry version) this worker started it in
         self.started: dict[str, tuple[int, int]] = {}
         # control id -> (failed starts in a row, monotonic time of the next try)
@@ -123,7 +131,7 @@ class Assigned:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.interval)
+            self._wake.wait(HANDOVER_POLL if self.handover.pending() else self.interval)
             self._wake.clear()
             if self._stop.is_set() or not self.ready.is_set() or self.runs.closing:
                 continue
@@ -152,6 +160,7 @@ class Assigned:
             for key in list(self._retry):
                 if key not in mine:
                     del self._retry[key]
+            self.handover.forget(set(mine))
             states = desired_states(self.store)
             return [
                 key
@@ -193,6 +202,8 @@ class Assigned:
             self.runs.end(key, StopMode.DRAIN)
         elif running:  # started in another epoch: its run was fenced, or will be
             self.runs.end(key, StopMode.CANCEL)
+        elif desired is Desired.RUNNING and self.handover.waits_for(key, epoch) is not None:
+            return False  # its previous owner's run has not ended yet: a later round
         self.started[key] = (epoch, version)
         if desired is not Desired.RUNNING:
             return False
@@ -232,8 +243,11 @@ class ClusterWork:
         *,
         ready: threading.Event,
         start: Callable[[HostedConfig], bool],
+        handover_wait: float = 30.0,
     ) -> None:
-        self.assigned = Assigned(store, runs, membership, ready=ready, start=start)
+        self.assigned = Assigned(
+            store, runs, membership, ready=ready, start=start, handover_wait=handover_wait
+        )
         self.leader = LeaderLoop(store, membership, lambda: wanted(store))
         self.runs = runs
 
@@ -329,7 +343,9 @@ def join_cluster(
     )  # fmt: skip
     work = None
     if store.dialect == "postgresql":
-        work = ClusterWork(store, runs, membership, ready=ready, start=start)
+        # A hand-over waits out the old owner's bounded stop (its mode, then a cancel).
+        wait = 2 * settings.shutdown_timeout + settings.lease
+        work = ClusterWork(store, runs, membership, ready=ready, start=start, handover_wait=wait)
         membership.on_fenced, membership.on_leader = work.fenced, work.on_leader
     membership.start()
     if work is not None:

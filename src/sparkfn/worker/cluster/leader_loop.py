@@ -12,7 +12,8 @@ state is running, and every control id still registered), and then:
 * plans the instances that should run with
   :func:`~sparkfn.worker.cluster.assignment.rebalance` (least loaded within
   capacity, fewest moves: a departed worker's instances move, a joining
-  worker takes its share);
+  worker takes its share); a run moved off a live worker is handed over,
+  not fenced (:mod:`~sparkfn.worker.cluster.handover`);
 * unassigns the instances that should no longer run (their epoch grows, as
   for any change of owner) and deletes the rows of unregistered ones;
 * writes what changed with
@@ -78,7 +79,9 @@ def plan_round(store: Store, wanted: Wanted, *, term: int) -> Plan:
         if item.instance.control_id not in known:
             removed.append(item.instance)
         elif item.worker_id is not None:  # stopped: nobody runs it now
-            result[item.instance] = replace(item, worker_id=None, epoch=item.epoch + 1)
+            result[item.instance] = replace(
+                item, worker_id=None, epoch=item.epoch + 1, previous=None
+            )
         else:
             result[item.instance] = item
     written = Plan(result, plan.moved, plan.placed)
