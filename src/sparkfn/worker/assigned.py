@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sparkfn.api.errors import NotFoundError
+from sparkfn.api.errors import NotFoundError, NoWorkerCapacityError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.source.instances import INPUT_ENDED
@@ -41,7 +41,7 @@ from sparkfn.store.store import Store
 from sparkfn.worker.cluster.assignment_store import assignment_of, read_assignments
 from sparkfn.worker.cluster.handover import Handover
 from sparkfn.worker.cluster.leader_loop import LeaderLoop
-from sparkfn.worker.cluster.members import owner
+from sparkfn.worker.cluster.members import owner, room
 from sparkfn.worker.cluster.membership import Membership, MemberState
 from sparkfn.worker.registry import Desired, HostedConfig, Registry, desired_states
 from sparkfn.worker.runs import Runs, ended, key_kind
@@ -254,6 +254,7 @@ class ClusterWork:
     def start(self) -> None:
         """Gate the worker's starts by the assignment and start both loops."""
         self.runs.gate = self._gate
+        self.runs.refuse_if_full = self.refuse_if_full
         self.runs.owner_of = self.owner_of
         self.leader.start()
         self.assigned.start()
@@ -262,16 +263,46 @@ class ClusterWork:
         """Whether this worker may start run ``key``. One not placed yet (a create, a start
         of a stopped run) is placed first: the leader is woken (at once, if it is this
         worker) and waited for, up to a few rounds, so a request that lands on the worker
-        it is placed on starts it itself and answers its start's errors as ever."""
+        it is placed on starts it itself and answers its start's errors as ever.
+
+        Still not placed and no live worker has room: refused (:meth:`refuse_if_full`),
+        the run's desired state set back to stopped, so that it does not start later
+        unasked (a create that is refused registers nothing)."""
+        store = self.assigned.store
         if self.assigned.owns(key):
             return True
-        if owner(self.assigned.store, key) is None:  # not placed yet: the leader places it now
+        if owner(store, key) is None:  # not placed yet: the leader places it now
             self.changed()
             deadline = time.monotonic() + PLACE_WAIT * self.leader.interval
-            while owner(self.assigned.store, key) is None and time.monotonic() < deadline:
+            while owner(store, key) is None and time.monotonic() < deadline:
                 time.sleep(0.05)
-            return self.assigned.owns(key)
+            if self.assigned.owns(key):
+                return True
+            if owner(store, key) is None:
+                try:
+                    self.refuse_if_full(key)
+                except NoWorkerCapacityError:
+                    kind = key_kind(key)
+                    fqn = key.removeprefix(f"{kind}:")
+                    self.runs.registry_for(kind).set_desired(fqn, Desired.STOPPED)
+                    raise
         return False
+
+    def refuse_if_full(self, key: str) -> None:
+        """Raise :class:`~sparkfn.api.errors.NoWorkerCapacityError` (HTTP 503) when no live
+        worker has room for run ``key``: the runs assigned to them that should run fill
+        their capacity. A create asks first, before it keeps anything."""
+        workers, capacity, used = room(self.assigned.store)
+        if used < capacity:
+            return
+        kind = key_kind(key)
+        fqn = key.removeprefix(f"{kind}:")
+        msg = (
+            f"{kind} {fqn} was not started: no worker of the cluster has room for it "
+            f"({workers} live worker(s), {used} run(s) assigned, capacity {capacity} in "
+            "all); start it once a worker joins or has room (SPARKFN_WORKER_CAPACITY)"
+        )
+        raise NoWorkerCapacityError(msg)
 
     def owner_of(self, key: str) -> str | None:
         """The id of the worker assigned run ``key``, or None."""
