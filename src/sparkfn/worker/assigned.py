@@ -14,8 +14,10 @@ states, then
   ``ERROR`` for instance, stays ended, as on a single worker); a run handed
   over from a live worker is started once that worker's run has ended
   (:mod:`~sparkfn.worker.cluster.handover`);
-* starts again (after a ``drain``) a run whose registry version changed,
-  so an update received by any worker reaches the owner.
+* starts again a run whose registry version changed, so an update received
+  by any worker reaches the owner: the old version ends by the update's stop
+  mode, which the registry keeps (``drain`` unless the update asked
+  ``suspend``).
 
 Fenced (its lease ran out: paused, partitioned, starved), the worker starts
 nothing until it is a member again, then ends what is no longer assigned to
@@ -32,11 +34,14 @@ import threading
 import time
 from collections.abc import Callable
 
+from sqlalchemy import select
+
 from sparkfn.api.errors import NotFoundError, NoWorkerCapacityError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.source.instances import INPUT_ENDED
 from sparkfn.runtime.lifecycle import control
+from sparkfn.store.registry_schema import functions
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.assignment_store import assignment_of, read_assignments
 from sparkfn.worker.cluster.handover import Handover
@@ -198,8 +203,9 @@ class Assigned:
             if self.runs.runs_config(key, config):  # or here: it runs already
                 self.started[key] = (epoch, version)
                 return False
-            log.info("worker %s: %s has a new version %d", self.worker_id, key, version)
-            self.runs.end(key, StopMode.DRAIN)
+            mode = update_mode(self.store, key)
+            log.info("worker %s: %s has a new version %d (%s)", self.worker_id, key, version, mode)
+            self.runs.end(key, mode)
         elif running:  # started in another epoch: its run was fenced, or will be
             self.runs.end(key, StopMode.CANCEL)
         elif desired is Desired.RUNNING and self.handover.waits_for(key, epoch) is not None:
@@ -222,6 +228,16 @@ class Assigned:
         if started:
             log.info("worker %s runs %s (assignment epoch %d)", self.worker_id, key, epoch)
         return started
+
+
+def update_mode(store: Store, key: str) -> StopMode:
+    """How the version before run ``key``'s current one ends: the stop mode its update
+    asked, kept in the registry (``drain`` if none was kept)."""
+    with store.read() as conn:
+        found = conn.execute(
+            select(functions.c.update_mode).where(functions.c.fqfn == key)
+        ).scalar_one_or_none()
+    return StopMode(found) if found else StopMode.DRAIN
 
 
 def wanted(store: Store) -> tuple[set[str], set[str]]:

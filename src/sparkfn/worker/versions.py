@@ -95,7 +95,9 @@ class Versions:
             registry.check_subscription_free(config)
         prepared = self._check(config)  # refused here, the running version goes on untouched
         previous = registry.get(fqfn)
-        version = registry.update(config, package_digest=package_digest, who=who)
+        # The mode is kept too: an owner away now (its lease ran out) that comes back still
+        # running the old version ends it by this mode (sparkfn.worker.assigned).
+        version = registry.update(config, package_digest=package_digest, who=who, mode=mode.value)
         key = registry.key(fqfn)
         self._runs.end(key, mode)
         if record.desired is Desired.RUNNING:
