@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
 from sparkfn import StaleLeaderError
 from sparkfn.runtime.lifecycle import control
+from sparkfn.store.cluster_schema import cluster_assignments, cluster_workers
 from sparkfn.store.schema import function_runs
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.assignment import Assignment, InstanceKey, Worker, rebalance
@@ -119,7 +120,7 @@ def test_a_run_moved_off_a_live_worker_is_handed_over_and_off_a_departed_one_fen
             member.close()
 
 
-def test_a_hand_over_waits_no_longer_once_the_old_owner_lease_ran_out(pg_store: Store) -> None:
+def test_a_hand_over_waits_no_longer_once_the_old_owner_rejoined_or_left(pg_store: Store) -> None:
     fqfn, members = "public/default/g", _members(pg_store)
     try:
         term = _term(members)
@@ -130,6 +131,24 @@ def test_a_hand_over_waits_no_longer_once_the_old_owner_lease_ran_out(pg_store: 
         write_plan(
             pg_store, current, rebalance([Worker("a", 0), Worker("b", 10)], current), term=term
         )
+        assert old_run(pg_store, fqfn) is not None
+        with pg_store.write() as conn:  # a joined again since the move (a restart, say)
+            conn.execute(
+                update(cluster_workers)
+                .where(cluster_workers.c.worker_id == "a")
+                .values(joined_at=func.clock_timestamp())
+            )
+        assert old_run(pg_store, fqfn) is None
+        with pg_store.write() as conn:
+            conn.execute(
+                update(cluster_workers)
+                .where(cluster_workers.c.worker_id == "a")
+                .values(
+                    joined_at=select(cluster_assignments.c.assigned_at)
+                    .where(cluster_assignments.c.control_id == fqfn)
+                    .scalar_subquery()
+                )
+            )
         assert old_run(pg_store, fqfn) is not None
         members["a"].close()  # a leaves (or its lease runs out): nothing to wait for
         until(lambda: old_run(pg_store, fqfn) is None, "the hand-over given up", 5)

@@ -13,7 +13,9 @@ run once any of these holds:
 
 * the old run's record has ended (``SUSPENDED``, ``STOPPED``, ``ERROR``) or
   is a newer run's (its epoch moved on);
-* the old owner's lease has run out (it died or was paused meanwhile);
+* the old owner's lease has run out (it died or was paused meanwhile), or it
+  joined again since the move (a restarted process does not run the old run;
+  one that was fenced and rejoined has its leftover fenced by the new start);
 * the hand-over's deadline has passed, counted on the new owner's clock from
   the first round that saw the move (the old owner's stop is bounded by twice
   its shutdown timeout; the deadline adds a lease to that).
@@ -46,7 +48,7 @@ _ENDED = frozenset({RunState.CREATED, RunState.STOPPED, RunState.SUSPENDED, RunS
 def old_run(store: Store, control_id: str) -> tuple[str, int, str] | None:
     """The run that the new owner of ``control_id`` must wait for: (its worker, its run
     epoch, its state), or None when there is none (no hand-over pending, the old owner's
-    lease ran out, or its run has ended or was replaced)."""
+    lease ran out or it joined again since, or its run has ended or was replaced)."""
     table, workers, runs = cluster_assignments, cluster_workers, function_runs
     with store.read() as conn:
         now = store_now(conn)
@@ -58,6 +60,8 @@ def old_run(store: Store, control_id: str) -> tuple[str, int, str] | None:
                     and_(
                         workers.c.worker_id == table.c.previous_worker_id,
                         workers.c.lease_expires_at > now,
+                        # rejoined since (a restart): its old process's run is not its own
+                        workers.c.joined_at <= table.c.assigned_at,
                     ),
                 ).join(runs, runs.c.fqfn == table.c.control_id)
             )
