@@ -16,6 +16,9 @@ state is running, and every control id still registered), and then:
   not fenced (:mod:`~sparkfn.worker.cluster.handover`);
 * unassigns the instances that should no longer run (their epoch grows, as
   for any change of owner) and deletes the rows of unregistered ones;
+* ends the record of a run whose worker departed and that no live worker
+  has room for (:mod:`~sparkfn.worker.cluster.waiting`): it waits, and its
+  status says so instead of what the departed worker last wrote;
 * writes what changed with
   :func:`~sparkfn.worker.cluster.assignment_store.write_plan`, which refuses
   a leader whose term ended (``StaleLeaderError``) and fences the runs of
@@ -42,6 +45,7 @@ from sparkfn.worker.cluster.assignment import Assignment, InstanceKey, Plan, Wor
 from sparkfn.worker.cluster.assignment_store import read_assignments, write_plan
 from sparkfn.worker.cluster.clock import store_now
 from sparkfn.worker.cluster.membership import Membership, MemberState
+from sparkfn.worker.cluster.waiting import wait_for_room
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +90,14 @@ def plan_round(store: Store, wanted: Wanted, *, term: int) -> Plan:
             result[item.instance] = item
     written = Plan(result, plan.moved, plan.placed)
     changes = write_plan(store, current, written, term=term, removed=removed)
+    live = {w.worker_id for w in workers}
+    for key in sorted(keys):  # a departed worker's run no live worker has room for
+        left = by_key[key].worker_id if key in by_key else None
+        if left is not None and left not in live and result[key].worker_id is None:
+            try:
+                wait_for_room(store, key.control_id, left=left)
+            except Exception:  # said; its status shows what its worker left meanwhile
+                log.exception("leader: %s's record could not say it waits", key.control_id)
     if changes:
         log.info(
             "leader (term %d): %d assignment change(s) over %d worker(s): %d moved, %d placed",
