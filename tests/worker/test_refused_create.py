@@ -5,7 +5,9 @@ on the test run's Spark session: a create refused for its Spark settings,
 a missing topic, code that does not load, a bad config or a bad package
 leaves no registry row, no package (directory or row), no subscription, no
 lifecycle record and no topic, so the same create without the bad part then
-succeeds; a refused update leaves the running version as it was.
+succeeds; a refused update leaves the running version as it was. On
+PostgreSQL, a create or a start that no worker of the cluster has room for
+is refused (``no_worker_capacity``) and nothing looks running.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import Any
 import httpx
 import pytest
 from app_server import served
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from sparkfn.store import registry_schema, schema
+from sparkfn.store.cluster_schema import cluster_workers
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.worker.api.app import create_app
@@ -192,3 +195,49 @@ def _wait_running(client: httpx.Client, name: str, timeout: float = 120) -> None
         timeout,
         every=0.2,
     )
+
+
+FQFN = "public/default/full"
+
+
+def _room(store: Store, worker_id: str, capacity: int) -> None:
+    with store.write() as conn:
+        conn.execute(
+            update(cluster_workers)
+            .where(cluster_workers.c.worker_id == worker_id)
+            .values(capacity=capacity)
+        )
+
+
+def test_a_create_or_start_no_worker_has_room_for_is_refused_and_nothing_looks_running(
+    worker: Worker, client: httpx.Client
+) -> None:
+    """Every live worker at its capacity (here the one worker drained): a create is refused
+    with 503 ``no_worker_capacity`` and leaves nothing, a start of a stopped function is
+    refused and it stays stopped, instead of a success while nothing runs."""
+    store = worker.open_store()
+    if store.dialect == "sqlite":
+        return  # one worker runs everything: no capacity to run out of
+    TopicAdmin(store).create("in", schema_type="string")
+    worker_id = worker.settings.worker_id
+    _room(store, worker_id, 0)
+    refused = _send(client, "POST", "full", BASE)
+    _refused(refused, 503, "no_worker_capacity", "no worker of the cluster has room for it")
+    _assert_nothing_left(worker, "full", ["in"])
+    _room(store, worker_id, 10)
+    created = _send(client, "POST", "full", BASE)
+    assert created.status_code == 200, created.text
+    assert client.post(f"{FUNCTIONS}/full/stop").status_code == 204
+    until(lambda: worker.running() == [], "full stopped", 60)
+    assert worker.cluster is not None
+    until(lambda: worker.cluster.owner_of(FQFN) is None, "full's assignment dropped", 30)
+    _room(store, worker_id, 0)
+    started = client.post(f"{FUNCTIONS}/full/start")
+    _refused(started, 503, "no_worker_capacity", "function public/default/full was not started")
+    assert worker.registry.record(FQFN).desired.value == "stopped"
+    status = client.get(f"{FUNCTIONS}/full/status").json()
+    assert status["numRunning"] == 0, status
+    _room(store, worker_id, 10)
+    assert client.post(f"{FUNCTIONS}/full/start").status_code == 204
+    until(lambda: client.get(f"{FUNCTIONS}/full/status").json()["numRunning"] == 1, "runs", 60)
+    assert client.delete(f"{FUNCTIONS}/full").status_code == 200

@@ -4,10 +4,9 @@ Each class derives from :class:`SparkfnError` and also from the builtin it
 resembles (``ValueError``, ``LookupError``, ``RuntimeError``, ...), so callers
 may catch either. Each carries its own stable, machine-readable ``reason``
 (unique in the tree) that the REST API and the CLI report next to the human
-message. docs/errors.md draws the tree, with each class's HTTP status and
-reason; ``tests/api/test_errors.py`` keeps that page and this module in step.
-Every class is defined here and nowhere else; the public ones are exported
-from :mod:`sparkfn`.
+message. docs/errors.md draws the tree, with each class's HTTP status and reason;
+``tests/api/test_errors.py`` keeps that page and this module in step. Every class is
+defined here and nowhere else; the public ones are exported from :mod:`sparkfn`.
 """
 
 from __future__ import annotations
@@ -50,15 +49,15 @@ class NoOutputTopicError(ConfigError):
 
 
 class ConfigLimitError(ConfigError):
-    """A connector's setting (a timeout, size or count) is over its upper bound; the
-    message names the connector, the field, the value found and the limit."""
+    """A connector's setting (a timeout, size or count) is over its upper bound; the message
+    names the connector, the field, the value found and the limit."""
 
     reason = "config_over_limit"
 
 
 class BrokerUnreachableError(ConfigError):
-    """A broker did not answer a connector's check (connect, declare, a lookup) within
-    its bound; the message names the broker, the host and the step."""
+    """A broker did not answer a connector's check (connect, declare, a lookup) in its bound;
+    the message names the broker, the host and the step."""
 
     reason = "broker_unreachable"
 
@@ -227,11 +226,9 @@ class DataDirError(StoreError):
 
 
 class StorageFullError(StoreError, OSError):
-    """A write found no space: the store's disk or quota is full, or its database is at its limit.
-
-    SQLite's ``SQLITE_FULL``, PostgreSQL's ``disk_full`` (SQLSTATE 53100) and ``ENOSPC`` /
-    ``EDQUOT`` on a segment or package file (:mod:`sparkfn.store.failures`). The write was
-    rolled back; it succeeds once space is freed. ``errno`` is ``ENOSPC``."""
+    """A write found no space (a full disk or quota, the database at its limit: SQLite's
+    ``SQLITE_FULL``, PostgreSQL's ``disk_full``, ``ENOSPC`` or ``EDQUOT`` on a file; see
+    :mod:`sparkfn.store.failures`): rolled back, it succeeds once space is freed. ``errno`` is ``ENOSPC``."""
 
     reason = "storage_full"
 
@@ -242,8 +239,7 @@ class StorageFullError(StoreError, OSError):
 
 class StoreUnavailableError(StoreError):
     """The store or the data directory refuses writes for a reason other than space (a lost
-    connection, a server shutting down, a read-only or failing disk): the write was rolled
-    back and may succeed when retried."""
+    connection, a server shutting down, a failing disk): rolled back, it may succeed when retried."""
 
     reason = "store_unavailable"
 
@@ -256,10 +252,9 @@ class StaleLeaderError(StoreError):
 
 
 class SecretsKeyError(StoreError):
-    """A secret stored encrypted does not open: the worker has no key, or not the one it
-    was sealed with (:mod:`sparkfn.store.sealed`). The message names the function or
-    connector and the field; the right key (the data directory's ``secrets.key`` or
-    ``SPARKFN_SECRETS_KEY``) fixes it."""
+    """A secret stored encrypted does not open: the worker has no key, or not the one it was
+    sealed with (:mod:`sparkfn.store.sealed`). The message names the function or connector and
+    the field; the key it was sealed with (``secrets.key``, ``SPARKFN_SECRETS_KEY``) fixes it."""
 
     reason = "secrets_key_unusable"
 
@@ -308,9 +303,8 @@ class SubscriptionBusyError(SparkfnError, RuntimeError):
 
 
 class WorkerError(SparkfnError, RuntimeError):
-    """A worker refused a request of the admin CLI for a reason sparkfn has no class for:
-    its ``reason`` is the worker's own (``invalid_request``, ``route_not_found``, ...); a
-    refusal whose reason has a class here is raised as that class instead."""
+    """A worker refused a request of the admin CLI for a reason sparkfn has no class for: its
+    ``reason`` is the worker's own (``invalid_request``, ...); one with a class here is raised as it."""
 
     reason = "worker_error"
 
@@ -318,6 +312,12 @@ class WorkerError(SparkfnError, RuntimeError):
         super().__init__(message)
         if reason is not None:
             self.reason = reason
+
+
+class NoWorkerCapacityError(SparkfnError, RuntimeError):
+    """No live worker of the cluster has room for a run that a create or a start asked for."""
+
+    reason = "no_worker_capacity"
 
 
 class WorkerUnreachableError(WorkerError, ConnectionError):

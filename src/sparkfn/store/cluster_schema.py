@@ -1,4 +1,4 @@
-"""The cluster's tables (version 13): its workers, its leader and what each worker is assigned.
+"""The cluster's tables (version 13, 14): its workers, its leader and what each is assigned.
 
 Kept apart from :mod:`sparkfn.store.schema` (which holds every other table)
 but on the same :data:`~sparkfn.store.schema.metadata`, so a fresh store is
@@ -48,6 +48,8 @@ cluster_leader = Table(
 # One row per instance of a function, source or sink (its control id and
 # instance id): the worker it is assigned to and the assignment's epoch, which
 # grows every time the owner changes (sparkfn.worker.cluster.assignment).
+# Version 14: a run moved off a live worker names it and the run epoch it ran,
+# so the new owner waits for that run to end (sparkfn.worker.cluster.handover).
 cluster_assignments = Table(
     "cluster_assignments",
     metadata,
@@ -56,6 +58,8 @@ cluster_assignments = Table(
     Column("worker_id", String(256), nullable=False),
     Column("epoch", BigInteger, nullable=False),
     Column("assigned_at", DateTime(timezone=True), nullable=False),
+    Column("previous_worker_id", String(256), nullable=True),
+    Column("previous_epoch", BigInteger, nullable=True),
     PrimaryKeyConstraint("control_id", "instance_id"),
 )
 

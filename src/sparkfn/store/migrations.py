@@ -183,6 +183,25 @@ def _cluster(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+# Version 14: the columns it adds, frozen here (name, type on both backends).
+_HANDOVER_COLUMNS = (
+    ("cluster_assignments", "previous_worker_id", "VARCHAR(256)"),
+    ("cluster_assignments", "previous_epoch", "BIGINT"),
+    ("functions", "update_mode", "VARCHAR(16)"),
+)
+
+
+def _handover(conn: Connection) -> None:
+    # A moved run's previous owner (a graceful hand-over) and an update's stop mode:
+    # nullable columns, null in every existing row (no hand-over pending, drain). Steps 5
+    # and 13 create their tables as schema.py defines them now, with these columns: a
+    # store that went through them in this release has them already.
+    found = inspect(conn)
+    for table, column, kind in _HANDOVER_COLUMNS:
+        if column not in {c["name"] for c in found.get_columns(table)}:
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _initial),
     Migration(2, "function state, stats, exceptions and at-most-once claims", _functions),
@@ -201,6 +220,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "package owners: the tenants that hold each stored package", _package_owners),
     Migration(12, "store settings: topic creation on first use", _store_settings),
     Migration(13, "the cluster: workers and their leases, the leader, assignments", _cluster),
+    Migration(
+        14, "a moved run's previous owner; an update's stop mode when its owner is away", _handover
+    ),
 )
 
 

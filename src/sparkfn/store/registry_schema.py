@@ -34,6 +34,9 @@ functions = Table(
     Column("desired", String(16), nullable=False),  # running | stopped
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # Version 14: how the version before the current one ends (an update's stop mode:
+    # drain, suspend); null: drain. The owner that ends it reads it here.
+    Column("update_mode", String(16), nullable=True),
 )
 
 function_versions = Table(

@@ -11,9 +11,13 @@ states, then
 * ends (``suspend``) each run it hosts that is no longer assigned to it;
 * starts each assigned run that should run and that it has not started in
   the assignment's epoch (a run that ended by itself in that epoch, in
-  ``ERROR`` for instance, stays ended, as on a single worker);
-* starts again (after a ``drain``) a run whose registry version changed,
-  so an update received by any worker reaches the owner.
+  ``ERROR`` for instance, stays ended, as on a single worker); a run handed
+  over from a live worker is started once that worker's run has ended
+  (:mod:`~sparkfn.worker.cluster.handover`);
+* starts again a run whose registry version changed, so an update received
+  by any worker reaches the owner: the old version ends by the update's stop
+  mode, which the registry keeps (``drain`` unless the update asked
+  ``suspend``).
 
 Fenced (its lease ran out: paused, partitioned, starved), the worker starts
 nothing until it is a member again, then ends what is no longer assigned to
@@ -30,15 +34,19 @@ import threading
 import time
 from collections.abc import Callable
 
-from sparkfn.api.errors import NotFoundError
+from sqlalchemy import select
+
+from sparkfn.api.errors import NotFoundError, NoWorkerCapacityError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.connector import SourceConfig
 from sparkfn.connectors.source.instances import INPUT_ENDED
 from sparkfn.runtime.lifecycle import control
+from sparkfn.store.registry_schema import functions
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.assignment_store import assignment_of, read_assignments
+from sparkfn.worker.cluster.handover import Handover
 from sparkfn.worker.cluster.leader_loop import LeaderLoop
-from sparkfn.worker.cluster.members import owner
+from sparkfn.worker.cluster.members import owner, room
 from sparkfn.worker.cluster.membership import Membership, MemberState
 from sparkfn.worker.registry import Desired, HostedConfig, Registry, desired_states
 from sparkfn.worker.runs import Runs, ended, key_kind
@@ -54,6 +62,8 @@ CLOSE_WAIT = 5.0
 UNKNOWN_VERSION = -1
 # Longest wait, in seconds, before an assigned run whose start failed is tried again.
 RETRY_CAP = 30.0
+# Seconds between rounds while a hand-over is waited for (its old run ending).
+HANDOVER_POLL = 0.25
 
 
 class Assigned:
@@ -67,6 +77,7 @@ class Assigned:
         *,
         ready: threading.Event,
         start: Callable[[HostedConfig], bool],
+        handover_wait: float = 30.0,
     ) -> None:
         self.store = store
         self.runs = runs
@@ -77,6 +88,8 @@ class Assigned:
         # when it could not start, and is tried again).
         self._start = start
         self.interval = membership.lease / 3
+        # Runs handed over from a live worker wait for its run to end, up to handover_wait s.
+        self.handover = Handover(store, deadline=handover_wait)
         # control id -> (assignment epoch, registry version) this worker started it in
         self.started: dict[str, tuple[int, int]] = {}
         # control id -> (failed starts in a row, monotonic time of the next try)
@@ -123,7 +136,7 @@ class Assigned:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.interval)
+            self._wake.wait(HANDOVER_POLL if self.handover.pending() else self.interval)
             self._wake.clear()
             if self._stop.is_set() or not self.ready.is_set() or self.runs.closing:
                 continue
@@ -152,6 +165,7 @@ class Assigned:
             for key in list(self._retry):
                 if key not in mine:
                     del self._retry[key]
+            self.handover.forget(set(mine))
             states = desired_states(self.store)
             return [
                 key
@@ -189,10 +203,13 @@ class Assigned:
             if self.runs.runs_config(key, config):  # or here: it runs already
                 self.started[key] = (epoch, version)
                 return False
-            log.info("worker %s: %s has a new version %d", self.worker_id, key, version)
-            self.runs.end(key, StopMode.DRAIN)
+            mode = update_mode(self.store, key)
+            log.info("worker %s: %s has a new version %d (%s)", self.worker_id, key, version, mode)
+            self.runs.end(key, mode)
         elif running:  # started in another epoch: its run was fenced, or will be
             self.runs.end(key, StopMode.CANCEL)
+        elif desired is Desired.RUNNING and self.handover.waits_for(key, epoch) is not None:
+            return False  # its previous owner's run has not ended yet: a later round
         self.started[key] = (epoch, version)
         if desired is not Desired.RUNNING:
             return False
@@ -211,6 +228,16 @@ class Assigned:
         if started:
             log.info("worker %s runs %s (assignment epoch %d)", self.worker_id, key, epoch)
         return started
+
+
+def update_mode(store: Store, key: str) -> StopMode:
+    """How the version before run ``key``'s current one ends: the stop mode its update
+    asked, kept in the registry (``drain`` if none was kept)."""
+    with store.read() as conn:
+        found = conn.execute(
+            select(functions.c.update_mode).where(functions.c.fqfn == key)
+        ).scalar_one_or_none()
+    return StopMode(found) if found else StopMode.DRAIN
 
 
 def wanted(store: Store) -> tuple[set[str], set[str]]:
@@ -232,14 +259,18 @@ class ClusterWork:
         *,
         ready: threading.Event,
         start: Callable[[HostedConfig], bool],
+        handover_wait: float = 30.0,
     ) -> None:
-        self.assigned = Assigned(store, runs, membership, ready=ready, start=start)
+        self.assigned = Assigned(
+            store, runs, membership, ready=ready, start=start, handover_wait=handover_wait
+        )
         self.leader = LeaderLoop(store, membership, lambda: wanted(store))
         self.runs = runs
 
     def start(self) -> None:
         """Gate the worker's starts by the assignment and start both loops."""
         self.runs.gate = self._gate
+        self.runs.refuse_if_full = self.refuse_if_full
         self.runs.owner_of = self.owner_of
         self.leader.start()
         self.assigned.start()
@@ -248,16 +279,46 @@ class ClusterWork:
         """Whether this worker may start run ``key``. One not placed yet (a create, a start
         of a stopped run) is placed first: the leader is woken (at once, if it is this
         worker) and waited for, up to a few rounds, so a request that lands on the worker
-        it is placed on starts it itself and answers its start's errors as ever."""
+        it is placed on starts it itself and answers its start's errors as ever.
+
+        Still not placed and no live worker has room: refused (:meth:`refuse_if_full`),
+        the run's desired state set back to stopped, so that it does not start later
+        unasked (a create that is refused registers nothing)."""
+        store = self.assigned.store
         if self.assigned.owns(key):
             return True
-        if owner(self.assigned.store, key) is None:  # not placed yet: the leader places it now
+        if owner(store, key) is None:  # not placed yet: the leader places it now
             self.changed()
             deadline = time.monotonic() + PLACE_WAIT * self.leader.interval
-            while owner(self.assigned.store, key) is None and time.monotonic() < deadline:
+            while owner(store, key) is None and time.monotonic() < deadline:
                 time.sleep(0.05)
-            return self.assigned.owns(key)
+            if self.assigned.owns(key):
+                return True
+            if owner(store, key) is None:
+                try:
+                    self.refuse_if_full(key)
+                except NoWorkerCapacityError:
+                    kind = key_kind(key)
+                    fqn = key.removeprefix(f"{kind}:")
+                    self.runs.registry_for(kind).set_desired(fqn, Desired.STOPPED)
+                    raise
         return False
+
+    def refuse_if_full(self, key: str) -> None:
+        """Raise :class:`~sparkfn.api.errors.NoWorkerCapacityError` (HTTP 503) when no live
+        worker has room for run ``key``: the runs assigned to them that should run fill
+        their capacity. A create asks first, before it keeps anything."""
+        workers, capacity, used = room(self.assigned.store)
+        if used < capacity:
+            return
+        kind = key_kind(key)
+        fqn = key.removeprefix(f"{kind}:")
+        msg = (
+            f"{kind} {fqn} was not started: no worker of the cluster has room for it "
+            f"({workers} live worker(s), {used} run(s) assigned, capacity {capacity} in "
+            "all); start it once a worker joins or has room (SPARKFN_WORKER_CAPACITY)"
+        )
+        raise NoWorkerCapacityError(msg)
 
     def owner_of(self, key: str) -> str | None:
         """The id of the worker assigned run ``key``, or None."""
@@ -329,7 +390,9 @@ def join_cluster(
     )  # fmt: skip
     work = None
     if store.dialect == "postgresql":
-        work = ClusterWork(store, runs, membership, ready=ready, start=start)
+        # A hand-over waits out the old owner's bounded stop (its mode, then a cancel).
+        wait = 2 * settings.shutdown_timeout + settings.lease
+        work = ClusterWork(store, runs, membership, ready=ready, start=start, handover_wait=wait)
         membership.on_fenced, membership.on_leader = work.fenced, work.on_leader
     membership.start()
     if work is not None:

@@ -30,6 +30,7 @@ from sparkfn.api.errors import (
     FunctionNotRunningError,
     NotEmptyError,
     NotFoundError,
+    NoWorkerCapacityError,
     PackageError,
     PackageTooLargeError,
     PayloadError,
@@ -64,6 +65,7 @@ STATUS_OF: tuple[tuple[type[SparkfnError], int], ...] = (
     (PayloadError, 400),
     (StorageFullError, 507),  # WebDAV's Insufficient Storage: retry once space is freed
     (StoreUnavailableError, 503),
+    (NoWorkerCapacityError, 503),  # the cluster is full: retry once a worker has room
     (SecretsKeyError, 503),  # the worker's key, not the request, is wrong: set it and retry
 )
 

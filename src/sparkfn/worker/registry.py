@@ -183,8 +183,12 @@ class Registry(Generic[C]):
                     raise subscription.in_use_error(name, other, fqfn)
             subscription.check_free(conn, name, owner)
 
-    def update(self, config: C, *, package_digest: str | None, who: str) -> Version[C]:
-        """Make ``config`` the function's next version; :class:`FunctionNotFoundError` if absent."""
+    def update(
+        self, config: C, *, package_digest: str | None, who: str, mode: str | None = None
+    ) -> Version[C]:
+        """Make ``config`` the function's next version; :class:`FunctionNotFoundError` if
+        absent. ``mode`` is how the version before ends (an update's stop mode, kept for
+        an owner that ends it later; None: drain)."""
         now = utc_now()
         fqfn = fqn_of(config)
         with self.store.write() as conn:
@@ -195,7 +199,7 @@ class Registry(Generic[C]):
             conn.execute(
                 update(_functions)
                 .where(_functions.c.fqfn == self.key(fqfn))
-                .values(version=version, updated_at=now)
+                .values(version=version, updated_at=now, update_mode=mode)
             )
             return self._add_version(conn, config, version, package_digest, who, now)
 

@@ -80,6 +80,9 @@ class Runs:
         self.gate: Callable[[str], bool] | None = None
         # In a cluster: the id of the worker a registry key is assigned to (status shows it).
         self.owner_of: Callable[[str], str | None] | None = None
+        # In a cluster: raises NoWorkerCapacityError when no worker has room for a run (a
+        # create asks before it keeps anything).
+        self.refuse_if_full: Callable[[str], None] | None = None
 
     def registry_for(self, kind: str) -> Registry[Any]:
         """The registry of ``kind`` (``function``, ``source`` or ``sink``)."""

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sparkfn.api.errors import NoWorkerCapacityError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.connector import SourceConfig
 from sparkfn.runtime.query.build import PreparedRun
@@ -61,6 +62,8 @@ class Versions:
         registry.check_free(fqn_of(config))  # a taken name is the first thing to say
         if not isinstance(config, SourceConfig):  # two readers of one would lose messages
             registry.check_subscription_free(config)
+        if self._runs.refuse_if_full is not None:  # a full cluster: refused, nothing made
+            self._runs.refuse_if_full(registry.key(fqn_of(config)))
         prepared = self._check(config)  # bad topics, code or Spark settings fail first
         subscribed = self._subscribed(config)
         version = registry.create(config, package_digest=package_digest, who=who)
@@ -92,12 +95,16 @@ class Versions:
             registry.check_subscription_free(config)
         prepared = self._check(config)  # refused here, the running version goes on untouched
         previous = registry.get(fqfn)
-        version = registry.update(config, package_digest=package_digest, who=who)
+        # The mode is kept too: an owner away now (its lease ran out) that comes back still
+        # running the old version ends it by this mode (sparkfn.worker.assigned).
+        version = registry.update(config, package_digest=package_digest, who=who, mode=mode.value)
         key = registry.key(fqfn)
         self._runs.end(key, mode)
         if record.desired is Desired.RUNNING:
             try:
                 self._runs.start(version.config, prepared, checked=True)
+            except NoWorkerCapacityError:  # it waited for room before: the new version waits
+                registry.set_desired(fqfn, Desired.RUNNING)
             except Exception:
                 registry.withdraw(version)  # the previous version is current again
                 self._start_again(previous.config)

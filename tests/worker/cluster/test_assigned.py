@@ -1,19 +1,26 @@
 """The assignment loop of a cluster worker, on a real PostgreSQL store and membership.
 
 The run's start is the test's own callable (no Spark): what is tested is
-what the loop does when a start of an assigned run fails.
+what the loop does when a start of an assigned run fails, how it ends the
+old version of a run updated while it was away, and how a start that no
+worker has room for is answered.
 """
 
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
+import pytest
+
+from sparkfn.api.errors import NoWorkerCapacityError
+from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
 from sparkfn.store.store import Store
-from sparkfn.worker.assigned import Assigned, wanted
+from sparkfn.worker.assigned import Assigned, ClusterWork, update_mode, wanted
 from sparkfn.worker.cluster.leader_loop import LeaderLoop
 from sparkfn.worker.cluster.membership import Membership
-from sparkfn.worker.registry import HostedConfig, Registry
+from sparkfn.worker.registry import Desired, HostedConfig, Registry
 from sparkfn.worker.runs import Runs
 from sparkfn.worker.settings import WorkerSettings
 from waiting import until
@@ -60,4 +67,110 @@ def test_an_assigned_run_whose_start_failed_is_started_at_a_later_round(pg_store
         assert assigned.round() == []  # started: not again
         assert len(tries) == 2
     finally:
+        member.close()
+
+
+class _Run:
+    """What the loop sees of a run it started: its config, and the modes it was stopped by
+    (the test's own start made it: no Spark)."""
+
+    def __init__(self, config: FunctionConfig) -> None:
+        self.config = config
+        self.supervisor = SimpleNamespace(ended=False)
+        self.stopped: list[StopMode] = []
+
+    def stop(self, mode: StopMode, timeout: float) -> bool:
+        self.stopped.append(mode)
+        self.supervisor.ended = True
+        return True
+
+    def wait(self, timeout: float) -> None:
+        return None
+
+
+def test_an_update_received_while_the_owner_was_away_ends_its_version_by_the_mode_asked(
+    pg_store: Store,
+) -> None:
+    """An update done where it landed (its owner's lease had run out) keeps its stop mode in
+    the registry; the owner, back and still assigned the run, ends its old version by that
+    mode (a suspend here), not always by a drain."""
+    name = "updated"
+    registry = Registry(pg_store, FunctionConfig)
+    config = FunctionConfig.build(name=name, py="f.py", inputs=["in"], output="out")
+    registry.create(config, package_digest=None, who="test")
+    member = Membership(pg_store, "w", host="h", port=1, lease=1.5)
+    member.start()
+    started: list[_Run] = []
+    runs = Runs(
+        WorkerSettings(worker_id="w", store_url=pg_store.url, data_dir=pg_store.data_dir),
+        open_store=lambda: pg_store,
+        spark=_no_spark,  # type: ignore[arg-type]
+        group_for=lambda _: None,
+        on_worker_shutdown=lambda _: None,
+    )
+
+    def start(config: HostedConfig) -> bool:
+        assert isinstance(config, FunctionConfig)
+        run = _Run(runs._query_config(config))  # type: ignore[arg-type]
+        started.append(run)
+        runs._runs[f"public/default/{name}"] = run  # type: ignore[assignment]
+        return True
+
+    assigned = Assigned(pg_store, runs, member, ready=threading.Event(), start=start)
+    try:
+        until(lambda: member.is_leader, "w leads", 10)
+        LeaderLoop(pg_store, member, lambda: wanted(pg_store)).round()
+        assert assigned.round() == [f"public/default/{name}"]
+        newer = config.model_copy(update={"output": "out2"})
+        registry.update(newer, package_digest=None, who="test", mode=StopMode.SUSPEND.value)
+        assert update_mode(pg_store, f"public/default/{name}") is StopMode.SUSPEND
+        assert assigned.round() == [f"public/default/{name}"]
+        assert [run.stopped for run in started] == [[StopMode.SUSPEND], []]
+        assert started[1].config.output == "public/default/out2"
+        registry.update(config, package_digest=None, who="test")  # no mode kept: a drain
+        assert assigned.round() == [f"public/default/{name}"]
+        assert started[1].stopped == [StopMode.DRAIN]
+    finally:
+        member.close()
+
+
+def test_a_start_that_no_worker_has_room_for_is_refused_and_left_stopped(pg_store: Store) -> None:
+    """A create or start that the leader cannot place (every live worker at its capacity)
+    is refused with ``no_worker_capacity`` and its desired state set back to stopped, not
+    answered as a success while nothing runs; once there is room it starts."""
+    member = Membership(pg_store, "w", host="h", port=1, capacity=1, lease=1.5)
+    member.start()
+    runs = Runs(
+        WorkerSettings(worker_id="w", store_url=pg_store.url, data_dir=pg_store.data_dir),
+        open_store=lambda: pg_store,
+        spark=_no_spark,  # type: ignore[arg-type]
+        group_for=lambda _: None,
+        on_worker_shutdown=lambda _: None,
+    )
+    work = ClusterWork(pg_store, runs, member, ready=threading.Event(), start=lambda _: True)
+    registry = Registry(pg_store, FunctionConfig)
+    first, second = (
+        FunctionConfig.build(name=name, py="f.py", inputs=["in"], output="out")
+        for name in ("first", "second")
+    )
+    for config in (first, second):
+        registry.create(config, package_digest=None, who="test")
+    work.start()
+    try:
+        until(lambda: work.owner_of("public/default/first") == "w", "first placed on w", 10)
+        with pytest.raises(NoWorkerCapacityError) as caught:
+            runs.start(second)  # refused by the gate, before anything starts
+        assert caught.value.reason == "no_worker_capacity"
+        assert str(caught.value) == (
+            "function public/default/second was not started: no worker of the cluster has "
+            "room for it (1 live worker(s), 1 run(s) assigned, capacity 1 in all); start it "
+            "once a worker joins or has room (SPARKFN_WORKER_CAPACITY)"
+        )
+        assert registry.record(second.fqfn).desired is Desired.STOPPED
+        assert work.owner_of("public/default/second") is None
+        registry.set_desired(first.fqfn, Desired.STOPPED)  # room again
+        registry.set_desired(second.fqfn, Desired.RUNNING)
+        assert work._gate("public/default/second")  # placed here: the start goes on
+    finally:
+        work.close()
         member.close()

@@ -102,3 +102,23 @@ def test_epochs_grow_exactly_when_the_owner_changes(steps: list[list[int]], coun
 def test_duplicate_worker_ids_are_refused() -> None:
     with pytest.raises(ValueError, match="worker ids must be unique"):
         rebalance([Worker("a", 1), Worker("a", 2)], _instances(1))
+
+
+def test_a_move_off_a_live_worker_names_it_and_a_move_off_a_departed_one_does_not() -> None:
+    """The new owner of a run moved off a live worker (a join, a drain) waits for that
+    worker's run to end; one moved off a departed worker starts at once."""
+    first = rebalance(_workers([2, 2]), _instances(4))
+    assert all(item.previous is None for item in first.assignments.values())
+    joined = rebalance([*_workers([2, 2]), Worker("x", 2)], first.assignments.values())
+    moved = [a for k, a in joined.assignments.items() if first.assignments[k] != a]
+    assert len(moved) == 1
+    (item,) = moved
+    assert item.worker_id == "x"
+    assert item.previous == first.assignments[item.instance].worker_id
+    left = rebalance([Worker("w0", 4)], first.assignments.values())  # w1 departed
+    taken = [a for k, a in left.assignments.items() if first.assignments[k].worker_id == "w1"]
+    assert len(taken) == 2
+    assert {(a.worker_id, a.previous) for a in taken} == {("w0", None)}
+    drained = rebalance([Worker("w0", 4), Worker("w1", 0)], first.assignments.values())
+    handed = [a for k, a in drained.assignments.items() if first.assignments[k].worker_id == "w1"]
+    assert {(a.worker_id, a.previous) for a in handed} == {("w0", "w1")}

@@ -4,8 +4,9 @@ The module starts three workers (``w0``, ``w1``, ``w2``; ``local[1]``, a
 3 s lease) on a database of its own, created here and dropped after, and a
 shared data directory, and its tests run in order on that one cluster, each
 leaving it smaller: a REST call to one worker stops, starts and restarts a
-function that runs on another; ``sparkfn worker drain`` moves a worker's
-function to another; a worker paused past its lease (SIGSTOP) loses
+function that runs on another; a rebalance and ``sparkfn worker drain`` hand
+two functions over from a live worker with no batch refused (one of them
+``at_least_once``, with no output repeated either); a worker paused past its lease (SIGSTOP) loses
 its function to another and, resumed, commits nothing and stops its stale
 run; the PostgreSQL server restarted under the cluster (two functions
 streaming) leaves every function running again; a worker SIGKILLed mid-stream has its function run elsewhere within
@@ -35,16 +36,17 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 from worker_process import SHARED_ENV, WorkerProcess, topic_counts
 
-from sparkfn.store.cluster_schema import cluster_leader
+from sparkfn.store.cluster_schema import cluster_leader, cluster_workers
 from sparkfn.store.schema import function_runs
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
 from sparkfn.worker.cluster.members import owner
+from sparkfn.worker.cluster.membership import DEFAULT_CAPACITY
 from waiting import until
 
 SERVER = "postgresql://postgres@127.0.0.1:5432"
@@ -141,12 +143,14 @@ def cluster(database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                 worker.stop(signal.SIGKILL)
 
 
-def _create(worker: WorkerProcess, name: str, topic: str) -> None:
+def _create(
+    worker: WorkerProcess, name: str, topic: str, guarantee: str = "EFFECTIVELY_ONCE"
+) -> None:
     config = {
         "inputs": [topic],
         "output": f"{topic}-out",
         "className": "named_echo.NamedEcho",
-        "processingGuarantees": "EFFECTIVELY_ONCE",
+        "processingGuarantees": guarantee,
         "subscriptionPosition": "Earliest",
     }
     with ECHO.open("rb") as code, worker.client() as client:
@@ -188,13 +192,13 @@ def _outputs(cluster: Cluster, topic: str) -> int:
     return sum(topic_counts(cluster.store, f"{topic}-out").values())
 
 
-def _stream(cluster: Cluster, name: str) -> tuple[str, Feed]:
+def _stream(cluster: Cluster, name: str, guarantee: str = "EFFECTIVELY_ONCE") -> tuple[str, Feed]:
     """A function ``name`` running on some worker over a steady feed; returns its owner."""
     topic = f"in-{name}"
     admin = TopicAdmin(cluster.store)
     admin.create(topic, schema_type="string")
     admin.create(f"{topic}-out", schema_type="string")
-    _create(next(iter(cluster.live().values())), name, topic)
+    _create(next(iter(cluster.live().values())), name, topic, guarantee)
     feed = Feed(cluster.store, topic)
     cluster.feeds.append(feed)
     until(lambda: _outputs(cluster, topic) >= 20, f"{name}'s first outputs", 180)
@@ -272,26 +276,72 @@ def _run_epoch(cluster: Cluster, control_id: str) -> int:
     return int(found.epoch) if found is not None else 0
 
 
-def test_a_drained_worker_hands_its_function_over_without_loss(cluster: Cluster) -> None:
-    drained, feed = _stream(cluster, "drained")
-    other = next(w for w in cluster.live() if w != drained)
+def _capacity(cluster: Cluster, worker_ids: list[str], capacity: int) -> None:
+    """Give workers room (or none) as a drain does: the leader's next round acts on it."""
+    with cluster.store.write() as conn:
+        conn.execute(
+            update(cluster_workers)
+            .where(cluster_workers.c.worker_id.in_(worker_ids))
+            .values(capacity=capacity)
+        )
+
+
+def test_a_drained_worker_hands_its_functions_over_with_no_batch_refused(
+    cluster: Cluster,
+) -> None:
+    """Two functions, one ``effectively_once`` and one ``at_least_once``, run on one worker
+    (the others given no room while they are placed). Room given back, a rebalance moves
+    one of them to another live worker (as a join does); ``sparkfn worker drain`` then
+    moves the other. Each move is a hand-over: the worker it leaves suspends the run
+    (committing its batch in flight) and the new owner starts it once that run has
+    ended, so no batch is refused and redone, and under ``at_least_once`` too every input
+    has exactly one output."""
+    drained, *others = cluster.live()
+    _capacity(cluster, others, 0)
+    try:
+        streams = {
+            name: _stream(cluster, name, guarantee)
+            for name, guarantee in (("drained", "EFFECTIVELY_ONCE"), ("alo", "ATLEAST_ONCE"))
+        }
+    finally:
+        _capacity(cluster, others, DEFAULT_CAPACITY)  # room again: one function moves
+    assert {owner for owner, _ in streams.values()} == {drained}
+    marks = {w: len(p.output()) for w, p in cluster.live().items()}
+    until(
+        lambda: sum(cluster.owner(name) != drained for name in streams) == 1,
+        "one function moved to a worker given room",
+        30,
+    )
     command = [sys.executable, "-m", "sparkfn.cli.main", "worker", "drain"]
-    command += ["--url", cluster.workers[other].url, "--worker-id", drained, "--timeout", "90"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    command += ["--url", cluster.workers[others[0]].url, "--worker-id", drained]
+    done = subprocess.run(
+        [*command, "--timeout", "90"], capture_output=True, text=True, timeout=180, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert f"drained worker {drained}" in done.stdout
-    taker = cluster.owner("drained")
-    assert taker not in (None, drained)
-    before = _outputs(cluster, "in-drained")
+    for name in streams:
+        taker = cluster.owner(name)
+        assert taker not in (None, drained)
+        before = _outputs(cluster, f"in-{name}")
 
-    def said() -> str:  # what the taker did, should it not go on
-        tail = cluster.workers[taker].output()[-3000:]
-        return f"outputs from {taker}; {_status(cluster, 'drained', taker)}; its log: {tail}"
+        def said(name: str = name, taker: str = taker) -> str:  # should it not go on
+            tail = cluster.workers[taker].output()[-3000:]
+            return f"outputs from {taker}; {_status(cluster, name, taker)}; its log: {tail}"
 
-    until(lambda: _outputs(cluster, "in-drained") > before, said, 180)  # a loaded machine
+        until(lambda name=name, n=before: _outputs(cluster, f"in-{name}") > n, said, 180)
     progress = cluster.get(f"/admin/v2/worker/drain?workerId={drained}", drained)
     assert progress == {"status": "SUCCESS", "lastError": ""}
-    _exactly_once(cluster, "drained", feed)
+    for name, (_, feed) in streams.items():
+        _exactly_once(cluster, name, feed)
+    for worker_id, process in cluster.live().items():  # no run fenced, no batch refused
+        logs = process.output()[marks[worker_id] :]
+        assert "newer run" not in logs, f"{worker_id} refused a batch: {logs[-3000:]}"
+        said = ("is handed over here", "no longer assigned to it", " runs public/default/")
+        print(
+            f"\n{worker_id}:",
+            *(line for line in logs.splitlines() if any(w in line for w in said)),
+            sep="\n",
+        )
 
 
 def test_a_paused_worker_loses_its_function_commits_nothing_and_rejoins(cluster: Cluster) -> None:

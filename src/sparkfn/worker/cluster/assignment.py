@@ -29,6 +29,10 @@ What a plan promises:
 * **Epochs.** An instance's epoch grows by one every time its owner changes
   (to another worker or to none), and never otherwise: a run started under
   an older epoch is stale, and the commit refuses it (DESIGN.md 2.4).
+* **Hand-over.** An instance moved off a worker that is still live names it
+  (``previous``): its new owner waits for that worker to end its run
+  (:mod:`sparkfn.worker.cluster.handover`). One moved off a departed worker,
+  placed for the first time, or unassigned names none.
 """
 
 from __future__ import annotations
@@ -56,11 +60,13 @@ class Worker:
 
 @dataclass(frozen=True)
 class Assignment:
-    """Where an instance runs (``worker_id`` None: nowhere yet) under which epoch."""
+    """Where an instance runs (``worker_id`` None: nowhere yet) under which epoch, and the
+    live worker it was moved off (``previous``), whose run its new owner waits for."""
 
     instance: InstanceKey
     worker_id: str | None = None
     epoch: int = 0
+    previous: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,8 @@ def rebalance(workers: Sequence[Worker], current: Iterable[Assignment]) -> Plan:
                 heapq.heappush(heap, (load + 1, owner))
         before = by_key[key]
         if owner != before.worker_id:
-            result[key] = replace(before, worker_id=owner, epoch=before.epoch + 1)
+            handed = before.worker_id if before.worker_id in live and owner else None
+            result[key] = replace(before, worker_id=owner, epoch=before.epoch + 1, previous=handed)
     moved = sum(1 for k, v in result.items() if by_key[k].worker_id not in (None, v.worker_id))
     placed = sum(1 for k, v in result.items() if by_key[k].worker_id is None and v.worker_id)
     return Plan(result, moved, placed)

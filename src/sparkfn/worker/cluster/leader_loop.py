@@ -12,9 +12,13 @@ state is running, and every control id still registered), and then:
 * plans the instances that should run with
   :func:`~sparkfn.worker.cluster.assignment.rebalance` (least loaded within
   capacity, fewest moves: a departed worker's instances move, a joining
-  worker takes its share);
+  worker takes its share); a run moved off a live worker is handed over,
+  not fenced (:mod:`~sparkfn.worker.cluster.handover`);
 * unassigns the instances that should no longer run (their epoch grows, as
   for any change of owner) and deletes the rows of unregistered ones;
+* ends the record of a run whose worker departed and that no live worker
+  has room for (:mod:`~sparkfn.worker.cluster.waiting`): it waits, and its
+  status says so instead of what the departed worker last wrote;
 * writes what changed with
   :func:`~sparkfn.worker.cluster.assignment_store.write_plan`, which refuses
   a leader whose term ended (``StaleLeaderError``) and fences the runs of
@@ -41,6 +45,7 @@ from sparkfn.worker.cluster.assignment import Assignment, InstanceKey, Plan, Wor
 from sparkfn.worker.cluster.assignment_store import read_assignments, write_plan
 from sparkfn.worker.cluster.clock import store_now
 from sparkfn.worker.cluster.membership import Membership, MemberState
+from sparkfn.worker.cluster.waiting import wait_for_room
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +83,21 @@ def plan_round(store: Store, wanted: Wanted, *, term: int) -> Plan:
         if item.instance.control_id not in known:
             removed.append(item.instance)
         elif item.worker_id is not None:  # stopped: nobody runs it now
-            result[item.instance] = replace(item, worker_id=None, epoch=item.epoch + 1)
+            result[item.instance] = replace(
+                item, worker_id=None, epoch=item.epoch + 1, previous=None
+            )
         else:
             result[item.instance] = item
     written = Plan(result, plan.moved, plan.placed)
     changes = write_plan(store, current, written, term=term, removed=removed)
+    live = {w.worker_id for w in workers}
+    for key in sorted(keys):  # a departed worker's run no live worker has room for
+        left = by_key[key].worker_id if key in by_key else None
+        if left is not None and left not in live and result[key].worker_id is None:
+            try:
+                wait_for_room(store, key.control_id, left=left)
+            except Exception:  # said; its status shows what its worker left meanwhile
+                log.exception("leader: %s's record could not say it waits", key.control_id)
     if changes:
         log.info(
             "leader (term %d): %d assignment change(s) over %d worker(s): %d moved, %d placed",

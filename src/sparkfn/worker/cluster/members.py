@@ -14,6 +14,7 @@ from sqlalchemy import func, select, update
 
 from sparkfn.api.lifecycle import RunState
 from sparkfn.store.cluster_schema import cluster_assignments, cluster_leader, cluster_workers
+from sparkfn.store.registry_schema import functions
 from sparkfn.store.schema import function_runs
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.clock import store_now
@@ -97,6 +98,29 @@ def assignments(store: Store) -> dict[str, list[str]]:
     for worker_id, control_id, parallelism in rows:
         found.setdefault(worker_id, []).extend(f"{control_id}:{i}" for i in range(parallelism))
     return found
+
+
+def room(store: Store) -> tuple[int, int, int]:
+    """The live workers: how many, their capacity in all, and the runs assigned to them
+    that should run (a stopped run's assignment is dropped by the leader's next round)."""
+    workers, table, registered = cluster_workers, cluster_assignments, functions
+    with store.read() as conn:
+        now = store_now(conn)
+        live = conn.execute(
+            select(func.count(), func.coalesce(func.sum(workers.c.capacity), 0)).where(
+                workers.c.lease_expires_at > now
+            )
+        ).one()
+        used = conn.execute(
+            select(func.count())
+            .select_from(
+                table.join(workers, workers.c.worker_id == table.c.worker_id).join(
+                    registered, registered.c.fqfn == table.c.control_id
+                )
+            )
+            .where(workers.c.lease_expires_at > now, registered.c.desired == "running")
+        ).scalar_one()
+    return int(live[0]), int(live[1]), int(used)
 
 
 def own_assignments(store: Store, worker_id: str) -> dict[str, list[str]]:
