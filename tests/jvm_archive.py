@@ -82,7 +82,11 @@ def _key(base_options: str) -> str:
     jars = sorted(
         f"{p.name}:{p.stat().st_size}" for p in (Path(pyspark.__file__).parent / "jars").iterdir()
     )
+    from sparkfn.runtime.spark.checkpoints import jar_path
+
+    # The sessions' class path holds sparkfn's checkpoint jar too, named by its source.
     text = "\n".join([java, pyspark.__version__, base_options, sys.executable, *jars])
+    text += "\n" + jar_path().name
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

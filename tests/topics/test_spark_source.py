@@ -155,15 +155,17 @@ def test_checkpoint_files_go_through_the_filesystem_api_and_are_never_replaced(
 ) -> None:
     # FileContext, Spark's default, forks readlink and chmod for every
     # checkpoint file when Hadoop has no native library; sparkfn's session
-    # uses the FileSystem API, which must still never replace a batch's
-    # entry: a second writer of batch 0 fails and the first one's stays.
+    # uses the FileSystem API through its own manager, which opens the temp
+    # files without the chmod (sparkfn.runtime.spark.checkpoints). It must
+    # still never replace a batch's entry: a second writer of batch 0 fails
+    # and the first one's stays.
     jvm = spark._jvm
     hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
     offsets = data_dir / "ck" / "offsets"
     entry = jvm.org.apache.hadoop.fs.Path(str(offsets / "0"))
     managers = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
     manager = managers.create(entry.getParent(), hadoop_conf)
-    assert manager.getClass().getSimpleName() == "FileSystemBasedCheckpointFileManager"
+    assert manager.getClass().getSimpleName() == "LocalCheckpointFileManager"
     manager.mkdirs(entry.getParent())
     first = manager.createAtomic(entry, False)
     first.write(bytearray(b"first"))

@@ -75,7 +75,8 @@ DEFAULT_CONF = {
     # too; a user's own conf of these keys wins.
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
-    # Checkpoint files through Hadoop's FileSystem API, not FileContext.
+    # Checkpoint files through Hadoop's FileSystem API, not FileContext (and, where a
+    # javac builds it, without its chmod either: sparkfn.runtime.spark.checkpoints).
     # Without Hadoop's native library (pyspark ships none) FileContext's
     # rename forks `readlink` twice and the file's creation forks `chmod`:
     # three child processes of the driver's JVM per checkpoint file, two
@@ -229,11 +230,13 @@ def spark_session(
     use_project_interpreter(zygote=fresh and master.startswith("local"))
     from pyspark.sql import SparkSession
 
-    from sparkfn.runtime.spark import daemon, jvm
+    from sparkfn.runtime.spark import checkpoints, daemon, jvm
     from sparkfn.runtime.spark.liveness import quiet_accumulators, quiet_py4j
     from sparkfn.topics.spark.source import SparkfnDataSource
 
     settings = {**DEFAULT_CONF, **_socket_conf(), **(conf or {})}
+    launching = fresh and SparkContext._gateway is None  # noqa: SLF001 - as above
+    settings.update(checkpoints.session_conf(settings, launching=launching))
     if fresh:
         jvm.check_master(master)
         if SparkContext._gateway is None and not jvm.verbose():  # noqa: SLF001 - as above
