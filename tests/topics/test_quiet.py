@@ -39,3 +39,19 @@ def test_a_look_that_found_work_spaces_nothing(tmp_path: Path) -> None:
     quiet.look(_busy, 0.1)
     quiet.answered({"__gen__": 0}, {"__gen__": 1})
     assert quiet.recheck == signals.LOCAL_RECHECK_SECONDS
+
+
+def test_a_touch_after_nothing_new_is_seen_at_the_next_call(tmp_path: Path) -> None:
+    # Where touches are announced the hints are stat'ed again only after one (HintStamps).
+    for recheck in (signals.LOCAL_RECHECK_SECONDS, signals.SHARED_RECHECK_SECONDS):
+        quiet = QuietWait(tmp_path, ["h", "k"], recheck=recheck, wait=0.01)
+        start = {"__gen__": 0}
+        assert not quiet.nothing_new(start)
+        quiet.answered(start, start)
+        assert quiet.nothing_new(start)
+        assert quiet.nothing_new(start)
+        signals.touch(tmp_path, "k")
+        assert not quiet.nothing_new(start)  # ask the store: a hint changed
+        quiet.answered(start, start)
+        assert quiet.nothing_new(start)
+        time.sleep(0.01)  # a later modification time than the touch above

@@ -10,7 +10,7 @@ a hint touched by another machine on a shared data directory is not
 announced, which is one more reason why every waiter still asks the store
 at least once a second (see :mod:`~sparkfn.store.signals`).
 
-* :func:`wait_for_change` is for one thread that waits (a query's reader);
+* :class:`HintStamps` is for one thread that waits (a query's reader);
 * :func:`subscribe` calls back from one process-wide thread (supervisors);
 * :func:`woken_by` is an event a thread waits on with a timeout (closing
   objects, a worker process's control thread);
@@ -128,46 +128,92 @@ class Inotify:
 
 # --- one waiting thread -----------------------------------------------------------------
 
-_waiters: dict[tuple[str, tuple[str, ...]], Inotify | None] = {}
-_waiters_lock = threading.Lock()
 
+class HintStamps:
+    """The stamp of one waiting thread's hints (a query's reader), and its wait for a change.
 
-def _waiter(data_dir: Path, names: tuple[str, ...]) -> Inotify | None:
-    key = (str(data_dir), names)
-    with _waiters_lock:
-        if key not in _waiters:
+    :func:`~sparkfn.store.signals.stamp` costs a ``stat`` per hint: a group
+    of a thousand members has two thousand hints, stamped at every call of
+    its idle reader. Where the kernel announces every touch (``announced``:
+    a local store, see :func:`~sparkfn.store.signals.recheck_seconds`), the
+    stamp is taken again only when the kernel reported a touch of one of the
+    hints since it was last taken; elsewhere (a shared data directory whose
+    remote touches the kernel never sees, or no inotify) at every call, as
+    before. Meant for one thread per instance, which owns its inotify
+    descriptor (another reader of the same hints in the process never takes
+    its events), made again when the hints change.
+    """
+
+    def __init__(self, data_dir: Path, *, announced: bool) -> None:
+        self.data_dir = data_dir
+        self.announced = announced
+        self._key: tuple[str, ...] | None = None  # the hints self._inotify watches
+        self._inotify: Inotify | None = None
+        # The hints and their stamp, taken after the waiter's events were read.
+        self._last: tuple[tuple[str, ...], tuple[int, ...]] | None = None
+
+    def _waiter(self, key: tuple[str, ...]) -> Inotify | None:
+        if key != self._key:
+            self.close()
+            self._key = key
+            waiter = None
             try:
                 waiter = Inotify()
-                for name in names:
-                    waiter.add(hint_path(data_dir, name))
+                for name in key:
+                    waiter.add(hint_path(self.data_dir, name))
             except OSError as exc:
-                _LOG.debug("hints in %s are polled: %s", data_dir, exc)
+                _LOG.debug("hints in %s are polled: %s", self.data_dir, exc)
+                if waiter is not None:
+                    waiter.close()
                 waiter = None
-            _waiters[key] = waiter
-        return _waiters[key]
+            self._inotify = waiter
+        return self._inotify
 
+    def close(self) -> None:
+        """Release the inotify descriptor (made again at the next call)."""
+        if self._inotify is not None:
+            self._inotify.close()
+        self._key, self._inotify, self._last = None, None, None
 
-def wait_for_change(
-    data_dir: Path, names: list[str], seen: tuple[int, ...], timeout: float, poll: float
-) -> tuple[int, ...]:
-    """Wait up to ``timeout`` s for a hint in ``names`` to change from ``seen``; the stamp now.
+    def now(self, names: list[str]) -> tuple[int, ...]:
+        """The hints' stamp now (their modification times, as ``stamp`` gives them)."""
+        key = tuple(names)
+        waiter = self._waiter(key)
+        last = self._last
+        if (
+            self.announced
+            and waiter is not None
+            and not waiter.lost
+            and last is not None
+            and last[0] == key
+            and not waiter.wait(0)
+        ):
+            return last[1]  # no touch of these hints since it was taken
+        if waiter is not None:
+            waiter.read()  # read first: a touch after the stamp below is reported next time
+        now = stamp(self.data_dir, names)
+        self._last = (key, now) if waiter is not None else None
+        return now
 
-    Sleeps until the kernel reports a touch where it can; otherwise, or once
-    a watched file went away, looks with ``stat`` every ``poll`` s. Meant
-    for one waiting thread per ``names`` in a process (a query's reader).
-    """
-    deadline = time.monotonic() + timeout
-    waiter = _waiter(data_dir, tuple(names))
-    while True:
-        now = stamp(data_dir, names)
-        left = deadline - time.monotonic()
-        if now != seen or left <= 0:
-            return now
-        if waiter is not None and not waiter.lost:
-            if waiter.wait(left):
-                waiter.read()
-        else:
-            time.sleep(min(poll, left))
+    def wait(
+        self, names: list[str], seen: tuple[int, ...], timeout: float, poll: float
+    ) -> tuple[int, ...]:
+        """Wait up to ``timeout`` s for a hint in ``names`` to change from ``seen``; the stamp now.
+
+        Sleeps until the kernel reports a touch where it can; otherwise, or
+        once a watched file went away, looks with ``stat`` every ``poll`` s.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.now(names)
+            waiter = self._inotify
+            left = deadline - time.monotonic()
+            if now != seen or left <= 0:
+                return now
+            if waiter is not None and not waiter.lost:
+                waiter.wait(left)  # the next now() reads what came
+            else:
+                time.sleep(min(poll, left))
 
 
 # --- callbacks from one thread ------------------------------------------------------------

@@ -164,6 +164,35 @@ def read_controls(
     }
 
 
+def record_rows(conn: Connection, ids: Iterable[str]) -> dict[str, tuple[Any, ...]]:
+    """Each run's control record as its raw rows, to compare with an earlier read.
+
+    Two reads are equal where :func:`read_controls` would give equal records
+    (every column it reads is here; ``updated_at`` is not), at under half its
+    cost: nothing is decoded (the supervisors' shared record watch reads a
+    thousand records every few seconds to see which changed).
+    """
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    run_cols = [c for c in runs.c if c.name != "updated_at"]
+    instance_cols = [c for c in instance_runs.c if c.name != "updated_at"]
+    at, at_instance = run_cols.index(runs.c.fqfn), instance_cols.index(instance_runs.c.fqfn)
+    found: dict[str, list[Any]] = {
+        r[at]: [tuple(r)] for r in conn.execute(select(*run_cols).where(runs.c.fqfn.in_(wanted)))
+    }
+    instance_rows = (
+        select(*instance_cols)
+        .where(instance_runs.c.fqfn.in_(wanted))
+        .order_by(instance_runs.c.fqfn, instance_runs.c.instance_id)
+    )
+    for r in conn.execute(instance_rows):
+        rows = found.get(r[at_instance])
+        if rows is not None:  # as read_controls: instances without their run's row are no record
+            rows.append(tuple(r))
+    return {fqfn: tuple(rows) for fqfn, rows in found.items()}
+
+
 def _instance_record(r: Any) -> InstanceRecord:
     death = (
         DeathCause(

@@ -190,6 +190,7 @@ class Supervisor(FailureHandling, InstanceStops):
                     _LOG.exception(
                         "%s %s: supervisor step failed; retrying", self.target.kind, self.fqfn
                     )
+                    lookout.failed()
                     time.sleep(1.0)
         finally:
             lookout.close()

@@ -55,6 +55,9 @@ class QuietWait:
         # (start, hints, when) of the last "nothing new" answer.
         self._idle: tuple[dict[str, int], tuple[int, ...], float] | None = None
         self._stamp: tuple[int, ...] = ()
+        # Stamped again only after a touch the kernel announced, where it announces them all.
+        announced = recheck >= signals.LOCAL_RECHECK_SECONDS
+        self._stamps = watch.HintStamps(data_dir, announced=announced)
 
     @property
     def idle(self) -> bool:
@@ -71,15 +74,13 @@ class QuietWait:
         ``False``: the caller asks the store, then reports its answer to
         :meth:`answered`.
         """
-        stamp = signals.stamp(self.data_dir, self.hints)
+        stamp = self._stamps.now(self.hints)
         idle = self._idle
         if idle is not None and idle[0] == start and idle[1] == stamp:
             left = self.recheck - (time.monotonic() - idle[2])
             if left > 0:
                 wait = min(left, self.wait)
-                stamp = watch.wait_for_change(
-                    self.data_dir, self.hints, stamp, wait, HINT_POLL_SECONDS
-                )
+                stamp = self._stamps.wait(self.hints, stamp, wait, HINT_POLL_SECONDS)
                 if stamp == idle[1] and wait < left:
                     return True
         self._stamp = stamp
