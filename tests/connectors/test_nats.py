@@ -196,6 +196,9 @@ def test_the_sources_fetch_ends_at_a_full_batch_or_at_its_expiry(stream: str) ->
             for m in msgs:
                 await m.ack()
         began = asyncio.get_running_loop().time()
+        assert await puller.fetch(1000, 0.2, wait=False) == []  # no_wait: a 404 at once
+        assert asyncio.get_running_loop().time() - began < 0.15
+        began = asyncio.get_running_loop().time()
         assert await puller.fetch(1000, 0.2) == []  # nothing left: ends when it expires
         return sizes, got, asyncio.get_running_loop().time() - began
 

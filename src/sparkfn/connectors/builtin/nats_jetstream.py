@@ -70,7 +70,7 @@ from sparkfn.connectors.builtin._config import (
     payload,
 )
 from sparkfn.connectors.builtin._event_loop import EventLoop
-from sparkfn.connectors.builtin.nats_pull import Puller
+from sparkfn.connectors.builtin.nats_pull import Puller, reply_fields
 
 # A sink publishes this many messages at once, then waits for their acks.
 PUBLISH_WINDOW = 512
@@ -195,26 +195,6 @@ async def _stream_exists(js: JetStreamContext, stream: str, what: str) -> None:
         raise ConfigError(msg) from None
 
 
-def _reply_fields(msg: Msg) -> tuple[str, str, int]:
-    """A JetStream message's delivery count and stream sequence (as text) and its time (ns).
-
-    From its reply subject, ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
-    seq>.<ns>.<pending>`` (or two tokens more before the stream, one after): nats-py's
-    ``msg.metadata`` made a dataclass and a ``datetime`` of it per message. Other forms
-    are left to it (it raises ``NotJSMessageError``).
-    """
-    tokens = msg.reply.split(".") if msg.reply else []
-    if len(tokens) >= 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
-        if len(tokens) == 9:
-            return tokens[4], tokens[5], int(tokens[7])
-        if len(tokens) >= 11:
-            return tokens[6], tokens[7], int(tokens[9])
-    meta = msg.metadata
-    stamp = meta.timestamp
-    nanos = int(stamp.timestamp()) * 1_000_000_000 + stamp.microsecond * 1000
-    return str(meta.num_delivered), str(meta.sequence.stream), nanos
-
-
 @dataclass
 class NatsRecord(Record):
     """A message fetched from JetStream, acked after the append."""
@@ -231,6 +211,7 @@ class NatsJetStreamSource(Source):
         self.loop: EventLoop | None = None
         self.nc: Client | None = None
         self.puller: Puller | None = None
+        self.full = False  # whether the last fetch gave a full batch
         self.to_ack: list[Msg] = []
 
     @classmethod
@@ -280,10 +261,14 @@ class NatsJetStreamSource(Source):
 
     async def _fetch(self, cfg: NatsSourceConfig) -> list[Msg]:
         assert self.puller is not None
-        return await self.puller.fetch(cfg.batchSize, cfg.fetchTimeoutMs / 1000)
+        # After a full batch, no wait: the runner acks the batch being appended only
+        # once read() returns, and a drained consumer would hold that ack a whole expiry.
+        msgs = await self.puller.fetch(cfg.batchSize, cfg.fetchTimeoutMs / 1000, not self.full)
+        self.full = len(msgs) >= cfg.batchSize
+        return msgs
 
     def _record(self, msg: Msg) -> Record:
-        delivered, stream_seq, nanos = _reply_fields(msg)
+        delivered, stream_seq, nanos = reply_fields(msg)
         props = {"natsSubject": msg.subject, "natsStreamSeq": stream_seq}
         if delivered != "1":
             props["natsDelivered"] = delivered

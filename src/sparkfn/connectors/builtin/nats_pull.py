@@ -9,7 +9,10 @@ the rest of a read takes (docs/connectors.md, "where the time went").
 batch size and an expiry) and takes what the server sends to that inbox in
 a callback that only appends it: the fetch wakes once the batch is full or
 the server ends the request with a status message (``408``: it expired,
-``404``: nothing to wait for, ``409``: e.g. too many waiting pulls).
+``404``: nothing to wait for, ``409``: e.g. too many waiting pulls). A fetch
+without ``wait`` asks with ``no_wait``: the server sends what the consumer
+has now and ends the request at once. :func:`reply_fields` reads what a
+record needs from a message's reply subject.
 
 The messages are nats-py's own ``Msg`` objects, acked as before
 (``msg.ack()`` publishes to their reply subject). Messages that arrive after
@@ -74,13 +77,19 @@ class Puller:
         """The status the last pull request ended with, if it was not one of its ends."""
         return self._fault
 
-    async def fetch(self, batch: int, expires: float) -> list[Msg]:
+    async def fetch(self, batch: int, expires: float, wait: bool = True) -> list[Msg]:
         """Up to ``batch`` messages: what is kept, or what one pull request of at most
-        ``expires`` seconds brings (fewer once it expires)."""
+        ``expires`` seconds brings (fewer once it expires). ``wait`` false: only what
+        the consumer has now (``no_wait``: the server ends the request at once)."""
         if not self.buffer:
             self._want, self._ended, self._fault = batch, False, None
             self._wake.clear()
-            request = {"batch": batch, "expires": int(expires * 1_000_000_000)}
+            request: dict[str, object] = {"batch": batch}
+            if wait:
+                request["expires"] = int(expires * 1_000_000_000)
+            else:
+                request["no_wait"] = True
+                expires = 0.0
             await self.nc.publish(self.subject, json.dumps(request).encode(), reply=self.inbox)
             try:
                 await asyncio.wait_for(self._wake.wait(), expires + EXPIRY_SLACK)
@@ -92,3 +101,23 @@ class Puller:
                 raise fault
         taken, self.buffer = self.buffer[:batch], self.buffer[batch:]
         return taken
+
+
+def reply_fields(msg: Msg) -> tuple[str, str, int]:
+    """A JetStream message's delivery count and stream sequence (as text) and its time (ns).
+
+    From its reply subject, ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
+    seq>.<ns>.<pending>`` (or two tokens more before the stream, one after): nats-py's
+    ``msg.metadata`` made a dataclass and a ``datetime`` of it per message. Other forms
+    are left to it (it raises ``NotJSMessageError``).
+    """
+    tokens = msg.reply.split(".") if msg.reply else []
+    if len(tokens) >= 9 and tokens[0] == "$JS" and tokens[1] == "ACK":
+        if len(tokens) == 9:
+            return tokens[4], tokens[5], int(tokens[7])
+        if len(tokens) >= 11:
+            return tokens[6], tokens[7], int(tokens[9])
+    meta = msg.metadata
+    stamp = meta.timestamp
+    nanos = int(stamp.timestamp()) * 1_000_000_000 + stamp.microsecond * 1000
+    return str(meta.num_delivered), str(meta.sequence.stream), nanos

@@ -196,6 +196,7 @@ class RedisStreamSource(Source):
         self.reader: StreamReader | None = None  # XREADGROUP's connection
         self.consumer = ""
         self.cursor = "0"  # our pending entries after this id first; then ">": new ones
+        self.full = False  # whether the last read gave a full batch
         self.to_ack: list[bytes] = []
         self._value_field = b"value"
 
@@ -236,12 +237,16 @@ class RedisStreamSource(Source):
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
         pending = self.cursor != ">"
+        # After a full batch the stream may be drained: no BLOCK then, so that an empty
+        # answer comes at once (the runner acks the batch being appended only once read()
+        # returns; a block would hold that ack up to blockMs).
+        block = None if pending or self.full else cfg.blockMs
         # On a connection of its own, parsed by us (see .redis_reader): redis-py's parsing
         # cost as much CPU as the rest of the source's work together.
         with lost_broker(self.what, "Redis", cfg.redisHosts, "XREADGROUP", LOST):
             entries = reader.xreadgroup(cfg.groupName, self.consumer, cfg.streamName,
-                                        self.cursor, cfg.batchSize,
-                                        None if pending else cfg.blockMs)  # fmt: skip
+                                        self.cursor, cfg.batchSize, block)  # fmt: skip
+        self.full = len(entries) >= cfg.batchSize
         if pending:
             # Our pending entries come back until they are acked: read on
             # after each batch, and switch to new entries once none is left.
