@@ -24,7 +24,8 @@ trimming; none by default), and Pulsar's ``batchSize``, ``batchTimeMs``,
 (docs/connectors.md says why), and ``keepAlive`` (TCP keepalive).
 
 **Source guarantee.** Entries are read with XREADGROUP into the group as the
-instance's consumer; Redis keeps each in the consumer's pending entries list
+instance's consumer (on a connection of the source's own, whose replies
+:mod:`.redis_connection` parses); Redis keeps each in the consumer's pending entries list
 until it is acked. sparkfn sends XACK for a batch's entries in ``commit()``,
 after the store transaction appending them committed. On start the instance
 first re-reads its own pending entries (id ``0``), then new ones (``>``). A
