@@ -133,6 +133,9 @@ def test_the_sources_own_reader_gives_every_entry_as_redis_stores_it(
         with pytest.raises(redis.exceptions.ResponseError, match="NOGROUP"):
             reader.xreadgroup("nobody", "c", stream, ">", 10, None)
         assert len(reader.xreadgroup("g", "c", stream, "0", 5, None)) == 5  # still in step
+        assert reader.xack(stream, "g", [i for i, _ in got[:10]]) == 10  # the deleted one too
+        summary: Any = client.xpending(stream, "g")
+        assert summary["pending"] == len(got) - 10
     finally:
         reader.close()
 

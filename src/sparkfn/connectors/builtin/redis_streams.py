@@ -302,9 +302,9 @@ class RedisStreamSource(Source):
     def commit(self) -> None:
         """XACK the batch's entries."""
         cfg = self.config
-        if self.to_ack and self.client is not None and cfg is not None:
+        if self.to_ack and self.reader is not None and cfg is not None:
             with lost_broker(self.what, "Redis", cfg.redisHosts, "XACK", LOST):
-                self.client.xack(cfg.streamName, cfg.groupName, *self.to_ack)
+                self.reader.xack(cfg.streamName, cfg.groupName, self.to_ack)
         self.to_ack = []
 
     def close(self) -> None:
