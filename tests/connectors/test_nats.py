@@ -16,14 +16,18 @@ from brokers import (
     values,
     wait_for,
 )
+from connector_probes import StaticSourceContext
 from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.connector import SinkConfig, SourceConfig
+from sparkfn.connectors.builtin.nats_pull import Puller
 from sparkfn.connectors.registry import load_sink, load_source
 from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
+from waiting import until
 
 # They share the brokers test_broker_restart.py restarts: one xdist worker for them all.
 pytestmark = pytest.mark.xdist_group("brokers")
@@ -172,3 +176,59 @@ def _alone(coro: Any) -> Any:
     (another test's browser driver, in the same xdist worker)."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+def test_the_sources_fetch_ends_at_a_full_batch_or_at_its_expiry(stream: str) -> None:
+    # The source's own fetch (nats_pull.Puller): JetStream's pull API, not nats-py's fetch.
+    publish(f"{stream}.in", [str(i) for i in range(2500)])
+
+    async def fetches(js: JetStreamContext) -> tuple[list[int], list[str], float]:
+        await js.add_consumer(
+            stream, ConsumerConfig(durable_name="p", ack_policy=AckPolicy.EXPLICIT)
+        )
+        puller = Puller(js._nc, stream, "p")
+        await puller.start()
+        sizes, got = [], []
+        for _ in range(3):
+            msgs = await puller.fetch(1000, 0.2)
+            sizes.append(len(msgs))
+            got += [m.data.decode() for m in msgs]
+            for m in msgs:
+                await m.ack()
+        began = asyncio.get_running_loop().time()
+        assert await puller.fetch(1000, 0.2, wait=False) == []  # no_wait: a 404 at once
+        assert asyncio.get_running_loop().time() - began < 0.15
+        began = asyncio.get_running_loop().time()
+        assert await puller.fetch(1000, 0.2) == []  # nothing left: ends when it expires
+        return sizes, got, asyncio.get_running_loop().time() - began
+
+    sizes, got, empty_seconds = js_run(fetches)
+    assert sizes == [1000, 1000, 500]
+    assert got == [str(i) for i in range(2500)]
+    assert 0.15 < empty_seconds < 1.0
+
+
+def test_a_redelivered_message_says_so_with_its_stream_sequence(stream: str) -> None:
+    publish(f"{stream}.in", ["a", "b"])
+    configs = {"servers": URL, "stream": stream, "durableName": "r", "ackWaitSeconds": 1}
+    source = load_source(SourceConfig(name="s", source_type="nats", output="o", configs=configs))
+    source.open(configs, StaticSourceContext("s"))
+    try:
+        first = source.read()
+        assert isinstance(first, list)
+        assert [(r.value, r.properties["natsStreamSeq"]) for r in first] == [
+            (b"a", "1"),
+            (b"b", "2"),
+        ]
+        assert all("natsDelivered" not in r.properties for r in first)
+        assert all(
+            isinstance(r.event_time, int) and r.event_time > 1_700_000_000_000 for r in first
+        )
+        # After the consumer's ack wait (1 s) the unacked messages come again.
+        again = until(source.read, "the unacked messages again", timeout=10)
+        assert [(r.value, r.properties["natsDelivered"]) for r in again] == [
+            (b"a", "2"),
+            (b"b", "2"),
+        ]
+    finally:
+        source.close()

@@ -18,6 +18,7 @@ from brokers import (
 
 from sparkfn.api.errors import ConfigError
 from sparkfn.config.connector import SinkConfig, SourceConfig
+from sparkfn.connectors.builtin.redis_connection import StreamReader
 from sparkfn.connectors.registry import load_sink, load_source
 from sparkfn.connectors.source.runner import SourceRunner, SourceState
 from sparkfn.store.store import Store
@@ -102,6 +103,41 @@ def test_a_restarted_source_reads_its_pending_entries_again(
     assert values(sqlite_store, "in") == ["p1", "p2", "p3", "new"]
     summary: Any = client.xpending(stream, "sparkfn")
     assert summary["pending"] == 0
+
+
+def test_the_sources_own_reader_gives_every_entry_as_redis_stores_it(
+    client: redis.Redis, stream: str
+) -> None:
+    # The source's XREADGROUP is parsed by sparkfn (redis_connection.StreamReader): values
+    # that look like RESP, hold CRLF, span several recvs; other fields; deleted entries.
+    odd = [b"a\r\nb", b"", b"*2\r\n$5\r\nvalue\r\n$3\r\n", bytes(range(256)) * 2000]
+    for value in odd:
+        client.xadd(stream, {"value": value})
+    client.xadd(stream, {"key": "k", "value": b"v", "extra": "e"})
+    client.xadd(stream, {"other": "x"})
+    xadd(client, stream, [f"{i}" * 40 for i in range(2500)])
+    client.xgroup_create(stream, "g", id="0")
+    reader = StreamReader(HOST, 6379, password=None, db=0, connect_timeout=5, timeout=10,
+                          keepalive=False, value_field=b"value")  # fmt: skip
+    try:
+        got: list[Any] = []
+        while entries := reader.xreadgroup("g", "c", stream, ">", 1000, 100):
+            got += entries
+        stored: Any = client.xrange(stream)
+        assert [i for i, _ in got] == [i for i, _ in stored]
+        assert [dict(zip(f[::2], f[1::2], strict=True)) for _, f in got] == [f for _, f in stored]
+        client.xdel(stream, stored[0][0])  # pending, then deleted: its fields are nil
+        pending = reader.xreadgroup("g", "c", stream, "0", 2, None)
+        assert pending == [(stored[0][0], None), (stored[1][0], [b"value", odd[1]])]
+        assert reader.xreadgroup("g", "c", stream, ">", 10, 20) == []  # BLOCK ran out
+        with pytest.raises(redis.exceptions.ResponseError, match="NOGROUP"):
+            reader.xreadgroup("nobody", "c", stream, ">", 10, None)
+        assert len(reader.xreadgroup("g", "c", stream, "0", 5, None)) == 5  # still in step
+        assert reader.xack(stream, "g", [i for i, _ in got[:10]]) == 10  # the deleted one too
+        summary: Any = client.xpending(stream, "g")
+        assert summary["pending"] == len(got) - 10
+    finally:
+        reader.close()
 
 
 @pytest.mark.parametrize(

@@ -87,21 +87,25 @@ def new_location(topic_key: str, partition: int) -> str:
 
 
 @contextmanager
-def _durable(data_dir: Path, location: str) -> Iterator[BinaryIO]:
+def _durable(data_dir: Path, location: str, native: bool = False) -> Iterator[BinaryIO]:
     """A new segment file's handle, written to a temp name; fsynced and renamed on success.
 
     A crash leaves at worst an unreferenced file, never a partial one under
     a referenced name; a failed write (a full disk, say) removes its temp
-    file, so that what it took is free again.
+    file, so that what it took is free again. ``native``: an Arrow ``OSFile``
+    (Arrow writes it without the interpreter lock) instead of a Python file.
     """
     path = data_dir / location
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     try:
-        with open(tmp, "wb") as handle:
+        handle: BinaryIO = pa.OSFile(str(tmp), mode="w") if native else open(tmp, "wb")  # noqa: SIM115
+        try:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        finally:
+            handle.close()
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -127,13 +131,16 @@ def write_table_file(
     The IPC stream goes to the file as it is written, its buffers compressed
     when the values compress (:func:`file_compression`): no copy of the
     whole segment in memory, which :func:`encode` makes twice (a growing
-    buffer, then ``bytes``).
+    buffer, then ``bytes``). The file is Arrow's own (``OSFile``), so the
+    encoding, compression and writes run without the interpreter lock: a
+    Python file made Arrow take the lock back for every buffer it wrote,
+    and a source's append then waited on the thread reading its broker
+    (docs/connectors.md).
     """
     codec = file_compression(table) if compression == "auto" else compression
     options = pa.ipc.IpcWriteOptions(compression=codec)
-    with _durable(data_dir, location) as handle:
-        stream = pa.PythonFile(handle, mode="w")
-        with pa.ipc.new_stream(stream, STORED_SCHEMA, options=options) as writer:
+    with _durable(data_dir, location, native=True) as handle:
+        with pa.ipc.new_stream(handle, STORED_SCHEMA, options=options) as writer:
             writer.write_table(table)
         size: int = max(handle.tell(), table.nbytes)
     return size

@@ -24,7 +24,8 @@ trimming; none by default), and Pulsar's ``batchSize``, ``batchTimeMs``,
 (docs/connectors.md says why), and ``keepAlive`` (TCP keepalive).
 
 **Source guarantee.** Entries are read with XREADGROUP into the group as the
-instance's consumer; Redis keeps each in the consumer's pending entries list
+instance's consumer (on a connection of the source's own, whose replies
+:mod:`.redis_connection` parses); Redis keeps each in the consumer's pending entries list
 until it is acked. sparkfn sends XACK for a batch's entries in ``commit()``,
 after the store transaction appending them committed. On start the instance
 first re-reads its own pending entries (id ``0``), then new ones (``>``). A
@@ -60,11 +61,9 @@ from typing import Any, Literal
 import redis
 import redis.exceptions
 from pydantic import Field, field_validator
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from sparkfn.api.connector import Record, Sink, SinkContext, Source, SourceContext, _EndOfStream
-from sparkfn.api.errors import BrokerUnreachableError, ConfigError
+from sparkfn.api.errors import ConfigError
 from sparkfn.connectors.builtin._broker import BrokerCheck, lost_broker, run_check
 from sparkfn.connectors.builtin._config import (
     BuiltinConfig,
@@ -76,9 +75,7 @@ from sparkfn.connectors.builtin._config import (
     parse_configs,
     payload,
 )
-
-# The client's errors that mean the server went away (a restart, a network cut).
-LOST = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+from sparkfn.connectors.builtin.redis_connection import LOST, StreamReader, connect
 
 
 class RedisConfig(BuiltinConfig):
@@ -139,39 +136,6 @@ class RedisSinkConfig(RedisConfig):
     batchTimeMs: TimeoutMs = 1000
 
 
-def connect(cfg: RedisConfig, what: str) -> redis.Redis:
-    """A checked client; unreachable server or bad password is a :class:`ConfigError`."""
-    host, _, port = cfg.redisHosts.rpartition(":")
-    client = redis.Redis(
-        host=host,
-        port=int(port),
-        db=cfg.redisDatabase,
-        password=cfg.redisPassword,
-        socket_connect_timeout=cfg.connectTimeout / 1000,
-        socket_timeout=cfg.operationTimeout / 1000,
-        socket_keepalive=cfg.keepAlive,
-        retry=Retry(NoBackoff(), 0),  # a failure is reported, not retried behind our back
-    )
-    try:
-        client.ping()
-    except redis.exceptions.AuthenticationError as exc:
-        client.close()
-        msg = f"{what}: configs.redisPassword: Redis at {cfg.redisHosts} refused it: {exc}"
-        raise ConfigError(msg) from None
-    except redis.exceptions.ResponseError as exc:
-        client.close()
-        msg = f"{what}: configs.redisDatabase/redisPassword: Redis at {cfg.redisHosts}: {exc}"
-        raise ConfigError(msg) from None
-    except redis.exceptions.RedisError as exc:
-        client.close()
-        msg = (
-            f"{what}: configs.redisHosts: cannot reach Redis at {cfg.redisHosts} "
-            f"(step: connect): {exc}"
-        )
-        raise BrokerUnreachableError(msg) from None
-    return client
-
-
 def _check(cfg: RedisConfig, what: str, prepare: bool) -> None:
     """Connect (and prepare the group) within :data:`~._broker.CHECK_SECONDS` in all."""
     capped = cfg.model_copy(
@@ -230,8 +194,10 @@ class RedisStreamSource(Source):
         self.what = "source (redis)"
         self.config: RedisSourceConfig | None = None
         self.client: redis.Redis | None = None
+        self.reader: StreamReader | None = None  # XREADGROUP's connection
         self.consumer = ""
         self.cursor = "0"  # our pending entries after this id first; then ">": new ones
+        self.full = False  # whether the last read gave a full batch
         self.to_ack: list[bytes] = []
         self._value_field = b"value"
 
@@ -251,47 +217,69 @@ class RedisStreamSource(Source):
         self._value_field = cfg.valueField.encode()
         self.client = connect(cfg, self.what)
         _prepare_group(self.client, cfg, self.what)
+        host, _, port = cfg.redisHosts.rpartition(":")
+        with lost_broker(self.what, "Redis", cfg.redisHosts, "connect", LOST):
+            self.reader = StreamReader(
+                host,
+                int(port),
+                password=cfg.redisPassword,
+                db=cfg.redisDatabase,
+                connect_timeout=cfg.connectTimeout / 1000,
+                timeout=cfg.operationTimeout / 1000,
+                keepalive=cfg.keepAlive,
+                value_field=self._value_field,
+            )
         self.cursor = "0"
 
     def read(self) -> Record | list[Record] | _EndOfStream | None:
         """Up to ``batchSize`` entries: pending ones first, then new ones (blocking ``blockMs``)."""
-        cfg, client = self.config, self.client
-        if cfg is None or client is None:
+        cfg, reader = self.config, self.reader
+        if cfg is None or reader is None:
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
         pending = self.cursor != ">"
+        # After a full batch the stream may be drained: no BLOCK then, so that an empty
+        # answer comes at once (the runner acks the batch being appended only once read()
+        # returns; a block would hold that ack up to blockMs).
+        block = None if pending or self.full else cfg.blockMs
+        # On a connection of its own, parsed by us (see .redis_reader): redis-py's parsing
+        # cost as much CPU as the rest of the source's work together.
         with lost_broker(self.what, "Redis", cfg.redisHosts, "XREADGROUP", LOST):
-            reply: Any = client.xreadgroup(
-                cfg.groupName,
-                self.consumer,
-                {cfg.streamName: self.cursor},
-                count=cfg.batchSize,
-                block=None if pending else cfg.blockMs,
-            )
-        entries = reply[0][1] if reply else []
+            entries = reader.xreadgroup(cfg.groupName, self.consumer, cfg.streamName,
+                                        self.cursor, cfg.batchSize, block)  # fmt: skip
+        self.full = len(entries) >= cfg.batchSize
         if pending:
             # Our pending entries come back until they are acked: read on
             # after each batch, and switch to new entries once none is left.
             if not entries:
+                # On to new entries in this same call: a None would have the runner
+                # wait its poll interval first (50 ms at the start of every run).
                 self.cursor = ">"
-                return None
+                return self.read()
             self.cursor = entries[-1][0].decode()
-        records = [self._record(entry_id, fields) for entry_id, fields in entries if fields]
+        stream, value_field = cfg.streamName, self._value_field
+        records: list[Record] = []
+        add = records.append
+        for entry_id, fields in entries:
+            if not fields:
+                continue  # deleted while pending
+            if len(fields) == 2 and fields[0] == value_field:
+                # The common entry, a value alone: no field names to decode, no other
+                # properties.
+                text_id = entry_id.decode()
+                millis = int(text_id[: text_id.index("-")])
+                props = {"redisStream": stream, "redisId": text_id}
+                add(RedisRecord(fields[1], None, props, millis, entry_id=entry_id))
+            else:
+                add(self._record(entry_id, fields))
         return records or None
 
-    def _record(self, entry_id: bytes, fields: dict[bytes, bytes]) -> Record:
+    def _record(self, entry_id: bytes, fields: list[bytes]) -> Record:
+        """An entry of other fields than the value alone; ``fields`` as Redis sends them."""
         cfg = self.config
         assert cfg is not None
-        if len(fields) == 1 and self._value_field in fields:
-            # The common entry, a value alone: no field names to decode, no other properties.
-            text_id = entry_id.decode()
-            return RedisRecord(
-                value=fields[self._value_field],
-                properties={"redisStream": cfg.streamName, "redisId": text_id},
-                event_time=int(text_id.partition("-")[0]),
-                entry_id=entry_id,
-            )
-        decoded = {k.decode(errors="replace"): v for k, v in fields.items()}
+        decoded = {fields[i].decode(errors="replace"): fields[i + 1]
+                   for i in range(0, len(fields) - 1, 2)}  # fmt: skip
         key_bytes = decoded.pop(cfg.keyField, None)
         value: Any
         if cfg.valueField in decoded:
@@ -302,14 +290,9 @@ class RedisStreamSource(Source):
             props = {}
         props["redisStream"] = cfg.streamName
         props["redisId"] = entry_id.decode()
+        key = key_bytes.decode(errors="replace") if key_bytes is not None else None
         millis = int(entry_id.split(b"-")[0])
-        return RedisRecord(
-            value=value,
-            key=key_bytes.decode(errors="replace") if key_bytes is not None else None,
-            properties=props,
-            event_time=millis,
-            entry_id=entry_id,
-        )
+        return RedisRecord(value, key, props, millis, entry_id=entry_id)
 
     def ack(self, record: Record) -> None:
         """The entry is appended: XACKed with its batch in ``commit()``."""
@@ -319,13 +302,16 @@ class RedisStreamSource(Source):
     def commit(self) -> None:
         """XACK the batch's entries."""
         cfg = self.config
-        if self.to_ack and self.client is not None and cfg is not None:
+        if self.to_ack and self.reader is not None and cfg is not None:
             with lost_broker(self.what, "Redis", cfg.redisHosts, "XACK", LOST):
-                self.client.xack(cfg.streamName, cfg.groupName, *self.to_ack)
+                self.reader.xack(cfg.streamName, cfg.groupName, self.to_ack)
         self.to_ack = []
 
     def close(self) -> None:
         """Disconnect; entries not acked stay pending for this consumer."""
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
         if self.client is not None:
             self.client.close()
             self.client = None

@@ -217,8 +217,7 @@ class RunnerThread(Appending):
             if result is END_OF_STREAM:
                 self._end_of_stream()
                 continue
-            if pipe.done():
-                self._settle(source)
+            acked = pipe.done() and self._settle(source)
             got = self._records(result, "read")
             queued = self._take_queue()
             if got:
@@ -236,8 +235,9 @@ class RunnerThread(Appending):
                 self._flush(source, appender, pending, wait=False)
                 pending = []
             # Nothing to read now: ack what is appended, at once. A broker that hands out
-            # only so many unacked messages (a prefetch) has more once they are acked.
-            if result is None and not self._settle(source):
+            # only so many unacked messages (a prefetch) has more once they are acked, so
+            # a loop that acked a batch reads again without sleeping.
+            if result is None and not (self._settle(source) or acked):
                 self._sleep(self.config.poll_interval)
 
     def _pump_push(self, source: Source, appender: TopicAppender) -> bool:
