@@ -1,7 +1,7 @@
 """A cluster worker runs exactly what the leader assigned to it.
 
 >>> assigned = Assigned(store, runs, membership, ready=restored, start=start)
->>> runs.gate = assigned.owns        # a start of another worker's run is skipped
+>>> runs.gate = assigned.owns        # simplest gate (ClusterWork's places a run first)
 >>> assigned.start()                 # a thread: every round, start and stop runs to match
 
 Every round (``lease / 3`` seconds, and at once when woken) the worker reads
@@ -36,26 +36,18 @@ from collections.abc import Callable
 
 from sqlalchemy import select
 
-from sparkfn.api.errors import NotFoundError, NoWorkerCapacityError
+from sparkfn.api.errors import NotFoundError
 from sparkfn.api.lifecycle import StopMode
-from sparkfn.config.connector import SourceConfig
-from sparkfn.connectors.source.instances import INPUT_ENDED
-from sparkfn.runtime.lifecycle import control
 from sparkfn.store.registry_schema import functions
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.assignment_store import assignment_of, read_assignments
 from sparkfn.worker.cluster.handover import Handover
-from sparkfn.worker.cluster.leader_loop import LeaderLoop
-from sparkfn.worker.cluster.members import owner, room
 from sparkfn.worker.cluster.membership import Membership, MemberState
-from sparkfn.worker.registry import Desired, HostedConfig, Registry, desired_states
+from sparkfn.worker.registry import Desired, HostedConfig, desired_states
 from sparkfn.worker.runs import Runs, ended, key_kind
-from sparkfn.worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
-# How many leader rounds a start waits for its run to be placed.
-PLACE_WAIT = 2
 # Seconds the worker's shutdown waits for the loop's round (the runs' own stop is bounded).
 CLOSE_WAIT = 5.0
 # The version of a run a request started (the loop compares its config instead).
@@ -98,6 +90,8 @@ class Assigned:
         self._stop = threading.Event()
         self._round_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        # The run this thread's loop is starting, if any (the gate lets it go on).
+        self._own = threading.local()
 
     def owns(self, key: str) -> bool:
         """Whether run ``key`` (its registry key: its control id) is assigned to this
@@ -110,6 +104,15 @@ class Assigned:
         # Started (by the caller) in this epoch: the loop keeps it, checking its version.
         self.started[key] = (found.epoch, UNKNOWN_VERSION)
         return True
+
+    def own_start(self, key: str) -> bool:
+        """Whether run ``key``'s start under way on this thread is the loop's own."""
+        return bool(getattr(self._own, "key", None) == key)
+
+    def forget(self, key: str) -> None:
+        """Forget that run ``key`` was started in its epoch: a request ended it and did not
+        start it here, so the loop starts it if it is (or is again) assigned here."""
+        self.started.pop(key, None)
 
     def start(self) -> None:
         """Start the loop's thread."""
@@ -214,6 +217,7 @@ class Assigned:
         if desired is not Desired.RUNNING:
             return False
         try:
+            self._own.key = key
             started = self._start(config)
         except Exception as exc:  # one broken run must not keep the others down
             del self.started[key]  # not started: the next try starts it
@@ -224,6 +228,8 @@ class Assigned:
                 self.worker_id, kind, fqn, wait, exc,
             )  # fmt: skip
             return False
+        finally:
+            self._own.key = None
         self._retry.pop(key, None)
         if started:
             log.info("worker %s runs %s (assignment epoch %d)", self.worker_id, key, epoch)
@@ -245,156 +251,3 @@ def wanted(store: Store) -> tuple[set[str], set[str]]:
     registered control id (the others' assignments are deleted)."""
     states = desired_states(store)
     return {key for key, (_, desired) in states.items() if desired is Desired.RUNNING}, set(states)
-
-
-class ClusterWork:
-    """A PostgreSQL worker's part in its cluster: the leader's loop (which plans only
-    while this worker leads) and the loop that runs what is assigned to it."""
-
-    def __init__(
-        self,
-        store: Store,
-        runs: Runs,
-        membership: Membership,
-        *,
-        ready: threading.Event,
-        start: Callable[[HostedConfig], bool],
-        handover_wait: float = 30.0,
-    ) -> None:
-        self.assigned = Assigned(
-            store, runs, membership, ready=ready, start=start, handover_wait=handover_wait
-        )
-        self.leader = LeaderLoop(store, membership, lambda: wanted(store))
-        self.runs = runs
-
-    def start(self) -> None:
-        """Gate the worker's starts by the assignment and start both loops."""
-        self.runs.gate = self._gate
-        self.runs.refuse_if_full = self.refuse_if_full
-        self.runs.owner_of = self.owner_of
-        self.leader.start()
-        self.assigned.start()
-
-    def _gate(self, key: str) -> bool:
-        """Whether this worker may start run ``key``. One not placed yet (a create, a start
-        of a stopped run) is placed first: the leader is woken (at once, if it is this
-        worker) and waited for, up to a few rounds, so a request that lands on the worker
-        it is placed on starts it itself and answers its start's errors as ever.
-
-        Still not placed and no live worker has room: refused (:meth:`refuse_if_full`),
-        the run's desired state set back to stopped, so that it does not start later
-        unasked (a create that is refused registers nothing)."""
-        store = self.assigned.store
-        if self.assigned.owns(key):
-            return True
-        if owner(store, key) is None:  # not placed yet: the leader places it now
-            self.changed()
-            deadline = time.monotonic() + PLACE_WAIT * self.leader.interval
-            while owner(store, key) is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if self.assigned.owns(key):
-                return True
-            if owner(store, key) is None:
-                try:
-                    self.refuse_if_full(key)
-                except NoWorkerCapacityError:
-                    kind = key_kind(key)
-                    fqn = key.removeprefix(f"{kind}:")
-                    self.runs.registry_for(kind).set_desired(fqn, Desired.STOPPED)
-                    raise
-        return False
-
-    def refuse_if_full(self, key: str) -> None:
-        """Raise :class:`~sparkfn.api.errors.NoWorkerCapacityError` (HTTP 503) when no live
-        worker has room for run ``key``: the runs assigned to them that should run fill
-        their capacity. A create asks first, before it keeps anything."""
-        workers, capacity, used = room(self.assigned.store)
-        if used < capacity:
-            return
-        kind = key_kind(key)
-        fqn = key.removeprefix(f"{kind}:")
-        msg = (
-            f"{kind} {fqn} was not started: no worker of the cluster has room for it "
-            f"({workers} live worker(s), {used} run(s) assigned, capacity {capacity} in "
-            "all); start it once a worker joins or has room (SPARKFN_WORKER_CAPACITY)"
-        )
-        raise NoWorkerCapacityError(msg)
-
-    def owner_of(self, key: str) -> str | None:
-        """The id of the worker assigned run ``key``, or None."""
-        found = owner(self.assigned.store, key)
-        return found[0] if found is not None else None
-
-    def changed(self) -> None:
-        """Something to place changed here (a create, a start, a stop): plan now if this
-        worker leads, and look at its own assignment now."""
-        self.leader.wake()
-        self.assigned.wake()
-
-    def restore(self) -> list[str]:
-        """The worker's start, once Spark is up: plan now if this worker leads (a worker
-        alone places everything on itself), then start what is assigned here; returns
-        the keys started."""
-        if self.leader.member.is_leader:
-            self.leader.round()
-        return self.assigned.round()
-
-    def on_leader(self, leading: bool) -> None:
-        """The membership's leader hook: a new leader plans at once."""
-        if leading:
-            self.leader.wake()
-
-    def fenced(self) -> None:
-        """The membership's fencing hook (its thread)."""
-        log.error(
-            "worker %s is out of its cluster: it starts nothing until it rejoins, then ends "
-            "what was moved away (whose commits the newer run epochs refuse meanwhile)",
-            self.assigned.worker_id,
-        )
-        self.assigned.fenced()
-
-    def close(self) -> None:
-        """Stop both loops (the worker stops its runs)."""
-        self.leader.close()
-        self.assigned.close()
-
-
-def input_ended(store: Store, config: HostedConfig) -> bool:
-    """Whether ``config`` is a bounded source whose last run read its input to the end (a
-    drain of its own): it is recorded as stopped instead of being started to read it all
-    again."""
-    if not isinstance(config, SourceConfig):
-        return False
-    record = control.read_control(store, control.control_id("source", config.fqn))
-    if record is None or record.state != control.STOPPED or record.cause != INPUT_ENDED:
-        return False
-    Registry(store, SourceConfig).set_desired(config.fqn, Desired.STOPPED)
-    log.info("source %s read its input to the end before; not started again", config.fqn)
-    return True
-
-
-def join_cluster(
-    store: Store,
-    settings: WorkerSettings,
-    runs: Runs,
-    *,
-    ready: threading.Event,
-    start: Callable[[HostedConfig], bool],
-) -> tuple[Membership, ClusterWork | None]:
-    """Join ``store``'s cluster (:class:`~sparkfn.api.errors.ConfigError` if the id, or a
-    SQLite store, is taken); on PostgreSQL, with the loops of :class:`ClusterWork`
-    started. A SQLite store's one worker runs everything, as ever (no assignment)."""
-    membership = Membership(
-        store, settings.worker_id, host=settings.host, port=settings.port,
-        capacity=settings.capacity, lease=settings.lease,
-    )  # fmt: skip
-    work = None
-    if store.dialect == "postgresql":
-        # A hand-over waits out the old owner's bounded stop (its mode, then a cancel).
-        wait = 2 * settings.shutdown_timeout + settings.lease
-        work = ClusterWork(store, runs, membership, ready=ready, start=start, handover_wait=wait)
-        membership.on_fenced, membership.on_leader = work.fenced, work.on_leader
-    membership.start()
-    if work is not None:
-        work.start()
-    return membership, work

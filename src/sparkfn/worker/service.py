@@ -50,8 +50,8 @@ from sparkfn.state.buffer import CommittedState
 from sparkfn.state.store import get_state, put_state
 from sparkfn.store.sealed import reseal
 from sparkfn.store.store import Store
-from sparkfn.worker.assigned import ClusterWork, input_ended, join_cluster
 from sparkfn.worker.cluster.membership import Membership
+from sparkfn.worker.cluster_work import ClusterWork, input_ended, join_cluster
 from sparkfn.worker.placement import Placement
 from sparkfn.worker.recovery import recover
 from sparkfn.worker.registry import (

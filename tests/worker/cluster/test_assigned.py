@@ -12,14 +12,18 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import update
 
 from sparkfn.api.errors import NoWorkerCapacityError
 from sparkfn.api.lifecycle import StopMode
 from sparkfn.config.function import FunctionConfig
+from sparkfn.store.cluster_schema import cluster_workers
 from sparkfn.store.store import Store
-from sparkfn.worker.assigned import Assigned, ClusterWork, update_mode, wanted
+from sparkfn.worker.assigned import Assigned, update_mode, wanted
 from sparkfn.worker.cluster.leader_loop import LeaderLoop
+from sparkfn.worker.cluster.members import drain
 from sparkfn.worker.cluster.membership import Membership
+from sparkfn.worker.cluster_work import ClusterWork
 from sparkfn.worker.registry import Desired, HostedConfig, Registry
 from sparkfn.worker.runs import Runs
 from sparkfn.worker.settings import WorkerSettings
@@ -173,4 +177,118 @@ def test_a_start_that_no_worker_has_room_for_is_refused_and_left_stopped(pg_stor
         assert work._gate("public/default/second")  # placed here: the start goes on
     finally:
         work.close()
+        member.close()
+
+
+def _runs(store: Store, worker_id: str) -> Runs:
+    return Runs(
+        WorkerSettings(worker_id=worker_id, store_url=store.url, data_dir=store.data_dir),
+        open_store=lambda: store,
+        spark=_no_spark,  # type: ignore[arg-type]
+        group_for=lambda _: None,
+        on_worker_shutdown=lambda _: None,
+    )
+
+
+def test_a_start_of_a_run_left_on_a_drained_worker_starts_elsewhere_or_is_refused(
+    pg_store: Store,
+) -> None:
+    """A start or restart that lands while its run is still assigned to a drained worker
+    (the leader has not moved it yet) was taken as placed: answered as a success, and then
+    the run waited unassigned when no other worker had room. Now the run is placed first:
+    on a worker with room, which starts it (not the drained one); with none, refused with
+    ``no_worker_capacity`` and left stopped. The drained worker's own loop, starting the
+    run it read as assigned just before, is never refused and stops nothing."""
+    registry = Registry(pg_store, FunctionConfig)
+    for name in ("f", "g"):
+        config = FunctionConfig.build(name=name, py="f.py", inputs=["in"], output="out")
+        registry.create(config, package_digest=None, who="test")
+    members = {w: Membership(pg_store, w, host="h", port=1, capacity=1, lease=1.5) for w in "ab"}
+    for member in members.values():
+        member.start()
+    works = {
+        w: ClusterWork(pg_store, _runs(pg_store, w), m, ready=threading.Event(), start=bool)
+        for w, m in members.items()
+    }  # their loops not started: the test plays the leader's rounds
+    leader = LeaderLoop(pg_store, members["a"], lambda: wanted(pg_store))
+    f, g = "public/default/f", "public/default/g"
+    try:
+        assert members["a"].is_leader
+        leader.round()
+        drained = works["a"].owner_of(f)
+        assert drained is not None
+        other = next(w for w in works if w != drained)
+        assert works[other].owner_of(g) == other  # the other worker is full
+        assert drain(pg_store, drained)
+        for work in works.values():
+            work.leader.interval = 0.1  # the gate's wait for a leader that plays no round
+
+        with pytest.raises(NoWorkerCapacityError) as caught:
+            works[drained]._gate(f)  # a restart on the drained worker, before the leader moved f
+        assert "no worker of the cluster has room for it (2 live worker(s), 1 run(s)" in str(
+            caught.value
+        )
+        assert registry.record(f).desired is Desired.STOPPED
+        assert works[drained].owner_of(f) == drained  # nothing moved it, nothing started it
+
+        registry.set_desired(f, Desired.RUNNING)  # the loop's own start, read just before
+        works[drained].assigned._own.key = f
+        assert works[drained]._gate(f)  # still assigned there: it goes on, refusing nothing
+        works[drained].assigned._own.key = None
+        assert registry.record(f).desired is Desired.RUNNING
+
+        with pg_store.write() as conn:  # room on the other worker: the start goes there
+            conn.execute(
+                update(cluster_workers)
+                .where(cluster_workers.c.worker_id == other)
+                .values(capacity=2)
+            )
+        assert not works[drained]._gate(f)  # not placed: the leader has not played
+        leader.round()
+        assert works[drained].owner_of(f) == other
+        assert not works[drained]._gate(f)
+        assert works[other]._gate(f)
+        assert registry.record(f).desired is Desired.RUNNING
+    finally:
+        for member in members.values():
+            member.close()
+
+
+def test_a_restart_while_the_owner_is_out_for_a_moment_is_started_once_it_is_back(
+    pg_store: Store,
+) -> None:
+    """A restart ends the run, then its start is gated: on an owner out of its cluster for
+    a moment (a heartbeat late under load) the gate says no. The loop had noted the run
+    as started in its epoch, so it took it for one that ended by itself and left it
+    ended, assigned here and desired running, for good. Now the loop starts it again
+    once the worker is back."""
+    name = "restarted"
+    config = FunctionConfig.build(name=name, py="f.py", inputs=["in"], output="out")
+    Registry(pg_store, FunctionConfig).create(config, package_digest=None, who="test")
+    member = Membership(pg_store, "w", host="h", port=1, lease=1.5)
+    member.start()
+    runs = _runs(pg_store, "w")
+    started: list[_Run] = []
+
+    def start(config: HostedConfig) -> bool:
+        assert isinstance(config, FunctionConfig)
+        run = _Run(runs._query_config(config))  # type: ignore[arg-type]
+        started.append(run)
+        runs._runs[f"public/default/{name}"] = run  # type: ignore[assignment]
+        return True
+
+    work = ClusterWork(pg_store, runs, member, ready=threading.Event(), start=start)
+    runs.gate = work._gate
+    key = f"public/default/{name}"
+    try:
+        until(lambda: member.is_leader, "w leads", 10)
+        work.leader.round()
+        assert work.assigned.round() == [key]
+        member._fence()  # out for a moment: the heartbeat thread has it rejoin
+        runs.end(key, StopMode.SUSPEND)  # the restart's end, then its start
+        assert runs.start(config) is None  # not a member now: the gate said no
+        until(lambda: work.assigned.round() == [key], "the run started again once back", 10)
+        assert len(started) == 2
+        assert started[0].stopped == [StopMode.SUSPEND]
+    finally:
         member.close()

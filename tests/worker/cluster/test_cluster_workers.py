@@ -1,7 +1,7 @@
 """Three ``sparkfn worker start`` processes over one PostgreSQL database: a real cluster.
 
 The module starts three workers (``w0``, ``w1``, ``w2``; ``local[1]``, a
-3 s lease) on a database of its own, created here and dropped after, and a
+6 s lease) on a database of its own, created here and dropped after, and a
 shared data directory, and its tests run in order on that one cluster, each
 leaving it smaller: a REST call to one worker stops, starts and restarts a
 function that runs on another; a rebalance and ``sparkfn worker drain`` hand
@@ -52,7 +52,12 @@ from waiting import until
 SERVER = "postgresql://postgres@127.0.0.1:5432"
 ECHO = Path(__file__).resolve().parents[2] / "runtime" / "funcs" / "named_echo.py"
 BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
-LEASE = 3.0
+# 6 s, not the 3 s the failover figures in docs/cluster.md were measured with: on a loaded
+# two-core CI box a worker's Python can starve for seconds (three xdist workers' JVMs
+# starting), and a real lapse moves a run off a live worker by a fence, not a hand-over,
+# failing the drain test that is not about the lease (its at_least_once outputs may repeat).
+# The failover tests still see a lease run out, a little later (their limits hold).
+LEASE = 6.0
 WORKERS = 3
 
 # One xdist worker runs the module, in order, on its one cluster, in the brokers' group:
@@ -335,7 +340,11 @@ def test_a_drained_worker_hands_its_functions_over_with_no_batch_refused(
         _exactly_once(cluster, name, feed)
     for worker_id, process in cluster.live().items():  # no run fenced, no batch refused
         logs = process.output()[marks[worker_id] :]
-        assert "newer run" not in logs, f"{worker_id} refused a batch: {logs[-3000:]}"
+        # Every refusal names the newer run's epoch ("replaced by a newer run (epoch 3)",
+        # "refused: a newer run (epoch 3) owns the function"); a worker's own notice that it
+        # was out of its cluster for a moment (a late heartbeat on a loaded box, nothing
+        # moved) says "newer run epochs" and refuses nothing: it failed this test under load.
+        assert "newer run (epoch" not in logs, f"{worker_id} refused a batch: {logs[-3000:]}"
         said = ("is handed over here", "no longer assigned to it", " runs public/default/")
         print(
             f"\n{worker_id}:",

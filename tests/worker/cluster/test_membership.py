@@ -25,6 +25,7 @@ from sparkfn.store.cluster_schema import cluster_workers
 from sparkfn.store.store import Store
 from sparkfn.worker.cluster.members import current_leader, live_workers
 from sparkfn.worker.cluster.membership import Beat, Membership, MemberState
+from waiting import until
 
 CHILD = Path(__file__).with_name("member_child.py")
 LEASE = 2.0
@@ -124,6 +125,32 @@ def test_member_whose_heartbeat_cannot_be_written_fences_itself(pg_store: Store)
         member.close()
     with pg_store.read() as conn:
         assert conn.execute(select(cluster_workers)).all() == []
+
+
+def test_a_late_heartbeat_still_written_does_not_fence_and_a_lapsed_one_does(
+    pg_store: Store,
+) -> None:
+    """Under load the heartbeat thread can run later than a lease after its last written
+    heartbeat (on its own clock) while the lease still runs on the store's clock, by
+    which the others judge. The member put itself out before trying: a leader stepped
+    down, a new incarnation rejoined. Now a heartbeat still written keeps it in; one
+    that finds the lease past (nothing written for over a lease) puts it out."""
+    fenced = threading.Event()
+    member = Membership(pg_store, "late", host="h", port=1, lease=1.5, on_fenced=fenced.set)
+    member.join()  # no heartbeat thread: the test plays its rounds
+    first = member.incarnation
+    try:
+        member._written_at = time.monotonic() - 3 * member.lease  # its thread was starved
+        member._round()
+        assert not fenced.is_set()
+        assert member.state is MemberState.MEMBER and member.incarnation == first
+        assert member.is_leader
+        until(lambda: not live_workers(pg_store), "its lease past on the store's clock", 10)
+        member._round()
+        assert fenced.is_set()
+        assert member.state is MemberState.MEMBER and member.incarnation != first  # rejoined
+    finally:
+        member.close()
 
 
 def test_a_live_worker_id_is_not_taken_twice(pg_store: Store) -> None:

@@ -83,6 +83,26 @@ def owner(store: Store, control_id: str) -> tuple[str, WorkerInfo | None] | None
     return row.worker_id, live
 
 
+def placed(store: Store, control_id: str) -> str | None:
+    """The worker that runs ``control_id`` and keeps it: one whose lease runs and that has
+    room (capacity above 0). None when the run is assigned to nobody, to a departed
+    worker, or to a drained one: the leader's next round moves it, if a worker has room."""
+    table, workers = cluster_assignments, cluster_workers
+    with store.read() as conn:
+        now = store_now(conn)
+        found = conn.execute(
+            select(table.c.worker_id)
+            .join(workers, workers.c.worker_id == table.c.worker_id)
+            .where(
+                table.c.control_id == control_id,
+                table.c.instance_id == 0,
+                workers.c.lease_expires_at > now,
+                workers.c.capacity > 0,
+            )
+        ).scalar_one_or_none()
+    return str(found) if found else None
+
+
 def assignments(store: Store) -> dict[str, list[str]]:
     """Each worker's assigned instances, Pulsar's way: ``{worker id: ["t/n/f:0", ...]}``
     (a source's or sink's with its kind first, ``sink:t/n/s:0``: names are per kind)."""
@@ -100,9 +120,11 @@ def assignments(store: Store) -> dict[str, list[str]]:
     return found
 
 
-def room(store: Store) -> tuple[int, int, int]:
+def room(store: Store, placing: str | None = None) -> tuple[int, int, int]:
     """The live workers: how many, their capacity in all, and the runs assigned to them
-    that should run (a stopped run's assignment is dropped by the leader's next round)."""
+    that should run (a stopped run's assignment is dropped by the leader's next round),
+    but for ``placing``: the run room is looked for (on a drained worker it needs room
+    elsewhere, not beside itself)."""
     workers, table, registered = cluster_workers, cluster_assignments, functions
     with store.read() as conn:
         now = store_now(conn)
@@ -118,7 +140,11 @@ def room(store: Store) -> tuple[int, int, int]:
                     registered, registered.c.fqfn == table.c.control_id
                 )
             )
-            .where(workers.c.lease_expires_at > now, registered.c.desired == "running")
+            .where(
+                workers.c.lease_expires_at > now,
+                registered.c.desired == "running",
+                table.c.control_id != (placing or ""),
+            )
         ).scalar_one()
     return int(live[0]), int(live[1]), int(used)
 

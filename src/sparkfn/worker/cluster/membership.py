@@ -18,13 +18,17 @@ The protocol (docs/cluster.md):
   takes it, within seconds. A paused leader keeps its session open, so a
   candidate that finds the holder's lease past ends the holder's session
   (``pg_terminate_backend``) and takes the lock the round after.
-* **Fencing.** A worker measures its lease from the moment it sent its last
-  heartbeat that was written, which is no later than the store's clock when it
-  was written: once that is more than a lease ago it considers itself out (no
-  other worker can consider it alive longer), gives up the leader lock and
-  calls ``on_fenced``; when a heartbeat is written again it rejoins as a new
-  incarnation. Whoever acts on the membership (the assignment, later the
-  runs) must stop on ``on_fenced``.
+* **Fencing.** A heartbeat renews the lease only while it runs on the store's
+  clock: one that finds it ran out (a pause past the lease) puts the worker
+  out. While the store does not answer, a worker measures its lease from the
+  moment it sent its last heartbeat that was written, which is no later than
+  the store's clock when it was written: once that is more than a lease ago
+  it considers itself out (no other worker can consider it alive longer).
+  Out, it gives up the leader lock and calls ``on_fenced``; when a heartbeat
+  is written again it rejoins as a new incarnation. A heartbeat merely late
+  (its thread starved under load) that is still written does not fence.
+  Whoever acts on the membership (the assignment, later the runs) must stop
+  on ``on_fenced``.
 * **SQLite** serves one worker: the first takes an exclusive lock on a file
   beside the database and is its own leader; a second is refused with
   :class:`~sparkfn.api.errors.ConfigError` naming the first.
@@ -219,12 +223,19 @@ class Membership:
             self._round()
 
     def _round(self) -> None:
-        """One heartbeat and, for a member, one try at the leader lock."""
-        if self.state is MemberState.MEMBER and time.monotonic() - self._written_at > self.lease:
-            self._fence()  # paused or cut off past the lease: others may have taken over
+        """One heartbeat and, for a member, one try at the leader lock.
+
+        A heartbeat that comes late (this thread starved of CPU under load, a pause
+        shorter than the lease) is tried before the worker fences itself: written, the
+        lease had not run out on the store's clock, by which every other worker judges,
+        so nobody took over and the worker stays a member (same incarnation, leading
+        on). Only a lapsed lease, or one past on its own clock while the store does not
+        answer, fences it."""
         written = self.heartbeat()
         if written is Beat.LAPSED:
             self._fence()
+        elif written is Beat.FAILED and time.monotonic() - self._written_at > self.lease:
+            self._fence()  # cut off past the lease: others may have taken over
         if written is not Beat.FAILED and self.state is MemberState.OUT:
             self._rejoin()
         if self.state is MemberState.MEMBER and not self._stop.is_set():
