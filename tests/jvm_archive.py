@@ -86,7 +86,7 @@ def _key(base_options: str) -> str:
 
     # The sessions' class path holds sparkfn's checkpoint jar too, named by its source.
     text = "\n".join([java, pyspark.__version__, base_options, sys.executable, *jars])
-    text += "\n" + jar_path().name
+    text += "\n" + str(jar_path())
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -101,6 +101,7 @@ ROOMS: dict[str, list[tuple[str, ...]]] = {
             "versions",
             "tenants",
             "assigned",
+            "cluster_work",
             "service",
         ),
         ("packages",),

@@ -16,15 +16,14 @@ import pytest
 from pyspark.sql import SparkSession
 
 from sparkfn.runtime.spark import checkpoints
-from sparkfn.runtime.spark.session import DEFAULT_CONF
 
-FILE_SYSTEM_MANAGER = DEFAULT_CONF[checkpoints.MANAGER_KEY]
+FILE_SYSTEM_MANAGER = checkpoints.SPARK_MANAGER
 
 
 @pytest.fixture
 def fresh_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The jar built anew under ``tmp_path`` (not the one the sessions use)."""
-    monkeypatch.setattr(checkpoints.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     checkpoints.built_jar.cache_clear()
     yield tmp_path
     checkpoints.built_jar.cache_clear()
@@ -38,7 +37,7 @@ def test_the_session_writes_its_checkpoints_through_sparkfns_manager(spark: Spar
 
 def test_the_jar_is_built_once_with_the_class(fresh_build: Path) -> None:
     jar = checkpoints.built_jar()
-    assert jar is not None and jar.parent == fresh_build
+    assert jar is not None and jar.parent == fresh_build / "sparkfn"
     with zipfile.ZipFile(jar) as archive:
         assert archive.namelist() == ["sparkfn/spark/LocalCheckpointFileManager.class"]
     conf = checkpoints.session_conf(
@@ -70,7 +69,7 @@ def test_a_failed_build_keeps_sparks_manager(
     monkeypatch.setattr(checkpoints, "SOURCE", broken)
     assert checkpoints.session_conf({}, launching=True) == {}
     assert "could not compile LocalCheckpointFileManager.java" in caplog.text
-    assert not list(fresh_build.glob("*.jar"))
+    assert not list(fresh_build.rglob("*.jar"))
 
 
 def test_a_users_own_manager_wins() -> None:

@@ -227,7 +227,7 @@ def test_exceptions_death_instance_actions_update_and_state_put(
     expect(page.get_by_test_id("instances").locator("tbody tr")).to_have_count(2, timeout=60_000)
     expect(page.get_by_label("Version")).to_have_value("2")
     page.get_by_label("Version").select_option("1")
-    expect(page.locator("pre.json")).to_contain_text('"parallelism": 1')
+    expect(page.locator("pre.json")).to_contain_text('"parallelism": 1', timeout=30_000)
 
     # Per instance, from the keyboard: suspend instance 1; it stops, instance 0 runs on.
     page.get_by_role("button", name="suspend instance 1").focus()

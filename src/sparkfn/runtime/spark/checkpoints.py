@@ -10,12 +10,14 @@ checkpoint manager with its temp files opened as plain files (the process's
 umask gives them the mode that ``chmod`` set).
 
 :func:`session_conf` compiles it with the JDK's ``javac`` the first time
-(a few seconds; the jar is kept in the system's temp directory, named by the
-source's and pyspark's versions) and returns the settings that put it on the
-driver's class path and make it the session's checkpoint manager. Where no
-``javac`` is found or the build fails, it returns nothing and the session
-keeps Spark's FileSystem-based manager (:data:`DEFAULT_CONF`): the only cost
-is the child processes. A user's own ``checkpointFileManagerClass`` wins.
+(a few seconds; the jar is kept in the user's cache directory,
+``$XDG_CACHE_HOME/sparkfn`` or ``~/.cache/sparkfn``, else the system's temp
+directory, named by the source's and pyspark's versions) and returns the
+settings that put it on the driver's class path and make it the session's
+checkpoint manager. Where no ``javac`` is found or the build fails, it
+returns nothing and the session keeps Spark's FileSystem-based manager
+(:data:`SPARK_MANAGER`): the only cost is the child processes. A user's own
+``checkpointFileManagerClass`` wins.
 """
 
 from __future__ import annotations
@@ -38,9 +40,25 @@ log = logging.getLogger(__name__)
 MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 CLASS_PATH_KEY = "spark.driver.extraClassPath"
 MANAGER_CLASS = "sparkfn.spark.LocalCheckpointFileManager"
+# Spark's manager through Hadoop's FileSystem API: the session's default without the jar.
+SPARK_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
 SOURCE = Path(__file__).with_name("java") / "LocalCheckpointFileManager.java"
 # Seconds a compile may take (about 4 s on two busy cores).
 COMPILE_SECONDS = 120.0
+
+
+def cache_root() -> Path:
+    """The user's cache directory for sparkfn (``$XDG_CACHE_HOME/sparkfn``, else
+    ``~/.cache/sparkfn``); the system's temp directory where that cannot be made."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    root = Path(base) / "sparkfn"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return Path(tempfile.gettempdir())
+    return root
 
 
 def jar_path() -> Path:
@@ -49,7 +67,7 @@ def jar_path() -> Path:
 
     text = SOURCE.read_bytes() + pyspark.__version__.encode()
     key = hashlib.sha256(text).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"sparkfn-checkpoints-{os.getuid()}-{key}.jar"
+    return cache_root() / f"sparkfn-checkpoints-{os.getuid()}-{key}.jar"
 
 
 def _javac() -> str | None:
@@ -110,9 +128,7 @@ def session_conf(settings: Mapping[str, str], *, launching: bool) -> dict[str, s
     class path); otherwise the running JVM must have the jar already. Nothing when the
     user chose a manager of their own or the jar cannot be had.
     """
-    from sparkfn.runtime.spark.session import DEFAULT_CONF
-
-    if settings.get(MANAGER_KEY, DEFAULT_CONF[MANAGER_KEY]) != DEFAULT_CONF[MANAGER_KEY]:
+    if settings.get(MANAGER_KEY, SPARK_MANAGER) != SPARK_MANAGER:
         return {}  # the user's own manager
     jar = built_jar() if launching else _running_jar()
     if jar is None:

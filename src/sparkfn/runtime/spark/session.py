@@ -46,6 +46,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sparkfn.runtime.spark import checkpoints
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -83,9 +85,7 @@ DEFAULT_CONF = {
     # files per micro-batch, 27-28 ms a file. The FileSystem API renames
     # with one rename(2) (its create still forks the chmod): 7-8 ms. Like
     # FileContext it refuses to replace an existing batch's entry.
-    "spark.sql.streaming.checkpointFileManagerClass": (
-        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-    ),
+    "spark.sql.streaming.checkpointFileManagerClass": checkpoints.SPARK_MANAGER,
 }
 
 
@@ -230,7 +230,7 @@ def spark_session(
     use_project_interpreter(zygote=fresh and master.startswith("local"))
     from pyspark.sql import SparkSession
 
-    from sparkfn.runtime.spark import checkpoints, daemon, jvm
+    from sparkfn.runtime.spark import daemon, jvm
     from sparkfn.runtime.spark.liveness import quiet_accumulators, quiet_py4j
     from sparkfn.topics.spark.source import SparkfnDataSource
 
