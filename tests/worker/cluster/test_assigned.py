@@ -9,6 +9,7 @@ worker has room for is answered.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
@@ -36,6 +37,17 @@ def _no_spark() -> None:
     raise AssertionError("the loop started Spark")
 
 
+def _runs(store: Store, worker_id: str) -> Runs:
+    """A worker's runs whose starts are the test's own (no Spark)."""
+    return Runs(
+        WorkerSettings(worker_id=worker_id, store_url=store.url, data_dir=store.data_dir),
+        open_store=lambda: store,
+        spark=_no_spark,  # type: ignore[arg-type]
+        group_for=lambda _: None,
+        on_worker_shutdown=lambda _: None,
+    )
+
+
 def test_an_assigned_run_whose_start_failed_is_started_at_a_later_round(pg_store: Store) -> None:
     """A start that fails (the store failed, or the worker was out of its cluster at that
     moment) was recorded as done in its epoch, and the run stayed unstarted for good: a
@@ -53,13 +65,7 @@ def test_an_assigned_run_whose_start_failed_is_started_at_a_later_round(pg_store
             raise RuntimeError(msg)
         return True
 
-    runs = Runs(
-        WorkerSettings(worker_id="w", store_url=pg_store.url, data_dir=pg_store.data_dir),
-        open_store=lambda: pg_store,
-        spark=_no_spark,  # type: ignore[arg-type]
-        group_for=lambda _: None,
-        on_worker_shutdown=lambda _: None,
-    )
+    runs = _runs(pg_store, "w")
     assigned = Assigned(pg_store, runs, member, ready=threading.Event(), start=start)
     try:
         LeaderLoop(pg_store, member, lambda: wanted(pg_store)).round()  # placed on w
@@ -92,6 +98,19 @@ class _Run:
         return None
 
 
+def _recording_start(runs: Runs, started: list[_Run]) -> Callable[[HostedConfig], bool]:
+    """A start that records a :class:`_Run` of the config in ``runs`` (no Spark)."""
+
+    def start(config: HostedConfig) -> bool:
+        assert isinstance(config, FunctionConfig)
+        run = _Run(runs._query_config(config))  # type: ignore[arg-type]
+        started.append(run)
+        runs._runs[config.fqfn] = run  # type: ignore[assignment]
+        return True
+
+    return start
+
+
 def test_an_update_received_while_the_owner_was_away_ends_its_version_by_the_mode_asked(
     pg_store: Store,
 ) -> None:
@@ -105,21 +124,8 @@ def test_an_update_received_while_the_owner_was_away_ends_its_version_by_the_mod
     member = Membership(pg_store, "w", host="h", port=1, lease=1.5)
     member.start()
     started: list[_Run] = []
-    runs = Runs(
-        WorkerSettings(worker_id="w", store_url=pg_store.url, data_dir=pg_store.data_dir),
-        open_store=lambda: pg_store,
-        spark=_no_spark,  # type: ignore[arg-type]
-        group_for=lambda _: None,
-        on_worker_shutdown=lambda _: None,
-    )
-
-    def start(config: HostedConfig) -> bool:
-        assert isinstance(config, FunctionConfig)
-        run = _Run(runs._query_config(config))  # type: ignore[arg-type]
-        started.append(run)
-        runs._runs[f"public/default/{name}"] = run  # type: ignore[assignment]
-        return True
-
+    runs = _runs(pg_store, "w")
+    start = _recording_start(runs, started)
     assigned = Assigned(pg_store, runs, member, ready=threading.Event(), start=start)
     try:
         until(lambda: member.is_leader, "w leads", 10)
@@ -144,13 +150,7 @@ def test_a_start_that_no_worker_has_room_for_is_refused_and_left_stopped(pg_stor
     answered as a success while nothing runs; once there is room it starts."""
     member = Membership(pg_store, "w", host="h", port=1, capacity=1, lease=1.5)
     member.start()
-    runs = Runs(
-        WorkerSettings(worker_id="w", store_url=pg_store.url, data_dir=pg_store.data_dir),
-        open_store=lambda: pg_store,
-        spark=_no_spark,  # type: ignore[arg-type]
-        group_for=lambda _: None,
-        on_worker_shutdown=lambda _: None,
-    )
+    runs = _runs(pg_store, "w")
     work = ClusterWork(pg_store, runs, member, ready=threading.Event(), start=lambda _: True)
     registry = Registry(pg_store, FunctionConfig)
     first, second = (
@@ -178,16 +178,6 @@ def test_a_start_that_no_worker_has_room_for_is_refused_and_left_stopped(pg_stor
     finally:
         work.close()
         member.close()
-
-
-def _runs(store: Store, worker_id: str) -> Runs:
-    return Runs(
-        WorkerSettings(worker_id=worker_id, store_url=store.url, data_dir=store.data_dir),
-        open_store=lambda: store,
-        spark=_no_spark,  # type: ignore[arg-type]
-        group_for=lambda _: None,
-        on_worker_shutdown=lambda _: None,
-    )
 
 
 def test_a_start_of_a_run_left_on_a_drained_worker_starts_elsewhere_or_is_refused(
@@ -269,13 +259,7 @@ def test_a_restart_while_the_owner_is_out_for_a_moment_is_started_once_it_is_bac
     member.start()
     runs = _runs(pg_store, "w")
     started: list[_Run] = []
-
-    def start(config: HostedConfig) -> bool:
-        assert isinstance(config, FunctionConfig)
-        run = _Run(runs._query_config(config))  # type: ignore[arg-type]
-        started.append(run)
-        runs._runs[f"public/default/{name}"] = run  # type: ignore[assignment]
-        return True
+    start = _recording_start(runs, started)
 
     work = ClusterWork(pg_store, runs, member, ready=threading.Event(), start=start)
     runs.gate = work._gate
