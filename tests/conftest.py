@@ -42,6 +42,7 @@ Every wait is bounded and says what it waited for: ``waiting.until``
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 import zlib
@@ -92,7 +93,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, list the ``long_running`` tests first, longest first, each before a short one.
+    """Under xdist, list the ``long_running`` tests first, longest module first, each before a
+    short one.
 
     With ``--maxschedchunk=1`` (pyproject.toml) an xdist worker holds two
     tests, the one it runs and the next, and is sent one more each time it
@@ -111,13 +113,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = item.get_closest_marker("long_running")
         return float(marker.args[0]) if marker is not None else 0.0
 
-    long = sorted((i for i in items if seconds(i) > 0), key=seconds, reverse=True)
-    short = [i for i in items if seconds(i) == 0]
+    # A module's long tests stay together, in their order: split by short tests (of
+    # its xdist group, say), they would make its module-scoped fixtures (a cluster of
+    # worker processes) again for each test.
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        if seconds(item) > 0:
+            modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    chunks = sorted(modules.values(), key=lambda chunk: max(map(seconds, chunk)), reverse=True)
+    short = iter([i for i in items if seconds(i) == 0])
     ordered: list[pytest.Item] = []
-    for index, item in enumerate(long):
-        ordered.append(item)
-        ordered.extend(short[index : index + 1])
-    ordered.extend(short[len(long) :])
+    for chunk in chunks:
+        ordered.extend(chunk)
+        ordered.extend(itertools.islice(short, len(chunk)))
+    ordered.extend(short)
     items[:] = ordered
 
 
