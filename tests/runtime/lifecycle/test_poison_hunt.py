@@ -163,7 +163,9 @@ def test_the_daemon_writes_the_status_of_a_worker_that_left_a_note(tmp_path: Pat
                     note_exit_to(where)
                     os.write(ready_w, b"x")
                     os._exit(exit_code)
+                os.close(ready_w)  # a worker gone without writing: EOF, not a hang
                 os.read(ready_r, 1)
+                os.close(ready_r)
             until(target.exists, f"the exit note {target}", 10, every=0.01)
             time.sleep(0.2)  # the second worker's end too
             code = 0
