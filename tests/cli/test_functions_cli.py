@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -460,6 +461,35 @@ def test_a_function_that_fails_exits_1_with_the_error(cli: Cli, tmp_path: Path) 
     assert status["instances"][0]["status"]["error"] == "RuntimeError: the database is unreachable"
 
 
+def _localrun_serving_metrics(cli: Cli, *flags: str) -> tuple[int, subprocess.Popen[bytes]]:
+    """A ``functions localrun`` with ``--metrics-port`` on a free port, in its own process
+    group (which a terminal's Ctrl+C reaches), and the port.
+
+    A port found free can be taken by another process before the run binds it; the run
+    binds it before its JVM and ends at once saying so, so that case starts again on
+    another port (up to five times) instead of failing the test.
+    """
+    for _ in range(5):
+        port = _free_port()
+        proc = cli.popen(
+            "functions", "localrun", *flags, "--metrics-port", str(port),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+        while proc.poll() is None:
+            try:
+                _scrape(port)
+            except OSError:
+                time.sleep(0.1)
+                continue
+            return port, proc  # listening, and still running: the port is the run's
+        errors = proc.communicate()[1].decode()
+        assert "in use" in errors, errors  # any other end is the test's failure
+    raise AssertionError("five free ports were taken before the run could bind one")
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -486,9 +516,8 @@ def test_a_long_run_serves_metrics_and_stops_cleanly_on_ctrl_c(cli: Cli) -> None
     (the SIGINT case of ``test_localrun_ending.py``)."""
     _topics(cli, "in", "out")
     _produce(cli, "in", [f"m{i}" for i in range(12)])
-    port = _free_port()
-    proc = cli.popen(
-        "functions", "localrun",
+    port, proc = _localrun_serving_metrics(
+        cli,
         "--py", EXCLAMATION,
         "--name", "watched",
         "--inputs", "in",
@@ -496,12 +525,7 @@ def test_a_long_run_serves_metrics_and_stops_cleanly_on_ctrl_c(cli: Cli) -> None
         "--parallelism", "2",
         "--subscription-position", "earliest",
         "--trigger-interval", "500ms",
-        "--metrics-port", str(port),
         "--json-status",
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group, which a terminal's Ctrl+C reaches
     )  # fmt: skip
     try:
         samples: dict[tuple[str, str], float] = {}

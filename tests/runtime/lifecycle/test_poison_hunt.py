@@ -172,7 +172,7 @@ def test_the_daemon_writes_the_status_of_a_worker_that_left_a_note(tmp_path: Pat
         finally:
             os._exit(code)
     _, status = os.waitpid(daemon, 0)
-    assert os.WEXITSTATUS(status) == 0
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status  # not killed
     assert describe_exit(int(target.read_text())) == "exited with code 3"
     assert not quiet.exists()  # a worker that ended well leaves nothing
     notes = notes_dir(daemon)
