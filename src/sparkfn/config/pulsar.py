@@ -53,6 +53,8 @@ class Translated:
 
     fields: dict[str, Any]
     warnings: tuple[str, ...] = ()
+    # Fields given as Pulsar's unset (a connector's maxMessageRetries -1): an update unsets them.
+    unset: frozenset[str] = frozenset()
 
 
 # Every spelling of a Pulsar field (camelCase, snake_case) -> its canonical key.
