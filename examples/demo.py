@@ -217,7 +217,7 @@ def run(demo: Demo) -> bool:
     demo.sparkfn("topics", "produce", "sentences", *produce)
     demo.watch_status(len(SENTENCES))
     for word in SHOWN_WORDS:
-        demo.sparkfn("functions", "querystate", "--name", "wordcount", "--key", word)
+        demo.sparkfn("functions", "querystate", "--name", "wordcount", "--key", word, "-o", "table")
     words = Counter(word for sentence in SENTENCES for word in sentence.split())
     counted = {word: demo.counter(word) for word in words}
     wrong = {w: (counted[w], n) for w, n in words.items() if counted[w] != n}

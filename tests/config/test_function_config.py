@@ -69,3 +69,33 @@ def test_a_user_config_string_that_does_not_parse_is_one_clear_error() -> None:
     """From a YAML file or a REST body, as from the flag: no YAML traceback."""
     with pytest.raises(ConfigError, match=r"user_config is neither JSON nor YAML: .* line 1"):
         FunctionConfig.build(name="f", inputs=["in"], user_config="{bad")
+
+
+def test_a_stored_zero_from_before_unset_was_the_default_is_kept_until_an_update_unsets_it() -> (
+    None
+):
+    """Every function registered before unset became the default was stored with an explicit
+    ``max_message_retries: 0`` (the registry stores the whole config, and 0 was the default),
+    as was every one the console created until it sent unset: nothing in the store tells
+    those from a user's own 0, so the store keeps them (docs/pulsar-migration.md, upgrading).
+    ``functions update --max-message-retries -1`` (Pulsar's unset) makes one Pulsar's default;
+    an update that does not name it keeps the 0."""
+    from sparkfn.cli.admin_submit import updated
+    from sparkfn.config.pulsar import canonical
+    from sparkfn.config.pulsar_view import pulsar_view
+
+    before = _config(classname="f.F", max_message_retries=0)
+    stored = FunctionConfig.model_validate_json(before.model_dump_json())
+    assert stored.max_message_retries == 0 and not stored.negative_acks
+    shown = pulsar_view(stored)  # what the CLI's update reads from the worker
+    assert shown["maxMessageRetries"] == 0
+
+    def update(**flags: object) -> FunctionConfig:
+        changes = canonical({"name": "f", **flags}, known=FunctionConfig.model_fields)
+        config, _ = FunctionConfig.assemble(updated(shown, changes))
+        return config
+
+    assert update(parallelism=2).max_message_retries == 0
+    unset = update(max_message_retries=-1)
+    assert unset.max_message_retries is None and unset.negative_acks
+    assert update(max_message_retries=3).max_message_retries == 3

@@ -207,9 +207,14 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
     one = sparkfn.json("functions", "stats", "--name", "wordcount", "--instance-id", "0")
     assert one["receivedTotal"] == len(SENTENCES)
 
-    # State: the counters the function keeps, and a value put by the CLI.
+    # State: the counters the function keeps, and a value put by the CLI. querystate prints
+    # the FunctionState as pulsar-admin does (indented JSON), or a line with -o table.
+    shown = sparkfn.ok("functions", "querystate", "--name", "wordcount", "-k", "the").stdout
+    assert shown.startswith("{\n  ") and json.loads(shown)["numberValue"] == 3, shown
     assert (
-        sparkfn.ok("functions", "querystate", "--name", "wordcount", "--key", "the").stdout
+        sparkfn.ok(
+            "functions", "querystate", "--name", "wordcount", "--key", "the", "-o", "table"
+        ).stdout
         == "the = counter 3\n"
     )
     fox = sparkfn.json("functions", "querystate", "--name", "wordcount", "--key", "fox")
@@ -223,7 +228,7 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
 
     # --watch prints the counter now, then each change, until Ctrl+C.
     watch = sparkfn.popen(
-        "functions", "querystate", "--name", "wordcount", "--key", "fox", "--watch"
+        "functions", "querystate", "--name", "wordcount", "--key", "fox", "--watch", "-o", "table"
     )
     try:
         lines = Lines(watch)
@@ -301,7 +306,9 @@ def test_a_function_on_a_worker_is_driven_through_the_cli(
     _produce(store, "zebra zebra")
 
     def answered() -> Ran | None:
-        ran = sparkfn.run("functions", "querystate", "--name", "wordcount", "--key", "zebra")
+        ran = sparkfn.run(
+            "functions", "querystate", "--name", "wordcount", "--key", "zebra", "-o", "table"
+        )
         return ran if ran.returncode == 0 else None
 
     ran = until(answered, "the restarted instance to answer querystate for zebra", WAIT, every=0.5)

@@ -11,9 +11,11 @@ meanwhile stops in front of it and arrives once it starts), drained (status
 ``STOPPED``, the instance too) and restarted, and what is published after
 arrives.
 
-A third test creates the three from Pulsar IO's YAML files (``archive:
-builtin://...``) and publishes messages with no key of their own: each must
-be in Redis exactly once.
+A third test creates the three from Pulsar IO's YAML files as a Pulsar user
+has them (``archive: builtin://...``, the Redis sink's own configs: no
+``streamName``, so each message is ``SET`` under its key, ``""`` for the
+function's unkeyed outputs) and publishes messages with no key of their own:
+Redis's MONITOR must see each one SET exactly once.
 
 Nothing here crashes, and every stop, drain and restart of all three is
 graceful (each commits what it has read or written and acks it), so
@@ -28,7 +30,10 @@ import collections
 import functools
 import json
 import os
+import re
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -326,6 +331,7 @@ def _state(rest: Rest, kind: str, name: str, state: str) -> None:
 
 
 @pytest.mark.long_running(60)
+@pytest.mark.both_backends  # each case on its own backend: neither may be left out
 @pytest.mark.parametrize(
     ("shared_worker", "way"),
     [("sqlite", "rest"), ("postgresql", "cli")],
@@ -415,27 +421,62 @@ sourceSubscriptionPosition: Earliest
 parallelism: 1
 configs:
   redisHosts: {host}:6379
-  redisDatabase: 0
-  streamName: {stream}
+  redisDatabase: {database}
 """
+# The database of the YAML test's sink: its key "" is nobody else's (tests/connectors' own
+# unkeyed-sink test uses 7).
+YAML_DB = 8
 
 
+class SetWatch:
+    """Every ``SET "" value`` Redis runs on ``database``, seen through MONITOR on a socket of
+    its own, read by a thread (the sink's writes, each as Redis ran it, not only the last)."""
+
+    SET_EMPTY = re.compile(rb'^\+[\d.]+ \[(\d+) [^\]]*\] "(?i:set)" "" "([^"]*)"$')
+
+    def __init__(self, database: int) -> None:
+        self.database = str(database).encode()
+        self.values: list[str] = []
+        self._stop = threading.Event()
+        self._socket = socket.create_connection((HOST, 6379), timeout=5)
+        self._socket.sendall(b"MONITOR\r\n")
+        self._lines = self._socket.makefile("rb")
+        assert self._lines.readline() == b"+OK\r\n"  # on from here
+        self._socket.settimeout(None)
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        for line in self._lines:  # ends when close() shuts the socket down
+            seen = self.SET_EMPTY.match(line.rstrip(b"\r\n"))
+            if seen is not None and seen.group(1) == self.database:
+                self.values.append(seen.group(2).decode())
+
+    def close(self) -> None:
+        self._socket.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=5)
+        self._lines.close()
+        self._socket.close()
+
+
+# A backend marker, not a parametrization: tests/conftest.py picks one backend for a Spark
+# test, and a case on the other is left out (this test, parametrized on sqlite, never ran
+# when its pick was postgresql).
 @pytest.mark.long_running(60)
-@pytest.mark.parametrize("shared_worker", ["sqlite"], indirect=True)
+@pytest.mark.backend("sqlite")
 def test_a_pulsar_io_pipeline_from_yaml_files_writes_every_unkeyed_message_once(
-    shared_worker: SharedWorker,
-    rabbit: Rabbit,
-    stream: tuple[redis.Redis, str],
-    tmp_path: Path,
+    shared_worker: SharedWorker, rabbit: Rabbit, tmp_path: Path
 ) -> None:
     # Pulsar IO's connector files, as a Pulsar user has them (archive: builtin://,
-    # sourceSubscriptionPosition), the messages published with no key of their own: the
-    # files were refused, and the source's records had no key.
-    redis_client, stream_name = stream
+    # sourceSubscriptionPosition, the Redis sink's own configs), the messages published with
+    # no key of their own: the files were refused, the source's records had no key, and the
+    # Redis sink went to ERROR on the first message without one.
+    require("redis")
     rest, cli = Rest(shared_worker.url), Cli(shared_worker.url)
     source_file, sink_file = tmp_path / "rabbitmq-source.yaml", tmp_path / "redis-sink.yaml"
     source_file.write_text(SOURCE_YAML.format(host=HOST, queue=rabbit.queue))
-    sink_file.write_text(SINK_YAML.format(host=HOST, stream=stream_name))
+    sink_file.write_text(SINK_YAML.format(host=HOST, database=YAML_DB))
+    watch = SetWatch(YAML_DB)
     try:
         made = cli.run("sources", "create", "--source-config-file", str(source_file))
         assert made.stdout == "created source public/default/rabbit-yaml (version 1)\n", made
@@ -453,20 +494,26 @@ def test_a_pulsar_io_pipeline_from_yaml_files_writes_every_unkeyed_message_once(
         sent = rabbit.publish(FIRST)
         expected = {f"{body}!" for body in sent}
 
-        def arrived() -> list[str]:
-            return [f[b"value"].decode() for _, f in redis_client.xrange(stream_name)]
-
-        _until(lambda: set(arrived()) >= expected, f"all {FIRST} messages in Redis")
+        _until(lambda: set(watch.values) >= expected, f"all {FIRST} messages SET in Redis")
         time.sleep(QUIET_S)  # anything on its way twice lands now
-        counted = collections.Counter(arrived())
+        counted = collections.Counter(watch.values)
         assert set(counted) == expected, sorted(set(counted) ^ expected)[:5]
         assert max(counted.values()) == 1, {v: n for v, n in counted.items() if n > 1}
-        # The source keyed each record by its routing key (the queue's name), as Pulsar's.
+        with redis.Redis(HOST, 6379, db=YAML_DB) as written:
+            assert written.get("") == watch.values[-1].encode()  # the last one SET stays
+        # The source keyed each record by its routing key (the queue's name), as Pulsar's;
+        # the function's outputs have no key (Pulsar's Python runtime forwards none).
         raw = Consumer(shared_worker.store, "raw-yaml", initial_position="earliest")
-        keys = {m.key for m in raw.receive(max_messages=FIRST + 10)}
-        assert keys == {rabbit.queue}, keys
+        assert {m.key for m in raw.receive(max_messages=FIRST + 10)} == {rabbit.queue}
+        bang = Consumer(shared_worker.store, "bang-yaml", initial_position="earliest")
+        assert {m.key for m in bang.receive(max_messages=FIRST + 10)} == {None}
         for kind, name in parts:
             shown = cli.status(kind, name)
             assert (shown["state"] in GOES_ON, shown["numRunning"]) == (True, 1), shown
+        sink = cli.status("sink", "redis-yaml")["instances"][0]["status"]
+        assert (sink["numWrittenToSink"], sink["numSinkExceptions"]) == (FIRST, 0), sink
     finally:
+        watch.close()
         rest.close()
+        with redis.Redis(HOST, 6379, db=YAML_DB) as written:
+            written.delete("")

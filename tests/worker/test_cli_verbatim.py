@@ -58,7 +58,7 @@ def test_state_config_and_messages_are_printed_verbatim(
         key = f"k{number}:four:"
         stored = _sparkfn(env, "functions", "putstate", *target, "--key", key, "--value", value)
         assert stored == f'stored {key} = "{value}"\n'
-        shown = _sparkfn(env, "functions", "querystate", *target, "--key", key)
+        shown = _sparkfn(env, "functions", "querystate", *target, "--key", key, "-o", "table")
         assert shown == f'{key} = "{value}"\n'
 
     got = _sparkfn(env, "functions", "get", *target)

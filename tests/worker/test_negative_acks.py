@@ -320,3 +320,37 @@ def test_a_sink_without_max_redeliver_count_gets_a_failing_message_again_without
     cli.ok(
         "sinks", "delete", "--tenant", "public", "--namespace", "default", "--name", "ledger-rows"
     )
+
+
+def test_an_explicit_zero_is_unset_by_an_update_with_pulsars_minus_one(
+    shared_worker: SharedWorker, tmp_path: Path
+) -> None:
+    """What docs/pulsar-migration.md's upgrade notes tell the owner of a function or sink
+    stored with ``max_message_retries: 0`` (every one registered before unset became the
+    default): ``update --max-message-retries -1`` (a sink's ``--max-redeliver-count -1``)
+    gives it Pulsar's default; an update that does not name it keeps the 0."""
+    cli = Sparkfn(shared_worker.url, shared_worker.data_dir)
+    one = ("--tenant", "public", "--namespace", "default", "--name", "old-fn")
+    cli.ok(
+        "functions", "create", *one, "--py", str(FUNCS / "flaky_db.py"),
+        "--classname", "flaky_db.FlakyDb", "--inputs", "persistent://public/default/old-in",
+        "--max-message-retries", "0",
+    )  # fmt: skip
+    assert cli.json("functions", "get", *one)["maxMessageRetries"] == 0
+    cli.ok("functions", "update", *one, "--parallelism", "2")
+    assert cli.json("functions", "get", *one)["maxMessageRetries"] == 0  # kept
+    cli.ok("functions", "update", *one, "--max-message-retries", "-1")
+    assert cli.json("functions", "get", *one).get("maxMessageRetries") is None
+
+    sink = ("--tenant", "public", "--namespace", "default", "--name", "old-sink")
+    cli.ok(
+        "sinks", "create", *sink, "--archive", str(FUNCS / "flaky_sink.py"),
+        "--classname", "flaky_sink.FlakySink", "--inputs", "persistent://public/default/old-in",
+        "--max-redeliver-count", "0",
+        "--sink-config", json.dumps({"log": str(tmp_path / "log"), "down": str(tmp_path / "d")}),
+    )  # fmt: skip
+    assert cli.json("sinks", "get", *sink)["maxMessageRetries"] == 0
+    cli.ok("sinks", "update", *sink, "--parallelism", "2")
+    assert cli.json("sinks", "get", *sink)["maxMessageRetries"] == 0  # kept
+    cli.ok("sinks", "update", *sink, "--max-redeliver-count", "-1")
+    assert cli.json("sinks", "get", *sink).get("maxMessageRetries") is None

@@ -5,13 +5,15 @@ A Pulsar function that acknowledges a message only on its second delivery
 ``sparkfn functions create`` typed as a ``pulsar-admin functions create``:
 Pulsar's flags, persistent:// names. Every call's output is published, the
 ack timeout delivers an unacknowledged message again, and one never
-acknowledged goes to the dead-letter topic after ``--max-message-retries``.
+acknowledged goes to the dead-letter topic after ``--max-message-retries``;
+without it (Pulsar's default) it is delivered again after the timeout without end.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_admin_cli import Sparkfn
@@ -27,6 +29,7 @@ from waiting import until
 pytestmark = pytest.mark.slow
 
 ACKER = Path(__file__).resolve().parents[1] / "runtime" / "funcs" / "ack_on_redelivery.py"
+FUNCS = Path(__file__).resolve().parent / "funcs"
 
 
 def test_auto_ack_false_publishes_and_the_ack_timeout_redelivers(
@@ -64,3 +67,44 @@ def test_auto_ack_false_publishes_and_the_ack_timeout_redelivers(
     assert dead.value == b"never"
     assert dead.properties[DLQ_EXCEPTION].startswith("NotAcknowledgedError: ")
     assert dead.properties[DLQ_ATTEMPTS] == "2"
+
+
+def test_auto_ack_false_and_timeout_ms_alone_deliver_again_after_the_timeout_without_end(
+    shared_worker: SharedWorker, tmp_path: Path
+) -> None:
+    """What a Pulsar user types: ``--auto-ack false --timeout-ms``, no retry limit. Every
+    call's output is published; a message left unacknowledged is delivered again once the
+    ack timeout passed, without end and never dead-lettered; one acknowledged stops."""
+    store = shared_worker.store
+    timeout_ms = 3000
+    log = tmp_path / "deliveries.log"
+    TopicAdmin(store).create("ack2-in")
+    Producer(store, "ack2-in").send_batch([Message(b"m0"), Message(b"never")])
+    cli = Sparkfn(shared_worker.url, shared_worker.data_dir)
+    one = ("--tenant", "public", "--namespace", "default", "--name", "acker2")
+    cli.ok(
+        "functions", "create", *one,
+        "--py", str(FUNCS / "ack_second.py"), "--classname", "ack_second.AckSecond",
+        "--inputs", "persistent://public/default/ack2-in",
+        "--output", "persistent://public/default/ack2-out",
+        "--auto-ack", "false", "--timeout-ms", str(timeout_ms), "--subs-position", "Earliest",
+        "--user-config", json.dumps({"log": str(log)}),
+    )  # fmt: skip
+
+    def outputs() -> list[dict[str, Any]]:
+        if not TopicAdmin(store).exists("ack2-out"):
+            return []
+        read = Consumer(store, "ack2-out", initial_position="earliest").receive(1000)
+        return [json.loads(m.value) for m in read]
+
+    def of(value: str) -> list[dict[str, Any]]:
+        return sorted((o for o in outputs() if o["input"] == value), key=lambda o: o["delivery"])
+
+    until(lambda: len(of("never")) >= 3, lambda: f"outputs {outputs()}", 180)
+    never = of("never")
+    assert [o["delivery"] for o in never] == list(range(1, len(never) + 1))
+    for earlier, later in zip(never, never[1:], strict=False):
+        assert later["t"] >= earlier["t"] + timeout_ms / 1000  # after the ack timeout
+    assert [o["delivery"] for o in of("m0")] == [1, 2]  # acknowledged on its second: done
+    assert not TopicAdmin(store).exists("public/default/acker2-DLQ")
+    cli.ok("functions", "delete", *one)

@@ -196,13 +196,16 @@ def _update(kind: str) -> Any:
         flags = {k: v for k, v in fields.items() if v is not None}
         if flags:
             layers.append(_typed(kind, fields))
-        changes = connector_fields(kind, *layers).fields
+        translated = connector_fields(kind, *layers)
+        changes = translated.fields
         call = connector_call(kind, {**given, **changes})
         with call.client() as client:
             current = client.json("GET", call.path)
         kept = connector_fields(
             kind, {k: v for k, v in current.items() if k not in _NOT_SENT and v is not None}
         ).fields
+        for key in translated.unset:  # --max-redeliver-count -1: Pulsar's unset, not kept
+            kept.pop(key, None)
         code = {"py", "classname", f"{kind}_type"}
         if code & set(changes) or package or reference:
             kept = {k: v for k, v in kept.items() if k not in code}

@@ -2,10 +2,10 @@
 
 ::
 
-    sparkfn functions querystate --name wordcount --key hello
-    sparkfn functions querystate --name wordcount --key hello --watch     # each change, until Ctrl+C
+    sparkfn functions querystate --name wordcount --key hello             # pulsar-admin's JSON
+    sparkfn functions querystate --name wordcount -k hello -w -o table    # each change, until Ctrl+C
     sparkfn functions putstate --name wordcount --key greeting --value hi
-    sparkfn functions putstate --name wordcount --state '{"key": "hello", "numberValue": 0}'
+    sparkfn functions putstate --name wordcount -s '{"key": "hello", "byteValue": "aGk="}'
     sparkfn functions trigger --name exclaim --trigger-value hello        # prints hello!
 
 A state value is Pulsar's ``FunctionState``: ``key``, ``stringValue``,
@@ -24,17 +24,30 @@ from typing import Any
 import typer
 
 from sparkfn.api.errors import NotFoundError
-from sparkfn.cli.admin_client import CONNECTION, TARGET, Call, changes, option, part, show, switch
-from sparkfn.cli.context import emit_json, note
+from sparkfn.cli.admin_client import (
+    CONNECTION,
+    CONNECTION_PULSAR,
+    TARGET,
+    Call,
+    changes,
+    option,
+    part,
+    show,
+    switch,
+)
+from sparkfn.cli.context import note
 from sparkfn.cli.flags import takes
 
-KEY = option("--key", "The state key.", "KEY")
+KEY = option("--key", "The state key.", "KEY", aliases=("-k",))
 FOLLOW = switch(
     "--watch", "-w", "Follow the key: print its value each time it changes, until Ctrl+C."
 )
 VALUE = option("--value", "The value to store under --key, as text.", "TEXT")
 STATE = option(
-    "--state", 'A FunctionState as JSON: {"key": ..., "stringValue" or "numberValue": ...}.', "JSON"
+    "--state",
+    'A FunctionState as JSON: {"key": ..., "stringValue", "byteValue" (base64) or "numberValue"}.',
+    "JSON",
+    aliases=("-s",),
 )
 TRIGGER_VALUE = option("--trigger-value", "The value to send, as text.", "TEXT")
 TRIGGER_FILE = option(
@@ -88,7 +101,7 @@ def querystate(
                 if state is None:
                     note(f"function {call.fqfn} has no value under key {key!r} yet; waiting")
                 elif call.json:
-                    emit_json(state)
+                    show(call, state, _state_text)
                 else:
                     stamp = datetime.now().strftime("%H:%M:%S")
                     typer.echo(f"{stamp} {_state_text(state)}")
@@ -170,7 +183,10 @@ def trigger(
 
 def add_commands(app: typer.Typer) -> None:
     """Add ``querystate``, ``putstate`` and ``trigger`` to the ``functions`` group ``app``."""
-    app.command("querystate")(takes("function", (*TARGET, KEY, FOLLOW, *CONNECTION))(querystate))
+    # querystate prints the FunctionState as pulsar-admin does (indented JSON) unless told otherwise.
+    app.command("querystate")(
+        takes("function", (*TARGET, KEY, FOLLOW, *CONNECTION_PULSAR))(querystate)
+    )
     app.command("putstate")(takes("function", (*TARGET, KEY, VALUE, STATE, *CONNECTION))(putstate))
     trigger_flags = (*TARGET, TRIGGER_VALUE, TRIGGER_FILE, TOPIC, TRIGGER_TIMEOUT, *CONNECTION)
     app.command("trigger")(takes("function", trigger_flags)(trigger))

@@ -74,10 +74,6 @@ def update(
     **given: Any,
 ) -> None:
     """Update a worker's function to a new version: what the flags give, the rest as it was."""
-    from sparkfn.config.function import FunctionConfig
-    from sparkfn.config.pulsar import function_fields, overlay
-    from sparkfn.config.pulsar_view import config_fields
-
     if update_auth_data is not None:
         note("warning: --update-auth-data: a function keeps no auth data of its caller; ignored")
     if stop_mode not in ("drain", "suspend"):
@@ -87,13 +83,25 @@ def update(
     changes = function_config_json(fields, config_file)
     path = f"{FUNCTIONS}/{_fqfn(changes)}"
     with call.client() as client:
-        current = config_fields(client.json("GET", path))  # Pulsar's FunctionConfig JSON
-    # The worker's copy of the code stays the function's unless --py replaces it.
-    read = function_fields(current, known=FunctionConfig.model_fields).fields
-    current = {k: v for k, v in read.items() if k != "py"}
-    submitted = overlay(current, changes)
+        current = client.json("GET", path)  # Pulsar's FunctionConfig JSON
+    submitted = updated(current, changes)
     config = _checked(submitted)
     _submit(call, "PUT", path, submitted, config.py, {"mode": stop_mode}, "updated")
+
+
+def updated(current: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """What an update submits: the function's config as ``get`` shows it (``current``), with
+    what the flags give over it (``changes``). The rest stays as it was, as pulsar-admin's
+    update keeps it; a field is unset by Pulsar's own spelling of unset (``-1`` for
+    ``--max-message-retries``)."""
+    from sparkfn.config.function import FunctionConfig
+    from sparkfn.config.pulsar import function_fields, overlay
+    from sparkfn.config.pulsar_view import config_fields
+
+    read = function_fields(config_fields(current), known=FunctionConfig.model_fields).fields
+    # The worker's copy of the code stays the function's unless --py replaces it.
+    kept = {k: v for k, v in read.items() if k != "py"}
+    return overlay(kept, changes)
 
 
 def _checked(submitted: dict[str, Any]) -> Any:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from sparkfn.api.errors import ConfigError
@@ -53,6 +53,8 @@ class Translated:
 
     fields: dict[str, Any]
     warnings: tuple[str, ...] = ()
+    # Fields given as Pulsar's unset (a connector's maxMessageRetries -1): an update unsets them.
+    unset: frozenset[str] = field(default=frozenset(), repr=False)
 
 
 # Every spelling of a Pulsar field (camelCase, snake_case) -> its canonical key.

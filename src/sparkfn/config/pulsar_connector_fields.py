@@ -88,6 +88,7 @@ def layered_fields(
     add to the earlier ones'), and the warnings."""
     fields: dict[str, Any] = {}
     warnings: list[str] = []
+    unset: set[str] = set()
     for raw, value in ((raw, value) for layer in layers for raw, value in layer.items()):
         if value is None:
             continue
@@ -118,9 +119,12 @@ def layered_fields(
         if key in numbers and isinstance(value, str) and value.isdigit():
             value = int(value)  # a flag's text, as --max-redeliver-count gives it
         if key == "max_message_retries" and value in (-1, "-1"):
-            continue  # Pulsar's unset
+            fields.pop(key, None)  # Pulsar's unset, over what an earlier layer gave
+            unset.add(key)
+            continue
+        unset.discard(key)
         fields[key] = value
-    return Translated(fields=fields, warnings=tuple(dict.fromkeys(warnings)))
+    return Translated(fields, tuple(dict.fromkeys(warnings)), frozenset(unset))
 
 
 def _archive(what: str, kind: str, archive: str, fields: dict[str, Any]) -> None:
