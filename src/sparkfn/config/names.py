@@ -11,6 +11,7 @@ TopicName(tenant='public', namespace='default', name='orders')
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -48,8 +49,17 @@ class TopicName:
     def parse(cls, text: str, *, field: str = "topic") -> TopicName:
         """Parse ``name``, ``tenant/namespace/name`` or ``persistent://...``.
 
-        ``field`` names the setting being parsed, for the error message.
+        ``field`` names the setting being parsed, for the error message. A name
+        parsed once is remembered (a group's reader parses each member's names at
+        every trigger: thousands a second); a name refused is not.
         """
+        try:
+            return _parsed(text, field)
+        except TypeError:  # unhashable, so not a name: said as such below
+            return cls._parse(text, field)
+
+    @classmethod
+    def _parse(cls, text: str, field: str) -> TopicName:
         if not isinstance(text, str) or not text.strip():
             msg = f"{field} must be a non-empty topic name; got {text!r}"
             raise ConfigError(msg)
@@ -77,6 +87,11 @@ class TopicName:
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.namespace}/{self.name}"
+
+
+@functools.lru_cache(maxsize=16384)
+def _parsed(text: str, field: str) -> TopicName:
+    return TopicName._parse(text, field)  # noqa: SLF001 - the cache of TopicName.parse
 
 
 # A function's FQFN has exactly the same shape and rules as a topic name.

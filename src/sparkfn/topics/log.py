@@ -25,7 +25,7 @@ from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics import garbage, segments
 from sparkfn.topics.admin import TopicInfo
-from sparkfn.topics.message import READ_SCHEMA
+from sparkfn.topics.message import READ_SCHEMA, STORED_SCHEMA, constant
 from sparkfn.topics.prefetch import SegmentPrefetch
 
 
@@ -68,10 +68,13 @@ def stage(
     partition: int,
     table: pa.Table,
     compression: segments.Codec = "auto",
+    max_publish: datetime | None = None,
 ) -> StagedSegment:
     """Encode ``table`` as a segment: inline when small, else as a new file;
-    ``compression`` as :data:`~sparkfn.topics.segments.Codec` says."""
-    max_publish = pc.max(table.column("publish_time")).as_py()
+    ``compression`` as :data:`~sparkfn.topics.segments.Codec` says. ``max_publish``,
+    if the caller knows it, is the latest of the table's publish times."""
+    if max_publish is None:
+        max_publish = pc.max(table.column("publish_time")).as_py()
     if segments.fits_inline(table):
         data = segments.encode(table, compression)
         if len(data) <= segments.INLINE_LIMIT:
@@ -272,19 +275,29 @@ def mean_stored_size(
     return size / count if count else None
 
 
-def _with_position(table: pa.Table, topic: TopicInfo, partition: int, first: int) -> pa.Table:
+_POSITION_FIELDS = [
+    READ_SCHEMA.field("topic"),
+    READ_SCHEMA.field("partition"),
+    READ_SCHEMA.field("offset"),
+]
+
+
+def _with_position(table: pa.Table, topic: TopicInfo, partition: int, first: int) -> pa.RecordBatch:
+    """``table`` (one chunk, or combined into one) and its topic, partition and offsets, as one
+    batch made at once: three appended table columns and a combine cost about as much as the
+    read of a small slice."""
     n = table.num_rows
-    return (
-        table.append_column(
-            READ_SCHEMA.field("topic"), pa.repeat(pa.scalar(str(topic.name), pa.string()), n)
-        )
-        .append_column(
-            READ_SCHEMA.field("partition"), pa.repeat(pa.scalar(partition, pa.int32()), n)
-        )
-        .append_column(
-            READ_SCHEMA.field("offset"), pa.array(np.arange(first, first + n, dtype=np.int64))
-        )
-    )
+    if any(column.num_chunks != 1 for column in table.columns):
+        table = table.combine_chunks()
+    columns = [column.chunk(0) for column in table.columns]
+    columns += [
+        constant(str(topic.name), pa.string(), n),
+        constant(partition, pa.int32(), n),
+        pa.array(np.arange(first, first + n, dtype=np.int64)),
+    ]
+    schema = table.schema
+    read = READ_SCHEMA if schema.equals(STORED_SCHEMA) else pa.schema([*schema, *_POSITION_FIELDS])
+    return pa.RecordBatch.from_arrays(columns, schema=read)
 
 
 READ_BATCH_ROWS = 64 * 1024  # consecutive inline segments are joined up to this many rows
@@ -396,4 +409,4 @@ def _joined(
 ) -> Iterator[pa.RecordBatch]:
     """Consecutive slices, the first at offset ``first``, as ``READ_SCHEMA`` batches."""
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    yield from _with_position(table, topic, partition, first).combine_chunks().to_batches()
+    yield _with_position(table, topic, partition, first)

@@ -9,6 +9,7 @@ importable from here too).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +29,21 @@ from sparkfn.topics.schema_type import avro_schema as avro_schema
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 PROPERTIES = pa.map_(pa.string(), pa.string())
+
+
+@functools.lru_cache(maxsize=8192)
+def _scalar(value: Any, type_: pa.DataType) -> pa.Scalar:
+    return pa.scalar(value, type_)
+
+
+def constant(value: str | int | None, type_: pa.DataType, n: int) -> pa.Array:
+    """``n`` times ``value`` (a topic name, a kind, a partition) as an Arrow array.
+
+    The scalar is made once per value and type: making it cost four times the
+    repeat, and a group's small slices make a few such columns each.
+    """
+    return pa.repeat(_scalar(value, type_), n)
+
 
 STORED_SCHEMA = pa.schema(
     [

@@ -190,7 +190,9 @@ def test_an_error_in_one_members_commit_fails_that_member_alone(store: Store) ->
         bad.control_id, bad_epoch, bad_config, [FunctionBatch(bad.batches[0].staged, [poisoned])]
     )
     by_member = {
-        (p.control_id, p.epoch): [SliceResult(p.control_id, p.epoch, p.config, p.batches[0])]
+        (p.control_id, p.epoch): [
+            SliceResult(p.control_id, p.epoch, p.config.model_dump_json(), p.batches[0])
+        ]
         for p in parts
     }
     GroupCommitter(store.url, str(store.data_dir), GROUP).commit(by_member, 3)

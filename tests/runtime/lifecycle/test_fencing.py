@@ -102,7 +102,9 @@ def test_the_commit_of_a_stale_epoch_fails_and_is_recorded(store: Store) -> None
         )
     newer = control.begin_run(store, config.fqfn, "function", 1, "second run")
     staged = stage(store, admin.get("out"), 0, _one_message())
-    part = SliceResult(config.fqfn, old, config, FunctionBatch([("out", staged)], []))
+    part = SliceResult(
+        config.fqfn, old, config.model_dump_json(), FunctionBatch([("out", staged)], [])
+    )
     GroupCommitter(store.url, str(store.data_dir), "fencing").commit(
         {(config.fqfn, old): [part]}, 0
     )

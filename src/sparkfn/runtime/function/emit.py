@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkfn.topics.message import PROPERTIES, TIMESTAMP
+from sparkfn.topics.message import PROPERTIES, TIMESTAMP, constant
 
 # A message's properties while buffered: its pairs, none, or (the per-record loop's
 # outputs) the number of its input row, until resolve() takes that row's properties.
@@ -107,8 +107,8 @@ class EmitBuffer:
         self._add_chunk(
             pa.RecordBatch.from_arrays(
                 [
-                    pa.repeat(pa.scalar(kind, pa.string()), n),
-                    pa.repeat(pa.scalar(topic, pa.string()), n),
+                    constant(kind, pa.string(), n),
+                    constant(topic, pa.string(), n),
                     keys if keys is not None else pa.nulls(n, pa.string()),
                     values,
                     properties.cast(PROPERTIES)
@@ -210,8 +210,8 @@ class EmitBuffer:
         n = len(self.value)
         if not n:
             return
-        kinds: pa.Array = pa.repeat(pa.scalar("output", pa.string()), n)
-        topics: pa.Array = pa.repeat(pa.scalar(self.output, pa.string()), n)
+        kinds: pa.Array = constant("output", pa.string(), n)
+        topics: pa.Array = constant(self.output, pa.string(), n)
         times: pa.Array = pa.nulls(n, TIMESTAMP)
         if self.others:
             kind, topic = ["output"] * n, [self.output] * n
@@ -250,6 +250,8 @@ def _column(values: list[Any], type_: pa.DataType) -> pa.Array:
     kind, a topic, absent properties) without converting each."""
     first = values[0]
     if values.count(first) == len(values):  # compares by identity first: fast
+        if first is None or isinstance(first, str):
+            return constant(first, type_, len(values))
         return pa.repeat(pa.scalar(first, type_), len(values))
     return pa.array(values, type_)
 
@@ -267,7 +269,8 @@ def _binary_column(values: list[bytes | str | None]) -> pa.Array:
     """
     if values and isinstance(values[0], str):
         try:
-            return pa.array(values, pa.string()).cast(pa.binary())
+            # A view, not a cast: the same buffers (a cast is a compute call, ~10 us).
+            return pa.array(values, pa.string()).view(pa.binary())
         except pa.ArrowInvalid:
             pass
     return pa.array(values, pa.binary())

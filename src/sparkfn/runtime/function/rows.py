@@ -179,6 +179,11 @@ class InputRows:
 
     def _small_origin(self) -> tuple[pa.Array, pa.Array]:
         """:meth:`_origin` in Python, row by row (a null partition or offset: a null id)."""
+        names, ids = self._small_origin_lists()
+        return pa.array(names, pa.string()), pa.array(ids, pa.string())
+
+    def _small_origin_lists(self) -> tuple[list[str | None], list[str | None]]:
+        """:meth:`_small_origin` as Python lists."""
         topics, parts, offsets = (self.column(c) for c in ("topic", "partition", "offset"))
         names: list[str | None] = []
         ids: list[str | None] = []
@@ -194,7 +199,7 @@ class InputRows:
                 )
             )
             ids.append(None if offset is None else f"{part}:{offset}")
-        return pa.array(names, pa.string()), pa.array(ids, pa.string())
+        return names, ids
 
     def origin_properties(self) -> pa.Array:
         """Each row's ``__pfn_input_topic__`` and ``__pfn_input_msg_id__`` as JSON object
@@ -215,14 +220,14 @@ class InputRows:
             # A map column: its offsets say whether any row has a property at all.
             if not pa.types.is_map(own.type) or own.offsets[-1] != own.offsets[0]:
                 return properties_from_json(self.output_properties(forward))
-        name, message = self._origin()
         n = self.n
-        if n <= SMALL_BATCH:
-            pairs = zip(name.to_pylist(), message.to_pylist(), strict=True)
+        if n <= SMALL_BATCH:  # from Python lists, never made into arrays and back
+            pairs = zip(*self._small_origin_lists(), strict=True)
             return pa.array(
                 [[(INPUT_TOPIC_PROPERTY, t), (INPUT_MESSAGE_PROPERTY, m)] for t, m in pairs],
                 PROPERTIES,
             )
+        name, message = self._origin()
         keys = pa.array([INPUT_TOPIC_PROPERTY, INPUT_MESSAGE_PROPERTY]).take(
             pa.array(np.tile(np.arange(2), n))
         )

@@ -17,6 +17,7 @@ from pyspark.sql.datasource import InputPartition
 
 from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.log import key_partitions
+from sparkfn.topics.message import constant
 
 FINAL_KEY = "__final__"  # end-of-stream batches planned so far
 RESUME_KEY = "__resume__"  # bumped when a batch must differ from Spark's start (see reader)
@@ -215,7 +216,7 @@ def split_ranges(
 def instances_for(batch: pa.RecordBatch, partition: TopicRange) -> pa.Array:
     """The instance of each row of ``batch``, read from ``partition``."""
     if partition.instance is not None:
-        return pa.repeat(pa.scalar(partition.instance, pa.int32()), batch.num_rows)
+        return constant(partition.instance, pa.int32(), batch.num_rows)
     owners = partition.instances or (0,)
     n = len(owners)
     spread = pa.array(np.asarray(batch.column("offset")) % n, pa.int32())  # rows without a key
