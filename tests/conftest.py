@@ -108,6 +108,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return
+    if config.getvalue("loadgroup"):
+        _name_groups(items)
 
     def seconds(item: pytest.Item) -> float:
         marker = item.get_closest_marker("long_running")
@@ -128,6 +130,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ordered.extend(itertools.islice(short, len(chunk)))
     ordered.extend(short)
     items[:] = ordered
+
+
+def _name_groups(items: list[pytest.Item]) -> None:
+    """Give each ``xdist_group`` test the ``@group`` suffix ``--dist loadgroup`` sends by.
+
+    pytest-xdist 3.8 sets it on ``item._nodeid``, which pytest 9.2 no longer reads (a
+    node's id is ``item._id``): every group's tests were dealt out one by one, so the
+    ``brokers`` group's tests ran side by side, and the cluster module's three-worker
+    cluster, module-scoped, was made again on each xdist worker that got one of its tests
+    (84 s of setup, three times, in a full run). Does nothing where the suffix is there.
+    """
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted(
+            {
+                str(m.args[0]) if m.args else str(m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if names and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # noqa: SLF001
 
 
 # The parametrized fixtures whose parameter is a backend's name.
