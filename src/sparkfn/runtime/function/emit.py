@@ -12,6 +12,9 @@ import pyarrow.compute as pc
 
 from sparkfn.topics.message import PROPERTIES, TIMESTAMP, constant
 
+# Up to this many rows, a column's distinct values are read in Python (rows.SMALL_BATCH).
+FEW_ROWS = 64
+
 # A message's properties while buffered: its pairs, none, or (the per-record loop's
 # outputs) the number of its input row, until resolve() takes that row's properties.
 Properties = list[tuple[str, str]] | int | None
@@ -178,10 +181,12 @@ class EmitBuffer:
         if batch.num_rows == 0:
             return []
         topics = batch.column("topic")
-        names = pc.unique(topics)
+        # A few rows' topics read in Python: a compute call cost more (a group's slices).
+        small = batch.num_rows <= FEW_ROWS
+        names = list(dict.fromkeys(topics.to_pylist())) if small else pc.unique(topics).to_pylist()
         if len(names) == 1:
-            return [(names[0].as_py(), batch)]
-        return [(name, batch.filter(pc.equal(topics, name))) for name in names.to_pylist()]
+            return [(names[0], batch)]
+        return [(name, batch.filter(pc.equal(topics, name))) for name in names]
 
     def items(self) -> list[Emitted]:
         """The buffered messages as objects (tests and the harness)."""
