@@ -54,7 +54,7 @@ set), ``topic``, ``messageId``, ``eventTime`` (ms, when set),
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -76,6 +76,7 @@ from sparkfn.connectors.builtin._config import (
     payload,
 )
 from sparkfn.connectors.builtin.redis_connection import LOST, StreamReader, connect
+from sparkfn.connectors.builtin.redis_writer import StreamWriter, Xadd, bulk
 
 
 class RedisConfig(BuiltinConfig):
@@ -325,8 +326,10 @@ class RedisStreamSink(Sink):
         self.what = "sink (redis)"
         self.config: RedisSinkConfig | None = None
         self.client: redis.Redis | None = None
-        self.buffer: list[Sequence[bytes | str | int]] = []
-        self._xadd: tuple[str, ...] = ()  # XADD <stream> [MAXLEN ~ <n>] *
+        # The batch's commands, laid out and sent by sparkfn (see .redis_writer).
+        self.writer: StreamWriter | None = None
+        self.buffer: list[bytes] = []
+        self._xadd: Xadd | None = None  # XADD <stream> [MAXLEN ~ <n>] *
 
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
@@ -339,45 +342,44 @@ class RedisStreamSink(Sink):
         cfg = self.config = parse_configs(RedisSinkConfig, config, self.what)
         if cfg.streamName is not None:
             trim = ("MAXLEN", "~", str(cfg.maxLen)) if cfg.maxLen is not None else ()
-            self._xadd = ("XADD", cfg.streamName, *trim, "*")
-        self.client = connect(cfg, self.what)
+            self._xadd = Xadd(("XADD", cfg.streamName, *trim, "*"))
+        self.client = connect(cfg, self.what)  # its errors name a refused password or database
+        host, _, port = cfg.redisHosts.rpartition(":")
+        with lost_broker(self.what, "Redis", cfg.redisHosts, "connect", LOST):
+            self.writer = StreamWriter(
+                host,
+                int(port),
+                password=cfg.redisPassword,
+                db=cfg.redisDatabase,
+                connect_timeout=cfg.connectTimeout / 1000,
+                timeout=cfg.operationTimeout / 1000,
+                keepalive=cfg.keepAlive,
+            )
 
     def write(self, record: Record) -> None:
         """Buffer the entry's command: XADD with its fields (or SET of its key)."""
-        cfg = self.config
-        assert cfg is not None
         value = payload(record.value)
-        if cfg.streamName is None:
+        if self._xadd is None:
             # A message without a key is SET under "", as Pulsar's sink writes it.
-            self.buffer.append(("SET", record.key or "", value))
+            self.buffer.append(b"*3\r\n$3\r\nSET\r\n%s%s" % (bulk(record.key or ""), bulk(value)))
             return
-        # XADD's arguments as redis-py's xadd() lays them out, made here without
-        # a dict and a call per entry (one write per message).
-        args: list[bytes | str | int] = [*self._xadd, "value", value,
-                                         "topic", record.topic or "",
-                                         "messageId", record.message_id or ""]  # fmt: skip
-        if record.key is not None:
-            args += ("key", record.key)
-        if record.event_time is not None:
-            args += ("eventTime", record.event_time)
-        if record.properties:
-            args += ("properties", json.dumps(record.properties, sort_keys=True))
-        self.buffer.append(args)
+        props = json.dumps(record.properties, sort_keys=True) if record.properties else None
+        self.buffer.append(self._xadd.pack(value, record.topic or "", record.message_id or "",
+                                           record.key, record.event_time, props))  # fmt: skip
 
     def flush(self) -> None:
         """XADD (or SET) the buffer in one MULTI/EXEC."""
-        cfg, client = self.config, self.client
-        if cfg is None or client is None or not self.buffer:
+        if self.writer is None or not self.buffer:
             return
-        pipe = client.pipeline(transaction=True)
-        for args in self.buffer:
-            pipe.execute_command(*args)  # type: ignore[no-untyped-call]
-        pipe.execute()
-        self.buffer.clear()
+        self.writer.transaction(self.buffer)
+        self.buffer = []
 
     def close(self) -> None:
         """Drop what was not flushed (its batch did not commit) and disconnect."""
-        self.buffer.clear()
+        self.buffer = []
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
         if self.client is not None:
             self.client.close()
             self.client = None
