@@ -3,7 +3,9 @@
 The ``redis`` sink lays out its XADDs and SETs and sends them as one MULTI/EXEC
 on a socket of its own (:mod:`sparkfn.connectors.builtin.redis_writer`); the
 ``rabbitmq`` sink marshals its publishes' frames itself
-(:class:`~sparkfn.connectors.builtin.rabbitmq_sink.Frames`). Each test writes
+(:class:`~sparkfn.connectors.builtin.rabbitmq_sink.Frames`); the ``nats`` sink
+lays out its ``HPUB`` commands and counts JetStream's acks itself
+(:mod:`sparkfn.connectors.builtin.nats_publish`). Each test writes
 the same records through the sink and through the client's own call with the
 arguments the sink used to pass it, then compares what the broker keeps:
 values, keys, properties, event times, routing.
@@ -11,8 +13,10 @@ values, keys, properties, event times, routing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pika
@@ -23,11 +27,14 @@ from connector_probes import StaticSinkContext
 
 from sparkfn.api.connector import Record
 from sparkfn.connectors.builtin._config import payload
+from sparkfn.connectors.builtin.nats_jetstream import NatsJetStreamSink
 from sparkfn.connectors.builtin.rabbitmq_sink import RabbitMQSink
 from sparkfn.connectors.builtin.redis_streams import RedisStreamSink
 from sparkfn.connectors.builtin.redis_writer import bulk
 
 pytestmark = pytest.mark.xdist_group("brokers")
+
+NATS = "nats://127.0.0.1:4222"
 
 # Every shape of record a sink is given: text and bytes values, JSON ones, none; keys,
 # event times, properties (text that is not ASCII, values that look like the protocol).
@@ -186,3 +193,107 @@ def test_the_rabbitmq_sinks_own_frames_are_the_messages_pika_published(rabbit: A
     assert ours == theirs
     assert {k for k, _, _ in ours} == {"main", "r2"}
     assert len(ours[5][2]) == 256 * 600
+
+
+def _nats_streams(*names: str) -> Any:
+    """Make the streams ``<name>.>`` on a connection of their own; returns their deleter."""
+    import nats
+
+    async def each(make: bool) -> None:
+        nc = await nats.connect(NATS)
+        try:
+            js = nc.jetstream()
+            for name in names:
+                await (
+                    js.add_stream(name=name, subjects=[f"{name}.>"])
+                    if make
+                    else js.delete_stream(name)
+                )
+        finally:
+            await nc.close()
+
+    asyncio.run(each(True))
+    return lambda: asyncio.run(each(False))
+
+
+async def _nats_read(stream: str) -> list[tuple[bytes, dict[str, str]]]:
+    """Every message of ``stream`` in order: its data and headers."""
+    import nats
+
+    nc = await nats.connect(NATS)
+    try:
+        js, got = nc.jetstream(), []
+        info = await js.stream_info(stream)
+        for seq in range(1, info.state.last_seq + 1):
+            msg = await js.get_msg(stream, seq)
+            got.append((msg.data or b"", dict(msg.headers or {})))
+        return got
+    finally:
+        await nc.close()
+
+
+def test_the_nats_sinks_own_publishes_store_what_nats_py_stored() -> None:
+    require("nats")
+    import nats
+
+    ours, theirs = (unique("SPARKFN_WIRE").replace("-", "_") for _ in range(2))
+    delete = _nats_streams(ours, theirs)
+    sink = NatsJetStreamSink()
+    try:
+        sink.open({"servers": NATS, "subject": f"{ours}.out", "stream": ours}, StaticSinkContext())
+        # NATS takes ASCII header names only (nats-py refuses others, before and now).
+        shapes = [replace(r, properties={k.replace("ünï", "uni"): v for k, v in r.properties.items()})
+                  for r in RECORDS]  # fmt: skip
+        batch = [replace(r, message_id=f"{r.message_id}/{i}") for i, r in enumerate(shapes * 150)]
+        for record in batch:  # 1,050: three windows of 512
+            sink.write(record)
+        sink.flush()
+        for record in batch[:20]:  # a replay: JetStream drops it by its Nats-Msg-Id
+            sink.write(record)
+        sink.flush()
+        assert sink.duplicates == 20
+
+        async def old(nc_url: str) -> None:  # what the sink gave js.publish before
+            nc = await nats.connect(nc_url)
+            js = nc.jetstream()
+            for record in batch:
+                headers = {str(k): str(v) for k, v in (record.properties or {}).items()}
+                headers["Nats-Msg-Id"] = f"{sink.id_prefix}:{record.topic}@{record.message_id}"
+                if record.key is not None:
+                    headers["sparkfn-key"] = record.key
+                await js.publish(
+                    f"{theirs}.out", payload(record.value), stream=theirs, headers=headers
+                )
+            await nc.close()
+
+        asyncio.run(old(NATS))
+        got, want = asyncio.run(_nats_read(ours)), asyncio.run(_nats_read(theirs))
+        assert len(got) == len(batch)
+        assert {h.pop("Nats-Expected-Stream") for _, h in got} == {ours}
+        assert {h.pop("Nats-Expected-Stream") for _, h in want} == {theirs}
+        assert got == want
+        # Refusals name the record and why: a stream that is not the subject's.
+        sink.config = sink.config.model_copy(update={"stream": theirs}) if sink.config else None
+        sink.write(RECORDS[1])
+        with pytest.raises(RuntimeError, match=r"public/default/a@0:1 to .*failed: JetStream: "):
+            sink.flush()
+    finally:
+        sink.close()
+        delete()
+
+
+def test_the_nats_sink_says_when_no_stream_takes_its_subject() -> None:
+    require("nats")
+    sink = NatsJetStreamSink()
+    subject = f"{unique('sparkfn-nobody')}.out"
+    sink.open({"servers": NATS, "subject": subject}, StaticSinkContext())
+    try:
+        sink.write(RECORDS[0])
+        with pytest.raises(RuntimeError, match=r"public/default/a@0:0 to .*no stream takes"):
+            sink.flush()
+        sink.buffer = []
+        sink.write(Record(b"x", properties={"bad key": "v"}, topic="t", message_id="0:1"))
+        with pytest.raises(RuntimeError, match=r"BadHeaderError"):
+            sink.flush()
+    finally:
+        sink.close()
