@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -138,6 +139,46 @@ def test_the_sources_own_reader_gives_every_entry_as_redis_stores_it(
         assert summary["pending"] == len(got) - 10
     finally:
         reader.close()
+
+
+def test_the_sources_records_carry_every_entrys_value_key_properties_and_time(
+    client: redis.Redis, stream: str
+) -> None:
+    # read() makes its records from the reader's two columns (ids, values); values alone
+    # taken by the reader's match or, cut by a recv, by its parser; other entries by fields.
+    from connector_probes import StaticSourceContext
+
+    from sparkfn.connectors.builtin.redis_streams import RedisStreamSource
+
+    big = bytes(range(256)) * 1500  # 384 KB: more than one recv
+    entries: list[dict[str, Any]] = [{"value": b"a"}, {"value": big}, {"value": b""},
+               {"value": b"v", "key": "k", "region": "eu"}, {"region": "us", "n": "1"}]  # fmt: skip
+    entries += [{"value": f"{i}".encode() * 50} for i in range(1500)]
+    for fields in entries:
+        client.xadd(stream, fields)
+    source = RedisStreamSource()
+    source.open(_config(stream, batchSize=700), StaticSourceContext())
+    try:
+        got: list[Any] = []
+        while batch := source.read():
+            assert isinstance(batch, list)
+            got += batch
+    finally:
+        source.close()
+    stored: Any = client.xrange(stream)
+    assert len(got) == len(entries)
+    for record, (entry_id, fields) in zip(got, stored, strict=True):
+        text_id = entry_id.decode()
+        extra = {k.decode(): v.decode() for k, v in fields.items() if k not in (b"value", b"key")}
+        if b"value" in fields:
+            assert record.value == fields[b"value"]
+        else:  # no value field: the entry as a JSON object
+            assert json.loads(record.value) == extra
+            extra = {}
+        assert record.key == (fields[b"key"].decode() if b"key" in fields else None)
+        assert record.properties == {**extra, "redisStream": stream, "redisId": text_id}
+        assert record.event_time == int(text_id.split("-")[0])
+        assert record.entry_id == entry_id
 
 
 @pytest.mark.parametrize(

@@ -138,7 +138,7 @@ def _columns(records: Sequence[Record], producer: Producer) -> MessageColumns:
     return MessageColumns(
         values,
         [r.key for r in records],
-        [list(p.items()) if p else None for p in (r.properties for r in records)],
+        [r.properties or None for r in records],  # a dict as it is: no list, no pairs
         [t * 1000 if type(t) is int else _micros(t) for t in (r.event_time for r in records)],
         [r.sequence_id for r in records],
     )

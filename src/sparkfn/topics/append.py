@@ -15,7 +15,7 @@ a second.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,20 +30,24 @@ from sparkfn.topics.admin import TopicInfo
 from sparkfn.topics.log import StagedSegment, commit_segments, lock_for_append, stage
 from sparkfn.topics.message import PROPERTIES, STORED_SCHEMA, TIMESTAMP
 
+# A message's properties as a column takes them.
+Properties = list[tuple[str, str]] | Mapping[str, str]
+
 
 @dataclass
 class MessageColumns:
     """One partition's messages to append, one list per field; row ``i`` is message ``i``.
 
     ``properties`` holds each message's pairs as Arrow's map type takes them
-    (a list of ``(key, value)`` tuples), or ``None`` when it has none.
+    (a list of ``(key, value)`` tuples, or a dict: no objects per pair), or
+    ``None`` when it has none.
     ``event_times`` holds a ``datetime`` or microseconds since the epoch (an
     ``int``: no object per message) or ``None``; one list holds one kind.
     """
 
     values: list[bytes | None] = field(default_factory=list)
     keys: list[str | None] = field(default_factory=list)
-    properties: list[list[tuple[str, str]] | None] = field(default_factory=list)
+    properties: list[Properties | None] = field(default_factory=list)
     event_times: list[datetime | int | None] = field(default_factory=list)
     sequence_ids: list[int | None] = field(default_factory=list)
 
@@ -54,7 +58,7 @@ class MessageColumns:
         self,
         value: bytes | None,
         key: str | None,
-        properties: list[tuple[str, str]] | None,
+        properties: Properties | None,
         event_time: datetime | int | None,
         sequence_id: int | None,
     ) -> None:

@@ -67,12 +67,12 @@ from sparkfn.connectors.builtin._config import (
     TimeoutMs,
     describe,
     parse_configs,
-    payload,
 )
 from sparkfn.connectors.builtin._event_loop import EventLoop
+from sparkfn.connectors.builtin.nats_publish import Publisher, sink_message
 from sparkfn.connectors.builtin.nats_pull import Puller, reply_fields
 
-# A sink publishes this many messages at once, then waits for their acks.
+# A sink hands this many publishes to the connection at once (two such windows in flight).
 PUBLISH_WINDOW = 512
 # nats-py's own bound on a JetStream request (stream info, consumer info, ack flush), s.
 JS_TIMEOUT = 5.0
@@ -317,6 +317,7 @@ class NatsJetStreamSink(Sink):
         self.loop: EventLoop | None = None
         self.nc: Client | None = None
         self.buffer: list[Record] = []
+        self.publisher: Publisher | None = None
         self.duplicates = 0
 
     @classmethod
@@ -337,6 +338,8 @@ class NatsJetStreamSink(Sink):
         self.nc = await _connect(cfg, self.what)
         if cfg.stream is not None:
             await _stream_exists(self.nc.jetstream(), cfg.stream, self.what)
+        self.publisher = Publisher(self.nc, cfg.subject, PUBLISH_WINDOW)
+        await self.publisher.start()
 
     def write(self, record: Record) -> None:
         """Buffer the record; published in ``flush()``."""
@@ -352,31 +355,27 @@ class NatsJetStreamSink(Sink):
         self.buffer = []
 
     async def _publish(self, cfg: NatsSinkConfig, records: list[Record]) -> None:
-        assert self.nc is not None
-        js = self.nc.jetstream(timeout=cfg.publishTimeoutMs / 1000)
-        for start in range(0, len(records), PUBLISH_WINDOW):
-            window = records[start : start + PUBLISH_WINDOW]
-            results = await asyncio.gather(
-                *(self._one(js, cfg, r) for r in window), return_exceptions=True
+        publisher = self.publisher
+        assert publisher is not None
+        prefix, stream = self.id_prefix, cfg.stream
+        before = publisher.duplicates
+        try:
+            messages = [sink_message(record, prefix, stream) for record in records]
+            refused = await publisher.publish(messages, cfg.publishTimeoutMs / 1000)
+        except nats.errors.Error as exc:
+            msg = (
+                f"{self.what}: publishing {len(records)} messages to {cfg.subject!r} failed: "
+                f"{type(exc).__name__}: {exc}"
             )
-            for record, result in zip(window, results, strict=True):
-                if isinstance(result, BaseException):
-                    msg = (
-                        f"{self.what}: publishing {record.topic}@{record.message_id} to "
-                        f"{cfg.subject!r} failed: {type(result).__name__}: {result}"
-                    )
-                    raise RuntimeError(msg) from result
-                self.duplicates += int(result)
-
-    async def _one(self, js: JetStreamContext, cfg: NatsSinkConfig, record: Record) -> bool:
-        headers = {str(k): str(v) for k, v in (record.properties or {}).items()}
-        headers["Nats-Msg-Id"] = f"{self.id_prefix}:{record.topic}@{record.message_id}"
-        if record.key is not None:
-            headers["sparkfn-key"] = record.key
-        ack = await js.publish(
-            cfg.subject, payload(record.value), stream=cfg.stream, headers=headers
-        )
-        return bool(ack.duplicate)
+            raise RuntimeError(msg) from exc
+        self.duplicates += publisher.duplicates - before
+        for record, why in zip(records, refused, strict=True):
+            if why is not None:
+                msg = (
+                    f"{self.what}: publishing {record.topic}@{record.message_id} to "
+                    f"{cfg.subject!r} failed: {why}"
+                )
+                raise RuntimeError(msg)
 
     def close(self) -> None:
         """Drop what was not flushed (its batch did not commit), disconnect, stop the loop."""

@@ -25,12 +25,14 @@ replays, so a consumer can drop the duplicates.
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import pika
 import pika.exceptions
+import pika.frame
 import pika.spec
 
 from sparkfn.api.connector import Record, Sink, SinkContext
@@ -42,6 +44,67 @@ from sparkfn.connectors.builtin.rabbitmq_connection import (
     connect,
     sink_channel,
 )
+
+# A body frame: type, channel, size; its payload; the frame end.
+BODY_HEAD = struct.Struct(">BHI")
+FRAME_END = bytes([pika.spec.FRAME_END])
+# The frames handed to the connection at once (200 messages of three frames).
+SEND_FRAMES = 600
+
+
+class Frames:
+    """A batch's publishes as AMQP frames, handed to pika's connection in one piece.
+
+    pika's ``BlockingChannel.basic_publish`` runs the connection's I/O loop after
+    every message (a poll and a send for each of its three frames): that was about
+    two thirds of the sink's CPU. Here each message's frames are what pika's own
+    ``Channel.basic_publish`` makes (its ``Method``, ``Header`` and ``Body``
+    frames; the method frame made once per routing key), joined into one buffer
+    that pika's transport sends when the sink waits for the confirms.
+    """
+
+    def __init__(self, channel: Any, exchange: str, mandatory: bool) -> None:
+        self.impl = channel._impl  # noqa: SLF001 - the channel under the blocking adapter
+        self.number: int = self.impl.channel_number
+        self.exchange, self.mandatory = exchange, mandatory
+        self.methods: dict[str, bytes] = {}
+        self.parts: list[bytes] = []
+        self.frames = 0
+        self.limit: int = self.impl.connection._body_max_length  # noqa: SLF001
+
+    def add(self, routing_key: str, body: bytes, props: pika.BasicProperties) -> None:
+        """One message's frames: method, header, and its body cut at the frame size."""
+        method = self.methods.get(routing_key)
+        if method is None:
+            publish = pika.spec.Basic.Publish(
+                exchange=self.exchange, routing_key=routing_key, mandatory=self.mandatory
+            )
+            method = self.methods[routing_key] = pika.frame.Method(self.number, publish).marshal()
+        parts = self.parts
+        parts.append(method)
+        parts.append(pika.frame.Header(self.number, len(body), props).marshal())
+        self.frames += 2
+        for start in range(0, len(body), self.limit):
+            chunk = body[start : start + self.limit]
+            parts.append(BODY_HEAD.pack(pika.spec.FRAME_BODY, self.number, len(chunk)))
+            parts.append(chunk)
+            parts.append(FRAME_END)
+            self.frames += 1
+
+    def send(self) -> None:
+        """Hand the frames to the connection (its transport sends them as the socket takes
+        them, inside the next wait on the connection)."""
+        if not self.parts:
+            return
+        if not self.impl.is_open:
+            msg = f"channel {self.number} is closed"
+            raise pika.exceptions.ChannelWrongStateError(msg)
+        data = b"".join(self.parts)
+        conn = self.impl.connection
+        conn.bytes_sent += len(data)
+        conn.frames_sent += self.frames
+        conn._adapter_emit_data(data)  # noqa: SLF001 - what pika's _send_message ends with
+        self.parts, self.frames = [], 0
 
 
 class RabbitMQSink(Sink):
@@ -134,10 +197,11 @@ class RabbitMQSink(Sink):
 
     def flush(self) -> None:
         """Publish the buffer, then wait until the broker confirmed every message of it."""
-        cfg = self.config
-        if cfg is None or self.channel is None or not self.buffer:
+        cfg, connection = self.config, self.connection
+        if cfg is None or connection is None or self.channel is None or not self.buffer:
             return
         mode = pika.DeliveryMode.Persistent if cfg.persistent else pika.DeliveryMode.Transient
+        frames = Frames(self.channel, cfg.exchangeName, cfg.mandatory)
         for record in self.buffer:
             props = pika.BasicProperties(
                 delivery_mode=mode,
@@ -149,13 +213,14 @@ class RabbitMQSink(Sink):
             # own fallback when neither is set, the message's key.
             wanted = (record.properties or {}).get("routingKey")
             routing_key = str(wanted or cfg.routingKey or record.key or "")
-            # The tag is owed before the publish: pika reads the socket while
-            # it writes, so the broker's confirm can arrive inside basic_publish.
+            # The tag is owed before the publish (the confirm can come as soon as it is sent).
             self.unconfirmed.add(self.next_tag)
             self.next_tag += 1
-            self.channel.basic_publish(
-                cfg.exchangeName, routing_key, payload(record.value), props, cfg.mandatory
-            )
+            frames.add(routing_key, payload(record.value), props)
+            if frames.frames >= SEND_FRAMES:  # let the broker start on them meanwhile
+                frames.send()
+                connection.process_data_events(time_limit=0)
+        frames.send()
         self._wait(lambda: not self.unconfirmed, f"the confirms of {len(self.buffer)} messages")
         if self.returned:
             msg = (

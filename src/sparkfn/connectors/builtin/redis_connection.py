@@ -190,6 +190,18 @@ class StreamReader:
         self, group: str, consumer: str, stream: str, cursor: str, count: int, block: int | None
     ) -> list[Entry]:
         """The stream's entries XREADGROUP gives (none once ``block`` ms passed empty)."""
+        ids, values = self.xreadgroup_columns(group, consumer, stream, cursor, count, block)
+        field = self._value_field
+        return [
+            (i, [field, v] if isinstance(v, bytes) else v) for i, v in zip(ids, values, strict=True)
+        ]
+
+    def xreadgroup_columns(
+        self, group: str, consumer: str, stream: str, cursor: str, count: int, block: int | None
+    ) -> tuple[list[bytes], list[bytes | list[Any] | None]]:
+        """XREADGROUP's entries as two lists: their ids, and for each its value (the usual
+        entry, a value alone), else its fields as Redis sends them (``None``: deleted).
+        No object per entry: the source makes its records from these."""
         args: list[bytes | str | int] = ["XREADGROUP", "GROUP", group, consumer, "COUNT", count]
         if block is not None:
             args += ["BLOCK", block]
@@ -200,12 +212,12 @@ class StreamReader:
                 break
             except Short:
                 self._more()
+        ids: list[bytes] = []
+        values: list[bytes | list[Any] | None] = []
         if head is None:
-            return []
-        entries: list[Entry] = []
-        add = entries.append
-        usual = self._usual.match
-        field = self._value_field
+            return ids, values
+        add_id, add_value = ids.append, values.append
+        usual, field = self._usual.match, self._value_field
         self._pos = pos
         for _ in range(count_at):
             while True:
@@ -218,7 +230,8 @@ class StreamReader:
                         if buf[stop : stop + 2] != b"\r\n":
                             msg = "Redis reply out of step (an entry's value does not end)"
                             raise redis.exceptions.ConnectionError(msg)
-                        add((found.group(1), [field, buf[start:stop]]))
+                        add_id(found.group(1))
+                        add_value(buf[start:stop])
                         self._pos = stop + 2
                         break
                 try:
@@ -226,9 +239,13 @@ class StreamReader:
                 except Short:
                     self._more()
                     continue
-                add((entry[0], entry[1]))
+                fields = entry[1]
+                add_id(entry[0])
+                # A value alone that the match did not take (cut by a recv) is one too.
+                usual_one = fields is not None and len(fields) == 2 and fields[0] == field
+                add_value(fields[1] if usual_one else fields)
                 break
-        return entries
+        return ids, values
 
     def xack(self, stream: str, group: str, ids: list[bytes]) -> int:
         """XACK ``ids``; how many were pending (redis-py packed 1,000 ids in 0.7 ms, this 0.2)."""
