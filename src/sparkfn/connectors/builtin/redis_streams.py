@@ -159,6 +159,20 @@ def _check(cfg: RedisConfig, what: str, prepare: bool) -> None:
     run_check(what, "Redis", cfg.redisHosts, check)
 
 
+def _socket_options(cfg: RedisConfig) -> dict[str, Any]:
+    """How the source's reader and the sink's writer open their own socket to Redis."""
+    host, _, port = cfg.redisHosts.rpartition(":")
+    return {
+        "host": host,
+        "port": int(port),
+        "password": cfg.redisPassword,
+        "db": cfg.redisDatabase,
+        "connect_timeout": cfg.connectTimeout / 1000,
+        "timeout": cfg.operationTimeout / 1000,
+        "keepalive": cfg.keepAlive,
+    }
+
+
 def _prepare_group(client: redis.Redis, cfg: RedisSourceConfig, what: str) -> None:
     """Create the group if asked; otherwise check that stream and group exist."""
     if cfg.createGroup:
@@ -218,18 +232,8 @@ class RedisStreamSource(Source):
         self._value_field = cfg.valueField.encode()
         self.client = connect(cfg, self.what)
         _prepare_group(self.client, cfg, self.what)
-        host, _, port = cfg.redisHosts.rpartition(":")
         with lost_broker(self.what, "Redis", cfg.redisHosts, "connect", LOST):
-            self.reader = StreamReader(
-                host,
-                int(port),
-                password=cfg.redisPassword,
-                db=cfg.redisDatabase,
-                connect_timeout=cfg.connectTimeout / 1000,
-                timeout=cfg.operationTimeout / 1000,
-                keepalive=cfg.keepAlive,
-                value_field=self._value_field,
-            )
+            self.reader = StreamReader(**_socket_options(cfg), value_field=self._value_field)
         self.cursor = "0"
 
     def read(self) -> Record | list[Record] | _EndOfStream | None:
@@ -346,17 +350,8 @@ class RedisStreamSink(Sink):
             trim = ("MAXLEN", "~", str(cfg.maxLen)) if cfg.maxLen is not None else ()
             self._xadd = Xadd(("XADD", cfg.streamName, *trim, "*"))
         self.client = connect(cfg, self.what)  # its errors name a refused password or database
-        host, _, port = cfg.redisHosts.rpartition(":")
         with lost_broker(self.what, "Redis", cfg.redisHosts, "connect", LOST):
-            self.writer = StreamWriter(
-                host,
-                int(port),
-                password=cfg.redisPassword,
-                db=cfg.redisDatabase,
-                connect_timeout=cfg.connectTimeout / 1000,
-                timeout=cfg.operationTimeout / 1000,
-                keepalive=cfg.keepAlive,
-            )
+            self.writer = StreamWriter(**_socket_options(cfg))
 
     def write(self, record: Record) -> None:
         """Buffer the entry's command: XADD with its fields (or SET of its key)."""
