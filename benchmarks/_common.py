@@ -23,9 +23,10 @@ import pyarrow as pa
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.log import end_offsets, read_range
+from sparkfn.topics.log import end_offsets
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from sparkfn.topics.reading import read_range
 
 VALUE_SIZE = 100
 # The function every latency measurement runs: the output value is the input's.

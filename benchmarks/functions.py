@@ -59,9 +59,10 @@ from sparkfn.runtime.group.run import QueryGroup
 from sparkfn.runtime.spark.session import spark_session
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.log import end_offsets, read_range
+from sparkfn.topics.log import end_offsets
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from sparkfn.topics.reading import read_range
 
 KINDS = ("native", "raw", "per_record", "vectorized", "grouped")
 LABELS = {

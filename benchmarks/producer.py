@@ -16,7 +16,7 @@ Each figure is the median of R repeats (3 by default), each on a fresh topic:
 4. ``Consumer.receive(max_messages=--receive-max)`` until the topic is read,
    and the same with each message's ``value`` read, since fields are
    converted only when asked for;
-5. ``log.read_range`` per partition (Arrow batches): the baseline for the
+5. ``reading.read_range`` per partition (Arrow batches): the baseline for the
    consumer.
 
 Values are 100 random bytes, keyed over 10,000 keys; building them is not
@@ -44,9 +44,10 @@ from _common import load_average
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.consumer import Consumer
-from sparkfn.topics.log import end_offsets, read_range
+from sparkfn.topics.log import end_offsets
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from sparkfn.topics.reading import read_range
 
 VALUE_SIZE = 100
 KEYS = 10_000

@@ -12,7 +12,7 @@ schema that is dropped afterwards):
    batches, and ``Producer.send`` one message at a time on a smaller count
    (one store transaction per message);
 2. consume: the same N messages read back with ``Consumer.receive`` and with
-   raw ``log.read_range`` per partition;
+   raw ``reading.read_range`` per partition;
 3. spark copy: a Structured Streaming query ``format("sparkfn")`` ->
    ``format("sparkfn")`` (``Trigger.AvailableNow``) over the N messages,
    against Spark's own Parquet file source -> Parquet file sink on the same
@@ -48,9 +48,10 @@ from sparkfn.runtime.spark.session import spark_session
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.consumer import Consumer
-from sparkfn.topics.log import end_offsets, read_range
+from sparkfn.topics.log import end_offsets
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from sparkfn.topics.reading import read_range
 from sparkfn.topics.spark.source import spark_options
 
 VALUE_SIZE = 100

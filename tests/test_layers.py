@@ -69,6 +69,7 @@ ROOMS: dict[str, list[tuple[str, ...]]] = {
             "plans",
             "prefetch",
             "producer",
+            "reading",
             "received",
             "schema_type",
             "segments",

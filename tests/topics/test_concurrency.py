@@ -24,9 +24,10 @@ import pytest
 from sparkfn.store.store import Store
 from sparkfn.topics import segments
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
-from sparkfn.topics.log import partition_for_key, read_range
+from sparkfn.topics.log import partition_for_key
 from sparkfn.topics.message import Message, ReceivedMessage, messages_from_table
 from sparkfn.topics.producer import Producer
+from sparkfn.topics.reading import read_range
 from waiting import until
 
 SPAWN = multiprocessing.get_context("spawn")

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from sparkfn.store.store import Store
-from sparkfn.topics import log, segments
+from sparkfn.topics import log, reading, segments
 from sparkfn.topics import prefetch as prefetch_module
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.message import STORED_SCHEMA, Message
@@ -31,7 +31,7 @@ def _fill(store: Store, segments: int, per_segment: int, size: int) -> TopicInfo
 
 
 def _values(store: Store, info: TopicInfo, start: int, end: int | None) -> list[int]:
-    batches = log.read_range(store, info, 0, start, end)
+    batches = reading.read_range(store, info, 0, start, end)
     return [int(v.as_py()[:6]) for b in batches for v in b.column("value")]
 
 
@@ -63,7 +63,7 @@ def test_ranges_fetched_ahead_read_what_their_own_lookups_read(
     wanted = [(7, 13), (13, 15), (10, 11), (255, 261), (255, 261), (490, 500), (3, 400)]
     prefetch = prefetch_module.SegmentPrefetch(store, [(info, 0, lo, hi) for lo, hi in wanted])
     for lo, hi in wanted:
-        batches = log.read_range(store, info, 0, lo, hi, prefetch)
+        batches = reading.read_range(store, info, 0, lo, hi, prefetch)
         values = [int(v.as_py()[:6]) for b in batches for v in b.column("value")]
         assert values == list(range(lo, hi))
     # (3, 400) was too large to fetch ahead: it looked itself up and decoded its own.

@@ -24,9 +24,10 @@ from sparkfn.store.store import Store
 from sparkfn.topics import garbage, maintenance, segments
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.consumer import Consumer
-from sparkfn.topics.log import end_offsets, read_range
+from sparkfn.topics.log import end_offsets
 from sparkfn.topics.message import Message, ReceivedMessage, messages_from_table
 from sparkfn.topics.producer import Producer
+from sparkfn.topics.reading import read_range
 from waiting import until
 
 HOUR = timedelta(hours=1)

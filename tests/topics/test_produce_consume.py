@@ -12,7 +12,7 @@ import pytest
 
 from sparkfn.api.errors import ConfigError, PayloadError
 from sparkfn.store.store import Store
-from sparkfn.topics import log
+from sparkfn.topics import log, reading
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message, ReceivedMessage, SchemaType, messages_from_table
@@ -80,7 +80,9 @@ def test_send_batch_is_one_append_with_contiguous_offsets(store: Store) -> None:
     assert ids == ["1:5", "1:6", "1:7"]
     stats = TopicAdmin(store).stats("t")
     assert [(s.end_offset, s.segments) for s in stats] == [(0, 0), (8, 2)]
-    values = [m.value for b in log.read_range(store, info, 1, 0) for m in messages_from_table(b)]
+    values = [
+        m.value for b in reading.read_range(store, info, 1, 0) for m in messages_from_table(b)
+    ]
     assert values == [b"v0", b"v1", b"v2", b"v3", b"v4", b"w0", b"w1", b"w2"]
 
 

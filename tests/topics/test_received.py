@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from sparkfn.store.store import Store
-from sparkfn.topics import log
+from sparkfn.topics import reading
 from sparkfn.topics.admin import TopicAdmin
 from sparkfn.topics.consumer import Consumer
 from sparkfn.topics.message import Message, ReceivedMessage, messages_from_table
@@ -131,7 +131,7 @@ def test_a_message_built_by_hand_keeps_what_it_was_given() -> None:
 def test_messages_from_a_table_read_the_position_columns(store: Store) -> None:
     info = TopicAdmin(store).create("t", partitions=2)
     Producer(store, "t").send_batch([Message(f"{i}".encode()) for i in range(6)], partition=1)
-    [batch] = list(log.read_range(store, info, 1, 2, 5))
+    [batch] = list(reading.read_range(store, info, 1, 2, 5))
     messages = messages_from_table(batch)
     assert [(m.partition, m.offset, m.value) for m in messages] == [
         (1, 2, b"2"),

@@ -23,8 +23,9 @@ from sparkfn.store import schema
 from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.log import end_offsets, read_range
+from sparkfn.topics.log import end_offsets
 from sparkfn.topics.message import ReceivedMessage, messages_from_table
+from sparkfn.topics.reading import read_range
 from sparkfn.topics.received import collector_paused
 
 Position = Literal["earliest", "latest"]

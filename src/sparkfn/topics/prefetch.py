@@ -1,7 +1,7 @@
 """The segments of many small ranges, looked up in one query and each decoded once.
 
 A query group's task reads a range per member and input partition: with
-two hundred members of a few messages each, :func:`~sparkfn.topics.log.read_range`
+two hundred members of a few messages each, :func:`~sparkfn.topics.reading.read_range`
 paid an index query per range (most of a one-message slice's read) and
 decoded a segment once per range that touched it (a member's range cut in
 two for its two instances reads the same producer segment twice; members
@@ -54,7 +54,7 @@ def _query(size: int) -> Any:
     """The index rows of ``size`` ranges (bound as ``i<n>, t<n>, p<n>, lo<n>, hi<n>``),
     each tagged with its position ``i``; built and compiled once per size.
 
-    Per range, the rows :func:`~sparkfn.topics.log.read_range`'s own lookup
+    Per range, the rows :func:`~sparkfn.topics.reading.read_range`'s own lookup
     finds: from the last segment starting at or before its start, up to
     its end, in offset order.
     """
@@ -172,7 +172,7 @@ class SegmentPrefetch:
     def decode(self, topic: TopicInfo, partition: int, row: Any) -> pa.Table:
         """The segment of index row ``row``, decoded once for all the reads counted for it.
 
-        Raises :class:`FileNotFoundError`, as :func:`~sparkfn.topics.log.read_range`
+        Raises :class:`FileNotFoundError`, as :func:`~sparkfn.topics.reading.read_range`
         expects, when a segment file is gone.
         """
         key = (topic.id, partition, row.base_offset)

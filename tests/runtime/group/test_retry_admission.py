@@ -25,9 +25,9 @@ from sparkfn.runtime.function.rows import DLQ_ORIGIN_MESSAGE_ID, DLQ_REAL_TOPIC
 from sparkfn.runtime.group.retries import RetryAdmission
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin
-from sparkfn.topics.log import read_range
 from sparkfn.topics.message import Message
 from sparkfn.topics.producer import Producer
+from sparkfn.topics.reading import read_range
 from sparkfn.topics.spark.planning import offset_key
 from sparkfn.topics.spark.quiet import QuietWait
 from waiting import until

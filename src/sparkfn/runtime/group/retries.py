@@ -42,7 +42,7 @@ from sparkfn.runtime.group.plan import MemberWork
 from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicInfo
-from sparkfn.topics.log import read_range
+from sparkfn.topics.reading import read_range
 from sparkfn.topics.spark.planning import offset_key
 from sparkfn.topics.spark.quiet import QuietWait
 

@@ -34,8 +34,9 @@ from sparkfn.store.store import Store
 from sparkfn.topics import subscription
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
 from sparkfn.topics.append import MessageColumns
-from sparkfn.topics.log import commit_segments, partition_for_key, read_range, stage
+from sparkfn.topics.log import commit_segments, partition_for_key, stage
 from sparkfn.topics.message import SchemaType
+from sparkfn.topics.reading import read_range
 
 # The type a dead letter's EXCEPTION property and the system exception name.
 WORKER_CRASHED = "PythonWorkerCrashed"

@@ -19,9 +19,9 @@ from pyspark.sql.datasource import InputPartition
 
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicInfo
-from sparkfn.topics.log import read_range
 from sparkfn.topics.message import READ_SCHEMA, SPARK_READ_TYPES, properties_to_json
 from sparkfn.topics.prefetch import SegmentPrefetch
+from sparkfn.topics.reading import read_range
 from sparkfn.topics.spark.planning import (
     INSTANCE_FIELD,
     FinalMarker,

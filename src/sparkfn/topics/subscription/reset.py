@@ -26,8 +26,9 @@ from sparkfn.store import schema
 from sparkfn.store.clock import utc_now
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import TopicAdmin, TopicInfo
-from sparkfn.topics.log import end_offsets, read_range
+from sparkfn.topics.log import end_offsets
 from sparkfn.topics.message import ReceivedMessage, messages_from_table
+from sparkfn.topics.reading import read_range
 from sparkfn.topics.subscription.owners import describe_owner, owner_of
 from sparkfn.topics.subscription.positions import LiveRun
 

@@ -39,8 +39,8 @@ from sparkfn.config.names import TopicName
 from sparkfn.runtime.lifecycle.control import live_state
 from sparkfn.store.store import Store
 from sparkfn.topics.admin import PartitionStats, TopicAdmin, TopicInfo
-from sparkfn.topics.log import read_range
 from sparkfn.topics.message import ReceivedMessage, messages_from_table
+from sparkfn.topics.reading import read_range
 from sparkfn.topics.subscription import unsubscribe
 from sparkfn.topics.subscription.reset import offsets_at, offsets_of_id, reset_cursors
 from sparkfn.worker.api.params import MAX_INT32, Namespace, Tenant, Topic
