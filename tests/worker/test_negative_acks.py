@@ -336,11 +336,7 @@ def test_an_explicit_zero_is_unset_by_an_update_with_pulsars_minus_one(
         "--classname", "flaky_db.FlakyDb", "--inputs", "persistent://public/default/old-in",
         "--max-message-retries", "0",
     )  # fmt: skip
-    assert cli.json("functions", "get", *one)["maxMessageRetries"] == 0
-    cli.ok("functions", "update", *one, "--parallelism", "2")
-    assert cli.json("functions", "get", *one)["maxMessageRetries"] == 0  # kept
-    cli.ok("functions", "update", *one, "--max-message-retries", "-1")
-    assert cli.json("functions", "get", *one).get("maxMessageRetries") is None
+    _zero_kept_until_minus_one(cli, "functions", one, "--max-message-retries")
 
     sink = ("--tenant", "public", "--namespace", "default", "--name", "old-sink")
     cli.ok(
@@ -349,8 +345,13 @@ def test_an_explicit_zero_is_unset_by_an_update_with_pulsars_minus_one(
         "--max-redeliver-count", "0",
         "--sink-config", json.dumps({"log": str(tmp_path / "log"), "down": str(tmp_path / "d")}),
     )  # fmt: skip
-    assert cli.json("sinks", "get", *sink)["maxMessageRetries"] == 0
-    cli.ok("sinks", "update", *sink, "--parallelism", "2")
-    assert cli.json("sinks", "get", *sink)["maxMessageRetries"] == 0  # kept
-    cli.ok("sinks", "update", *sink, "--max-redeliver-count", "-1")
-    assert cli.json("sinks", "get", *sink).get("maxMessageRetries") is None
+    _zero_kept_until_minus_one(cli, "sinks", sink, "--max-redeliver-count")
+
+
+def _zero_kept_until_minus_one(cli: Sparkfn, kind: str, name: tuple[str, ...], flag: str) -> None:
+    """A stored 0 stays through an update that does not name it; ``flag -1`` unsets it."""
+    assert cli.json(kind, "get", *name)["maxMessageRetries"] == 0
+    cli.ok(kind, "update", *name, "--parallelism", "2")
+    assert cli.json(kind, "get", *name)["maxMessageRetries"] == 0  # kept
+    cli.ok(kind, "update", *name, flag, "-1")
+    assert cli.json(kind, "get", *name).get("maxMessageRetries") is None

@@ -36,6 +36,19 @@ def _scalar(value: Any, type_: pa.DataType) -> pa.Scalar:
     return pa.scalar(value, type_)
 
 
+# Up to this many rows a column is read in Python rather than by an Arrow compute call:
+# each such call costs tens of microseconds, more than a few rows' Python (a group's
+# slices are mostly a few messages each).
+FEW_ROWS = 64
+
+
+def distinct(column: pa.Array) -> list[Any]:
+    """``column``'s distinct values, in the order they first come."""
+    if len(column) <= FEW_ROWS:
+        return list(dict.fromkeys(column.to_pylist()))
+    return pc.unique(column).to_pylist()  # type: ignore[no-any-return]
+
+
 def constant(value: str | int | None, type_: pa.DataType, n: int) -> pa.Array:
     """``n`` times ``value`` (a topic name, a kind, a partition) as an Arrow array.
 

@@ -10,10 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkfn.topics.message import PROPERTIES, TIMESTAMP, constant
-
-# Up to this many rows, a column's distinct values are read in Python (rows.SMALL_BATCH).
-FEW_ROWS = 64
+from sparkfn.topics.message import PROPERTIES, TIMESTAMP, constant, distinct
 
 # A message's properties while buffered: its pairs, none, or (the per-record loop's
 # outputs) the number of its input row, until resolve() takes that row's properties.
@@ -181,9 +178,7 @@ class EmitBuffer:
         if batch.num_rows == 0:
             return []
         topics = batch.column("topic")
-        # A few rows' topics read in Python: a compute call cost more (a group's slices).
-        small = batch.num_rows <= FEW_ROWS
-        names = list(dict.fromkeys(topics.to_pylist())) if small else pc.unique(topics).to_pylist()
+        names = distinct(topics)
         if len(names) == 1:
             return [(names[0], batch)]
         return [(name, batch.filter(pc.equal(topics, name))) for name in names]
@@ -255,9 +250,7 @@ def _column(values: list[Any], type_: pa.DataType) -> pa.Array:
     kind, a topic, absent properties) without converting each."""
     first = values[0]
     if values.count(first) == len(values):  # compares by identity first: fast
-        if first is None or isinstance(first, str):
-            return constant(first, type_, len(values))
-        return pa.repeat(pa.scalar(first, type_), len(values))
+        return constant(first, type_, len(values))
     return pa.array(values, type_)
 
 

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from sparkfn.runtime.function.emit import Emitted
 from sparkfn.topics.message import (
+    FEW_ROWS,
     PROPERTIES,
     properties_from_json,
     properties_list,
@@ -39,10 +40,9 @@ INPUT_TOPIC_PROPERTY = "__pfn_input_topic__"
 INPUT_MESSAGE_PROPERTY = "__pfn_input_msg_id__"
 _PARTITION_SUFFIX = re.compile(r"-partition-\d+$")
 
-# Up to this many rows a batch's per-row columns are made in Python: each Arrow compute
-# call costs tens of microseconds, more than a few rows' Python (a group's slices are
-# mostly a few messages each: 200 of them took 37 ms a batch by Arrow, 8 ms so).
-SMALL_BATCH = 64
+# Up to this many rows a batch's per-row columns are made in Python (message.FEW_ROWS:
+# 200 one-message slices took 37 ms a batch by Arrow, 8 ms so).
+SMALL_BATCH = FEW_ROWS
 
 Partitioned = Callable[[str, int], bool]
 """Whether a message of ``(topic, partition)`` is of a partitioned topic."""

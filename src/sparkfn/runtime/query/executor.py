@@ -45,13 +45,14 @@ from sparkfn.config.function import FunctionConfig
 from sparkfn.runtime.function.emit import EmitBuffer
 from sparkfn.runtime.function.instance import FunctionInstance
 from sparkfn.runtime.function.loader import load_function
-from sparkfn.runtime.function.rows import SMALL_BATCH, InputRows
+from sparkfn.runtime.function.rows import InputRows
 from sparkfn.runtime.function.topics import StoreTopicCatalog
 from sparkfn.runtime.lifecycle import control, objects, workerctl
 from sparkfn.runtime.spark import daemon
 from sparkfn.runtime.spark.isolation import use_package
 from sparkfn.state.store import state_reader
 from sparkfn.store.store import Store
+from sparkfn.topics.message import distinct
 from sparkfn.topics.spark.rows import FINAL_OFFSET, TICK_OFFSET
 
 _LOG = logging.getLogger("sparkfn.executor")
@@ -199,7 +200,7 @@ def make_run_function(
                 if batch.num_rows == 0:
                     continue
                 ids_col = batch.column(batch.schema.get_field_index("instance_id"))
-                ids = _distinct(ids_col)
+                ids = distinct(ids_col)
                 first = batch.column(batch.schema.get_field_index("offset"))[0].as_py()
                 marker, tick = first == FINAL_OFFSET, first == TICK_OFFSET
                 for instance_id in ids:
@@ -249,14 +250,6 @@ def make_run_function(
                 daemon.forget_note(note)
 
     return run_function
-
-
-def _distinct(column: pa.Array) -> list[Any]:
-    """``column``'s distinct values in the order they first come (a group's one-message slices
-    ask this of every batch: a compute call cost more than reading a few values)."""
-    if len(column) <= SMALL_BATCH:
-        return list(dict.fromkeys(column.to_pylist()))
-    return pc.unique(column).to_pylist()  # type: ignore[no-any-return]
 
 
 def _close_after_task(store: Store, key: InstanceKey, inst: FunctionInstance) -> None:

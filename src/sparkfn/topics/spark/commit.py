@@ -146,9 +146,12 @@ def _column(batch: pa.RecordBatch, name: str, type_: pa.DataType) -> pa.Array:
     index = batch.schema.get_field_index(name)
     if index < 0:
         return pa.nulls(batch.num_rows, type_)
-    column = batch.column(index)
-    # A cast costs a compute call even to the type a column has (tens of microseconds,
-    # six a staged batch: a group's one-message slices paid them hundreds of times).
+    return _as(batch.column(index), type_)
+
+
+def _as(column: pa.Array, type_: pa.DataType) -> pa.Array:
+    """``column`` cast to ``type_``; as it is when it has that type already (a cast is a
+    compute call even then, ~10 us: a staged batch made six, a group's slices hundreds)."""
     return column if column.type == type_ else column.cast(type_)
 
 
@@ -164,7 +167,7 @@ def _properties(batch: pa.RecordBatch) -> pa.Array:
         except (ValueError, TypeError, AttributeError) as exc:
             msg = f"properties: a value is not a JSON object of strings: {exc}"
             raise PayloadError(msg) from exc
-    return column if column.type == PROPERTIES else column.cast(PROPERTIES)
+    return _as(column, PROPERTIES)
 
 
 def to_stored_table(
@@ -172,8 +175,7 @@ def to_stored_table(
 ) -> pa.Table:
     """``batch``'s rows as ``topic`` stores them, published at ``now`` (default: now)."""
     value = batch.column(batch.schema.get_field_index("value"))
-    # Views, not casts, where the layouts are the same: a cast is a compute call (~10 us,
-    # paid per staged batch: a group's one-message slices paid it hundreds of times).
+    # A view, not a cast, where the layouts are the same (a cast is a compute call).
     if pa.types.is_string(value.type):
         value = value.view(pa.binary())
     elif pa.types.is_large_string(value.type):
@@ -198,7 +200,7 @@ def to_stored_table(
     return pa.Table.from_arrays(
         [
             _column(batch, "key", pa.string()),
-            value if value.type == pa.binary() else value.cast(pa.binary()),
+            _as(value, pa.binary()),
             _properties(batch),
             _column(batch, "event_time", TIMESTAMP),
             pa.repeat(pa.scalar(now or utc_now(), TIMESTAMP), n),
