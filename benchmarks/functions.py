@@ -6,7 +6,11 @@ per record), timed from the query's start to its end (``Trigger.AvailableNow``):
 * native:     what a PySpark user writes instead of sparkfn, and the baseline:
               Spark's Parquet file stream (the messages written to Parquet
               beforehand, not timed) -> ``mapInArrow`` with a per-record
-              Python loop -> Parquet file sink;
+              Python loop -> Parquet file sink; in a child process of its
+              own, whose JVM has Spark's default JIT (C1 and C2), as a
+              user's job has: sparkfn's session compiles with C1 only
+              (``sparkfn.runtime.spark.session.JIT_OPTIONS``), which makes
+              the JVM's own work of a Parquet job slower (``--native-apart``);
 * raw:        the same ``mapInArrow`` loop, but reading and writing topics
               through sparkfn's own data source and sink (no function
               runtime): what sparkfn's transport costs;
@@ -302,7 +306,9 @@ def measure(args: argparse.Namespace) -> Medians:
             write_parquet(store, "in", work / "parquet-in")
             write_parquet(store, "warm", work / "parquet-warm")
         started = time.perf_counter()
-        spark = spark_session(master=args.master, app_name="sparkfn-bench-functions")
+        # Spark's default JIT for --jit spark (the native child), else sparkfn's session's.
+        conf = {"spark.driver.defaultJavaOptions": ""} if args.jit == "spark" else None
+        spark = spark_session(master=args.master, app_name="sparkfn-bench-functions", conf=conf)
         try:
             bench = Bench(spark, store, work, args.parallelism, args.member_budget)
             runs = repeat(args, bench, started)
@@ -454,6 +460,35 @@ def _scaling_child(args: argparse.Namespace, cores: int, master: str, label: str
     return summary
 
 
+def _native_child(args: argparse.Namespace) -> tuple[float, float] | None:
+    """The native kind's medians (seconds, to the first batch), from a child process of
+    this script whose JVM has Spark's default JIT: the baseline a user's own job gets."""
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        f"--master={args.master}",
+        "--kinds=native",
+        "--jit=spark",
+        f"--messages={args.messages}",
+        f"--repeats={args.repeats}",
+        f"--partitions={args.partitions}",
+        "--summary-json",
+    ]
+    print("--- native: a child process, Spark's default JIT ---", flush=True)
+    summary: Summary | None = None
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+        for line in child.stdout or ():
+            if line.startswith(SUMMARY):
+                summary = json.loads(line[len(SUMMARY) :])
+            else:
+                print(f"  [native] {line}", end="", flush=True)
+    if child.returncode != 0 or summary is None:
+        print(f"!!! the native child failed (exit code {child.returncode})")
+        return None
+    seconds = args.messages / summary["native"]["rate"]
+    return seconds, seconds - summary["native"]["after_start"]
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -499,6 +534,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --scaling: run the local[N] child on N CPUs (default on)",
     )
     parser.add_argument(
+        "--jit",
+        choices=("sparkfn", "spark"),
+        default="sparkfn",
+        help="this process's JVM: sparkfn's session's JIT (C1 only, the default) or Spark's own",
+    )
+    parser.add_argument(
+        "--native-apart",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the native kind in a child process with Spark's own JIT (default on)",
+    )
+    parser.add_argument(
         "--summary-json",
         action="store_true",
         help="end with one line of msg/s per kind as JSON (what --scaling reads)",
@@ -534,7 +581,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.scaling:
         code = scaling(args)
     else:
-        medians = measure(args)
+        apart = args.native_apart and "native" in args.kinds and args.jit == "sparkfn"
+        if apart:
+            args.kinds.remove("native")
+        medians = measure(args) if args.kinds else {}
+        if apart:
+            args.kinds.insert(0, "native")
+            native = _native_child(args)
+            if native is None:
+                return 1
+            medians = {"native": native, **medians}
         report(args, medians)
         if args.summary_json:
             summary = {

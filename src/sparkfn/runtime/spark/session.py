@@ -54,6 +54,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
+# See DEFAULT_CONF's spark.driver.defaultJavaOptions.
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -86,6 +89,19 @@ DEFAULT_CONF = {
     # with one rename(2) (its create still forks the chmod): 7-8 ms. Like
     # FileContext it refuses to replace an existing batch's entry.
     "spark.sql.streaming.checkpointFileManagerClass": checkpoints.SPARK_MANAGER,
+    # The driver's JVM compiles with C1 only. What it runs for sparkfn is Spark's
+    # planning, scheduling and commit code, wide and each method a few times a
+    # micro-batch: C2 reached its thresholds over minutes and its compiler threads
+    # took 30-40 % of a core for the first minutes of a worker's life (a third of
+    # the JVM's CPU after 6 minutes), while no message passes through JVM code.
+    # Measured alone (benchmarks/README.md, 2026-11-29, eighth session): 200
+    # functions x 5 msg/s 110.8 -> 92.3 % of a core, p99 444 -> 319 ms; one
+    # function at 1 k msg/s p99 806 -> 279 ms; per-record 0.80 -> 0.66 s for
+    # 500 k messages. A native Spark job in this session runs its own JVM code
+    # about a third slower (Parquet in and out: 0.87 -> 1.18 s). Spark puts these
+    # options before ``spark.driver.extraJavaOptions``, so a user's
+    # ``-XX:TieredStopAtLevel=4`` there (or their own value of this key) wins.
+    "spark.driver.defaultJavaOptions": JIT_OPTIONS,
 }
 
 
