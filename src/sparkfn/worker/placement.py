@@ -73,7 +73,7 @@ class Placement:
                     group_name(store, self._settings.worker_id),
                     member_budget=self._settings.group_member_budget,
                     member_seconds=self._settings.group_member_seconds,
-                    trigger_interval=self._settings.group_trigger_interval,
+                    spacing=self._settings.group_trigger_interval,
                     on_hot=self.hot,
                 )
             return group

@@ -71,10 +71,12 @@ class WorkerSettings(BaseModel):
     # Seconds one member's part of a group's batch may take; a member past it
     # (or one that fills its row budget batch after batch) gets a query of its own.
     group_member_seconds: float = Field(default=5.0, gt=0)
-    # The shortest time (s) between the starts of two of a group's batches:
-    # under steady input from many functions, a batch each time gathers more
-    # of their messages instead of paying Spark's cost per batch more often.
-    group_trigger_interval: float = Field(default=0.2, ge=0)
+    # The shortest time (s) between the starts of two of the shared group's
+    # batches once 20 or more functions had work in the last one (fewer: that
+    # share of it; sparkfn.runtime.group.extras.BatchSpacing): under steady
+    # input from many functions a batch gathers more of their messages instead
+    # of paying Spark's cost per batch more often; a function alone waits not.
+    group_trigger_interval: float = Field(default=0.25, ge=0)
     # Pulsar's allowAutoTopicCreation: a function's missing topics are created
     # on first use (when the store allows it too: `sparkfn topics auto-creation`).
     allow_auto_topic_creation: bool = True

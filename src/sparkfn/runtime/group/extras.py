@@ -24,6 +24,10 @@ more, and each is kept here so the reader stays one loop:
   cursors reach them; ``exitNotes`` names the file where the daemon writes
   the exit status of a Python worker that dies under the member's slice.
 
+One rule applies to the group as a whole: a batch's start waits, after the
+last batch's, for a time that grows with how many members had work in it
+(reader option ``spacing``, :class:`BatchSpacing`).
+
 One step applies to every member: the instances that take input are read
 again in the transaction that records the plans, so an instance that began
 to stop alone since :meth:`~.reader.GroupStreamReader.latestOffset` gets
@@ -213,3 +217,41 @@ def ends_drain(work: MemberWork, max_per_task: int | None, slots: int) -> bool:
         assignment=work.member.config.subscription_type.value,
         slots=slots,
     )
+
+
+# Members with work in a batch at which the next batch waits the whole spacing.
+FULL_WIDTH = 20
+
+
+class BatchSpacing:
+    """The least time between two of a shared group's batches' starts, by the last batch's width.
+
+    A batch has a fixed cost (Spark's micro-batch in the JVM, the source's plan, a task's start,
+    the commit) whatever its members; under steady input from many members, batches that
+    start back to back pay it more often for the same messages (200 functions x 5 msg/s: 110 %
+    of a core with a batch every 0.2 s, 82 % with one every 0.3 s, the same p50). A batch with
+    one or two members waits next to nothing, so a function alone keeps its latency: the wait
+    is ``spacing`` x min(1, width / :data:`FULL_WIDTH`), after the last batch's start.
+    """
+
+    def __init__(self, spacing: float) -> None:
+        self.spacing = spacing
+        self._last: float | None = None  # when the last batch with work was planned
+        self._width = 0  # how many members had work in it
+
+    def due_in(self, now: float) -> float:
+        """Seconds until the next batch may start (0: now)."""
+        if self._last is None or self.spacing <= 0:
+            return 0.0
+        gap = self.spacing * min(1.0, self._width / FULL_WIDTH)
+        return max(0.0, self._last + gap - now)
+
+    def wait(self) -> None:
+        """Sleep until the next batch may start."""
+        pause = self.due_in(time.monotonic())
+        if pause > 0:
+            time.sleep(pause)
+
+    def started(self, width: int) -> None:
+        """A batch with ``width`` members' work was planned now."""
+        self._last, self._width = time.monotonic(), width

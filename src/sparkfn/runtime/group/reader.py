@@ -1,11 +1,11 @@
 """The group's source, ``format("sparkfn-group")``: plans the members that have work.
 
-Called on the driver, in Spark's source runner, except :meth:`~GroupStreamReader.read`
-(executors). Spark's offsets for a group are not input positions (each member's position
-is its subscription): they are ``{"__gen__": n}``, bumped whenever some member has work,
-plus ``"__final__/<control id>": seq`` for a member whose end-of-stream batch (drain,
-suspend) was planned. Each trigger reads, in four queries whatever the number of
-members: the members, their control records, their cursors and the ends of their inputs.
+Runs on the driver, in Spark's source runner, except :meth:`~GroupStreamReader.read`
+(executors). Its offsets are not input positions (a member's is its subscription) but
+``{"__gen__": n}``, bumped whenever some member has work, plus ``"__final__/<control id>":
+seq`` for a member whose end-of-stream batch (drain, suspend) was planned. Each trigger
+reads the members, their control records, their cursors and their inputs' ends in four
+queries, and a shared group's batches are spaced (:class:`~.extras.BatchSpacing`).
 A member has work when it is in its record's epoch, no death of it waits for its
 supervisor, it has a live instance and it is not cancelled, and either its cursors are
 behind its inputs' ends (capped by a drain's target; a retry topic's by what is due,
@@ -66,9 +66,8 @@ GROUP_FORMAT = "sparkfn-group"
 GROUP_SCHEMA = "payload binary"
 GEN_KEY = "__gen__"
 FINAL_PREFIX = "__final__/"
-# Records one member may take in one batch unless its max_records_per_batch says:
-# a member with a large backlog works it off in steps, and the others' batches
-# wait for at most one such step.
+# Records a member may take in a batch unless its max_records_per_batch says: a
+# backlog is worked off in steps, the others' batches wait at most one step.
 DEFAULT_MEMBER_BUDGET = 20_000
 DEFAULT_MAX_RECORDS_PER_TASK = 500_000
 
@@ -89,14 +88,12 @@ class GroupStreamReader(DataSourceStreamReader):
         self.max_per_task = positive_int(opts, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK)
         self.bytes_budget = positive_int(opts, "memberBytes", None)
         self.member_seconds = float(sec) if (sec := opts.get("memberseconds")) else None
-        # Its members' runs may park (a group of one): each plan checks, in its transaction.
-        self.parking = opts.get("parking", "false").lower() == "true"
+        self.parking = opts.get("parking", "false").lower() == "true"  # its run may park
         self.probes = extras.parse_probes(opts.get("probes"))
         self.exit_notes = extras.parse_notes(opts.get("exitnotes"))
         self._patterns = extras.PatternInputs(self.store_url, self.data_dir)
         self._ticking: list[Member] = []  # the members whose windows look at the clock
-        # The work latestOffset found, and for which start: what partitions() plans.
-        self._planned: tuple[dict[str, int], dict[str, MemberWork]] | None = None
+        self._planned: tuple[dict[str, int], dict[str, MemberWork]] | None = None  # see partitions
         self._quiet = QuietWait(
             settings.data_dir,
             [group_hint(self.group)],
@@ -104,6 +101,7 @@ class GroupStreamReader(DataSourceStreamReader):
             wait=RUN_WAIT_SECONDS,
         )
         self._retries = retries.RetryAdmission(self._quiet)  # negative-acked messages
+        self._spacing = extras.BatchSpacing(float(opts.get("spacing") or 0))
 
     def _store(self) -> Store:
         return Store.cached(self.store_url, self.data_dir)
@@ -218,12 +216,14 @@ class GroupStreamReader(DataSourceStreamReader):
         record, the membership) and answer "nothing new" without asking the
         store while none changes.
         """
+        self._spacing.wait()  # a shared group's batches start at least this far apart
         if not self._ticks_due(start) and self._quiet.nothing_new(start):
             return start
         work, found = self._quiet.look(self.work, start)
         end = dict(start)
         self._planned = (dict(start), work)  # partitions() of the batch it starts plans this
         if work:
+            self._spacing.started(len(work))
             current = {m.control_id for m in found}
             end = {GEN_KEY: start.get(GEN_KEY, 0) + 1}
             for key, value in start.items():

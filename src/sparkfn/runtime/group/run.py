@@ -80,6 +80,7 @@ class QueryGroup:
         member_budget: int | None = None,
         member_seconds: float | None = None,
         trigger_interval: float = 0.0,
+        spacing: float = 0.0,
         on_hot: Callable[[str, str, bool], None] | None = None,
         checkpoint: Path | None = None,
     ) -> None:
@@ -90,6 +91,8 @@ class QueryGroup:
         self.member_seconds = member_seconds
         # The shortest time between two batches' starts (0: one right after the other).
         self.trigger_interval = trigger_interval
+        # A shared group's least time between batches, by their width (extras.BatchSpacing).
+        self.spacing = spacing
         # Told (control id, why, graceful) of a member that keeps exceeding its budgets;
         # graceful False: it already left (it held a batch). Returns at once.
         self.on_hot = on_hot
@@ -130,6 +133,8 @@ class QueryGroup:
             options["memberBudget"] = str(self.member_budget)
         if self.member_seconds:
             options["memberSeconds"] = str(self.member_seconds)
+        if self.spacing:
+            options["spacing"] = str(self.spacing)
         query = start_group_query(
             self.spark,
             self.store,
