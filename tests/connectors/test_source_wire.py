@@ -9,6 +9,8 @@ the source did with every delivery before): both lists must be equal.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,3 +109,49 @@ def test_the_sources_deliveries_are_the_records_pika_gave(
         assert [r.delivery_tag for r in got] == list(range(1, n + 1))  # type: ignore[attr-defined]
         redelivered = {r.properties.get("redelivered") for r in got}
         assert redelivered == ({None} if attempt == "first" else {"true"})
+
+
+def test_a_read_returns_deliveries_as_they_arrive_and_says_when_the_queue_ran_dry(
+    queues: tuple[Any, str, str, str],
+) -> None:
+    """The decoded deliveries bypass pika's event queues: a read's wait must still end
+    when they arrive (it waited its whole ``readTimeoutMs`` before, 100 ms a batch), and
+    one that owes acks for a stream of records it returned must not wait that long for
+    more (the runner holds them meanwhile: the queue's last partial batch waited 100 ms)."""
+    _, exchange, ours, _ = queues
+    source = RabbitMQSource()
+    configs = {"host": HOST, "queueName": ours, "prefetchCount": 0, "readTimeoutMs": 10_000}
+    source.open(configs, StaticSourceContext())
+    try:
+        started = time.monotonic()
+        publisher = threading.Thread(target=_publish_later, args=(exchange, 0.3, 150))
+        publisher.start()
+        got = source.read()
+        waited = time.monotonic() - started
+        publisher.join()
+        assert isinstance(got, list) and got, got
+        assert waited < 3, f"the first delivery ended the wait only after {waited:.1f} s"
+        while len(got) < 150:
+            more = source.read()
+            assert isinstance(more, list), f"{len(got)} of 150, then {more!r}"
+            got += more
+        started = time.monotonic()
+        assert source.read() is None  # dry after a stream, 150 records not acked: said at once
+        assert time.monotonic() - started < 2
+        source.ack(got[-1])
+        source.commit()
+        source.config = source.config.model_copy(update={"readTimeoutMs": 300})  # type: ignore[union-attr]
+        started = time.monotonic()
+        assert source.read() is None  # dry, nothing owed: the whole readTimeoutMs
+        assert time.monotonic() - started >= 0.25
+    finally:
+        source.close()
+
+
+def _publish_later(exchange: str, delay: float, n: int) -> None:
+    time.sleep(delay)
+    conn = pika.BlockingConnection(pika.ConnectionParameters(HOST))
+    channel = conn.channel()
+    for i in range(n):
+        channel.basic_publish(exchange, "k", f"{i}".encode())
+    conn.close()

@@ -53,6 +53,14 @@ from sparkfn.connectors.builtin.rabbitmq_connection import (
 )
 from sparkfn.connectors.builtin.rabbitmq_deliveries import Deliveries
 
+# How long a read waits for more in a stream (at least STREAM records returned since a read
+# last found nothing) while records it returned are not acked yet (the runner holds them for
+# its batch, or appends them): a queue that ran dry is said at once, and the runner appends
+# and acks what it holds instead of waiting a whole readTimeoutMs for more. A trickle keeps
+# the whole wait, and the runner its batches (up to its batch_timeout).
+LINGER = 0.005
+STREAM = 100
+
 # pika's errors that mean the broker or the channel went away (a restart, a network cut).
 LOST = (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError)
 
@@ -78,6 +86,7 @@ class RabbitMQSource(Source):
         self.ack_tag: int | None = None
         # Delivery tags count up per channel: the last one received and the last acked.
         self.delivered = self.acked = 0
+        self.streak = 0  # records returned since a read last found nothing
 
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
@@ -152,19 +161,25 @@ class RabbitMQSource(Source):
         )
 
     def read(self) -> Record | list[Record] | _EndOfStream | None:
-        """What has arrived; waits up to ``readTimeoutMs`` when nothing has."""
+        """What has arrived; waits up to ``readTimeoutMs`` when nothing has (:data:`LINGER` in a stream)."""
         if self.connection is None or self.config is None:
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
+        owed = self.delivered - self.acked
         prefetch = self.config.prefetchCount
-        # Every delivery the prefetch allows is unacked (its batch is being appended): the
-        # broker sends nothing before the ack, so waiting for a message would only delay it.
-        starved = prefetch > 0 and self.delivered - self.acked >= prefetch
+        wait = self.config.readTimeoutMs / 1000
+        if prefetch > 0 and owed >= prefetch:
+            # Every delivery the prefetch allows is unacked (its batch is being appended): the
+            # broker sends nothing before the ack, so waiting for a message would only delay it.
+            wait = 0.0
+        elif owed > 0 and self.streak >= STREAM:
+            wait = min(wait, LINGER)
         with lost_broker(self.what, "RabbitMQ", self._host, "consume", LOST):
             self.connection.process_data_events(time_limit=0)
-            if not self.buffer and not starved:
-                self.connection.process_data_events(time_limit=self.config.readTimeoutMs / 1000)
+            if not self.buffer and wait > 0:
+                self.connection.process_data_events(time_limit=wait)
         taken, self.buffer = self.buffer, []
+        self.streak = self.streak + len(taken) if taken else 0
         return taken or None
 
     def ack(self, record: Record) -> None:

@@ -61,6 +61,7 @@ class Deliveries:
     """Decodes the deliveries to one consumer of one channel (see the module docstring)."""
 
     def __init__(self, connection: Any, channel: int, deliver: Deliver) -> None:
+        self.connection = connection
         self.impl = connection._impl  # noqa: SLF001 - pika's connection under the adapter
         self.channel = channel
         self.deliver = deliver
@@ -72,11 +73,11 @@ class Deliveries:
         """pika's ``_on_data_available``: deliveries here, every other frame to pika."""
         impl = self.impl
         buf = impl._frame_buffer + data if impl._frame_buffer else data  # noqa: SLF001
-        pos, size = 0, len(buf)
+        pos, size, delivered = 0, len(buf), False
         while pos + 7 <= size:
             end = self._delivery(buf, pos, size)
             if end > pos:
-                pos = end
+                pos, delivered = end, True
                 continue
             if end < 0:
                 break  # a delivery not all here yet
@@ -87,6 +88,11 @@ class Deliveries:
             impl.bytes_received += consumed
             impl._process_frame(frame)  # noqa: SLF001 - what pika's own loop does with it
         impl._frame_buffer = buf[pos:]  # noqa: SLF001
+        if delivered:
+            # pika's own deliveries end a process_data_events() wait by an event queued;
+            # these bypass its queues, so end the wait as pika's channels do (a negative
+            # channel number: "return", nothing to dispatch).
+            self.connection._request_channel_dispatch(-1)  # noqa: SLF001
 
     def _delivery(self, buf: bytes, pos: int, size: int) -> int:
         """Take the delivery at ``pos``: the position after it; ``pos`` if there is none
