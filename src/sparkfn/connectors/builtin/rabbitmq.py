@@ -33,6 +33,7 @@ the queue durable yourself for its messages to survive a broker restart.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,15 @@ from sparkfn.connectors.builtin.rabbitmq_connection import (
     connect,
     source_channel,
 )
+from sparkfn.connectors.builtin.rabbitmq_deliveries import Deliveries
+
+# How long a read waits for more in a stream (at least STREAM records returned since a read
+# last found nothing) while records it returned are not acked yet (the runner holds them for
+# its batch, or appends them): a queue that ran dry is said at once, and the runner appends
+# and acks what it holds instead of waiting a whole readTimeoutMs for more. A trickle keeps
+# the whole wait, and the runner its batches (up to its batch_timeout).
+LINGER = 0.005
+STREAM = 100
 
 # pika's errors that mean the broker or the channel went away (a restart, a network cut).
 LOST = (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError)
@@ -76,6 +86,7 @@ class RabbitMQSource(Source):
         self.ack_tag: int | None = None
         # Delivery tags count up per channel: the last one received and the last acked.
         self.delivered = self.acked = 0
+        self.streak = 0  # records returned since a read last found nothing
 
     @classmethod
     def check_configs(cls, configs: Mapping[str, Any], what: str) -> None:
@@ -96,7 +107,15 @@ class RabbitMQSource(Source):
                     prefetch_count=cfg.prefetchCount, global_qos=cfg.prefetchGlobal
                 )
                 step.name = "basic.consume"
-                self.channel.basic_consume(cfg.queueName, self._on_message, auto_ack=False)
+                # Deliveries are decoded by .rabbitmq_deliveries, from the first one on:
+                # the consumer's tag is ours, known before it exists.
+                tag = f"sparkfn-{uuid.uuid4().hex}"
+                deliveries = Deliveries(self.connection, self.channel.channel_number,
+                                        self._delivered)  # fmt: skip
+                deliveries.consumer_tag = tag.encode()
+                self.channel.basic_consume(
+                    cfg.queueName, self._on_message, auto_ack=False, consumer_tag=tag
+                )
         except BaseException:
             self.close()
             raise
@@ -106,39 +125,61 @@ class RabbitMQSource(Source):
         return f"{self.config.host}:{self.config.port}" if self.config else "?"
 
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
-        props = {"exchange": str(method.exchange)}
-        if method.redelivered:
+        """A delivery pika decoded (one :mod:`.rabbitmq_deliveries` left to it)."""
+        self._delivered(method.delivery_tag, method.redelivered, method.exchange,
+                        method.routing_key, properties.message_id, properties.headers,
+                        properties.timestamp, body)  # fmt: skip
+
+    def _delivered(
+        self,
+        delivery_tag: int,
+        redelivered: bool,
+        exchange: str | bytes,
+        routing_key: str | bytes,
+        message_id: Any,
+        headers: dict[str, Any] | None,
+        timestamp: int | None,
+        body: bytes,
+    ) -> None:
+        props = {"exchange": str(exchange)}
+        if redelivered:
             props["redelivered"] = "true"
-        if properties.message_id is not None:
-            props["messageId"] = str(properties.message_id)
-        for name, value in (properties.headers or {}).items():
-            props[str(name)] = value.decode() if isinstance(value, bytes) else str(value)
-        event_time = properties.timestamp * 1000 if properties.timestamp else None
-        self.delivered = method.delivery_tag
+        if message_id is not None:
+            props["messageId"] = str(message_id)
+        if headers:
+            for name, value in headers.items():
+                props[str(name)] = value.decode() if isinstance(value, bytes) else str(value)
+        self.delivered = delivery_tag
         self.buffer.append(
             RabbitMQRecord(
-                value=body,
-                key=str(method.routing_key),  # Pulsar's source keys a record by its routing key
-                properties=props,
-                event_time=event_time,
-                delivery_tag=method.delivery_tag,
+                body,
+                str(routing_key),  # Pulsar's source keys a record by its routing key
+                props,
+                timestamp * 1000 if timestamp else None,
+                delivery_tag=delivery_tag,
             )
         )
 
     def read(self) -> Record | list[Record] | _EndOfStream | None:
-        """What has arrived; waits up to ``readTimeoutMs`` when nothing has."""
+        """What has arrived; waits up to ``readTimeoutMs`` when nothing has (:data:`LINGER` in a stream)."""
         if self.connection is None or self.config is None:
             msg = f"{self.what}: read() before open()"
             raise RuntimeError(msg)
+        owed = self.delivered - self.acked
         prefetch = self.config.prefetchCount
-        # Every delivery the prefetch allows is unacked (its batch is being appended): the
-        # broker sends nothing before the ack, so waiting for a message would only delay it.
-        starved = prefetch > 0 and self.delivered - self.acked >= prefetch
+        wait = self.config.readTimeoutMs / 1000
+        if prefetch > 0 and owed >= prefetch:
+            # Every delivery the prefetch allows is unacked (its batch is being appended): the
+            # broker sends nothing before the ack, so waiting for a message would only delay it.
+            wait = 0.0
+        elif owed > 0 and self.streak >= STREAM:
+            wait = min(wait, LINGER)
         with lost_broker(self.what, "RabbitMQ", self._host, "consume", LOST):
             self.connection.process_data_events(time_limit=0)
-            if not self.buffer and not starved:
-                self.connection.process_data_events(time_limit=self.config.readTimeoutMs / 1000)
+            if not self.buffer and wait > 0:
+                self.connection.process_data_events(time_limit=wait)
         taken, self.buffer = self.buffer, []
+        self.streak = self.streak + len(taken) if taken else 0
         return taken or None
 
     def ack(self, record: Record) -> None:
