@@ -447,15 +447,23 @@ def _scaling_child(args: argparse.Namespace, cores: int, master: str, label: str
     pin = _pinned(cores) if args.pin else None
     where = f"{cores} CPU(s)" if pin else "every CPU"
     print(f"--- {label}: child process on {master}, on {where} ---", flush=True)
+    return _child_summary(command, master, pin)
+
+
+def _child_summary(
+    command: list[str], tag: str, pin: Callable[[], None] | None = None
+) -> Summary | None:
+    """Run ``command`` (this script with ``--summary-json``), its output shown under ``tag``;
+    its summary, or None if it failed."""
     summary: Summary | None = None
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, preexec_fn=pin) as child:
         for line in child.stdout or ():
             if line.startswith(SUMMARY):
                 summary = json.loads(line[len(SUMMARY) :])
             else:
-                print(f"  [{master}] {line}", end="", flush=True)
+                print(f"  [{tag}] {line}", end="", flush=True)
     if child.returncode != 0 or summary is None:
-        print(f"!!! the child on {master} failed (exit code {child.returncode})")
+        print(f"!!! the child {tag} failed (exit code {child.returncode})")
         return None
     return summary
 
@@ -475,15 +483,8 @@ def _native_child(args: argparse.Namespace) -> tuple[float, float] | None:
         "--summary-json",
     ]
     print("--- native: a child process, Spark's default JIT ---", flush=True)
-    summary: Summary | None = None
-    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
-        for line in child.stdout or ():
-            if line.startswith(SUMMARY):
-                summary = json.loads(line[len(SUMMARY) :])
-            else:
-                print(f"  [native] {line}", end="", flush=True)
-    if child.returncode != 0 or summary is None:
-        print(f"!!! the native child failed (exit code {child.returncode})")
+    summary = _child_summary(command, "native")
+    if summary is None:
         return None
     seconds = args.messages / summary["native"]["rate"]
     return seconds, seconds - summary["native"]["after_start"]
