@@ -69,13 +69,15 @@ def stage(
     table: pa.Table,
     compression: segments.Codec = "auto",
     max_publish: datetime | None = None,
+    nbytes: int | None = None,
 ) -> StagedSegment:
     """Encode ``table`` as a segment: inline when small, else as a new file;
-    ``compression`` as :data:`~sparkfn.topics.segments.Codec` says. ``max_publish``,
-    if the caller knows it, is the latest of the table's publish times."""
+    ``compression`` as :data:`~sparkfn.topics.segments.Codec` says. ``max_publish``
+    and ``nbytes``, if the caller knows them, are the latest of the table's publish
+    times and its ``nbytes``."""
     if max_publish is None:
         max_publish = pc.max(table.column("publish_time")).as_py()
-    if segments.fits_inline(table):
+    if segments.fits_inline(table, nbytes):
         data = segments.encode(table, compression)
         if len(data) <= segments.INLINE_LIMIT:
             return StagedSegment(

@@ -70,9 +70,10 @@ def encode(table: pa.Table, compression: Codec = None) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def fits_inline(table: pa.Table) -> bool:
-    """Whether ``table`` may encode small enough to be inlined (its buffers are the bulk)."""
-    size: int = table.nbytes
+def fits_inline(table: pa.Table, nbytes: int | None = None) -> bool:
+    """Whether ``table`` may encode small enough to be inlined (its buffers are the bulk);
+    ``nbytes``: its ``table.nbytes``, if the caller counted it already."""
+    size: int = table.nbytes if nbytes is None else nbytes
     return size <= INLINE_LIMIT
 
 

@@ -288,10 +288,12 @@ class PartitionStager:
 
     def _stage(self, part: int) -> None:
         tables = self._pending.pop(part)
-        del self._sizes[part]
+        _, size = self._sizes.pop(part)  # the tables' nbytes, counted as they came
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         latest = self._latest.pop(part)  # every row of an add is published at its time
-        self.staged.append(stage(self.store, self.topic, part, table, self.compression, latest))
+        self.staged.append(
+            stage(self.store, self.topic, part, table, self.compression, latest, size)
+        )
 
 
 def _explicit_partitions(batch: pa.RecordBatch) -> bool:
